@@ -1,0 +1,54 @@
+/**
+ * `user-mirror <command>`: the dispatcher. Each command lives in
+ * src/commands/<name>.ts and is loaded only when asked for, so `resolve`
+ * never pays for BullMQ and `stand-in` never opens SQLite.
+ *
+ * Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 not found.
+ */
+import { ConfigError } from './config.js';
+import { UsageError } from './cli-args.js';
+
+export type CommandMain = (argv: string[]) => Promise<number>;
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<{ default: CommandMain }> }> = {
+  'stand-in': { summary: 'run the local stand-in service', load: () => import('./commands/stand-in.js') },
+};
+
+function usage(): string {
+  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(16)} ${c.summary}`);
+  return `usage: user-mirror <command> [options]\n\ncommands:\n${rows.join('\n')}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name];
+  if (command === undefined) {
+    process.stderr.write(`user-mirror: unknown command '${name}'\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    const mod = await command.load();
+    return await mod.default(rest);
+  } catch (err) {
+    if (err instanceof UsageError || err instanceof ConfigError) {
+      process.stderr.write(`user-mirror ${name}: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`user-mirror ${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`user-mirror: ${String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,93 @@
+/**
+ * Configuration: one zod schema per environment variable, one registry of
+ * them all. A command asks only for the variables it needs (`readConfig`),
+ * so an offline resolve never demands a key. All problems are reported at
+ * once, by name; values are never echoed, because some of them are secrets.
+ */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import cron from 'node-cron';
+
+const httpUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+  .transform((u) => u.replace(/\/+$/, ''));
+const secret = z.string({ error: 'is required' }).min(1, 'is required');
+const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
+const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
+const headerName = z
+  .string()
+  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
+  .transform((h) => h.toLowerCase());
+
+/** The registry. Add a variable here, in the same style, and nowhere else. */
+export const ENV = {
+  SERVICE_BASE_URL: httpUrl,
+  SERVICE_API_KEY: secret,
+  SERVICE_API_KEY_HEADER: headerName.default('x-service-api-key'),
+  MANAGEMENT_URL: httpUrl,
+  MANAGEMENT_KEY: secret,
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('user-mirror'),
+  MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
+  MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
+  SYNC_CRON: z
+    .string()
+    .refine((s) => cron.validate(s), 'must be a valid cron expression')
+    .default('*/15 * * * *'),
+  SYNC_CONCURRENCY: positiveInt(4, 64),
+  SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
+  SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
+  SYNC_DRIFT_RESCANS: nonNegativeInt(2, 10),
+  HTTP_CONNECTIONS: positiveInt(8, 256),
+  HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
+  HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
+  REMOVAL_CONCURRENCY: positiveInt(8, 256),
+  REMOVAL_ATTEMPTS: positiveInt(10, 1000),
+  REMOVAL_BACKOFF_MS: positiveInt(1_000, 3_600_000),
+  SHUTDOWN_TIMEOUT_MS: positiveInt(25_000, 600_000),
+  STATUS_PORT: nonNegativeInt(9464, 65535),
+  STATUS_HOST: z.string().min(1).default('127.0.0.1'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+} as const;
+
+export type EnvName = keyof typeof ENV;
+export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
+
+/** Variables whose values must never be printed. */
+export const SECRET_ENV: ReadonlySet<EnvName> = new Set(['SERVICE_API_KEY', 'MANAGEMENT_KEY', 'REDIS_URL']);
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/**
+ * Reads and validates `names` from `env`. Empty strings count as unset (env
+ * files often carry `KEY=`). Throws one ConfigError listing every problem.
+ */
+export function readConfig<K extends EnvName>(names: readonly K[], env: NodeJS.ProcessEnv = process.env): Config<K> {
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const name of names) {
+    const raw = env[name];
+    const result = ENV[name].safeParse(raw === '' ? undefined : raw);
+    if (result.success) out[name] = result.data;
+    else problems.push(`${name}: ${raw === undefined || raw === '' ? 'is required' : result.error.issues[0]?.message ?? 'is invalid'}`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out as Config<K>;
+}
+
+/** The variable sets commands ask for. */
+export const SERVICE_ENV = [
+  'SERVICE_BASE_URL',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  'HTTP_CONNECTIONS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_BODY_TIMEOUT_MS',
+] as const satisfies readonly EnvName[];
+export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
+export const QUEUE_ENV = ['REDIS_URL', 'QUEUE_PREFIX'] as const satisfies readonly EnvName[];

@@ -1,0 +1,263 @@
+/**
+ * The service client: the only code that talks to `{base_url}` and
+ * `{management_url}`.
+ *
+ * - One undici Pool per origin, connections capped, with header and body
+ *   timeouts.
+ * - The team key goes only to base_url requests, the management key only to
+ *   management_url requests; `X-Service-Org-Key` is never sent.
+ * - Arguments are validated before anything leaves the process.
+ * - Every response is parsed with the zod schemas in ./schemas.ts; failures
+ *   become the typed errors of ./errors.ts, never crashes.
+ */
+import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { z } from 'zod';
+import {
+  HttpError,
+  NetworkError,
+  RequestValidationError,
+  ResponseValidationError,
+  TimeoutError,
+  type HttpMethod,
+} from './errors.js';
+import { encodePathSegment } from './path-segment.js';
+import { parseRetryAfter } from './retry.js';
+import { parseUserRecords, type ParsedRecord } from './records.js';
+import { formatIssues } from './issue-path.js';
+import {
+  ErrorBodySchema,
+  UserPageEnvelopeSchema,
+  UserSchema,
+  type ErrorDetail,
+  type User,
+} from './schemas.js';
+
+export const MAX_PAGE_LIMIT = 500;
+
+export interface ServiceClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** Header that carries the team key; the live service uses another name than the spec. */
+  apiKeyHeader?: string;
+  managementUrl?: string;
+  managementKey?: string;
+  /** Connections per origin. */
+  connections?: number;
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** Called once per HTTP response (or transport failure, status 0), for metrics. */
+  onResponse?: (event: ResponseEvent) => void;
+}
+
+/** `route` is the templated path, so metrics keep a bounded set of labels. */
+export interface ResponseEvent {
+  method: HttpMethod;
+  route: string;
+  status: number;
+  durationMs: number;
+}
+
+export interface PageParams {
+  offset: number;
+  limit: number;
+}
+
+/** A list page with each record validated on its own (see records.ts). */
+export interface UserPage {
+  total: number;
+  offset: number;
+  limit: number;
+  records: ParsedRecord[];
+  /** The records exactly as received, index-aligned with `records`. */
+  raw: unknown[];
+}
+
+export interface StrictUserPage {
+  total: number;
+  offset: number;
+  limit: number;
+  users: User[];
+}
+
+/** 404 on resolve is a result, not an error: the id is simply unknown upstream. */
+export type ResolveResult = { found: true; user: User } | { found: false };
+
+/** 404 on delete means "already gone": callers treat it as done. */
+export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
+
+const PageParamsSchema = z.object({
+  offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
+  limit: z.number().int('must be an integer').min(1, 'must be >= 1').max(MAX_PAGE_LIMIT, `must be <= ${MAX_PAGE_LIMIT}`),
+});
+
+interface Target {
+  pool: Pool;
+  /** Path prefix of the configured URL (e.g. `/api`), without trailing slash. */
+  prefix: string;
+  headers: Record<string, string>;
+}
+
+interface RawResponse {
+  status: number;
+  body: unknown;
+  retryAfter: string | undefined;
+}
+
+export class ServiceClient {
+  private readonly pools = new Map<string, Pool>();
+  private readonly team: Target;
+  private readonly management: Target | undefined;
+
+  constructor(private readonly options: ServiceClientOptions) {
+    const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
+    this.team = this.target(options.baseUrl, { accept: 'application/json', [header]: options.apiKey });
+    if (options.managementUrl !== undefined && options.managementKey !== undefined) {
+      this.management = this.target(options.managementUrl, {
+        accept: 'application/json',
+        'x-management-key': options.managementKey,
+      });
+    }
+  }
+
+  /** One page, each record validated separately: what the sync engine uses. */
+  async listUsersPage(params: PageParams, signal?: AbortSignal): Promise<UserPage> {
+    const path = '/v2/user/';
+    const checked = PageParamsSchema.safeParse(params);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
+    }
+    const query = `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
+    const res = await this.send(this.team, 'GET', path, path + query, signal);
+    if (res.status !== 200) throw this.httpError(res, 'GET', path);
+    const envelope = UserPageEnvelopeSchema.safeParse(res.body);
+    if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
+    const { users, total, offset, limit } = envelope.data;
+    return { total, offset, limit, records: parseUserRecords(users), raw: users };
+  }
+
+  /** One page, all or nothing: the first bad record is an error naming `users[i].field`. */
+  async listUsers(params: PageParams, signal?: AbortSignal): Promise<StrictUserPage> {
+    const page = await this.listUsersPage(params, signal);
+    const users: User[] = [];
+    for (const record of page.records) {
+      if (!record.ok) throw new ResponseValidationError(record.reason, 'GET', '/v2/user/');
+      users.push(record.user);
+    }
+    return { total: page.total, offset: page.offset, limit: page.limit, users };
+  }
+
+  async resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult> {
+    const route = '/v2/user/resolve/{client_user_id}';
+    requireId('client_user_id', clientUserId, 'GET', route);
+    const path = `/v2/user/resolve/${encodePathSegment(clientUserId)}`;
+    const res = await this.send(this.team, 'GET', route, path, signal);
+    if (res.status === 404) return { found: false };
+    if (res.status !== 200) throw this.httpError(res, 'GET', path);
+    const user = UserSchema.safeParse(res.body);
+    if (!user.success) throw new ResponseValidationError(formatIssues(user.error.issues), 'GET', path);
+    return { found: true, user: user.data };
+  }
+
+  async deleteOrgMember(orgId: string, memberId: string, signal?: AbortSignal): Promise<DeleteMemberResult> {
+    const route = '/v1/org/{org_id}/member/{member_id}';
+    requireId('org_id', orgId, 'DELETE', route);
+    requireId('member_id', memberId, 'DELETE', route);
+    if (this.management === undefined) {
+      throw new RequestValidationError('management_url', 'no management URL and key configured', 'DELETE', route);
+    }
+    const path = `/v1/org/${encodePathSegment(orgId)}/member/${encodePathSegment(memberId)}`;
+    const res = await this.send(this.management, 'DELETE', route, path, signal);
+    if (res.status === 404) return { outcome: 'not_found' };
+    if (res.status < 200 || res.status >= 300) throw this.httpError(res, 'DELETE', path);
+    return { outcome: 'deleted', body: res.body };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((p) => p.close()));
+  }
+
+  private target(url: string, headers: Record<string, string>): Target {
+    const parsed = new URL(url);
+    let pool = this.pools.get(parsed.origin);
+    if (pool === undefined) {
+      pool = new Pool(parsed.origin, {
+        connections: this.options.connections ?? 8,
+        headersTimeout: this.options.headersTimeoutMs ?? 30_000,
+        bodyTimeout: this.options.bodyTimeoutMs ?? 60_000,
+        connectTimeout: this.options.connectTimeoutMs ?? 10_000,
+        pipelining: 1,
+      });
+      this.pools.set(parsed.origin, pool);
+    }
+    return { pool, prefix: parsed.pathname.replace(/\/+$/, ''), headers };
+  }
+
+  private async send(
+    target: Target,
+    method: HttpMethod,
+    route: string,
+    path: string,
+    signal: AbortSignal | undefined,
+  ): Promise<RawResponse> {
+    const started = performance.now();
+    const report = (status: number) =>
+      this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal });
+    } catch (err) {
+      report(0);
+      throw transportError(err, method, path);
+    }
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (err) {
+      report(0);
+      throw transportError(err, method, path);
+    }
+    report(response.statusCode);
+    const retryAfter = response.headers['retry-after'];
+    return {
+      status: response.statusCode,
+      body: parseJson(text, response.statusCode, method, path),
+      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+    };
+  }
+
+  private httpError(res: RawResponse, method: HttpMethod, path: string): HttpError {
+    const body = ErrorBodySchema.safeParse(res.body);
+    const detail: ErrorDetail | undefined = body.success ? body.data.detail : undefined;
+    return new HttpError(res.status, method, path, detail, parseRetryAfter(res.retryAfter));
+  }
+}
+
+function requireId(field: string, value: string, method: HttpMethod, route: string): void {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new RequestValidationError(field, 'must be a non-empty string', method, route);
+  }
+}
+
+/** A 2xx body must be JSON; an error body may be anything (proxies send HTML). */
+function parseJson(text: string, status: number, method: HttpMethod, path: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    if (status >= 200 && status < 300) throw new ResponseValidationError('body is not valid JSON', method, path);
+    return text.length > 200 ? text.slice(0, 200) : text;
+  }
+}
+
+function transportError(err: unknown, method: HttpMethod, path: string): Error {
+  if (err instanceof undiciErrors.HeadersTimeoutError) return new TimeoutError('headers', method, path, { cause: err });
+  if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
+  if (err instanceof undiciErrors.ConnectTimeoutError) return new TimeoutError('connect', method, path, { cause: err });
+  if (err instanceof undiciErrors.RequestAbortedError || (err instanceof Error && err.name === 'AbortError')) {
+    return err as Error;
+  }
+  const code = (err as { code?: unknown } | null)?.code;
+  return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });
+}

@@ -1,0 +1,97 @@
+/**
+ * Wire shapes of the user-directory service, as zod schemas. Every TypeScript
+ * type that describes a service payload is inferred from here.
+ *
+ * Tolerance follows ../shared/spec/live-service-notes.md: optional and
+ * deprecated fields may be null or absent, unknown fields are kept
+ * (`looseObject`), and both date-time forms are accepted. Identity fields
+ * (`user_id`, `team_id`, `client_user_id`) are strict, because a wrong
+ * identity in the mirror is worse than a skipped record.
+ */
+import { z } from 'zod';
+
+/** `2022-08-04T12:42:45.596792+00:00` and `2026-01-12T12:39:40Z` alike. */
+export const DateTime = z.iso.datetime({ offset: true });
+/** `YYYY-MM-DD`. */
+export const IsoDate = z.iso.date();
+
+/** `provider` (current) or `source` (deprecated): the same descriptor. */
+export const SourceDescriptorSchema = z.looseObject({
+  slug: z.string().min(1),
+  name: z.string(),
+  logo: z.string().nullish(),
+});
+export type SourceDescriptor = z.infer<typeof SourceDescriptorSchema>;
+
+export const ConnectedSourceSchema = z
+  .looseObject({
+    created_on: DateTime.nullish(),
+    provider: SourceDescriptorSchema.optional(),
+    source: SourceDescriptorSchema.optional(),
+  })
+  .refine((s) => s.provider !== undefined || s.source !== undefined, {
+    message: 'a connected source needs `provider` or `source`',
+    path: ['provider'],
+  });
+export type ConnectedSource = z.infer<typeof ConnectedSourceSchema>;
+
+export const FallbackTimeZoneSchema = z.looseObject({
+  id: z.string().min(1),
+  source_slug: z.string().nullish(),
+  updated_at: DateTime.nullish(),
+});
+
+export const FallbackBirthDateSchema = z.looseObject({
+  value: IsoDate,
+  source_slug: z.string().nullish(),
+  updated_at: DateTime.nullish(),
+});
+
+export const UserSchema = z.looseObject({
+  user_id: z.guid(),
+  team_id: z.guid(),
+  client_user_id: z.string().min(1),
+  created_on: DateTime.nullish(),
+  connected_sources: z.array(ConnectedSourceSchema),
+  fallback_time_zone: FallbackTimeZoneSchema.nullish(),
+  fallback_birth_date: FallbackBirthDateSchema.nullish(),
+  ingestion_start: IsoDate.nullish(),
+  ingestion_end: IsoDate.nullish(),
+});
+export type User = z.infer<typeof UserSchema>;
+
+/**
+ * The list envelope. `users` stays `unknown[]` here so that one bad record
+ * can be reported (or set aside by the sync) without losing the page: see
+ * `parseUserRecords`.
+ */
+export const UserPageEnvelopeSchema = z.object({
+  users: z.array(z.unknown()),
+  total: z.number().int().min(0),
+  offset: z.number().int().min(0),
+  limit: z.number().int().min(0),
+});
+export type UserPageEnvelope = z.infer<typeof UserPageEnvelopeSchema>;
+
+/** FastAPI / Pydantic v2 validation error item. `loc` mixes strings and ints. */
+export const ValidationErrorItemSchema = z.looseObject({
+  loc: z.array(z.union([z.string(), z.number()])).optional(),
+  msg: z.string().optional(),
+  type: z.string().optional(),
+  input: z.unknown().optional(),
+  ctx: z.record(z.string(), z.unknown()).optional(),
+});
+export type ValidationErrorItem = z.infer<typeof ValidationErrorItemSchema>;
+
+/** `detail` comes as a list, a string or an object: never assume a list. */
+export const ErrorDetailSchema = z.union([
+  z.array(ValidationErrorItemSchema),
+  z.string(),
+  z.record(z.string(), z.unknown()),
+]);
+export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
+
+export const ErrorBodySchema = z.looseObject({ detail: ErrorDetailSchema.optional() });
+
+/** Success body of the member delete is unspecified upstream: keep whatever JSON came. */
+export const DeleteMemberResponseSchema = z.unknown();
