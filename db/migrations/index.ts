@@ -1,0 +1,6 @@
+/** Every migration, in order. Append; never edit one that has shipped. */
+import type { Migration } from '../migrate.js';
+import { mirrorSchema } from './001-mirror.js';
+import { memberRemovals } from './002-member-removals.js';
+
+export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals];
