@@ -2,10 +2,19 @@
 import { ServiceClient, type ServiceClientOptions } from './client.js';
 import type { Config } from '../config.js';
 
-type ServiceConfig = Config<
-  'SERVICE_BASE_URL' | 'SERVICE_API_KEY' | 'SERVICE_API_KEY_HEADER' | 'HTTP_CONNECTIONS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_BODY_TIMEOUT_MS'
-> &
-  Partial<Config<'MANAGEMENT_URL' | 'MANAGEMENT_KEY'>>;
+/** Any mix of the team half, the management half and the HTTP tuning variables. */
+type ServiceConfig = Partial<
+  Config<
+    | 'SERVICE_BASE_URL'
+    | 'SERVICE_API_KEY'
+    | 'SERVICE_API_KEY_HEADER'
+    | 'MANAGEMENT_URL'
+    | 'MANAGEMENT_KEY'
+    | 'HTTP_CONNECTIONS'
+    | 'HTTP_HEADERS_TIMEOUT_MS'
+    | 'HTTP_BODY_TIMEOUT_MS'
+  >
+>;
 
 export function serviceClientFromConfig(
   config: ServiceConfig,

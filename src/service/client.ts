@@ -34,9 +34,14 @@ import {
 
 export const MAX_PAGE_LIMIT = 500;
 
+/**
+ * Either half may be left out: a removal worker has no team key, an offline
+ * tool has no management key. Calling a method whose half is missing throws
+ * RequestValidationError before anything is sent.
+ */
 export interface ServiceClientOptions {
-  baseUrl: string;
-  apiKey: string;
+  baseUrl?: string;
+  apiKey?: string;
   /** Header that carries the team key; the live service uses another name than the spec. */
   apiKeyHeader?: string;
   managementUrl?: string;
@@ -106,12 +111,14 @@ interface RawResponse {
 
 export class ServiceClient {
   private readonly pools = new Map<string, Pool>();
-  private readonly team: Target;
+  private readonly team: Target | undefined;
   private readonly management: Target | undefined;
 
   constructor(private readonly options: ServiceClientOptions) {
     const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
-    this.team = this.target(options.baseUrl, { accept: 'application/json', [header]: options.apiKey });
+    if (options.baseUrl !== undefined && options.apiKey !== undefined) {
+      this.team = this.target(options.baseUrl, { accept: 'application/json', [header]: options.apiKey });
+    }
     if (options.managementUrl !== undefined && options.managementKey !== undefined) {
       this.management = this.target(options.managementUrl, {
         accept: 'application/json',
@@ -129,7 +136,7 @@ export class ServiceClient {
       throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
     }
     const query = `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
-    const res = await this.send(this.team, 'GET', path, path + query, signal);
+    const res = await this.send(this.teamTarget('GET', path), 'GET', path, path + query, signal);
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const envelope = UserPageEnvelopeSchema.safeParse(res.body);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
@@ -152,7 +159,7 @@ export class ServiceClient {
     const route = '/v2/user/resolve/{client_user_id}';
     requireId('client_user_id', clientUserId, 'GET', route);
     const path = `/v2/user/resolve/${encodePathSegment(clientUserId)}`;
-    const res = await this.send(this.team, 'GET', route, path, signal);
+    const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal);
     if (res.status === 404) return { found: false };
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const user = UserSchema.safeParse(res.body);
@@ -165,7 +172,7 @@ export class ServiceClient {
     requireId('org_id', orgId, 'DELETE', route);
     requireId('member_id', memberId, 'DELETE', route);
     if (this.management === undefined) {
-      throw new RequestValidationError('management_url', 'no management URL and key configured', 'DELETE', route);
+      throw new RequestValidationError('MANAGEMENT_URL', 'no management URL and key configured', 'DELETE', route);
     }
     const path = `/v1/org/${encodePathSegment(orgId)}/member/${encodePathSegment(memberId)}`;
     const res = await this.send(this.management, 'DELETE', route, path, signal);
@@ -176,6 +183,13 @@ export class ServiceClient {
 
   async close(): Promise<void> {
     await Promise.all([...this.pools.values()].map((p) => p.close()));
+  }
+
+  private teamTarget(method: HttpMethod, route: string): Target {
+    if (this.team === undefined) {
+      throw new RequestValidationError('SERVICE_BASE_URL', 'no service base URL and key configured', method, route);
+    }
+    return this.team;
   }
 
   private target(url: string, headers: Record<string, string>): Target {
