@@ -19,6 +19,8 @@ export function parseRetryAfter(value: string | undefined | null, nowMs: number 
   const trimmed = value.trim();
   if (trimmed === '') return undefined;
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  // An HTTP date always names a weekday or month; this keeps Date.parse from reading `-5` as a year.
+  if (!/[a-z]/i.test(trimmed)) return undefined;
   const at = Date.parse(trimmed);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - nowMs);

@@ -1,0 +1,376 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ServiceClient } from '../src/service/client.js';
+import {
+  HttpError,
+  NetworkError,
+  RequestValidationError,
+  ResponseValidationError,
+  TimeoutError,
+} from '../src/service/errors.js';
+import { isRetryable } from '../src/service/retry.js';
+import { startStandIn } from '../src/stand-in/index.js';
+
+type StandIn = Awaited<ReturnType<typeof startStandIn>>;
+
+/** A bare HTTP server that records what it receives and answers with a canned response. */
+async function recordingServer(
+  respond: (path: string) => { status: number; body: string; headers?: Record<string, string> },
+): Promise<{ url: string; seen: Array<{ method: string; path: string; headers: IncomingHttpHeaders }>; server: Server }> {
+  const seen: Array<{ method: string; path: string; headers: IncomingHttpHeaders }> = [];
+  const server = createServer((req, res) => {
+    seen.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers });
+    const r = respond(req.url ?? '');
+    res.writeHead(r.status, { 'content-type': 'application/json', ...r.headers });
+    res.end(r.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
+}
+
+let standIn: StandIn;
+let client: ServiceClient;
+
+beforeAll(async () => {
+  standIn = await startStandIn({ port: 0, users: 1234, seed: 42 });
+  client = new ServiceClient({
+    baseUrl: standIn.baseUrl,
+    apiKey: standIn.apiKey,
+    apiKeyHeader: standIn.apiKeyHeader,
+    managementUrl: standIn.managementUrl,
+    managementKey: standIn.managementKey,
+  });
+});
+
+afterAll(async () => {
+  await client.close();
+  await standIn.close();
+});
+
+describe('listUsers', () => {
+  it('reads pages in the live shape and walks the whole directory', async () => {
+    const first = await client.listUsers({ offset: 0, limit: 500 });
+    expect(first.total).toBe(1234);
+    expect(first.users).toHaveLength(500);
+    const ids = new Set<string>();
+    for (let offset = 0; offset < first.total; offset += 500) {
+      const page = await client.listUsers({ offset, limit: 500 });
+      for (const u of page.users) ids.add(u.user_id);
+    }
+    expect(ids.size).toBe(1234);
+    const sources = first.users.flatMap((u) => u.connected_sources);
+    expect(sources.length).toBeGreaterThan(0);
+    expect(sources.every((s) => s.provider !== undefined && s.source !== undefined)).toBe(true);
+  });
+
+  it('keeps unknown fields of a record', async () => {
+    const srv = await recordingServer(() => ({
+      status: 200,
+      body: JSON.stringify({ users: [{ ...minimalUser(), shiny_new_field: { a: 1 } }], total: 1, offset: 0, limit: 500 }),
+    }));
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+    const page = await c.listUsers({ offset: 0, limit: 500 });
+    expect((page.users[0] as Record<string, unknown>).shiny_new_field).toEqual({ a: 1 });
+    await c.close();
+    srv.server.close();
+  });
+
+  it.each([
+    [{ offset: 0, limit: 501 }, 'limit'],
+    [{ offset: 0, limit: 0 }, 'limit'],
+    [{ offset: 0, limit: 2.5 }, 'limit'],
+    [{ offset: -1, limit: 10 }, 'offset'],
+    [{ offset: 1.5, limit: 10 }, 'offset'],
+  ])('rejects %j before sending, naming %s', async (params, field) => {
+    const before = standIn.requests.length;
+    const err = await client.listUsers(params).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RequestValidationError);
+    expect((err as RequestValidationError).field).toBe(field);
+    expect((err as Error).message).toContain(field);
+    expect(standIn.requests.length).toBe(before);
+  });
+
+  it('names the field path of an invalid record', async () => {
+    const users = Array.from({ length: 40 }, () => minimalUser());
+    users[37] = { ...minimalUser(), user_id: 'not-a-uuid' };
+    const srv = await recordingServer(() => ({ status: 200, body: JSON.stringify({ users, total: 40, offset: 0, limit: 500 }) }));
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+    const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseValidationError);
+    expect((err as Error).message).toContain('users[37].user_id');
+    const page = await c.listUsersPage({ offset: 0, limit: 500 });
+    expect(page.records.filter((r) => !r.ok).map((r) => r.index)).toEqual([37]);
+    await c.close();
+    srv.server.close();
+  });
+
+  it('turns a body that is not JSON into a validation error, not a crash', async () => {
+    const srv = await recordingServer(() => ({ status: 200, body: '<html>oops' }));
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+    await expect(c.listUsers({ offset: 0, limit: 5 })).rejects.toBeInstanceOf(ResponseValidationError);
+    await c.close();
+    srv.server.close();
+  });
+});
+
+describe('tolerance of live payloads', () => {
+  it('accepts provider-only, source-only, null and absent optionals, both date-time forms', async () => {
+    const tolerant = [
+      { ...minimalUser(), connected_sources: [{ created_on: '2026-01-12T12:39:40Z', source: descriptor('oura') }] },
+      { ...minimalUser(), connected_sources: [{ created_on: '2022-08-04T12:42:45.596792+00:00', provider: descriptor('whoop') }] },
+      { ...minimalUser(), fallback_time_zone: null, fallback_birth_date: null, ingestion_start: null, ingestion_end: null },
+      (() => {
+        const u: Record<string, unknown> = minimalUser();
+        delete u.fallback_time_zone;
+        delete u.created_on;
+        return u;
+      })(),
+    ];
+    const srv = await recordingServer(() => ({
+      status: 200,
+      body: JSON.stringify({ users: tolerant, total: tolerant.length, offset: 0, limit: 500 }),
+    }));
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+    const page = await c.listUsers({ offset: 0, limit: 500 });
+    expect(page.users).toHaveLength(4);
+    await c.close();
+    srv.server.close();
+  });
+
+  it('is strict about identity fields', async () => {
+    for (const field of ['user_id', 'team_id', 'client_user_id']) {
+      const u: Record<string, unknown> = minimalUser();
+      delete u[field];
+      const srv = await recordingServer(() => ({ status: 200, body: JSON.stringify({ users: [u], total: 1, offset: 0, limit: 1 }) }));
+      const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+      const err = await c.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e);
+      expect((err as Error).message).toContain(`users[0].${field}`);
+      await c.close();
+      srv.server.close();
+    }
+  });
+});
+
+describe('resolveUser', () => {
+  it('finds a user by client_user_id', async () => {
+    const { users } = await client.listUsers({ offset: 0, limit: 3 });
+    const wanted = users[2]!;
+    const result = await client.resolveUser(wanted.client_user_id);
+    expect(result).toEqual({ found: true, user: wanted });
+  });
+
+  it('gives a typed not-found for an unknown id', async () => {
+    expect(await client.resolveUser('nobody-here')).toEqual({ found: false });
+  });
+
+  it.each(['a/b', 'what?x=1', 'frag#ment', '100%', 'with space', '..', '.', '../../v1/org', 'ünïcødé-用户', "it's(*)!"])(
+    'encodes %j as exactly one path segment',
+    async (id) => {
+      const srv = await recordingServer(() => ({ status: 404, body: '{"detail":"Not Found"}' }));
+      const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+      expect(await c.resolveUser(id)).toEqual({ found: false });
+      const path = srv.seen[0]!.path;
+      const segments = path.split('/');
+      expect(segments.slice(0, 4)).toEqual(['', 'v2', 'user', 'resolve']);
+      expect(segments).toHaveLength(5);
+      expect(decodeURIComponent(segments[4]!)).toBe(id);
+      expect(segments[4]).not.toMatch(/[?#/ ]|^\.{1,2}$/);
+      await c.close();
+      srv.server.close();
+    },
+  );
+
+  it('round-trips awkward ids through the stand-in', async () => {
+    const { users } = await client.listUsers({ offset: 0, limit: 500 });
+    for (const u of users.slice(0, 20)) {
+      const r = await client.resolveUser(u.client_user_id);
+      expect(r.found && r.user.user_id).toBe(u.user_id);
+    }
+  });
+
+  it('rejects an empty id before sending', async () => {
+    const before = standIn.requests.length;
+    await expect(client.resolveUser('')).rejects.toBeInstanceOf(RequestValidationError);
+    expect(standIn.requests.length).toBe(before);
+  });
+});
+
+describe('deleteOrgMember', () => {
+  it('deletes once, then reports not_found', async () => {
+    const [member] = standIn.members.list();
+    if (member === undefined) throw new Error('stand-in seeded no members');
+    expect((await client.deleteOrgMember(member.orgId, member.memberId)).outcome).toBe('deleted');
+    expect((await client.deleteOrgMember(member.orgId, member.memberId)).outcome).toBe('not_found');
+    expect(standIn.members.effectiveDeletes(member.orgId, member.memberId)).toBe(1);
+    expect(standIn.members.deleteCalls(member.orgId, member.memberId)).toBe(2);
+  });
+
+  it('carries a FastAPI 422 detail list', async () => {
+    const err = await client.deleteOrgMember('not-a-uuid', 'also-not').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HttpError);
+    const e = err as HttpError;
+    expect(e.status).toBe(422);
+    expect(Array.isArray(e.detail)).toBe(true);
+    expect(e.message).toContain('org_id');
+    expect(isRetryable(e)).toBe(false);
+  });
+
+  it('fails before sending when no management address is configured', async () => {
+    const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey });
+    await expect(c.deleteOrgMember(crypto.randomUUID(), crypto.randomUUID())).rejects.toBeInstanceOf(RequestValidationError);
+    await c.close();
+  });
+});
+
+describe('errors', () => {
+  it('parses detail as a string, an object or a list, and Retry-After in seconds or as a date', async () => {
+    const date = new Date(Date.now() + 120_000).toUTCString();
+    const answers: Record<string, { status: number; body: string; headers?: Record<string, string> }> = {
+      '/v2/user/resolve/s': { status: 503, body: '{"detail":"down for maintenance"}', headers: { 'retry-after': '7' } },
+      '/v2/user/resolve/o': { status: 400, body: '{"detail":{"error_type":"bad","error_message":"nope"}}' },
+      '/v2/user/resolve/d': { status: 429, body: '{}', headers: { 'retry-after': date } },
+      '/v2/user/resolve/h': { status: 502, body: '<html>bad gateway</html>' },
+    };
+    const srv = await recordingServer((path) => answers[path] ?? { status: 500, body: '' });
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
+    const s = (await c.resolveUser('s').catch((e: unknown) => e)) as HttpError;
+    expect([s.status, s.detail, s.retryAfterMs, s.method, s.path]).toEqual([503, 'down for maintenance', 7000, 'GET', '/v2/user/resolve/s']);
+    const o = (await c.resolveUser('o').catch((e: unknown) => e)) as HttpError;
+    expect(o.detail).toEqual({ error_type: 'bad', error_message: 'nope' });
+    expect(isRetryable(o)).toBe(false);
+    const d = (await c.resolveUser('d').catch((e: unknown) => e)) as HttpError;
+    expect(d.retryAfterMs).toBeGreaterThan(100_000);
+    expect(d.retryAfterMs).toBeLessThanOrEqual(120_000);
+    expect(isRetryable(d)).toBe(true);
+    const h = (await c.resolveUser('h').catch((e: unknown) => e)) as HttpError;
+    expect([h.status, h.detail]).toEqual([502, undefined]);
+    await c.close();
+    srv.server.close();
+  });
+
+  it('maps stand-in faults to retryable errors', async () => {
+    standIn.faults.failNext({ method: 'GET', status: 429, times: 1, retryAfter: 3 });
+    const e429 = (await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
+    expect([e429.status, e429.retryAfterMs, isRetryable(e429)]).toEqual([429, 3000, true]);
+    standIn.faults.failNext({ method: 'GET', status: 503, times: 1, retryAfter: 1 });
+    const e503 = (await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
+    expect([e503.status, isRetryable(e503)]).toEqual([503, true]);
+    expect((await client.listUsers({ offset: 0, limit: 10 })).users).toHaveLength(10);
+  });
+
+  it('reports refused connections as network errors', async () => {
+    const srv = await recordingServer(() => ({ status: 200, body: '{}' }));
+    const url = srv.url;
+    await new Promise((r) => srv.server.close(r));
+    const c = new ServiceClient({ baseUrl: url, apiKey: 'pk_test' });
+    const err = await c.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NetworkError);
+    expect((err as NetworkError).code).toBe('ECONNREFUSED');
+    expect(isRetryable(err)).toBe(true);
+    await c.close();
+  });
+
+  it('reports a connection reset as a network error', async () => {
+    standIn.faults.set({ resetRate: 1 });
+    try {
+      const err = await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NetworkError);
+      expect(isRetryable(err)).toBe(true);
+    } finally {
+      standIn.faults.clear();
+    }
+  });
+
+  it('distinguishes header and body timeouts', async () => {
+    const slow = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, headersTimeoutMs: 100, bodyTimeoutMs: 100 });
+    standIn.faults.set({ latencyMs: 400 });
+    const headers = await slow.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e);
+    standIn.faults.clear();
+    expect(headers).toBeInstanceOf(TimeoutError);
+    expect((headers as TimeoutError).phase).toBe('headers');
+    standIn.faults.set({ slowBodyMs: 400 });
+    const body = await slow.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    standIn.faults.clear();
+    expect(body).toBeInstanceOf(TimeoutError);
+    expect((body as TimeoutError).phase).toBe('body');
+    await slow.close();
+  });
+});
+
+describe('key isolation', () => {
+  it('sends the team key only to base_url and the management key only to management_url', async () => {
+    const team = await recordingServer(() => ({ status: 200, body: JSON.stringify({ users: [], total: 0, offset: 0, limit: 5 }) }));
+    const mgmt = await recordingServer(() => ({ status: 200, body: '{"ok":true}' }));
+    const c = new ServiceClient({
+      baseUrl: team.url,
+      apiKey: 'pk_us_team_secret',
+      apiKeyHeader: 'x-vital-api-key',
+      managementUrl: mgmt.url,
+      managementKey: 'mg_management_secret',
+    });
+    await c.listUsers({ offset: 0, limit: 5 });
+    await c.resolveUser('x').catch(() => undefined);
+    await c.deleteOrgMember(crypto.randomUUID(), crypto.randomUUID());
+    expect(team.seen).toHaveLength(2);
+    for (const r of team.seen) {
+      expect(r.headers['x-vital-api-key']).toBe('pk_us_team_secret');
+      expect(r.headers.accept).toBe('application/json');
+      expect(r.headers['x-management-key']).toBeUndefined();
+      expect(r.headers['x-service-org-key']).toBeUndefined();
+    }
+    expect(mgmt.seen).toHaveLength(1);
+    const del = mgmt.seen[0]!;
+    expect(del.method).toBe('DELETE');
+    expect(del.headers['x-management-key']).toBe('mg_management_secret');
+    expect(del.headers['x-vital-api-key']).toBeUndefined();
+    expect(del.headers['x-service-org-key']).toBeUndefined();
+    expect(JSON.stringify(del.headers)).not.toContain('pk_us_team_secret');
+    await c.close();
+    team.server.close();
+    mgmt.server.close();
+  });
+
+  it('never puts a key into an error message', async () => {
+    const srv = await recordingServer(() => ({ status: 401, body: '{"detail":"Invalid API key"}' }));
+    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_us_super_secret', managementUrl: srv.url, managementKey: 'mg_super_secret' });
+    const errors = [
+      await c.listUsers({ offset: 0, limit: 5 }).catch((e: unknown) => e),
+      await c.deleteOrgMember('a', 'b').catch((e: unknown) => e),
+      await c.listUsers({ offset: 0, limit: 501 }).catch((e: unknown) => e),
+    ];
+    for (const e of errors) {
+      const text = `${String(e)} ${JSON.stringify(e)} ${(e as Error).stack ?? ''}`;
+      expect(text).not.toContain('super_secret');
+    }
+    await c.close();
+    srv.server.close();
+  });
+
+  it('gets 401 from the stand-in with a wrong key and 403 with a team key on /v1', async () => {
+    const wrong = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: 'sk_wrong', apiKeyHeader: standIn.apiKeyHeader });
+    expect(((await wrong.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e)) as HttpError).status).toBe(401);
+    const teamAsMgmt = new ServiceClient({ managementUrl: standIn.managementUrl, managementKey: standIn.apiKey });
+    const [member] = standIn.members.list().slice(-1);
+    const err = (await teamAsMgmt.deleteOrgMember(member!.orgId, member!.memberId).catch((e: unknown) => e)) as HttpError;
+    expect(err.status).toBe(403);
+    expect(isRetryable(err)).toBe(false);
+    await wrong.close();
+    await teamAsMgmt.close();
+  });
+});
+
+function descriptor(slug: string) {
+  return { name: slug.toUpperCase(), slug, logo: `https://logo.example/${slug}.png` };
+}
+
+function minimalUser(): Record<string, unknown> {
+  return {
+    user_id: crypto.randomUUID(),
+    team_id: '5f0d8e3c-8f3a-4b8e-9a51-0f4a6c7e9b21',
+    client_user_id: `cu_${Math.random().toString(36).slice(2)}`,
+    created_on: '2026-01-12T12:39:40Z',
+    connected_sources: [],
+    fallback_time_zone: { id: 'Europe/London', source_slug: 'manual', updated_at: '2026-01-12T12:39:40Z' },
+  };
+}

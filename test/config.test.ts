@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, readConfig, SERVICE_ENV } from '../src/config.js';
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('readConfig', () => {
+  it('applies defaults', () => {
+    const c = readConfig(['REDIS_URL', 'MIRROR_DB', 'SYNC_CRON', 'SYNC_CONCURRENCY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL'], {});
+    expect(c).toEqual({
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      MIRROR_DB: './data/mirror.db',
+      SYNC_CRON: '*/15 * * * *',
+      SYNC_CONCURRENCY: 4,
+      SERVICE_API_KEY_HEADER: 'x-service-api-key',
+      LOG_LEVEL: 'info',
+    });
+  });
+
+  it('parses and normalises given values', () => {
+    const c = readConfig([...SERVICE_ENV], {
+      SERVICE_BASE_URL: 'https://api.example.com/',
+      SERVICE_API_KEY: 'pk_us_abc',
+      SERVICE_API_KEY_HEADER: 'X-Vital-API-Key',
+      HTTP_CONNECTIONS: '16',
+    });
+    expect(c.SERVICE_BASE_URL).toBe('https://api.example.com');
+    expect(c.SERVICE_API_KEY_HEADER).toBe('x-vital-api-key');
+    expect(c.HTTP_CONNECTIONS).toBe(16);
+  });
+
+  it('lists every missing or invalid variable in one error', () => {
+    const problems = problemsOf(() =>
+      readConfig(['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SYNC_CONCURRENCY', 'SYNC_CRON', 'REDIS_URL', 'LOG_LEVEL'], {
+        SERVICE_BASE_URL: 'ftp://nope',
+        SERVICE_API_KEY: '',
+        SYNC_CONCURRENCY: 'many',
+        SYNC_CRON: 'every tuesday',
+        REDIS_URL: 'http://127.0.0.1:6379',
+        LOG_LEVEL: 'loud',
+      }),
+    );
+    expect(problems.map((p) => p.split(':')[0])).toEqual([
+      'SERVICE_BASE_URL',
+      'SERVICE_API_KEY',
+      'SYNC_CONCURRENCY',
+      'SYNC_CRON',
+      'REDIS_URL',
+      'LOG_LEVEL',
+    ]);
+    expect(problems[1]).toBe('SERVICE_API_KEY: is required');
+    expect(problems[3]).toContain('cron');
+  });
+
+  it('never prints a value', () => {
+    const err = (() => {
+      try {
+        readConfig(['REDIS_URL', 'SERVICE_BASE_URL'], { REDIS_URL: 'http://:hunter2@host', SERVICE_BASE_URL: 'not a url hunter3' });
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('expected an error');
+    })();
+    expect(err.message).not.toContain('hunter2');
+    expect(err.message).not.toContain('hunter3');
+    expect(err.message).toContain('REDIS_URL');
+  });
+
+  it('asks only for what it is given to read', () => {
+    expect(readConfig(['MIRROR_DB'], {})).toEqual({ MIRROR_DB: './data/mirror.db' });
+  });
+});
