@@ -282,14 +282,15 @@ describe('errors', () => {
     }
   });
 
+  // undici checks its timers about once a second, so the fault must outlast that.
   it('distinguishes header and body timeouts', async () => {
     const slow = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, headersTimeoutMs: 100, bodyTimeoutMs: 100 });
-    standIn.faults.set({ latencyMs: 400 });
+    standIn.faults.set({ latencyMs: 3_000 });
     const headers = await slow.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e);
     standIn.faults.clear();
     expect(headers).toBeInstanceOf(TimeoutError);
     expect((headers as TimeoutError).phase).toBe('headers');
-    standIn.faults.set({ slowBodyMs: 400 });
+    standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 256, slowChunkDelayMs: 3_000 });
     const body = await slow.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
     standIn.faults.clear();
     expect(body).toBeInstanceOf(TimeoutError);
