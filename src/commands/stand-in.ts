@@ -1,0 +1,213 @@
+/**
+ * `user-mirror stand-in`: runs the local stand-in service until SIGINT or
+ * SIGTERM, and prints where it listens and which keys it accepts — the
+ * environment's keys when set, so a client configured from the same
+ * environment just works. Printing keys is fine here: they belong to a
+ * local fake, not to any real account.
+ */
+import { z } from 'zod';
+import { parseCommandArgs, UsageError } from '../cli-args.js';
+import { readConfig } from '../config.js';
+import { NO_FAULTS, UsersFileError, startStandIn, type FaultPlan, type RequestLogEntry, type StandIn } from '../stand-in/index.js';
+
+const USAGE = `usage: user-mirror stand-in [options]
+
+  --port P                 listen port, 0 for any free one (default 8787)
+  --host H                 listen address (default 127.0.0.1)
+  --users N                generated users (default 1000; 0 with --users-file)
+  --seed S                 seed of users, orgs and random faults (default 1)
+  --users-file F           JSON array of user records (or {"users": [...]}) served as-is
+  --orgs N                 seeded organizations (default 3)
+  --members-per-org N      seeded members per organization (default 20)
+  --verbose                one line per request on stderr
+
+fault injection (rates are 0..1 per authenticated request):
+  --latency-ms MS          fixed added latency
+  --latency-min-ms MS      plus a random latency from min..max
+  --latency-max-ms MS
+  --rate-429 R             429 with Retry-After
+  --rate-500 R             500 (plain-text body)
+  --rate-503 R             503 with Retry-After
+  --retry-after V          seconds, an HTTP date, or "none" (default 1)
+  --reset-rate R           drop the connection without an answer
+  --truncate-rate R        answer, but cut the body short
+  --slow-body-rate R       send the body in delayed chunks
+  --slow-chunk-bytes N     (default 1024)
+  --slow-chunk-delay-ms MS (default 50)
+  --churn-per-page K       after each list page, add K users and delete K
+  --churn-add-per-page K   ... or set the two sides apart
+  --churn-delete-per-page K
+  --fault-path-prefix P    inject only on paths starting with P (default /)
+`;
+
+const str = { type: 'string' } as const;
+const OPTIONS = {
+  port: str,
+  host: str,
+  users: str,
+  seed: str,
+  'users-file': str,
+  orgs: str,
+  'members-per-org': str,
+  verbose: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  'latency-ms': str,
+  'latency-min-ms': str,
+  'latency-max-ms': str,
+  'rate-429': str,
+  'rate-500': str,
+  'rate-503': str,
+  'retry-after': str,
+  'reset-rate': str,
+  'truncate-rate': str,
+  'slow-body-rate': str,
+  'slow-chunk-bytes': str,
+  'slow-chunk-delay-ms': str,
+  'churn-per-page': str,
+  'churn-add-per-page': str,
+  'churn-delete-per-page': str,
+  'fault-path-prefix': str,
+} as const;
+
+const count = (max: number) => z.coerce.number().int().min(0).max(max);
+const rate = z.coerce.number().min(0).max(1).optional();
+const millis = count(600_000).optional();
+const retryAfter = z
+  .string()
+  .refine((v) => v === 'none' || /^\d+$/.test(v) || !Number.isNaN(Date.parse(v)), 'must be seconds, an HTTP date or "none"')
+  .transform((v) => (v === 'none' ? null : /^\d+$/.test(v) ? Number(v) : v))
+  .optional();
+
+const ArgsSchema = z.object({
+  positionals: z.array(z.string()).max(0, 'takes no arguments'),
+  port: count(65_535).default(8787),
+  host: z.string().min(1).default('127.0.0.1'),
+  users: count(100_000_000).optional(),
+  seed: z.coerce.number().int().refine(Number.isSafeInteger, 'must be a safe integer').default(1),
+  'users-file': z.string().min(1).optional(),
+  orgs: count(10_000).default(3),
+  'members-per-org': count(100_000).default(20),
+  verbose: z.boolean().default(false),
+  help: z.boolean().default(false),
+  'latency-ms': millis,
+  'latency-min-ms': millis,
+  'latency-max-ms': millis,
+  'rate-429': rate,
+  'rate-500': rate,
+  'rate-503': rate,
+  'retry-after': retryAfter,
+  'reset-rate': rate,
+  'truncate-rate': rate,
+  'slow-body-rate': rate,
+  'slow-chunk-bytes': z.coerce.number().int().min(1).optional(),
+  'slow-chunk-delay-ms': millis,
+  'churn-per-page': count(100_000).optional(),
+  'churn-add-per-page': count(100_000).optional(),
+  'churn-delete-per-page': count(100_000).optional(),
+  'fault-path-prefix': z.string().startsWith('/', 'must start with /').optional(),
+});
+type Args = z.output<typeof ArgsSchema>;
+
+export default async function standIn(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(argv, OPTIONS, ArgsSchema);
+  if (args.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const standIn = await start(args);
+  process.stdout.write(banner(standIn, args));
+  const signal = await untilStopSignal();
+  await standIn.close();
+  process.stderr.write(`user-mirror stand-in: stopped (${signal})\n`);
+  return 0;
+}
+
+async function start(args: Args): Promise<StandIn> {
+  try {
+    return await startStandIn({
+      port: args.port,
+      host: args.host,
+      users: args.users,
+      seed: args.seed,
+      usersFile: args['users-file'],
+      orgs: args.orgs,
+      membersPerOrg: args['members-per-org'],
+      faults: faultPlan(args),
+      ...environmentKeys(),
+      onRequest: args.verbose ? logRequest : undefined,
+    });
+  } catch (err) {
+    // A fault plan that does not add up, or an unreadable users file, is a usage problem, not a crash.
+    if (err instanceof RangeError || err instanceof UsersFileError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+/** Keys from the environment when set; unset ones are generated per run. */
+function environmentKeys(): { apiKey?: string; managementKey?: string; apiKeyHeader: string } {
+  const env = process.env;
+  const { SERVICE_API_KEY_HEADER } = readConfig(['SERVICE_API_KEY_HEADER']);
+  const apiKey = env.SERVICE_API_KEY ? readConfig(['SERVICE_API_KEY']).SERVICE_API_KEY : undefined;
+  const managementKey = env.MANAGEMENT_KEY ? readConfig(['MANAGEMENT_KEY']).MANAGEMENT_KEY : undefined;
+  return { apiKey, managementKey, apiKeyHeader: SERVICE_API_KEY_HEADER };
+}
+
+function faultPlan(args: Args): Partial<FaultPlan> {
+  const plan: Partial<FaultPlan> = {
+    latencyMs: args['latency-ms'],
+    latencyMinMs: args['latency-min-ms'],
+    latencyMaxMs: args['latency-max-ms'],
+    rate429: args['rate-429'],
+    rate500: args['rate-500'],
+    rate503: args['rate-503'],
+    retryAfter: args['retry-after'],
+    resetRate: args['reset-rate'],
+    truncateRate: args['truncate-rate'],
+    slowBodyRate: args['slow-body-rate'],
+    slowChunkBytes: args['slow-chunk-bytes'],
+    slowChunkDelayMs: args['slow-chunk-delay-ms'],
+    churnAddPerPage: args['churn-add-per-page'] ?? args['churn-per-page'],
+    churnDeletePerPage: args['churn-delete-per-page'] ?? args['churn-per-page'],
+    pathPrefix: args['fault-path-prefix'],
+  };
+  return Object.fromEntries(Object.entries(plan).filter(([, v]) => v !== undefined));
+}
+
+function banner(s: StandIn, args: Args): string {
+  const faults = Object.entries(s.faults.plan).filter(([k, v]) => NO_FAULTS[k as keyof FaultPlan] !== v);
+  const source = args['users-file'] === undefined ? `seed ${args.seed}` : `${args['users-file']} + generated, seed ${args.seed}`;
+  return [
+    `user-mirror stand-in listening on ${s.baseUrl}`,
+    `  directory: ${s.directory.size} users (${source}), team ${s.directory.teamId}`,
+    `  orgs: ${s.members.orgIds().length}, members: ${s.members.list().length}`,
+    `  team routes:      GET /v2/user, GET /v2/user/resolve/{client_user_id}   key header: ${s.apiKeyHeader}`,
+    `  management route: DELETE /v1/org/{org_id}/member/{member_id}   key header: X-Management-Key`,
+    `  faults: ${faults.length === 0 ? 'none' : faults.map(([k, v]) => `${k}=${String(v)}`).join(' ')}`,
+    '',
+    '# paste into the client environment:',
+    `SERVICE_BASE_URL=${s.baseUrl}`,
+    `SERVICE_API_KEY=${s.apiKey}`,
+    `SERVICE_API_KEY_HEADER=${s.apiKeyHeader}`,
+    `MANAGEMENT_URL=${s.managementUrl}`,
+    `MANAGEMENT_KEY=${s.managementKey}`,
+    '',
+  ].join('\n');
+}
+
+function logRequest(entry: RequestLogEntry): void {
+  const query = entry.query === '' ? '' : `?${entry.query}`;
+  const fault = entry.fault === undefined ? '' : ` [${entry.fault}]`;
+  process.stderr.write(`${entry.method} ${entry.path}${query} ${entry.status}${fault} ${entry.durationMs.toFixed(1)}ms\n`);
+}
+
+function untilStopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve(signal);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

@@ -1,0 +1,112 @@
+/**
+ * The local stand-in for the user-directory service (in the spirit of
+ * stripe-mock): seeded users, org members, the upstream's auth and 422
+ * shapes, and injectable faults. Tests start it in-process; the CLI's
+ * `stand-in` command runs it as a daemon.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MANAGEMENT_KEY_HEADER, type Keys } from './auth.js';
+import { Directory } from './directory.js';
+import { Churn } from './drift.js';
+import { Faults, type FaultPlan } from './faults.js';
+import { Members } from './members.js';
+import { RequestLog, RouteCounts, type RequestLogEntry } from './request-log.js';
+import { createStandInServer } from './server.js';
+import { loadUsersFile } from './users-file.js';
+import type { JsonRecord } from './user-revision.js';
+
+export { Directory, type DirectoryRecord, type UserRef } from './directory.js';
+export { Members, type OrgMember } from './members.js';
+export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
+export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
+export { generateUser, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
+export { MAX_LIMIT, DEFAULT_LIMIT } from './handlers.js';
+export { MANAGEMENT_KEY_HEADER } from './auth.js';
+export { UsersFileError } from './users-file.js';
+export type { JsonRecord } from './user-revision.js';
+
+export interface StandInOptions {
+  /** 0 (the default) picks a free port. */
+  port?: number;
+  host?: string;
+  /** Generated users; default 1000, or 0 when records come from a file. */
+  users?: number;
+  seed?: number;
+  /** JSON file of user records served as-is, before any generated ones. */
+  usersFile?: string;
+  /** The same, in-process. */
+  records?: readonly JsonRecord[];
+  /** Default: a fresh `sk_…` key. */
+  apiKey?: string;
+  /** Default `x-service-api-key`; matched case-insensitively. */
+  apiKeyHeader?: string;
+  /** Default: a fresh `mg_…` key. */
+  managementKey?: string;
+  orgs?: number;
+  membersPerOrg?: number;
+  faults?: Partial<FaultPlan>;
+  requestLogSize?: number;
+  /** Called after each request (the CLI's --verbose). */
+  onRequest?: (entry: RequestLogEntry) => void;
+}
+
+export interface StandIn {
+  baseUrl: string;
+  /** Same server as baseUrl: the management route lives under /v1. */
+  managementUrl: string;
+  apiKey: string;
+  apiKeyHeader: string;
+  managementKey: string;
+  port: number;
+  directory: Directory;
+  members: Members;
+  faults: Faults;
+  requests: RequestLog;
+  counts: RouteCounts;
+  close(): Promise<void>;
+}
+
+export async function startStandIn(options: StandInOptions = {}): Promise<StandIn> {
+  const seed = options.seed ?? 1;
+  const keys = resolveKeys(options);
+  const fileRecords = options.usersFile === undefined ? options.records : await loadUsersFile(options.usersFile);
+  const directory = new Directory({ seed, users: options.users ?? (fileRecords ? 0 : 1000), fileRecords });
+  const members = new Members({ seed, orgs: options.orgs ?? 3, membersPerOrg: options.membersPerOrg ?? 20 });
+  const faults = new Faults(seed, options.faults);
+  const requests = new RequestLog(options.requestLogSize);
+  const counts = new RouteCounts();
+  const deps = { directory, members, faults, keys, requests, counts, churn: new Churn(seed), onRequest: options.onRequest };
+  const { server, shutdown } = createStandInServer(deps);
+  await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
+  const { port } = server.address() as AddressInfo;
+  const baseUrl = `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`;
+  return { baseUrl, managementUrl: baseUrl, ...keys, port, directory, members, faults, requests, counts, close: shutdown };
+}
+
+function resolveKeys(options: StandInOptions): Keys {
+  const keys = {
+    apiKey: options.apiKey ?? `sk_${randomBytes(16).toString('hex')}`,
+    apiKeyHeader: (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase(),
+    managementKey: options.managementKey ?? `mg_${randomBytes(16).toString('hex')}`,
+  };
+  // Equal keys or headers would make "team key on the management route" undecidable.
+  if (keys.apiKey === keys.managementKey) throw new RangeError('the team API key and the management key must differ');
+  if (keys.apiKeyHeader === MANAGEMENT_KEY_HEADER) throw new RangeError(`the team API key header cannot be ${MANAGEMENT_KEY_HEADER}`);
+  return keys;
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function urlHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}

@@ -1,0 +1,83 @@
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..');
+const BUILT = join(ROOT, 'dist/src/commands/stand-in.js');
+
+/** Builds when dist is missing or older than the sources; others' type errors do not stop tsc emitting. */
+function ensureBuilt(): void {
+  const sources = [join(ROOT, 'src/commands/stand-in.ts'), ...readdirSync(join(ROOT, 'src/stand-in')).map((f) => join(ROOT, 'src/stand-in', f))];
+  const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
+  if (existsSync(BUILT) && existsSync(join(ROOT, 'dist/cli.js')) && statSync(BUILT).mtimeMs >= newest) return;
+  spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcessWithoutNullStreams {
+  const clean = { ...process.env, SERVICE_API_KEY: '', MANAGEMENT_KEY: '', SERVICE_API_KEY_HEADER: '', ...env };
+  return spawn(process.execPath, [join(ROOT, 'dist/cli.js'), 'stand-in', ...args], { cwd: ROOT, env: clean });
+}
+
+/** Resolves the pasted env lines once the banner is complete. */
+function banner(child: ChildProcessWithoutNullStreams): Promise<Record<string, string>> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (!out.includes('MANAGEMENT_KEY=')) return;
+      const lines = out.split('\n').filter((l) => /^[A-Z_]+=/.test(l));
+      resolve(Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])));
+    });
+    child.once('exit', (code) => reject(new Error(`stand-in exited early with ${code}`)));
+  });
+}
+
+function exitCode(child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+beforeAll(() => {
+  ensureBuilt();
+  expect(existsSync(BUILT)).toBe(true);
+}, 180_000);
+
+describe('user-mirror stand-in', () => {
+  it('prints its URL and keys, serves pages, and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
+    const child = run(['--port', '0', '--users', '100', '--seed', '7']);
+    const env = await banner(child);
+    expect(env.SERVICE_BASE_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(env.SERVICE_API_KEY).toMatch(/^sk_[0-9a-f]{32}$/);
+    expect(env.MANAGEMENT_KEY).toMatch(/^mg_[0-9a-f]{32}$/);
+    expect(env.MANAGEMENT_URL).toBe(env.SERVICE_BASE_URL);
+    const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user?limit=500`, { headers: { 'x-service-api-key': env.SERVICE_API_KEY ?? '' } });
+    expect(res.status).toBe(200);
+    const page = (await res.json()) as { users: unknown[]; total: number };
+    expect(page.total).toBe(100);
+    expect(page.users).toHaveLength(100);
+    const exited = exitCode(child);
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it('accepts the keys and header from the environment', { timeout: 30_000 }, async () => {
+    const child = run(['--port', '0', '--users', '3'], { SERVICE_API_KEY: 'pk_eu_from_env', MANAGEMENT_KEY: 'mg_from_env', SERVICE_API_KEY_HEADER: 'X-Api-Key' });
+    const env = await banner(child);
+    expect(env).toMatchObject({ SERVICE_API_KEY: 'pk_eu_from_env', MANAGEMENT_KEY: 'mg_from_env', SERVICE_API_KEY_HEADER: 'x-api-key' });
+    const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user`, { headers: { 'X-Api-Key': 'pk_eu_from_env' } });
+    expect(res.status).toBe(200);
+    const exited = exitCode(child);
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+  });
+
+  it('rejects bad flags with exit code 2, naming the flag', { timeout: 60_000 }, async () => {
+    for (const args of [['--rate-429', '2'], ['--port', 'x'], ['--rate-429', '0.6', '--rate-503', '0.6'], ['--nope']]) {
+      const child = run(args);
+      let err = '';
+      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      expect(await exitCode(child), args.join(' ')).toBe(2);
+      expect(err).toMatch(args[0] === '--nope' ? /nope/ : new RegExp(args[0] === '--port' ? '--port' : 'rate'));
+    }
+  });
+});

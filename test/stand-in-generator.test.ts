@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { UserSchema } from '../src/service/schemas.js';
+import { Directory } from '../src/stand-in/directory.js';
+import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
+import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
+import { pathUuid, queryInt } from '../src/stand-in/validation.js';
+import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/wire-dates.js';
+
+const MICROS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;
+const SECONDS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
+
+function users(seed: number, count: number): Array<Record<string, unknown>> {
+  const keys = userKeys(seed);
+  return Array.from({ length: count }, (_, i) => generateUser(keys, i));
+}
+
+describe('generated users', () => {
+  it('are a pure function of (seed, index)', () => {
+    expect(users(1, 50)).toEqual(users(1, 50));
+    const other = users(2, 50);
+    users(1, 50).forEach((u, i) => expect(u.user_id).not.toBe(other[i]?.user_id));
+  });
+
+  it('all parse with the client wire schema, and ids are unique', () => {
+    const all = users(1, 5000);
+    const failures = all.map((u) => UserSchema.safeParse(u)).filter((r) => !r.success);
+    expect(failures).toEqual([]);
+    expect(new Set(all.map((u) => u.user_id)).size).toBe(5000);
+    expect(new Set(all.map((u) => u.client_user_id)).size).toBe(5000);
+    expect(new Set(all.map((u) => u.team_id)).size).toBe(1);
+  });
+
+  it('collectively show every shape the live service sends', () => {
+    const all = users(1, 5000);
+    const sources = all.flatMap((u) => u.connected_sources as Array<Record<string, Record<string, string>>>);
+    const dateTimes = [...all.map((u) => u.created_on), ...sources.map((s) => s.created_on)].filter((d) => typeof d === 'string');
+    const count = (pred: (u: Record<string, unknown>) => boolean) => all.filter(pred).length;
+
+    expect(sources.length).toBeGreaterThan(5000);
+    expect(sources.every((s) => s.provider !== undefined && s.source !== undefined)).toBe(true);
+    expect(sources.some((s) => s.provider?.logo !== s.source?.logo)).toBe(true);
+    expect(count((u) => (u.connected_sources as unknown[]).length === 0)).toBeGreaterThan(0);
+    expect(count((u) => (u.connected_sources as unknown[]).length === 4)).toBeGreaterThan(0);
+    expect(dateTimes.some((d) => MICROS_FORM.test(String(d)))).toBe(true);
+    expect(dateTimes.some((d) => SECONDS_FORM.test(String(d)))).toBe(true);
+    expect(count((u) => !('created_on' in u))).toBeGreaterThan(0);
+    for (const field of ['fallback_time_zone', 'fallback_birth_date', 'ingestion_start', 'ingestion_end']) {
+      expect(count((u) => u[field] === null), `${field} null`).toBeGreaterThan(0);
+      expect(count((u) => !(field in u)), `${field} absent`).toBeGreaterThan(0);
+      expect(count((u) => u[field] !== null && u[field] !== undefined), `${field} set`).toBeGreaterThan(0);
+    }
+    expect(count((u) => encodeURIComponent(String(u.client_user_id)) !== u.client_user_id)).toBeGreaterThan(0);
+  });
+
+  it('are served as the same JSON as the object form', () => {
+    const keys = userKeys(3);
+    for (let i = 0; i < 200; i++) expect(JSON.parse(generateUserJson(keys, i))).toEqual(generateUser(keys, i));
+  });
+});
+
+describe('wire dates', () => {
+  it('match Date#toISOString in both spellings', () => {
+    for (let ms = Date.UTC(1940, 0, 1); ms < Date.UTC(2100, 0, 1); ms += 7_777_777_777) {
+      const iso = new Date(ms).toISOString();
+      expect(isoSeconds(ms)).toBe(`${iso.slice(0, 19)}Z`);
+      expect(isoMicros(ms, 42)).toBe(`${iso.slice(0, 23)}042+00:00`);
+      expect(isoDate(ms)).toBe(iso.slice(0, 10));
+    }
+  });
+});
+
+describe('SparseDeletions', () => {
+  it('finds the k-th live index and iterates live indexes', () => {
+    const d = new SparseDeletions();
+    for (const i of [0, 3, 4, 9]) d.add(i);
+    const live = [1, 2, 5, 6, 7, 8, 10, 11];
+    live.forEach((index, position) => expect(d.indexAt(position)).toBe(index));
+    expect([...d.liveFrom(2, 12)]).toEqual(live.slice(2));
+    expect(d.add(3)).toBe(false);
+    expect(d.size).toBe(4);
+  });
+});
+
+describe('Directory', () => {
+  it('pages by position over live users, and deletions shift later users back', () => {
+    const dir = new Directory({ seed: 1, users: 10 });
+    const ids = [...dir.records()].map((u) => u.user_id);
+    expect(dir.page(3, 2).map((u) => u.user_id)).toEqual(ids.slice(3, 5));
+    expect(dir.delete([ids[1] as string, 0])).toBe(2);
+    expect(dir.size).toBe(8);
+    expect(dir.page(1, 2).map((u) => u.user_id)).toEqual(ids.slice(3, 5));
+    expect(dir.get(ids[1] as string)).toBeUndefined();
+    expect(dir.delete([ids[1] as string])).toBe(0);
+    expect([...dir.userIds()]).toEqual([...dir.records()].map((u) => u.user_id));
+  });
+
+  it('appends, updates visibly and looks users up by id and client id', () => {
+    const dir = new Directory({ seed: 5, users: 3 });
+    const [added] = dir.add(1);
+    expect(dir.size).toBe(4);
+    const user = dir.get(added as string);
+    expect(user?.user_id).toBe(added);
+    expect(dir.byClientUserId(String(user?.client_user_id))).toEqual(user);
+    const updated = dir.update(added as string);
+    expect(updated).not.toEqual(user);
+    expect(dir.get(added as string)).toEqual(updated);
+    expect(dir.update(added as string)).not.toEqual(updated);
+    expect(UserSchema.safeParse(updated).success).toBe(true);
+    expect(dir.get('00000000-0000-4000-8000-000000000000')).toBeUndefined();
+    expect(dir.byClientUserId('cu_nope')).toBeUndefined();
+  });
+
+  it('serves file records first and as-is, then generated ones', () => {
+    const odd = { user_id: 'not-a-uuid', client_user_id: 'a b', extra: [1, 2] };
+    const dir = new Directory({ seed: 1, users: 2, fileRecords: [odd] });
+    expect(dir.size).toBe(3);
+    expect(dir.page(0, 1)).toEqual([odd]);
+    expect(dir.byClientUserId('a b')).toEqual(odd);
+    expect(JSON.parse(dir.pageJson(0, 3))).toHaveLength(3);
+  });
+});
+
+describe('FastAPI-style validation', () => {
+  it('parses ints laxly and reports bounds like Pydantic', () => {
+    const q = (s: string) => queryInt(new URLSearchParams(s), 'limit', { default: 100, ge: 1, le: 500 });
+    expect(q('')).toEqual({ ok: true, value: 100 });
+    expect(q('limit=7&limit=9')).toEqual({ ok: true, value: 9 });
+    expect(q('limit=5.0')).toEqual({ ok: true, value: 5 });
+    expect(q('limit=abc')).toMatchObject({ ok: false, item: { type: 'int_parsing', loc: ['query', 'limit'], input: 'abc' } });
+    expect(q('limit=0')).toMatchObject({ ok: false, item: { type: 'greater_than_equal', ctx: { ge: 1 } } });
+  });
+
+  it('accepts UUIDs in any case and the simple form, canonicalized', () => {
+    expect(pathUuid('123E4567-E89B-12D3-A456-426614174000', 'org_id')).toEqual({ ok: true, value: '123e4567-e89b-12d3-a456-426614174000' });
+    expect(pathUuid('123e4567e89b12d3a456426614174000', 'org_id')).toEqual({ ok: true, value: '123e4567-e89b-12d3-a456-426614174000' });
+    expect(pathUuid('123', 'org_id')).toMatchObject({ ok: false, item: { type: 'uuid_parsing', loc: ['path', 'org_id'] } });
+  });
+});
