@@ -12,6 +12,14 @@ export type CommandMain = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ default: CommandMain }> }> = {
   'stand-in': { summary: 'run the local stand-in service', load: () => import('./commands/stand-in.js') },
+  sync: { summary: 'mirror the user directory once (--once) into MIRROR_DB', load: () => import('./commands/sync.js') },
+  resolve: { summary: 'print the user with a client_user_id from the mirror (--online asks the service)', load: () => import('./commands/resolve.js') },
+  'remove-member': { summary: 'queue removal of an org member (--wait for the outcome)', load: () => import('./commands/remove-member.js') },
+  removals: { summary: 'removal queue state; --failed lists failures; retry <job_id>|--all', load: () => import('./commands/removals.js') },
+  worker: { summary: 'run a worker on its own: worker removals', load: () => import('./commands/worker.js') },
+  daemon: { summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)', load: () => import('./commands/daemon.js') },
+  demo: { summary: 'stand-in + sync + offline resolve + removal + status: the guided tour', load: () => import('./commands/demo.js') },
+  status: { summary: 'last runs, mirror size and age, queue depths (--json for scripts)', load: () => import('./commands/status.js') },
 };
 
 function usage(): string {

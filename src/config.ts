@@ -44,7 +44,12 @@ export const ENV = {
   REMOVAL_CONCURRENCY: positiveInt(8, 256),
   REMOVAL_ATTEMPTS: positiveInt(10, 1000),
   REMOVAL_BACKOFF_MS: positiveInt(1_000, 3_600_000),
+  // How long a crashed removal worker holds its jobs before another worker takes them over.
+  REMOVAL_LOCK_MS: positiveInt(30_000, 600_000),
   SHUTDOWN_TIMEOUT_MS: positiveInt(25_000, 600_000),
+  // The daemon's worker watchdog: how often it looks, and how long jobs may wait with none active before a restart.
+  WATCHDOG_INTERVAL_MS: positiveInt(15_000, 600_000),
+  WATCHDOG_STALL_MS: positiveInt(120_000, 3_600_000),
   STATUS_PORT: nonNegativeInt(9464, 65535),
   STATUS_HOST: z.string().min(1).default('127.0.0.1'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

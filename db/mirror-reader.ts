@@ -1,0 +1,179 @@
+/**
+ * Reads the mirror: users by client_user_id, and the state of sync runs.
+ * Works on a readonly connection; statements are prepared once per reader,
+ * so a long-lived reader pays only for the lookup itself.
+ */
+import { z } from 'zod';
+import type { Db } from './open.js';
+import { UserSchema, type User } from '../src/service/schemas.js';
+
+export interface LookupOptions {
+  /** Also return a user that is deleted upstream (soft-deleted in the mirror). */
+  includeDeleted?: boolean;
+  /** Restrict to one team; without it, any team's user with that client_user_id. */
+  teamId?: string;
+  /**
+   * Check the stored record against the wire schema again. Off by default:
+   * the writer stores only records that passed it, and re-parsing costs
+   * more than the lookup itself.
+   */
+  validate?: boolean;
+}
+
+/** A user as the mirror holds it: the service's record plus what the mirror knows about it. */
+export interface MirrorEntry {
+  user: User;
+  deletedAt: string | null;
+  firstSeenAt: string;
+  lastSeenAt: string;
+}
+
+const SyncRunRowSchema = z.object({
+  id: z.number().int(),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+  status: z.enum(['running', 'succeeded', 'partial', 'failed']),
+  total_at_start: z.number().int().nullable(),
+  total_at_end: z.number().int().nullable(),
+  pages: z.number().int(),
+  users_seen: z.number().int(),
+  created: z.number().int(),
+  updated: z.number().int(),
+  deleted: z.number().int(),
+  superseded: z.number().int(),
+  rejected: z.number().int(),
+  duplicates: z.number().int(),
+  rescans: z.number().int(),
+  swept: z.number().int(),
+  published_at: z.string().nullable(),
+  sweep_skipped_reason: z.string().nullable(),
+  error: z.string().nullable(),
+});
+
+export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
+  id: r.id,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  status: r.status,
+  totalAtStart: r.total_at_start,
+  totalAtEnd: r.total_at_end,
+  pages: r.pages,
+  usersSeen: r.users_seen,
+  created: r.created,
+  updated: r.updated,
+  deleted: r.deleted,
+  superseded: r.superseded,
+  rejected: r.rejected,
+  duplicates: r.duplicates,
+  rescans: r.rescans,
+  swept: r.swept === 1,
+  publishedAt: r.published_at,
+  sweepSkippedReason: r.sweep_skipped_reason,
+  error: r.error,
+}));
+export type SyncRun = z.output<typeof SyncRunSchema>;
+
+export interface MirrorStats {
+  activeUsers: number;
+  deletedUsers: number;
+  lastRun: SyncRun | undefined;
+  lastSucceededRun: SyncRun | undefined;
+}
+
+interface EntryRow {
+  raw: string;
+  deleted_at: string | null;
+  first_seen_at: string;
+  last_seen_at: string;
+}
+
+const RUN_COLUMNS = Object.keys(SyncRunRowSchema.shape).join(', ');
+
+/** The schema version this reader understands; older files have not been migrated (or synced) yet. */
+const SCHEMA_VERSION = 1;
+
+export class MirrorNotReadyError extends Error {
+  override name = 'MirrorNotReadyError';
+}
+
+export class MirrorReader {
+  private readonly s;
+
+  constructor(private readonly db: Db) {
+    const version = db.pragma('user_version', { simple: true });
+    if (typeof version !== 'number' || version < SCHEMA_VERSION) {
+      throw new MirrorNotReadyError(`${db.name} holds no mirror yet (schema version ${String(version)}); run a sync first`);
+    }
+    // Active first, then the most recently deleted: what "the user with this id" means over time.
+    const lookup = (where: string) =>
+      db.prepare<unknown[], EntryRow>(
+        `SELECT raw, deleted_at, first_seen_at, last_seen_at FROM users INDEXED BY users_client_user_id
+         WHERE client_user_id = ? ${where}
+         ORDER BY deleted_at IS NOT NULL, deleted_at DESC, last_seen_at DESC LIMIT 1`,
+      );
+    this.s = {
+      active: lookup('AND deleted_at IS NULL'),
+      activeInTeam: lookup('AND deleted_at IS NULL AND team_id = ?'),
+      any: lookup(''),
+      anyInTeam: lookup('AND team_id = ?'),
+      counts: db.prepare<[], { active: number; deleted: number }>(
+        `SELECT (SELECT count(*) FROM users WHERE deleted_at IS NULL) AS active,
+                (SELECT count(*) FROM users WHERE deleted_at IS NOT NULL) AS deleted`,
+      ),
+      lastRun: db.prepare<[], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT 1`),
+      lastSucceeded: db.prepare<[], unknown>(
+        `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`,
+      ),
+      lastRuns: db.prepare<[number], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT ?`),
+    };
+  }
+
+  /** The service's User object as last received, or undefined. */
+  byClientUserId(clientUserId: string, options: LookupOptions = {}): User | undefined {
+    return this.lookup(clientUserId, options)?.user;
+  }
+
+  lookup(clientUserId: string, options: LookupOptions = {}): MirrorEntry | undefined {
+    const { includeDeleted = false, teamId } = options;
+    const row =
+      teamId === undefined
+        ? (includeDeleted ? this.s.any : this.s.active).get(clientUserId)
+        : (includeDeleted ? this.s.anyInTeam : this.s.activeInTeam).get(clientUserId, teamId);
+    if (row === undefined) return undefined;
+    return {
+      user: decodeUser(row.raw, options.validate ?? false),
+      deletedAt: row.deleted_at,
+      firstSeenAt: row.first_seen_at,
+      lastSeenAt: row.last_seen_at,
+    };
+  }
+
+  stats(): MirrorStats {
+    const counts = this.s.counts.get() ?? { active: 0, deleted: 0 };
+    return {
+      activeUsers: counts.active,
+      deletedUsers: counts.deleted,
+      lastRun: parseRun(this.s.lastRun.get()),
+      lastSucceededRun: parseRun(this.s.lastSucceeded.get()),
+    };
+  }
+
+  /** The latest `n` runs, newest first. */
+  lastRuns(n: number): SyncRun[] {
+    return this.s.lastRuns.all(Math.max(0, Math.floor(n))).map((r) => SyncRunSchema.parse(r));
+  }
+}
+
+function parseRun(row: unknown): SyncRun | undefined {
+  return row === undefined ? undefined : SyncRunSchema.parse(row);
+}
+
+/**
+ * `raw` is the record exactly as the service sent it, written only by
+ * MirrorWriter after UserSchema accepted it: trusting it by default is what
+ * keeps a lookup in the microseconds.
+ */
+function decodeUser(raw: string, validate: boolean): User {
+  const parsed: unknown = JSON.parse(raw);
+  return validate ? UserSchema.parse(parsed) : (parsed as User);
+}

@@ -1,0 +1,173 @@
+/**
+ * How a service User becomes mirror rows: the column values of `users` and
+ * `connected_sources`, and the content hash that tells a changed record from
+ * an unchanged one. Pure: no I/O, no clock.
+ */
+import { hash } from 'node:crypto';
+import type { ConnectedSource, SourceDescriptor, User } from '../src/service/schemas.js';
+
+/**
+ * Bump when the mapping below changes, so that the next sync rewrites every
+ * row (the stored hashes no longer match) instead of leaving old columns.
+ */
+const ROW_FORMAT = 'v1';
+
+/** Column values of one `users` row that come from the record itself. */
+export interface UserRow {
+  user_id: string;
+  team_id: string;
+  client_user_id: string;
+  created_on: string | null;
+  fallback_time_zone_id: string | null;
+  fallback_time_zone_source_slug: string | null;
+  fallback_time_zone_updated_at: string | null;
+  fallback_birth_date: string | null;
+  fallback_birth_date_source_slug: string | null;
+  fallback_birth_date_updated_at: string | null;
+  ingestion_start: string | null;
+  ingestion_end: string | null;
+  raw: string;
+  content_hash: string;
+}
+
+export interface SourceRow {
+  user_id: string;
+  slug: string;
+  name: string;
+  logo: string | null;
+  created_on: string | null;
+  descriptor: 'provider' | 'source';
+}
+
+/** What the mirror holds for a user_id, as far as "must we write it?" needs. */
+export interface LiveState {
+  content_hash: string;
+  deleted_at: string | null;
+}
+
+/**
+ * SHA-256 (not a weaker hash) because with SHA extensions it is the fastest
+ * digest node offers; collisions are not the concern, speed is: it runs for
+ * every record of every sync. The format tag is prepended to the digest, not
+ * to the input, so the (long) record string is never copied.
+ */
+export function contentHash(rawJson: string): string {
+  return `${ROW_FORMAT}:${hash('sha256', rawJson, 'base64url')}`;
+}
+
+/** A record must be (re)written when it is new, changed, or comes back after a deletion. */
+export function needsWrite(live: LiveState | undefined, hashOfRecord: string): boolean {
+  return live === undefined || live.deleted_at !== null || live.content_hash !== hashOfRecord;
+}
+
+/**
+ * Whether a stored record and a freshly parsed one carry the same content,
+ * regardless of key order. For the online resolve, whose client returns the
+ * parsed object rather than the received text, so its hash cannot match the
+ * listing's even when nothing changed. Keys whose value is undefined count
+ * as absent, as in JSON.
+ */
+export function sameContent(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameContent(v, b[i]));
+  }
+  const ra = a as Record<string, unknown>;
+  const rb = b as Record<string, unknown>;
+  const keys = (r: Record<string, unknown>) => Object.keys(r).filter((k) => r[k] !== undefined);
+  const ka = keys(ra);
+  return ka.length === keys(rb).length && ka.every((k) => Object.hasOwn(rb, k) && sameContent(ra[k], rb[k]));
+}
+
+export function toUserRow(user: User, rawJson: string, hashOfRecord: string = contentHash(rawJson)): UserRow {
+  const tz = user.fallback_time_zone ?? undefined;
+  const birth = user.fallback_birth_date ?? undefined;
+  return {
+    user_id: user.user_id,
+    team_id: user.team_id,
+    client_user_id: user.client_user_id,
+    created_on: toUtcTimestamp(user.created_on),
+    fallback_time_zone_id: tz?.id ?? null,
+    fallback_time_zone_source_slug: tz?.source_slug ?? null,
+    fallback_time_zone_updated_at: toUtcTimestamp(tz?.updated_at),
+    fallback_birth_date: birth?.value ?? null,
+    fallback_birth_date_source_slug: birth?.source_slug ?? null,
+    fallback_birth_date_updated_at: toUtcTimestamp(birth?.updated_at),
+    ingestion_start: user.ingestion_start ?? null,
+    ingestion_end: user.ingestion_end ?? null,
+    raw: rawJson,
+    content_hash: hashOfRecord,
+  };
+}
+
+/**
+ * One row per slug. `provider` is preferred over the deprecated `source`
+ * (live-service-notes). A slug listed twice keeps its first entry in list
+ * order, so the same record always yields the same rows.
+ */
+export function toSourceRows(user: User): SourceRow[] {
+  const rows: SourceRow[] = [];
+  const slugs = new Set<string>();
+  for (const cs of user.connected_sources) {
+    const picked = descriptorOf(cs);
+    if (picked === undefined || slugs.has(picked.descriptor.slug)) continue;
+    slugs.add(picked.descriptor.slug);
+    rows.push({
+      user_id: user.user_id,
+      slug: picked.descriptor.slug,
+      name: picked.descriptor.name,
+      logo: picked.descriptor.logo ?? null,
+      created_on: toUtcTimestamp(cs.created_on),
+      descriptor: picked.from,
+    });
+  }
+  return rows;
+}
+
+function descriptorOf(cs: ConnectedSource): { descriptor: SourceDescriptor; from: 'provider' | 'source' } | undefined {
+  if (cs.provider !== undefined) return { descriptor: cs.provider, from: 'provider' };
+  if (cs.source !== undefined) return { descriptor: cs.source, from: 'source' };
+  return undefined;
+}
+
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/**
+ * `2022-08-04T12:42:45.596792+00:00` → `2022-08-04T12:42:45.596Z`. One fixed
+ * width (milliseconds, truncated) so that text order is time order in SQL;
+ * the exact upstream value stays in `raw`. Unparseable input is kept as is
+ * rather than dropped (the wire schema has already vouched for it).
+ */
+export function toUtcTimestamp(value: string | null | undefined): string | null {
+  if (value === null || value === undefined) return null;
+  return utcFastPath(value) ?? utcSlowPath(value);
+}
+
+/** The two shapes the service sends in UTC, by string surgery: this runs several times per record. */
+function utcFastPath(v: string): string | undefined {
+  if (v.length < 20 || v[10] !== 'T' || v[13] !== ':' || v[16] !== ':') return undefined;
+  const utcTail = v.endsWith('Z') ? 1 : v.endsWith('+00:00') ? 6 : 0;
+  if (utcTail === 0) return undefined;
+  const head = v.slice(0, 19);
+  const fraction = v.slice(19, v.length - utcTail);
+  if (fraction === '') return `${head}.000Z`;
+  if (!/^\.\d+$/.test(fraction)) return undefined;
+  return `${head}${fraction.slice(0, 4).padEnd(4, '0')}Z`;
+}
+
+function utcSlowPath(value: string): string {
+  const m = DATE_TIME.exec(value);
+  if (m === null) return value;
+  const [, y, mo, d, h, mi, s, frac, zone] = m;
+  const ms = Number((frac ?? '').padEnd(3, '0').slice(0, 3));
+  const date = new Date(0);
+  date.setUTCFullYear(Number(y), Number(mo) - 1, Number(d));
+  date.setUTCHours(Number(h), Number(mi), Number(s ?? '0'), ms);
+  if (zone !== undefined && zone.toUpperCase() !== 'Z') {
+    const sign = zone.startsWith('-') ? -1 : 1;
+    const digits = zone.slice(1).replace(':', '');
+    date.setTime(date.getTime() - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || '0')) * 60_000);
+  }
+  return Number.isNaN(date.getTime()) ? value : date.toISOString();
+}

@@ -1,0 +1,100 @@
+/**
+ * pm2 process file for the user-mirror daemon: `pm2 start ecosystem.config.cjs`
+ * after `npm run build`.
+ *
+ * - fork mode, one instance: the SQLite mirror has a single writer.
+ * - wait_ready: pm2 shows the app online when it sends 'ready' (Redis and the
+ *   mirror reachable). If Redis is down at start, the daemon keeps retrying
+ *   and does not exit; after listen_timeout pm2 marks it online anyway and
+ *   /readyz keeps answering 503 until Redis is back. Exiting instead would
+ *   turn a Redis outage into a restart loop.
+ * - kill_timeout: `pm2 stop` sends SIGINT, then SIGKILL after kill_timeout.
+ *   The daemon needs up to SHUTDOWN_TIMEOUT_MS to let work in flight finish,
+ *   plus a few seconds to close Redis and SQLite, plus a 5 s backstop margin.
+ * - exp_backoff_restart_delay: a crash (bad config, unreadable mirror) is
+ *   retried with growing pauses (up to 15 s), not in a tight loop.
+ * - env: the variables the daemon reads (src/config.ts), taken from the
+ *   environment of whoever runs `pm2 start` (pm2 passes that environment on
+ *   as well; the list makes the contract explicit). No values live in this
+ *   file, so no secret does. pm2 keeps the environment of the start: after
+ *   changing a variable, `pm2 restart user-mirror --update-env`.
+ */
+'use strict';
+
+const path = require('node:path');
+
+/** Every variable of src/config.ts's registry (test/pm2.test.ts checks the two stay in step). */
+const DAEMON_VARIABLES = [
+  'SERVICE_BASE_URL',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  'MANAGEMENT_URL',
+  'MANAGEMENT_KEY',
+  'REDIS_URL',
+  'QUEUE_PREFIX',
+  'MIRROR_DB',
+  'MIRROR_ID',
+  'SYNC_CRON',
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_DRIFT_RESCANS',
+  'HTTP_CONNECTIONS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_BODY_TIMEOUT_MS',
+  'REMOVAL_CONCURRENCY',
+  'REMOVAL_ATTEMPTS',
+  'REMOVAL_BACKOFF_MS',
+  'REMOVAL_LOCK_MS',
+  'SHUTDOWN_TIMEOUT_MS',
+  'WATCHDOG_INTERVAL_MS',
+  'WATCHDOG_STALL_MS',
+  'STATUS_PORT',
+  'STATUS_HOST',
+  'LOG_LEVEL',
+  'NODE_ENV',
+];
+
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
+
+function pickEnv(names) {
+  const env = {};
+  for (const name of names) {
+    if (process.env[name] !== undefined) env[name] = process.env[name];
+  }
+  return env;
+}
+
+function shutdownTimeoutMs() {
+  const n = Number(process.env.SHUTDOWN_TIMEOUT_MS);
+  return Number.isInteger(n) && n > 0 ? n : DEFAULT_SHUTDOWN_TIMEOUT_MS;
+}
+
+const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
+
+module.exports = {
+  apps: [
+    {
+      name: process.env.USER_MIRROR_APP_NAME || 'user-mirror',
+      script: path.join(__dirname, 'dist', 'cli.js'),
+      args: ['daemon'],
+      cwd: __dirname,
+      exec_mode: 'fork',
+      instances: 1,
+      autorestart: true,
+      // 2 = usage or configuration error: restarting cannot fix it.
+      stop_exit_codes: [2],
+      wait_ready: true,
+      listen_timeout: 30_000,
+      kill_timeout: shutdownTimeoutMs() + 15_000,
+      exp_backoff_restart_delay: 200,
+      max_memory_restart: process.env.USER_MIRROR_MAX_MEMORY || '1G',
+      out_file: path.join(logDir, 'user-mirror.out.log'),
+      error_file: path.join(logDir, 'user-mirror.err.log'),
+      merge_logs: true,
+      // The daemon logs JSON lines with their own timestamps.
+      time: false,
+      env: pickEnv(DAEMON_VARIABLES),
+    },
+  ],
+};

@@ -1,0 +1,211 @@
+/**
+ * The removal worker: a BullMQ Worker running the `remove-member` processor,
+ * plus the bookkeeping around it (audit of collapsed duplicates and of jobs
+ * BullMQ fails on its own, outcome counters, bounded graceful close).
+ *
+ * Used by `user-mirror worker removals` and, later, by the daemon.
+ */
+import { hostname } from 'node:os';
+import { QueueEvents, Worker, type ConnectionOptions, type RateLimiterOptions } from 'bullmq';
+import type { Logger } from '../src/log.js';
+import { groupCommittedAudit, type RemovalAudit } from '../db/removal-audit.js';
+import { KEEP_COMPLETED, REMOVAL_QUEUE, type RemovalResult } from './removal-queue.js';
+import { DEFAULT_QUEUE_PREFIX } from './removal-producer.js';
+import { createRemovalBackoff } from './removal-backoff.js';
+import { describeError } from './removal-failure.js';
+import { createRemoveMemberProcessor, type MemberRemover, type RemovalOutcome } from './remove-member.js';
+
+export interface RemovalWorkerOptions {
+  /** An ioredis client created with `maxRetriesPerRequest: null` (see redis-connection.ts), or options. */
+  connection: ConnectionOptions;
+  /** QUEUE_PREFIX. */
+  prefix?: string;
+  client: MemberRemover;
+  /** The audit trail; without it removals still run (tests, or a worker with no disk). */
+  audit?: RemovalAudit;
+  logger: Logger;
+  /** Removals in flight at once (REMOVAL_CONCURRENCY). */
+  concurrency: number;
+  /** Backoff base for jobs that carry none, and for 429s without Retry-After (REMOVAL_BACKOFF_MS). */
+  backoffMs?: number;
+  /** How long a crashed worker keeps its jobs locked before they are recovered (REMOVAL_LOCK_MS). */
+  lockDurationMs?: number;
+  /** How often this worker looks for stalled jobs; defaults to the lock duration. */
+  stalledIntervalMs?: number;
+  /** Times a job may be recovered from a crashed worker before it is failed. */
+  maxStalledCount?: number;
+  /**
+   * Static cap on removals per `duration`. BullMQ only honours a manual rate
+   * limit (our 429 pause) when a limiter is configured, so there always is one;
+   * the default is far above what the service is expected to take.
+   */
+  limiter?: RateLimiterOptions;
+  /** Record requests collapsed by deduplication in the audit (one extra Redis connection). Default: on when audited. */
+  trackDuplicates?: boolean;
+  /** Called once per run of a job, for metrics. */
+  onOutcome?: (outcome: RemovalOutcome) => void;
+  /** Shown in BullMQ as the worker's name. */
+  name?: string;
+}
+
+export type RemovalCounters = Readonly<Record<RemovalOutcome, number>>;
+
+export interface RemovalWorkerHandle {
+  worker: Worker<unknown, RemovalResult, string>;
+  /** Resolves once the worker is connected and fetching jobs. */
+  waitUntilReady(): Promise<void>;
+  /** Outcomes since start, for the daemon's metrics. */
+  counters(): RemovalCounters;
+  /**
+   * Stops fetching, waits up to `timeoutMs` for in-flight removals, closes.
+   * `drained: false` means some were still running: their locks expire and
+   * another worker (or this one, restarted) takes them over; a removal is
+   * idempotent, so the re-run is safe.
+   */
+  close(timeoutMs?: number): Promise<{ drained: boolean }>;
+}
+
+export const DEFAULT_LOCK_MS = 30_000;
+export const DEFAULT_MAX_STALLED = 3;
+export const DEFAULT_LIMITER: RateLimiterOptions = { max: 10_000, duration: 1_000 };
+const STALL_LIMIT_REASON = 'stalled more than allowable limit';
+
+export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorkerHandle {
+  const { logger, audit } = options;
+  const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
+  const backoffMs = options.backoffMs ?? 1_000;
+  const lockDuration = options.lockDurationMs ?? DEFAULT_LOCK_MS;
+  const counts: Record<RemovalOutcome, number> = { succeeded: 0, already_absent: 0, failed: 0, retrying: 0, rate_limited: 0 };
+  const onOutcome = (outcome: RemovalOutcome): void => {
+    counts[outcome] += 1;
+    try {
+      options.onOutcome?.(outcome);
+    } catch (err) {
+      logger.error({ err: describeError(err) }, 'removal outcome callback threw');
+    }
+  };
+
+  // The processor needs the worker (to rate-limit it) and the worker needs the processor.
+  let worker: Worker<unknown, RemovalResult, string> | undefined;
+  const auditWriter = audit === undefined ? undefined : groupCommittedAudit(audit);
+  const processor = createRemoveMemberProcessor({
+    client: options.client,
+    audit: auditWriter,
+    logger,
+    backoffBaseMs: backoffMs,
+    onOutcome,
+    rateLimit: async (ms) => {
+      await worker?.rateLimit(ms);
+    },
+  });
+
+  worker = new Worker<unknown, RemovalResult, string>(REMOVAL_QUEUE, processor.process, {
+    connection: options.connection,
+    prefix,
+    name: options.name ?? `${hostname()}:${process.pid}`,
+    concurrency: options.concurrency,
+    lockDuration,
+    stalledInterval: options.stalledIntervalMs ?? lockDuration,
+    maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED,
+    limiter: options.limiter ?? DEFAULT_LIMITER,
+    settings: { backoffStrategy: createRemovalBackoff({ defaultBaseMs: backoffMs }) },
+    // Only for producers that send no removeOnComplete; failed jobs are always kept.
+    removeOnComplete: KEEP_COMPLETED,
+  });
+
+  worker.on('failed', (job, err) => {
+    if (processor.handled(err)) return;
+    // Thrown outside the processor's own decisions (e.g. its audit write failed).
+    const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
+    logger.warn({ jobId: job?.id, err: err.message, final }, 'removal job failed');
+    onOutcome(final ? 'failed' : 'retrying');
+  });
+  worker.on('stalled', (jobId) => {
+    logger.warn({ jobId }, 'removal job stalled (its worker stopped); re-queued');
+  });
+  worker.on('error', throttledErrorLog(logger, 'removal worker error'));
+
+  const events = audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, prefix, audit, logger) : undefined;
+
+  const handle: RemovalWorkerHandle = {
+    worker,
+    async waitUntilReady() {
+      await Promise.all([worker.waitUntilReady(), events?.waitUntilReady()]);
+    },
+    counters: () => ({ ...counts }),
+    async close(timeoutMs = 25_000) {
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      });
+      const closing = worker.close().then(() => 'closed' as const);
+      const first = await Promise.race([closing, timedOut]);
+      clearTimeout(timer);
+      if (first === 'timeout') {
+        logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
+        // The graceful close keeps waiting in the background; the caller decides whether to exit.
+        closing.catch(() => undefined);
+      }
+      await events?.close().catch(() => undefined);
+      auditWriter?.flush();
+      return { drained: first === 'closed' };
+    },
+  };
+  return handle;
+}
+
+/**
+ * Events the worker itself never sees: requests collapsed into a pending job
+ * (they leave an audit trail) and jobs BullMQ failed because they stalled too
+ * often (their row must not stay `requested`).
+ *
+ * Reading starts a few seconds in the past rather than at "now": reading
+ * from "now" misses events written between connecting and the first read,
+ * and both handlers are idempotent, so replaying a few seconds is harmless.
+ * Events from while no worker ran are not replayed.
+ */
+const EVENT_REPLAY_MS = 5_000;
+
+function watchQueueEvents(options: RemovalWorkerOptions, prefix: string, audit: RemovalAudit, logger: Logger): QueueEvents {
+  const events = new QueueEvents(REMOVAL_QUEUE, {
+    connection: options.connection,
+    prefix,
+    lastEventId: `${Date.now() - EVENT_REPLAY_MS}-0`,
+  });
+  events.on('deduplicated', ({ jobId, deduplicationId, deduplicatedJobId }, eventId) => {
+    try {
+      // BullMQ 6.7's script writes the surviving job as `jobId` and the discarded one as
+      // `deduplicatedJobId` (its docs say the opposite); the surviving job is the one audited.
+      audit.duplicate(eventId, jobId, deduplicationId);
+      logger.debug({ jobId, discarded: deduplicatedJobId, deduplicationId }, 'removal request collapsed into pending job');
+    } catch (err) {
+      logger.error({ err: describeError(err) }, 'removal audit write failed (duplicate)');
+    }
+  });
+  events.on('failed', ({ jobId, failedReason }) => {
+    if (!failedReason.includes(STALL_LIMIT_REASON)) return;
+    try {
+      const row = audit.get(jobId);
+      if (row !== undefined && row.status === 'requested') {
+        audit.attemptFailed({ jobId, enqueuedAt: row.enqueued_at }, failedReason, true);
+      }
+    } catch (err) {
+      logger.error({ err: describeError(err) }, 'removal audit write failed (stalled)');
+    }
+  });
+  events.on('error', throttledErrorLog(logger, 'removal queue events error'));
+  return events;
+}
+
+/** A Redis outage makes BullMQ emit the same error many times a second; one line per 10 s is enough. */
+function throttledErrorLog(logger: Logger, msg: string): (err: Error) => void {
+  let last = '';
+  let lastAt = 0;
+  return (err) => {
+    const now = Date.now();
+    if (err.message === last && now - lastAt < 10_000) return;
+    last = err.message;
+    lastAt = now;
+    logger.warn({ err: err.message }, msg);
+  };
+}

@@ -1,0 +1,137 @@
+/**
+ * The `remove-member` processor: a thin adapter around two pure decisions,
+ * `checkRemovalJob` (is this payload safe to act on?) and
+ * `classifyRemovalFailure` (what does this failure mean?).
+ *
+ * Order matters: the payload is validated before any I/O, so a malformed
+ * job can never become a request for some other member; the audit row is
+ * written before the DELETE, so no removal happens unrecorded.
+ */
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { DeleteMemberResult } from '../src/service/client.js';
+import type { Logger } from '../src/log.js';
+import type { RemovalAuditWriter, RemovalJobRef } from '../db/removal-audit.js';
+import { checkRemovalJob, type RemovalResult } from './removal-queue.js';
+import { classifyRemovalFailure, describeError } from './removal-failure.js';
+import { removalBackoffPolicy } from './removal-backoff.js';
+
+/** The one call a removal needs; `ServiceClient` satisfies it. */
+export interface MemberRemover {
+  deleteOrgMember(orgId: string, memberId: string, signal?: AbortSignal): Promise<DeleteMemberResult>;
+}
+
+/**
+ * What happened to one run of a job, for metrics:
+ * succeeded / already_absent / failed are final; retrying and rate_limited
+ * mean the job will run again.
+ */
+export type RemovalOutcome = 'succeeded' | 'already_absent' | 'failed' | 'retrying' | 'rate_limited';
+
+export interface RemoveMemberDeps {
+  client: MemberRemover;
+  audit: RemovalAuditWriter | undefined;
+  logger: Logger;
+  /** Pauses the whole queue for `ms` (the worker's `rateLimit`). */
+  rateLimit: (ms: number) => Promise<void>;
+  /** Base of the rate-limit wait when a 429 carries no Retry-After (REMOVAL_BACKOFF_MS). */
+  backoffBaseMs: number;
+  onOutcome?: ((outcome: RemovalOutcome) => void) | undefined;
+  random?: () => number;
+}
+
+export type RemovalJob = Job<unknown, RemovalResult, string>;
+
+export interface RemoveMemberProcessor {
+  process: (job: RemovalJob, token?: string, signal?: AbortSignal) => Promise<RemovalResult>;
+  /** Whether the processor already audited and counted this error (the worker's `failed` event must not do it twice). */
+  handled: (err: Error) => boolean;
+}
+
+export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMemberProcessor {
+  const handledErrors = new WeakSet<Error>();
+  const policy = removalBackoffPolicy(deps.backoffBaseMs);
+
+  const audit = async (what: string, write: () => Promise<void> | undefined, mustSucceed: boolean): Promise<void> => {
+    try {
+      await write();
+    } catch (err) {
+      deps.logger.error({ err: describeError(err), audit: what }, 'removal audit write failed');
+      if (mustSucceed) throw err;
+    }
+  };
+
+  async function process(job: RemovalJob, _token?: string, signal?: AbortSignal): Promise<RemovalResult> {
+    const ref = jobRef(job);
+    const checked = checkRemovalJob(job.name, job.data);
+    if (!checked.ok) {
+      const reason = `invalid payload: ${checked.reason}`;
+      const fields = isRecord(job.data) ? job.data : {};
+      await audit('rejected', () => deps.audit?.rejected(ref, { org_id: fields.org_id, member_id: fields.member_id }, reason), false);
+      deps.logger.warn({ jobId: job.id, reason }, 'removal job rejected');
+      return fail(new UnrecoverableError(reason), 'failed');
+    }
+    const { org_id, member_id, requested_by, reason } = checked.payload;
+    // If this write fails the job is retried later rather than deleting unaudited.
+    await audit('started', () => deps.audit?.started(ref, { org_id, member_id, requested_by, reason }), true);
+
+    let result: DeleteMemberResult;
+    try {
+      result = await deps.client.deleteOrgMember(org_id, member_id, signal);
+    } catch (err) {
+      const decision = classifyRemovalFailure(err, {
+        rateLimitedRuns: rateLimitedRuns(job),
+        policy,
+        ...(deps.random ? { random: deps.random } : {}),
+      });
+      const log = { jobId: job.id, org_id, member_id, attempt: job.attemptsMade + 1, reason: decision.reason };
+      if (decision.kind === 'rate_limited') {
+        await audit('rate_limited', () => deps.audit?.attemptFailed(ref, decision.reason, false), false);
+        deps.logger.info({ ...log, waitMs: decision.waitMs }, 'removal rate limited; pausing the queue');
+        deps.onOutcome?.('rate_limited');
+        await deps.rateLimit(decision.waitMs);
+        throw Worker.RateLimitError();
+      }
+      if (decision.kind === 'final') {
+        deps.logger.warn(log, 'removal failed permanently');
+        await audit('failed', () => deps.audit?.attemptFailed(ref, decision.reason, true), false);
+        return fail(new UnrecoverableError(decision.reason), 'failed');
+      }
+      const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      deps.logger[last ? 'warn' : 'debug'](log, last ? 'removal failed; no attempts left' : 'removal attempt failed; will retry');
+      await audit('attempt_failed', () => deps.audit?.attemptFailed(ref, decision.reason, last), false);
+      // The original error goes back to BullMQ: the backoff strategy reads its Retry-After.
+      return fail(err instanceof Error ? err : new Error(decision.reason), last ? 'failed' : 'retrying');
+    }
+
+    const status = result.outcome === 'deleted' ? 'succeeded' : 'already_absent';
+    // The member is gone whatever the audit says; failing now would only re-run a finished removal.
+    await audit('finished', () => deps.audit?.finished(ref, status), false);
+    deps.logger.debug({ jobId: job.id, org_id, member_id, status }, 'member removed');
+    deps.onOutcome?.(status);
+    return { status, org_id, member_id };
+  }
+
+  function fail(err: Error, outcome: RemovalOutcome): never {
+    handledErrors.add(err);
+    deps.onOutcome?.(outcome);
+    throw err;
+  }
+
+  return { process, handled: (err) => handledErrors.has(err) };
+}
+
+export function jobRef(job: Pick<RemovalJob, 'id' | 'timestamp'>): RemovalJobRef {
+  return { jobId: job.id ?? '(no id)', enqueuedAt: job.timestamp };
+}
+
+/**
+ * Runs of this job that ended without BullMQ counting an attempt: rate
+ * limits and stalls. Stalls are counted separately, so the rest are rate limits.
+ */
+function rateLimitedRuns(job: RemovalJob): number {
+  return Math.max(0, job.attemptsStarted - 1 - job.attemptsMade - job.stalledCounter);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

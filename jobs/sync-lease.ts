@@ -1,0 +1,158 @@
+/**
+ * The sync lease: at most one sync writes a mirror at a time, whichever
+ * process runs it.
+ *
+ * Why in SQLite and not in Redis: the thing to protect is the mirror file,
+ * and the file is the one thing every writer shares. A Redis lock keyed by
+ * MIRROR_ID would miss a `sync --once` run by hand, or two daemons on one
+ * host pointed at different Redis servers but the same file. BEGIN IMMEDIATE
+ * takes SQLite's write lock, so the read-decide-write below is atomic across
+ * processes.
+ *
+ * A lease, not a lock: it expires unless renewed, so a holder that died
+ * without releasing (SIGKILL, OOM, power) does not block the mirror forever.
+ * On the same host a dead holder's pid frees the lease at once; a holder on
+ * another host (a shared file system) is trusted until its lease expires.
+ *
+ * The table lives outside the versioned migrations (created on first use) so
+ * that this guard needs no change to the shared schema; moving it into a
+ * migration later is harmless, the statement is IF NOT EXISTS.
+ */
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/open.js';
+
+export interface LeaseRow {
+  holder: string;
+  host: string;
+  pid: number;
+  acquiredAt: number;
+  expiresAt: number;
+}
+
+export interface LeaseClaimant {
+  host: string;
+}
+
+/** Pure: may `me` take the lease that `current` describes at `now`? */
+export function leaseIsFree(
+  current: LeaseRow | undefined,
+  me: LeaseClaimant,
+  now: number,
+  pidAlive: (pid: number) => boolean,
+): boolean {
+  if (current === undefined) return true;
+  if (current.expiresAt <= now) return true;
+  return current.host === me.host && !pidAlive(current.pid);
+}
+
+export const DEFAULT_LEASE_TTL_MS = 60_000;
+
+export interface SyncLeaseOptions {
+  ttlMs?: number;
+  /** Called once if a renewal finds the lease gone: the holder must stop writing. */
+  onLost?: () => void;
+  now?: () => number;
+  host?: string;
+}
+
+export type AcquireResult = { acquired: true; lease: HeldLease } | { acquired: false; heldBy: LeaseRow };
+
+export interface HeldLease {
+  readonly holder: string;
+  /** Stops renewing and deletes the row if it is still ours. Idempotent. */
+  release(): void;
+}
+
+const CREATE = `CREATE TABLE IF NOT EXISTS sync_lease (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  holder      TEXT    NOT NULL,
+  host        TEXT    NOT NULL,
+  pid         INTEGER NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL
+)`;
+
+interface LeaseDbRow {
+  holder: string;
+  host: string;
+  pid: number;
+  acquired_at: number;
+  expires_at: number;
+}
+
+export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): AcquireResult {
+  const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+  const now = options.now ?? Date.now;
+  const host = options.host ?? hostname();
+  const holder = `${host}:${process.pid}:${randomUUID()}`;
+
+  const claim = db.transaction((): LeaseRow | undefined => {
+    db.exec(CREATE);
+    const row = db.prepare<[], LeaseDbRow>('SELECT holder, host, pid, acquired_at, expires_at FROM sync_lease WHERE id = 1').get();
+    const current = row && {
+      holder: row.holder,
+      host: row.host,
+      pid: row.pid,
+      acquiredAt: row.acquired_at,
+      expiresAt: row.expires_at,
+    };
+    const t = now();
+    if (!leaseIsFree(current, { host }, t, pidAlive)) return current;
+    db.prepare(
+      `INSERT INTO sync_lease (id, holder, host, pid, acquired_at, expires_at) VALUES (1, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, host = excluded.host, pid = excluded.pid,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+    ).run(holder, host, process.pid, t, t + ttlMs);
+    return undefined;
+  });
+
+  const heldBy = claim.immediate();
+  if (heldBy !== undefined) return { acquired: false, heldBy };
+
+  let released = false;
+  const renew = db.prepare('UPDATE sync_lease SET expires_at = ? WHERE id = 1 AND holder = ?');
+  const timer = setInterval(() => {
+    if (released) return;
+    let kept: boolean;
+    try {
+      kept = renew.run(now() + ttlMs, holder).changes === 1;
+    } catch {
+      // A busy or closed database: the lease runs on until it expires; the next renewal may succeed.
+      return;
+    }
+    if (!kept) {
+      released = true;
+      clearInterval(timer);
+      options.onLost?.();
+    }
+  }, Math.max(1_000, Math.floor(ttlMs / 3)));
+  timer.unref();
+
+  return {
+    acquired: true,
+    lease: {
+      holder,
+      release() {
+        if (released) return;
+        released = true;
+        clearInterval(timer);
+        try {
+          db.prepare('DELETE FROM sync_lease WHERE id = 1 AND holder = ?').run(holder);
+        } catch {
+          // Closed or busy database: the row expires by itself.
+        }
+      },
+    },
+  };
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: the process exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

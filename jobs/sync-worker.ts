@@ -1,0 +1,137 @@
+/**
+ * The sync worker: takes jobs from this mirror's sync queue and runs the
+ * sync engine, one at a time.
+ *
+ * "Never two syncs at once against one mirror" is held by two things:
+ * - concurrency 1, so this process runs one sync job at a time;
+ * - the SQLite sync lease (./sync-lease.ts), so no other process (a second
+ *   daemon with the same MIRROR_ID, a `sync --once` by hand) writes the same
+ *   file meanwhile. A job that finds the lease taken completes as `skipped`:
+ *   the sync it asked for is already running.
+ *
+ * Failures do not crash anything: the engine records the run (sync_runs),
+ * the job fails with the engine's reason, and the next tick is the retry
+ * (attempts 1, see ./sync-queue.ts). A `partial` run completes the job: the
+ * mirror did get every record that was read.
+ */
+import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import type { Db } from '../db/open.js';
+import type { Logger } from '../src/log.js';
+import type { SyncSummary } from '../src/sync/engine.js';
+import { settleWithin } from '../src/daemon/settle-within.js';
+import { RepeatThrottle } from '../src/daemon/repeat-throttle.js';
+import { acquireSyncLease, type LeaseRow } from './sync-lease.js';
+import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
+
+/** Runs one sync; the daemon binds the engine, the client and the config. */
+export type SyncRunner = (signal: AbortSignal) => Promise<SyncSummary>;
+
+export type SyncJobResult =
+  | { outcome: 'ran'; summary: SyncSummary }
+  | { outcome: 'skipped'; reason: 'lease-held'; heldBy: Pick<LeaseRow, 'host' | 'pid' | 'acquiredAt'> };
+
+export interface SyncWorkerOptions {
+  connection: ConnectionOptions;
+  prefix: string;
+  mirrorId: string;
+  /** The mirror, for the lease; the same file the runner writes. */
+  db: Db;
+  run: SyncRunner;
+  logger: Logger;
+  /** Every job's result, failed runs included, for metrics. */
+  onResult?: (result: SyncJobResult) => void;
+  leaseTtlMs?: number;
+}
+
+export interface SyncWorkerHandle {
+  worker: Worker<SyncJobData, SyncJobResult>;
+  /**
+   * Stops taking jobs and lets the running sync finish; shortly before
+   * `timeoutMs` runs out, aborts it (the engine then discards its staging and
+   * records the run as failed, leaving the mirror as it was). Resolves true
+   * if everything finished in time.
+   */
+  close(timeoutMs: number): Promise<boolean>;
+}
+
+export class SyncFailedError extends Error {
+  override name = 'SyncFailedError';
+}
+
+export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
+  const log = options.logger;
+  let inFlight: AbortController | undefined;
+
+  const processor = async (job: Job<SyncJobData, SyncJobResult>): Promise<SyncJobResult> => {
+    const data = SyncJobDataSchema.safeParse(job.data);
+    if (!data.success) throw new UnrecoverableError(`not a sync job: ${data.error.issues[0]?.message ?? 'invalid data'}`);
+    const controller = new AbortController();
+    const claim = acquireSyncLease(options.db, {
+      ttlMs: options.leaseTtlMs,
+      onLost: () => {
+        log.error({ event: 'sync.lease_lost', jobId: job.id }, 'sync lease lost to another process; aborting this sync');
+        controller.abort(new Error('sync lease lost'));
+      },
+    });
+    if (!claim.acquired) {
+      const { host, pid, acquiredAt } = claim.heldBy;
+      log.info(
+        { event: 'sync.skipped', jobId: job.id, tick: data.data.tick, holder: { host, pid, since: new Date(acquiredAt).toISOString() } },
+        'another sync holds this mirror; skipping this one',
+      );
+      const result: SyncJobResult = { outcome: 'skipped', reason: 'lease-held', heldBy: { host, pid, acquiredAt } };
+      options.onResult?.(result);
+      return result;
+    }
+    inFlight = controller;
+    try {
+      log.info({ event: 'sync.job_started', jobId: job.id, reason: data.data.reason, tick: data.data.tick }, 'sync job started');
+      const summary = await options.run(controller.signal);
+      const result: SyncJobResult = { outcome: 'ran', summary };
+      options.onResult?.(result);
+      if (summary.status === 'failed') {
+        throw new SyncFailedError(`sync run ${summary.runId} failed: ${summary.reason ?? 'unknown reason'}`);
+      }
+      return result;
+    } finally {
+      inFlight = undefined;
+      claim.lease.release();
+    }
+  };
+
+  const worker = new Worker<SyncJobData, SyncJobResult>(syncQueueName(options.mirrorId), processor, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: 1,
+    name: `sync-worker-${options.mirrorId}`,
+  });
+
+  // Without a listener an 'error' event would crash the process; with Redis
+  // down they come every reconnect attempt, hence the throttle.
+  const throttle = new RepeatThrottle(30_000);
+  worker.on('error', (err) => {
+    const code = (err as NodeJS.ErrnoException).code ?? err.name;
+    const verdict = throttle.hit(code);
+    if (verdict.log) log.warn({ event: 'sync.worker_error', err: err.message, suppressed: verdict.suppressed }, 'sync worker error');
+  });
+
+  worker.on('failed', (job, err) => {
+    // SyncFailedError was already logged in detail by the engine.
+    const level = err instanceof SyncFailedError ? 'warn' : 'error';
+    log[level]({ event: 'sync.job_failed', jobId: job?.id, err: err.message }, 'sync job failed; the next tick retries');
+  });
+
+  return {
+    worker,
+    async close(timeoutMs: number): Promise<boolean> {
+      const closing = worker.close();
+      const graceMs = Math.min(5_000, Math.floor(timeoutMs / 4));
+      if (await settleWithin(closing, timeoutMs - graceMs)) return true;
+      if (inFlight !== undefined) {
+        log.warn({ event: 'sync.abort_for_shutdown' }, 'sync still running at the shutdown deadline; aborting it');
+        inFlight.abort(new Error('shutdown'));
+      }
+      return settleWithin(closing, graceMs);
+    },
+  };
+}

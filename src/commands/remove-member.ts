@@ -1,0 +1,113 @@
+/**
+ * `user-mirror remove-member <org_id> <member_id> [--requested-by X]
+ * [--reason Y] [--wait [--timeout S]]`: enqueues one removal and prints its
+ * job id; with --wait, also its outcome.
+ *
+ * Exit codes: 0 queued (or, with --wait, removed or already absent),
+ * 1 the removal failed or --timeout passed, 2 bad arguments or configuration.
+ */
+import { userInfo } from 'node:os';
+import { z } from 'zod';
+import { Job, QueueEvents } from 'bullmq';
+import { UsageError, parseCommandArgs } from '../cli-args.js';
+import { QUEUE_ENV, readConfig } from '../config.js';
+import { createRedisConnection } from '../../jobs/redis-connection.js';
+import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removal-producer.js';
+import { REMOVAL_QUEUE, RemovalResultSchema, checkRemovalPayload } from '../../jobs/removal-queue.js';
+
+const Args = z
+  .object({
+    positionals: z.tuple([z.string(), z.string()], { error: 'expected <org_id> <member_id>' }),
+    'requested-by': z.string().optional(),
+    reason: z.string().optional(),
+    wait: z.boolean().default(false),
+    timeout: z.coerce.number({ error: 'must be a number of seconds' }).positive('must be > 0').max(86_400).optional(),
+  })
+  .refine((a) => a.wait || a.timeout === undefined, { message: 'only makes sense with --wait', path: ['timeout'] });
+
+const DEFAULT_WAIT_S = 120;
+
+const OPTIONS = {
+  'requested-by': { type: 'string' },
+  reason: { type: 'string' },
+  wait: { type: 'boolean' },
+  timeout: { type: 'string' },
+} as const;
+
+export default async function main(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(argv, OPTIONS, Args);
+  const config = readConfig([...QUEUE_ENV, 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
+  const [orgId, memberId] = args.positionals;
+  const timeoutS = args.timeout ?? DEFAULT_WAIT_S;
+
+  const request = {
+    org_id: orgId,
+    member_id: memberId,
+    requested_by: args['requested-by'] ?? defaultRequester(),
+    reason: args.reason,
+  };
+  // Refuse a bad request before connecting to anything.
+  const checked = checkRemovalPayload(request);
+  if (!checked.ok) throw new UsageError(`invalid removal request: ${checked.reason}`);
+
+  const redis = createRedisConnection(config.REDIS_URL, { role: 'producer', connectionName: 'user-mirror:remove-member' });
+  const queue = createRemovalQueue(redis, config.QUEUE_PREFIX);
+  // Listening must start before the job can finish, or a fast worker's "completed" is missed.
+  // Blocking reads need a connection that never gives up on a command.
+  const eventsRedis = args.wait
+    ? createRedisConnection(config.REDIS_URL, { role: 'worker', connectionName: 'user-mirror:remove-member' })
+    : undefined;
+  const events = eventsRedis ? new QueueEvents(REMOVAL_QUEUE, { connection: eventsRedis, prefix: config.QUEUE_PREFIX }) : undefined;
+  try {
+    await events?.waitUntilReady();
+    const enqueued = await enqueueMemberRemoval(queue, request, {
+      policy: { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS },
+    });
+    const { jobId, payload } = enqueued;
+    const what = `member ${payload.member_id} of org ${payload.org_id}`;
+    process.stdout.write(
+      enqueued.deduplicated
+        ? `job ${jobId}: a removal of ${what} is already pending; request collapsed into it\n`
+        : `job ${jobId}: queued removal of ${what}\n`,
+    );
+    if (events === undefined) return 0;
+
+    const job = await Job.fromId(queue, jobId);
+    if (job === undefined) {
+      // Completed and already evicted, or removed by an operator: its outcome is no longer in Redis.
+      process.stdout.write(`job ${jobId}: no longer in the queue; see the audit (user-mirror removals)\n`);
+      return 1;
+    }
+    try {
+      const value = await job.waitUntilFinished(events, timeoutS * 1000);
+      const result = RemovalResultSchema.safeParse(value);
+      const status = result.success ? result.data.status : 'succeeded';
+      process.stdout.write(
+        status === 'succeeded' ? `job ${jobId}: succeeded (member removed)\n` : `job ${jobId}: already_absent (member was already gone)\n`,
+      );
+      return 0;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (/timed out before finishing/.test(message)) {
+        process.stdout.write(`job ${jobId}: still pending after ${timeoutS}s (it keeps running; check user-mirror removals)\n`);
+      } else {
+        process.stdout.write(`job ${jobId}: failed: ${message}\n`);
+      }
+      return 1;
+    }
+  } finally {
+    await events?.close().catch(() => undefined);
+    await queue.close().catch(() => undefined);
+    eventsRedis?.disconnect();
+    redis.disconnect();
+  }
+}
+
+/** Who asked, for the audit, when --requested-by is not given. */
+function defaultRequester(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return 'cli';
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * `user-mirror resolve <client_user_id> [--include-deleted] [--online] [--team <team_id>] [--json]`
+ *
+ * Prints the service's User object for a client_user_id, from the mirror
+ * (MIRROR_DB) without touching the network; deleted users only with
+ * --include-deleted. --online asks the service instead and writes what it
+ * answers into the mirror (MirrorWriter.refreshUser); a 404 there is printed
+ * as not found and deletes nothing, because one miss is not a full scan.
+ *
+ * Output: pretty JSON of the User on stdout; with --json, one line
+ * `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`.
+ * Exit codes: 0 found, 3 not found (one line on stderr), 2 usage or
+ * configuration error, 1 anything else (no mirror file, service error).
+ */
+import { z } from 'zod';
+import { parseCommandArgs } from '../cli-args.js';
+import { readConfig, SERVICE_ENV } from '../config.js';
+import { serviceClientFromConfig } from '../service/client-from-config.js';
+import { openMirror } from '../../db/open.js';
+import { MirrorWriter } from '../../db/mirror-writer.js';
+import { openResolver } from '../resolve.js';
+import type { User } from '../service/schemas.js';
+
+const EXIT_NOT_FOUND = 3;
+
+const Args = z.object({
+  'include-deleted': z.boolean().optional(),
+  online: z.boolean().optional(),
+  json: z.boolean().optional(),
+  team: z.guid('must be a team UUID').optional(),
+  positionals: z
+    .array(z.string().min(1, 'client_user_id must not be empty'))
+    .length(1, 'expects exactly one client_user_id'),
+});
+
+interface Found {
+  source: 'mirror' | 'service';
+  user: User;
+  deletedAt: string | null;
+}
+
+export default async function resolve(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(
+    argv,
+    {
+      'include-deleted': { type: 'boolean' },
+      online: { type: 'boolean' },
+      json: { type: 'boolean' },
+      team: { type: 'string' },
+    },
+    Args,
+  );
+  const [clientUserId] = args.positionals as [string];
+  const found = args.online === true ? await resolveOnline(clientUserId, args.team) : resolveFromMirror(clientUserId, args);
+  if (found === undefined) {
+    const where = args.online === true ? 'the service' : 'the mirror';
+    process.stderr.write(`user-mirror resolve: ${JSON.stringify(clientUserId)} not found in ${where}\n`);
+    return EXIT_NOT_FOUND;
+  }
+  print(found, args.json === true);
+  return 0;
+}
+
+function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): Found | undefined {
+  const { MIRROR_DB } = readConfig(['MIRROR_DB']);
+  const open = openResolver(MIRROR_DB);
+  try {
+    const entry = open.reader.lookup(clientUserId, { includeDeleted: args['include-deleted'] === true, teamId: args.team });
+    return entry === undefined ? undefined : { source: 'mirror', user: entry.user, deletedAt: entry.deletedAt };
+  } finally {
+    open.close();
+  }
+}
+
+async function resolveOnline(clientUserId: string, teamId: string | undefined): Promise<Found | undefined> {
+  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB']);
+  const client = serviceClientFromConfig(config);
+  let user: User;
+  try {
+    const result = await client.resolveUser(clientUserId);
+    if (!result.found) return undefined;
+    user = result.user;
+  } finally {
+    await client.close();
+  }
+  // The team key decides the team; a --team that disagrees is a question about another directory.
+  if (teamId !== undefined && user.team_id !== teamId) return undefined;
+  const db = openMirror(config.MIRROR_DB);
+  try {
+    // The client hands back the parsed record (unknown fields kept), not the bytes received.
+    new MirrorWriter(db).refreshUser(user, JSON.stringify(user));
+  } finally {
+    db.close();
+  }
+  return { source: 'service', user, deletedAt: null };
+}
+
+function print(found: Found, json: boolean): void {
+  if (json) {
+    process.stdout.write(
+      `${JSON.stringify({ found: true, source: found.source, deleted_at: found.deletedAt, user: found.user })}\n`,
+    );
+    return;
+  }
+  process.stdout.write(`${JSON.stringify(found.user, null, 2)}\n`);
+  if (found.deletedAt !== null) {
+    process.stderr.write(`user-mirror resolve: note: this user was deleted upstream (marked deleted in the mirror at ${found.deletedAt})\n`);
+  }
+}

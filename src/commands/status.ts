@@ -1,0 +1,143 @@
+/**
+ * `user-mirror status [--json]`: last sync runs, mirror size and age, queue
+ * depths (sync and removals) and failed removals. Human-readable by
+ * default; `--json` prints the same report as one JSON object.
+ *
+ * Works without the daemon, and without Redis: the mirror part comes from
+ * the SQLite file (opened read-only), and an unreachable Redis is reported
+ * as such rather than waited for.
+ *
+ * Exit codes: 0 report printed (Redis may be unreachable: see `queues`);
+ * 1 the mirror could not be read; 2 usage or configuration error.
+ */
+import { existsSync } from 'node:fs';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { z } from 'zod';
+import { parseCommandArgs } from '../cli-args.js';
+import { readConfig } from '../config.js';
+import { openMirror, type Db } from '../../db/open.js';
+import { MirrorReader } from '../../db/mirror-reader.js';
+import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { syncQueueName } from '../../jobs/sync-queue.js';
+import { mirrorFigures } from '../daemon/mirror-age.js';
+import { intervalOfExpression } from '../daemon/schedule.js';
+import { settleWithin } from '../daemon/settle-within.js';
+import {
+  buildStatusReport,
+  formatStatusReport,
+  type MirrorFacts,
+  type QueueCounts,
+  type QueueFacts,
+} from '../daemon/status-report.js';
+
+const Args = z.object({
+  json: z.boolean().default(false),
+  positionals: z.array(z.string()).max(0, 'takes no arguments'),
+});
+
+const RUNS_SHOWN = 5;
+const REDIS_BUDGET_MS = 3_000;
+
+export default async function status(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
+  const config = readConfig(['MIRROR_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX']);
+
+  const [mirror, queues] = await Promise.all([
+    Promise.resolve().then(() => readMirror(config.MIRROR_DB)),
+    readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
+  ]);
+  const report = buildStatusReport({
+    mirrorPath: config.MIRROR_DB,
+    mirrorId: config.MIRROR_ID,
+    now: new Date(),
+    scheduleIntervalMs: intervalOfExpression(config.SYNC_CRON),
+    mirror,
+    queues,
+  });
+  process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
+  return mirror.available ? 0 : 1;
+}
+
+function readMirror(path: string): MirrorFacts {
+  if (path !== ':memory:' && !existsSync(path)) return { available: false, error: 'no mirror database at this path' };
+  let db: Db | undefined;
+  try {
+    db = openMirror(path, { readonly: true });
+    const reader = new MirrorReader(db);
+    const figures = mirrorFigures(reader);
+    return {
+      available: true,
+      activeUsers: figures.activeUsers,
+      deletedUsers: figures.deletedUsers,
+      lastSucceededAt: figures.lastSucceededAt,
+      lastRuns: reader.lastRuns(RUNS_SHOWN).map((r) => ({
+        id: r.id,
+        status: r.status,
+        startedAt: r.startedAt,
+        finishedAt: r.finishedAt,
+        usersSeen: r.usersSeen,
+        created: r.created,
+        updated: r.updated,
+        deleted: r.deleted,
+        error: r.error,
+      })),
+      failedRemovalsInAudit: failedInAudit(db),
+    };
+  } catch (err) {
+    return { available: false, error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    db?.close();
+  }
+}
+
+function failedInAudit(db: Db): number | undefined {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
+  if (table === undefined) return undefined;
+  return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+}
+
+async function readQueues(url: string, prefix: string, mirrorId: string): Promise<QueueFacts> {
+  // One connection attempt, no reconnects: a status command reports an outage, it does not wait it out.
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectionName: 'user-mirror:status',
+  });
+  let lastError = 'timed out';
+  redis.on('error', (err: Error) => {
+    lastError = err.message;
+  });
+  const queues: Queue[] = [];
+  let facts: QueueFacts = { reachable: false, error: lastError };
+  const work = (async () => {
+    // Connected before BullMQ sees it: given a client that has not connected yet, BullMQ connects it itself.
+    await redis.connect();
+    const sync = new Queue(syncQueueName(mirrorId), { connection: redis, prefix });
+    const removals = new Queue(REMOVAL_QUEUE, { connection: redis, prefix });
+    queues.push(sync, removals);
+    for (const q of queues) q.on('error', () => undefined);
+    const [s, r] = await Promise.all([counts(sync), counts(removals)]);
+    facts = { reachable: true, sync: s, removals: r };
+  })().catch((err: unknown) => {
+    // The connection's own error (ECONNREFUSED, auth) says more than the "Connection is closed." that follows it.
+    facts = { reachable: false, error: lastError !== 'timed out' ? lastError : err instanceof Error ? err.message : String(err) };
+  });
+  if (!(await settleWithin(work, REDIS_BUDGET_MS))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
+  await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);
+  redis.disconnect();
+  return facts;
+}
+
+async function counts(queue: Queue): Promise<QueueCounts> {
+  const c = await queue.getJobCounts('wait', 'prioritized', 'active', 'delayed', 'failed', 'completed');
+  return {
+    waiting: (c.wait ?? 0) + (c.prioritized ?? 0),
+    active: c.active ?? 0,
+    delayed: c.delayed ?? 0,
+    failed: c.failed ?? 0,
+    completed: c.completed ?? 0,
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * `user-mirror sync --once [--concurrency N]`: one sync run against the
+ * configured service, into MIRROR_DB.
+ *
+ * On a terminal, a progress line is redrawn on stderr and the run ends with a
+ * table; elsewhere (cron, pm2, CI) progress and summary are pino log lines,
+ * because a redrawn line is noise in a log file.
+ *
+ * Exit codes: 0 succeeded; 4 partial (the mirror got every record that was
+ * read, but deletions were withheld: drift, failed pages, rejected records
+ * or the mass-delete breaker; the reason is printed); 1 failed (nothing
+ * published; the mirror is as before); 2 usage or configuration error. Partial
+ * has its own code because it usually needs a look (a tripped breaker never
+ * clears by itself), yet is not a failure of the run.
+ *
+ * `--once` is required for now: the schedule belongs to the daemon, and a bare
+ * `sync` should not silently mean either.
+ */
+import { z } from 'zod';
+import { parseCommandArgs } from '../cli-args.js';
+import { readConfig, SERVICE_ENV } from '../config.js';
+import { createLogger } from '../log.js';
+import { serviceClientFromConfig } from '../service/client-from-config.js';
+import { openMirror } from '../../db/open.js';
+import { runSync, type SyncStatus, type SyncSummary } from '../sync/engine.js';
+import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
+
+const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
+
+const Args = z.object({
+  once: z.literal(true, { error: 'is required (the scheduled daemon is not available from this command yet)' }),
+  concurrency: z.coerce.number().int().min(1).max(64).optional(),
+  positionals: z.array(z.string()).max(0, 'takes no arguments'),
+});
+
+const ENV_NAMES = [
+  ...SERVICE_ENV,
+  'MIRROR_DB',
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_DRIFT_RESCANS',
+  'LOG_LEVEL',
+] as const;
+
+export default async function sync(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(argv, { once: { type: 'boolean' }, concurrency: { type: 'string' } }, Args);
+  const config = readConfig(ENV_NAMES);
+  const concurrency = args.concurrency ?? config.SYNC_CONCURRENCY;
+  const interactive = process.stderr.isTTY === true;
+
+  const terminal = interactive ? new TerminalProgress(process.stderr) : undefined;
+  // At a terminal the progress line and the table already say what info lines would;
+  // warnings still show. An explicit LOG_LEVEL wins.
+  const level = interactive && !process.env.LOG_LEVEL ? 'warn' : config.LOG_LEVEL;
+  const logger = createLogger(level, terminal?.around(process.stdout) ?? process.stdout);
+  const progress: ProgressSink = terminal ?? new LogProgress(logger);
+
+  const db = openMirror(config.MIRROR_DB);
+  // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
+  const client = serviceClientFromConfig({ ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency) });
+  const abort = new AbortController();
+  const onSignal = () => abort.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let summary: SyncSummary;
+  try {
+    summary = await runSync({
+      client,
+      db,
+      concurrency,
+      maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
+      pageAttempts: config.SYNC_PAGE_ATTEMPTS,
+      driftRescans: config.SYNC_DRIFT_RESCANS,
+      logger,
+      signal: abort.signal,
+      onProgress: (s) => progress.update(s),
+    });
+  } finally {
+    progress.finish();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await client.close();
+    db.close();
+  }
+  if (interactive) process.stderr.write(summaryTable(summary));
+  return EXIT[summary.status];
+}
+
+function summaryTable(s: SyncSummary): string {
+  const total = (n: number | undefined) => (n === undefined ? '-' : formatCount(n));
+  const rows: Array<[string, string]> = [
+    ['run', String(s.runId)],
+    ['status', s.status],
+    ['pages', `${formatCount(s.pages)}${s.pageFailures > 0 ? ` (${s.pageFailures} failed)` : ''}`],
+    ['passes', String(s.passes)],
+    ['users seen', formatCount(s.usersSeen)],
+    ['total (start/end)', `${total(s.totalAtStart)} / ${total(s.totalAtEnd)}`],
+    ['created', formatCount(s.created)],
+    ['updated', formatCount(s.updated)],
+    ['deleted', formatCount(s.deleted)],
+    ['rejected', formatCount(s.rejected)],
+    ['duration', formatDuration(s.durationMs)],
+    ['rate', `${formatCount(Math.round(s.durationMs > 0 ? (s.usersSeen * 1000) / s.durationMs : 0))} users/s`],
+  ];
+  if (s.reason !== undefined) rows.push([s.status === 'failed' ? 'error' : 'no deletions because', s.reason]);
+  const width = Math.max(...rows.map(([k]) => k.length));
+  return `\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`;
+}

@@ -1,0 +1,87 @@
+/**
+ * `user-mirror worker removals`: runs the member-removal worker on its own.
+ *
+ * Needs REDIS_URL, MANAGEMENT_URL, MANAGEMENT_KEY and MIRROR_DB (the audit).
+ * SIGINT/SIGTERM stop fetching, wait up to SHUTDOWN_TIMEOUT_MS for removals
+ * in flight, then exit 0. A second signal exits at once; whatever was in
+ * flight is recovered by the next worker as a stalled job.
+ */
+import { z } from 'zod';
+import { parseCommandArgs } from '../cli-args.js';
+import { QUEUE_ENV, readConfig } from '../config.js';
+import { createLogger } from '../log.js';
+import { openMirror } from '../../db/open.js';
+import { createRemovalAudit } from '../../db/removal-audit.js';
+import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
+import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
+import { startRemovalWorker } from '../../jobs/removal-worker.js';
+import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+
+const Args = z.object({
+  positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {
+    error: 'expected exactly one argument: removals',
+  }),
+});
+
+export default async function main(argv: string[]): Promise<number> {
+  parseCommandArgs(argv, {}, Args);
+  const config = readConfig([
+    ...QUEUE_ENV,
+    ...MANAGEMENT_CLIENT_ENV,
+    'MIRROR_DB',
+    'REMOVAL_CONCURRENCY',
+    'REMOVAL_BACKOFF_MS',
+    'REMOVAL_LOCK_MS',
+    'SHUTDOWN_TIMEOUT_MS',
+    'LOG_LEVEL',
+  ]);
+  const logger = createLogger(config.LOG_LEVEL);
+  const db = openMirror(config.MIRROR_DB);
+  const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
+  const client = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY);
+
+  const handle = startRemovalWorker({
+    connection: redis,
+    prefix: config.QUEUE_PREFIX,
+    client,
+    audit: createRemovalAudit(db),
+    logger,
+    concurrency: config.REMOVAL_CONCURRENCY,
+    backoffMs: config.REMOVAL_BACKOFF_MS,
+    lockDurationMs: config.REMOVAL_LOCK_MS,
+  });
+
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  await Promise.race([handle.waitUntilReady(), stopped]);
+  logger.info(
+    {
+      queue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
+      redis: describeRedisUrl(config.REDIS_URL),
+      concurrency: config.REMOVAL_CONCURRENCY,
+      lockMs: config.REMOVAL_LOCK_MS,
+    },
+    'removal worker started',
+  );
+
+  const signal = await stopped;
+  const again = (): void => {
+    logger.warn('second signal: exiting without waiting for removals in flight');
+    process.exit(1);
+  };
+  process.once('SIGINT', again);
+  process.once('SIGTERM', again);
+  logger.info({ signal, timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'shutting down: waiting for removals in flight');
+
+  const { drained } = await handle.close(config.SHUTDOWN_TIMEOUT_MS);
+  // Undici's close waits for requests in flight; after a timed-out drain those are abandoned (their jobs will be recovered).
+  if (drained) await client.close().catch(() => undefined);
+  redis.disconnect();
+  db.close();
+  logger.info({ drained, ...handle.counters() }, 'removal worker stopped');
+  // Abandoned requests and BullMQ's background close would keep the process alive; they must not.
+  setTimeout(() => process.exit(0), drained ? 1_000 : 50).unref();
+  return 0;
+}

@@ -1,0 +1,359 @@
+/**
+ * The daemon: wires the schedule, the sync worker, the removal worker, the
+ * watchdog and the status endpoint together. Each piece decides on its own
+ * terms (see their files); this file only decides the order.
+ *
+ * Start-up:
+ *  1. open the mirror (a bad path or a corrupt file ends the process: that
+ *     needs a human, and pm2's backoff keeps the retries slow);
+ *  2. serve /healthz, /readyz (503 for now) and /metrics;
+ *  3. wait for Redis, retrying with backoff and logging, for as long as it
+ *     takes. The process never exits for an unreachable Redis: exiting would
+ *     turn a Redis outage into a pm2 restart loop. pm2's `listen_timeout`
+ *     will pass first and pm2 then shows the app as online without 'ready';
+ *     /readyz says the truth (503) until Redis answers;
+ *  4. start both workers, enqueue a catch-up sync if the mirror is stale,
+ *     start the schedule and the watchdog;
+ *  5. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *
+ * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
+ * `stop` below stops the schedule and the watchdog, closes both workers in
+ * parallel within SHUTDOWN_TIMEOUT_MS (a sync still running near the end is
+ * aborted and recorded as failed; the mirror stays as it was), then Redis,
+ * the HTTP pools and SQLite.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { openMirror, type Db } from '../../db/open.js';
+import { MirrorReader } from '../../db/mirror-reader.js';
+import { createRemovalAudit } from '../../db/removal-audit.js';
+import { serviceClientFromConfig } from '../service/client-from-config.js';
+import type { ServiceClient } from '../service/client.js';
+import { runSync } from '../sync/engine.js';
+import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
+import { managementClientFromConfig } from '../../jobs/management-client.js';
+import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
+import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
+import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
+import { createControlConnection, waitForRedis } from './control-connection.js';
+import { createMetrics, type QueueDepth } from './metrics.js';
+import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
+import { intervalOf, startSchedule, type Schedule } from './schedule.js';
+import { settleWithin } from './settle-within.js';
+import { remainingBudget } from './shutdown.js';
+import { decideStartupSync } from './startup-sync.js';
+import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
+import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
+import { mirrorFigures } from './mirror-age.js';
+
+/** Every variable the daemon reads. */
+export const DAEMON_ENV = [
+  'SERVICE_BASE_URL',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  'MANAGEMENT_URL',
+  'MANAGEMENT_KEY',
+  'HTTP_CONNECTIONS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_BODY_TIMEOUT_MS',
+  'REDIS_URL',
+  'QUEUE_PREFIX',
+  'MIRROR_DB',
+  'MIRROR_ID',
+  'SYNC_CRON',
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_DRIFT_RESCANS',
+  'REMOVAL_CONCURRENCY',
+  'REMOVAL_BACKOFF_MS',
+  'REMOVAL_LOCK_MS',
+  'SHUTDOWN_TIMEOUT_MS',
+  'WATCHDOG_INTERVAL_MS',
+  'WATCHDOG_STALL_MS',
+  'STATUS_PORT',
+  'STATUS_HOST',
+  'LOG_LEVEL',
+] as const;
+export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]>;
+
+type Phase = 'starting' | 'running' | 'stopping';
+
+export interface Daemon {
+  /**
+   * Resolves when start-up is complete (or was cut short by `stop`). Every
+   * step after the Redis wait only constructs objects, so a rejection is a
+   * bug: the caller should exit and let the supervisor start afresh.
+   */
+  started: Promise<void>;
+  statusPort: number;
+  /** Graceful stop; resolves with the exit code. */
+  stop(): Promise<number>;
+}
+
+export interface DaemonDeps {
+  logger: Logger;
+  /** pm2's IPC channel; absent when not run under a supervisor. */
+  send?: (message: string) => void;
+}
+
+/** How long a watchdog restart waits for the stuck worker before dropping it. */
+const RESTART_CLOSE_MS = 10_000;
+
+export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
+  const log = deps.logger;
+  const startAbort = new AbortController();
+  let phase: Phase = 'starting';
+
+  log.info(
+    {
+      event: 'daemon.starting',
+      mirrorId: config.MIRROR_ID,
+      mirrorDb: config.MIRROR_DB,
+      syncQueue: `${config.QUEUE_PREFIX}:${syncQueueName(config.MIRROR_ID)}`,
+      removalQueue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
+      cron: config.SYNC_CRON,
+      redis: describeRedisUrl(config.REDIS_URL),
+    },
+    'daemon starting',
+  );
+
+  const db: Db = openMirror(config.MIRROR_DB);
+  const reader = new MirrorReader(db);
+  const metrics = createMetrics();
+  metrics.setSources({ mirror: () => mirrorFigures(reader) });
+
+  const syncClient: ServiceClient = serviceClientFromConfig(
+    { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY) },
+    { onResponse: (e) => metrics.recordHttp(e) },
+  );
+  const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
+    onResponse: (e) => metrics.recordHttp(e),
+  });
+
+  const control: Redis = createControlConnection(config.REDIS_URL, log);
+  let syncQueue: Queue<SyncJobData> | undefined;
+  let removalQueue: Queue | undefined;
+  let syncWorker: RestartableWorker<SyncWorkerHandle> | undefined;
+  let removalWorker: RestartableWorker<RemovalWorkerHandle> | undefined;
+  let schedule: Schedule | undefined;
+  let watchdog: Watchdog | undefined;
+
+  const readiness = async (): Promise<ReadinessReport> => {
+    const checks: Record<string, string> = { phase: phase === 'running' ? 'ok' : phase };
+    try {
+      db.prepare('SELECT count(*) FROM sync_runs').get();
+      checks.db = 'ok';
+    } catch (err) {
+      checks.db = describe(err);
+    }
+    const ping = control.ping();
+    const answered = await settleWithin(ping, 1_000);
+    checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
+    return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
+  };
+
+  let status: StatusServer;
+  try {
+    status = await startStatusServer({
+      host: config.STATUS_HOST,
+      port: config.STATUS_PORT,
+      registry: metrics.registry,
+      readiness,
+      logger: log,
+    });
+  } catch (err) {
+    control.disconnect();
+    await Promise.all([syncClient.close(), managementClient.close()]).catch(() => undefined);
+    db.close();
+    throw err;
+  }
+
+  const start = async (): Promise<void> => {
+    if (!(await waitForRedis(control, { logger: log, url: config.REDIS_URL, signal: startAbort.signal }))) return;
+
+    syncQueue = openSyncQueue({ connection: control, prefix: config.QUEUE_PREFIX, mirrorId: config.MIRROR_ID });
+    removalQueue = new Queue(REMOVAL_QUEUE, { connection: control, prefix: config.QUEUE_PREFIX });
+    syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
+    removalQueue.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
+
+    syncWorker = restartableWorker<SyncWorkerHandle>({
+      name: 'sync',
+      restartCloseTimeoutMs: RESTART_CLOSE_MS,
+      start: () => {
+        const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger: log, connectionName: 'user-mirror:sync-worker' });
+        const handle = startSyncWorker({
+          connection: redis,
+          prefix: config.QUEUE_PREFIX,
+          mirrorId: config.MIRROR_ID,
+          db,
+          logger: log,
+          onResult: (r) => metrics.recordSync(r),
+          run: (signal) =>
+            runSync({
+              client: syncClient,
+              db,
+              concurrency: config.SYNC_CONCURRENCY,
+              maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
+              pageAttempts: config.SYNC_PAGE_ATTEMPTS,
+              driftRescans: config.SYNC_DRIFT_RESCANS,
+              logger: log,
+              signal,
+            }),
+        });
+        return { handle, dispose: () => redis.disconnect() };
+      },
+      close: (handle, ms) => handle.close(ms),
+    });
+
+    const audit = createRemovalAudit(db);
+    removalWorker = restartableWorker<RemovalWorkerHandle>({
+      name: 'removals',
+      restartCloseTimeoutMs: RESTART_CLOSE_MS,
+      start: () => {
+        const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
+        const handle = startRemovalWorker({
+          connection: redis,
+          prefix: config.QUEUE_PREFIX,
+          client: managementClient,
+          audit,
+          logger: log,
+          concurrency: config.REMOVAL_CONCURRENCY,
+          backoffMs: config.REMOVAL_BACKOFF_MS,
+          lockDurationMs: config.REMOVAL_LOCK_MS,
+          onOutcome: (outcome) => metrics.recordRemoval(outcome),
+        });
+        return { handle, dispose: () => redis.disconnect() };
+      },
+      close: async (handle, ms) => (await handle.close(ms)).drained,
+    });
+
+    const queues = { sync: syncQueue, removals: removalQueue };
+    metrics.setSources({
+      queues: () => queueDepths(queues),
+      redisUp: async () => (await control.ping()) === 'PONG',
+    });
+
+    if (phase !== 'starting') return;
+    schedule = startSchedule({
+      expression: config.SYNC_CRON,
+      logger: log,
+      onTick: async (tick) => {
+        const queue = syncQueue;
+        if (queue === undefined) return;
+        const jobId = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
+        log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId }, 'sync enqueued (or already enqueued by a peer)');
+      },
+    });
+    const watched: WatchedWorker[] = [
+      watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning()),
+      watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()),
+    ];
+    watchdog = startWatchdog({
+      workers: watched,
+      intervalMs: config.WATCHDOG_INTERVAL_MS,
+      stallMs: config.WATCHDOG_STALL_MS,
+      logger: log,
+      onRestart: (worker, reason) => metrics.recordWorkerRestart(worker, reason),
+    });
+
+    try {
+      await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFigures(reader).lastSucceededAt, log);
+    } catch (err) {
+      // Redis went away again, or the mirror is busy: the next tick syncs anyway.
+      log.warn({ event: 'startup_sync.failed', err: describe(err) }, 'could not check for a start-up sync');
+    }
+
+    if (phase !== 'starting') return;
+    phase = 'running';
+    log.info({ event: 'daemon.ready', statusPort: status.port }, 'daemon ready');
+    deps.send?.('ready');
+  };
+
+  const started = start();
+
+  const stop = async (): Promise<number> => {
+    const t0 = Date.now();
+    const total = config.SHUTDOWN_TIMEOUT_MS;
+    phase = 'stopping';
+    startAbort.abort();
+    await settleWithin(started, 2_000);
+    await Promise.all([schedule?.stop(), watchdog?.stop()]);
+    const [syncDrained, removalsDrained] = await Promise.all([
+      syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
+      removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
+    ]);
+    await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close()]), 2_000);
+    control.disconnect();
+    await settleWithin(Promise.all([syncClient.close(), managementClient.close()]), 2_000);
+    db.close();
+    await status.close();
+    log.info(
+      { event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 },
+      'daemon stopped gracefully',
+    );
+    return 0;
+  };
+
+  return { started, statusPort: status.port, stop };
+}
+
+function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning: (h: H) => boolean): WatchedWorker {
+  return {
+    name: worker.name,
+    restart: () => worker.restart(),
+    async sample(): Promise<WorkerSample> {
+      const [counts, ttl] = await Promise.all([queue.getJobCounts('wait', 'prioritized', 'active'), queue.getRateLimitTtl()]);
+      return {
+        running: isRunning(worker.current()),
+        waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
+        active: counts.active ?? 0,
+        rateLimited: ttl > 0,
+      };
+    },
+  };
+}
+
+const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
+
+async function queueDepths(queues: { sync: Queue; removals: Queue }): Promise<QueueDepth[]> {
+  const out: QueueDepth[] = [];
+  for (const name of ['sync', 'removals'] as const) {
+    const counts = await queues[name].getJobCounts(...DEPTH_STATES);
+    for (const state of DEPTH_STATES) out.push({ queue: name, state, count: counts[state] ?? 0 });
+  }
+  return out;
+}
+
+async function enqueueCatchUpIfStale(
+  queue: Queue<SyncJobData>,
+  schedule: Schedule,
+  lastSucceededAt: () => Date | undefined,
+  log: Logger,
+): Promise<void> {
+  const next = schedule.nextRuns(2);
+  const counts = await queue.getJobCounts('wait', 'prioritized', 'delayed', 'active');
+  const decision = decideStartupSync({
+    lastSucceededAt: lastSucceededAt(),
+    now: new Date(),
+    intervalMs: intervalOf(next),
+    pendingSyncJobs: Object.values(counts).reduce((a, b) => a + b, 0),
+    msToNextTick: (next[0]?.getTime() ?? Date.now()) - Date.now(),
+  });
+  const age = decision.ageMs === undefined ? undefined : Math.round(decision.ageMs / 1000);
+  if (!decision.enqueue) {
+    log.info({ event: 'startup_sync.skipped', reason: decision.reason, ageSeconds: age }, 'no start-up sync needed');
+    return;
+  }
+  // The id names the coming tick, so daemons that start within one interval enqueue one catch-up between them.
+  const slot = next[0] ?? new Date();
+  const jobId = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
+  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, jobId }, 'start-up sync enqueued');
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,206 @@
+/**
+ * The daemon's Prometheus metrics, in one registry of its own (never the
+ * prom-client global one, so tests and a second daemon in one process do not
+ * collide).
+ *
+ * Two kinds:
+ * - events counted as they happen (sync runs, pages, HTTP responses, removal
+ *   outcomes, watchdog restarts);
+ * - state read on scrape (users in the mirror, the last successful sync,
+ *   queue depths, Redis reachability), because after a restart a counter
+ *   starts from zero but the mirror and the queues do not.
+ *
+ * Everything on scrape is bounded in time: a scrape during a Redis outage
+ * answers promptly with `user_mirror_redis_up 0` and no queue gauges rather
+ * than hanging until Prometheus gives up.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ResponseEvent } from '../service/client.js';
+import type { SyncJobResult } from '../../jobs/sync-worker.js';
+import { settleWithin } from './settle-within.js';
+
+export interface MirrorFigures {
+  activeUsers: number;
+  deletedUsers: number;
+  /** Finish time of the last succeeded run. */
+  lastSucceededAt: Date | undefined;
+}
+
+export interface QueueDepth {
+  queue: 'sync' | 'removals';
+  state: string;
+  count: number;
+}
+
+/** Where scrape-time state comes from; the daemon plugs these in once it has them. */
+export interface MetricSources {
+  mirror?: () => MirrorFigures;
+  queues?: () => Promise<QueueDepth[]>;
+  redisUp?: () => Promise<boolean>;
+}
+
+export interface DaemonMetrics {
+  registry: Registry;
+  setSources(sources: MetricSources): void;
+  recordHttp(event: ResponseEvent): void;
+  recordSync(result: SyncJobResult): void;
+  recordRemoval(outcome: string): void;
+  recordWorkerRestart(worker: string, reason: string): void;
+}
+
+const SCRAPE_BUDGET_MS = 2_000;
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}): DaemonMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let sources: MetricSources = {};
+
+  const syncRuns = new Counter({
+    name: 'user_mirror_sync_runs_total',
+    help: 'Sync jobs by outcome: succeeded, partial, failed, or skipped (another sync held the mirror).',
+    labelNames: ['status'] as const,
+    registers,
+  });
+  const syncDuration = new Histogram({
+    name: 'user_mirror_sync_duration_seconds',
+    help: 'Duration of sync runs.',
+    labelNames: ['status'] as const,
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600],
+    registers,
+  });
+  const pagesFetched = new Counter({
+    name: 'user_mirror_sync_pages_fetched_total',
+    help: 'List pages fetched by sync runs (the published pass of each run).',
+    registers,
+  });
+  const usersChanged = new Counter({
+    name: 'user_mirror_sync_user_changes_total',
+    help: 'Users created, updated or deleted in the mirror by sync runs.',
+    labelNames: ['change'] as const,
+    registers,
+  });
+  const lastSuccess = new Gauge({
+    name: 'user_mirror_sync_last_success_timestamp_seconds',
+    help: 'Unix time the last succeeded sync run finished (from the mirror; 0 if none).',
+    registers,
+    collect() {
+      const at = readMirror()?.lastSucceededAt;
+      lastSuccess.set(at === undefined ? 0 : at.getTime() / 1000);
+    },
+  });
+  const users = new Gauge({
+    name: 'user_mirror_users',
+    help: 'Users in the mirror, by state (active, deleted).',
+    labelNames: ['state'] as const,
+    registers,
+    collect() {
+      const m = readMirror();
+      if (m === undefined) return;
+      users.set({ state: 'active' }, m.activeUsers);
+      users.set({ state: 'deleted' }, m.deletedUsers);
+    },
+  });
+  const httpResponses = new Counter({
+    name: 'user_mirror_http_responses_total',
+    help: 'Responses from the service by method, route template and status (0 = no response: network error or timeout).',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers,
+  });
+  const httpDuration = new Histogram({
+    name: 'user_mirror_http_request_duration_seconds',
+    help: 'Service request duration by method and route template.',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers,
+  });
+  const removalJobs = new Counter({
+    name: 'user_mirror_removal_jobs_total',
+    help: 'Org-member removal job attempts by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  const restarts = new Counter({
+    name: 'user_mirror_worker_restarts_total',
+    help: 'Workers restarted by the watchdog, by worker and reason.',
+    labelNames: ['worker', 'reason'] as const,
+    registers,
+  });
+  const queueJobs = new Gauge({
+    name: 'user_mirror_queue_jobs',
+    help: 'Jobs in the sync and removal queues by state (read from Redis on scrape).',
+    labelNames: ['queue', 'state'] as const,
+    registers,
+    async collect() {
+      queueJobs.reset();
+      const read = sources.queues;
+      if (read === undefined) return;
+      let depths: QueueDepth[] | undefined;
+      const done = read().then(
+        (d) => {
+          depths = d;
+        },
+        () => undefined,
+      );
+      if (!(await settleWithin(done, SCRAPE_BUDGET_MS))) return;
+      for (const d of depths ?? []) queueJobs.set({ queue: d.queue, state: d.state }, d.count);
+    },
+  });
+  const redisUp = new Gauge({
+    name: 'user_mirror_redis_up',
+    help: '1 if Redis answered a PING during this scrape.',
+    registers,
+    async collect() {
+      const ping = sources.redisUp;
+      if (ping === undefined) return;
+      let up = false;
+      const done = ping().then(
+        (ok) => {
+          up = ok;
+        },
+        () => undefined,
+      );
+      const inTime = await settleWithin(done, SCRAPE_BUDGET_MS);
+      redisUp.set(inTime && up ? 1 : 0);
+    },
+  });
+
+  function readMirror(): MirrorFigures | undefined {
+    try {
+      return sources.mirror?.();
+    } catch {
+      // A closed or locked database during shutdown: leave the last values.
+      return undefined;
+    }
+  }
+
+  return {
+    registry,
+    setSources(next) {
+      sources = { ...sources, ...next };
+    },
+    recordHttp(e) {
+      httpResponses.inc({ method: e.method, route: e.route, status: String(e.status) });
+      httpDuration.observe({ method: e.method, route: e.route }, e.durationMs / 1000);
+    },
+    recordSync(result) {
+      if (result.outcome === 'skipped') {
+        syncRuns.inc({ status: 'skipped' });
+        return;
+      }
+      const s = result.summary;
+      syncRuns.inc({ status: s.status });
+      syncDuration.observe({ status: s.status }, s.durationMs / 1000);
+      pagesFetched.inc(s.pages);
+      usersChanged.inc({ change: 'created' }, s.created);
+      usersChanged.inc({ change: 'updated' }, s.updated);
+      usersChanged.inc({ change: 'deleted' }, s.deleted);
+    },
+    recordRemoval(outcome) {
+      removalJobs.inc({ outcome });
+    },
+    recordWorkerRestart(worker, reason) {
+      restarts.inc({ worker, reason });
+    },
+  };
+}

@@ -1,0 +1,150 @@
+/**
+ * What `user-mirror status` reports, built and rendered without I/O: the
+ * command gathers the facts, this decides what they mean (age, staleness)
+ * and how they read. The JSON form is the report object itself, so scripts
+ * and people see the same facts.
+ */
+
+export interface RunFacts {
+  id: number;
+  status: string;
+  startedAt: string;
+  finishedAt: string | null;
+  usersSeen: number;
+  created: number;
+  updated: number;
+  deleted: number;
+  error: string | null;
+}
+
+export interface QueueCounts {
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+  completed: number;
+}
+
+export type QueueFacts =
+  | { reachable: true; sync: QueueCounts; removals: QueueCounts }
+  | { reachable: false; error: string };
+
+export type MirrorFacts =
+  | {
+      available: true;
+      activeUsers: number;
+      deletedUsers: number;
+      lastSucceededAt: Date | undefined;
+      lastRuns: RunFacts[];
+      /** Failed removals recorded in the audit; undefined when there is no audit table. */
+      failedRemovalsInAudit: number | undefined;
+    }
+  | { available: false; error: string };
+
+export interface StatusFacts {
+  mirrorPath: string;
+  mirrorId: string;
+  now: Date;
+  scheduleIntervalMs: number;
+  mirror: MirrorFacts;
+  queues: QueueFacts;
+}
+
+export interface StatusReport {
+  mirror: {
+    path: string;
+    id: string;
+    available: boolean;
+    error?: string;
+    activeUsers?: number;
+    deletedUsers?: number;
+    lastSucceededAt?: string | null;
+    ageSeconds?: number | null;
+    /** No succeeded run within one schedule interval (or none at all). */
+    stale?: boolean;
+    lastRuns?: RunFacts[];
+  };
+  schedule: { intervalSeconds: number };
+  queues: { reachable: true; sync: QueueCounts; removals: QueueCounts } | { reachable: false; error: string };
+  failedRemovals: { queue: number | null; audit: number | null };
+}
+
+export function buildStatusReport(f: StatusFacts): StatusReport {
+  const m = f.mirror;
+  const mirror: StatusReport['mirror'] = m.available
+    ? {
+        path: f.mirrorPath,
+        id: f.mirrorId,
+        available: true,
+        activeUsers: m.activeUsers,
+        deletedUsers: m.deletedUsers,
+        lastSucceededAt: m.lastSucceededAt?.toISOString() ?? null,
+        ageSeconds: m.lastSucceededAt === undefined ? null : Math.round((f.now.getTime() - m.lastSucceededAt.getTime()) / 1000),
+        stale: m.lastSucceededAt === undefined || f.now.getTime() - m.lastSucceededAt.getTime() > f.scheduleIntervalMs,
+        lastRuns: m.lastRuns,
+      }
+    : { path: f.mirrorPath, id: f.mirrorId, available: false, error: m.error };
+  return {
+    mirror,
+    schedule: { intervalSeconds: Math.round(f.scheduleIntervalMs / 1000) },
+    queues: f.queues,
+    failedRemovals: {
+      queue: f.queues.reachable ? f.queues.removals.failed : null,
+      audit: m.available ? (m.failedRemovalsInAudit ?? null) : null,
+    },
+  };
+}
+
+export function formatStatusReport(r: StatusReport): string {
+  const lines: string[] = [];
+  const m = r.mirror;
+  lines.push(`mirror ${m.id} (${m.path})`);
+  if (!m.available) {
+    lines.push(`  unavailable: ${m.error ?? 'unknown error'}`);
+  } else {
+    lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
+    const age = m.ageSeconds === null || m.ageSeconds === undefined ? 'never synced successfully' : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
+    lines.push(`  last success  ${age}${m.stale ? `  STALE: older than one schedule interval (${formatAge(r.schedule.intervalSeconds)})` : ''}`);
+    const runs = m.lastRuns ?? [];
+    if (runs.length === 0) lines.push('  runs          none yet');
+    else {
+      lines.push('  last runs');
+      for (const run of runs) {
+        const took = run.finishedAt === null ? 'running' : formatAge(Math.round((Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000));
+        const changes = `+${run.created} ~${run.updated} -${run.deleted}`;
+        const error = run.error === null ? '' : `  ${oneLine(run.error)}`;
+        lines.push(`    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`);
+      }
+    }
+  }
+  if (r.queues.reachable) {
+    lines.push('queues');
+    lines.push(`  sync          ${formatCounts(r.queues.sync)}`);
+    lines.push(`  removals      ${formatCounts(r.queues.removals)}`);
+  } else {
+    lines.push(`queues: redis unreachable (${oneLine(r.queues.error)}); queue depths unknown`);
+  }
+  const failed = [
+    r.failedRemovals.queue === null ? undefined : `${r.failedRemovals.queue} in the queue`,
+    r.failedRemovals.audit === null ? undefined : `${r.failedRemovals.audit} in the audit`,
+  ].filter((x): x is string => x !== undefined);
+  lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function formatCounts(c: QueueCounts): string {
+  return `waiting ${c.waiting}  active ${c.active}  delayed ${c.delayed}  failed ${c.failed}  completed ${c.completed}`;
+}
+
+export function formatAge(seconds: number): string {
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7_200) return `${Math.round(seconds / 60)}m`;
+  if (seconds < 172_800) return `${Math.round(seconds / 3_600)}h`;
+  return `${Math.round(seconds / 86_400)}d`;
+}
+
+/** Stored errors may carry newlines or escapes; one row per line. */
+function oneLine(text: string): string {
+  const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat;
+}

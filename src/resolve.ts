@@ -1,0 +1,61 @@
+/**
+ * Offline resolve: client_user_id → the service's User, from the mirror file
+ * alone, with no network and no key. Meant to be called many times from one
+ * process: the mirror is opened readonly once per path and its statement is
+ * reused, so each call costs one indexed lookup and one JSON.parse. The
+ * readonly connection reads the last published snapshot while a sync writes
+ * (WAL), and never blocks it.
+ */
+import { existsSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
+import { openMirror } from '../db/open.js';
+import { MirrorReader, type LookupOptions, type MirrorEntry } from '../db/mirror-reader.js';
+
+export type ResolveOptions = LookupOptions;
+export type { MirrorEntry };
+
+export class MirrorMissingError extends Error {
+  override name = 'MirrorMissingError';
+}
+
+interface OpenReader {
+  reader: MirrorReader;
+  close: () => void;
+}
+
+const readers = new Map<string, OpenReader>();
+
+/** Opens the mirror at `dbPath` readonly. The caller closes it. */
+export function openResolver(dbPath: string): OpenReader {
+  if (!existsSync(dbPath)) throw new MirrorMissingError(`no mirror database at ${dbPath}; run a sync first`);
+  const db = openMirror(dbPath, { readonly: true });
+  try {
+    return { reader: new MirrorReader(db), close: () => db.close() };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/**
+ * The user with `clientUserId`, or undefined. Deleted users only with
+ * `includeDeleted`. Keeps the mirror open for the next call: see closeResolvers.
+ */
+export function resolveOffline(dbPath: string, clientUserId: string, options: ResolveOptions = {}): MirrorEntry | undefined {
+  return (readers.get(dbPath) ?? readerFor(dbPath)).reader.lookup(clientUserId, options);
+}
+
+/** Keyed by the path as given (the hot path) and as resolved (one connection per file). */
+function readerFor(dbPath: string): OpenReader {
+  const absolute = resolvePath(dbPath);
+  const open = readers.get(absolute) ?? openResolver(absolute);
+  readers.set(absolute, open);
+  readers.set(dbPath, open);
+  return open;
+}
+
+/** Closes every mirror resolveOffline opened. */
+export function closeResolvers(): void {
+  for (const open of new Set(readers.values())) open.close();
+  readers.clear();
+}

@@ -1,0 +1,138 @@
+/**
+ * One pass over the directory: given the first page (which fixed `total`),
+ * fetch the remaining pages with `concurrency` fetchers and stage each page
+ * the moment it arrives, in whatever order. Memory is bounded by the pages in
+ * flight; the directory itself only ever accumulates in SQLite.
+ *
+ * A page that still fails after its retries is counted and skipped: the pass
+ * goes on, because the users on other pages are still worth staging. When
+ * `concurrency` pages (at least 3) in a row fail that way with no success in
+ * between, the service is taken to be down and the pass stops planning new
+ * pages instead of walking every remaining page through its full retry
+ * budget.
+ */
+import { setMaxListeners } from 'node:events';
+import type { UserPage } from '../service/client.js';
+import type { MirrorWriter } from '../../db/mirror-writer.js';
+import { PagePlan } from './page-plan.js';
+import type { DirectorySource } from './directory-source.js';
+import { callWithRetries, type RetryOptions } from './retrying-call.js';
+import { splitPage } from './page-records.js';
+
+export type PageStager = Pick<MirrorWriter, 'stagePage' | 'stageRejected'>;
+
+export interface PageFailure {
+  offset: number;
+  error: unknown;
+}
+
+export interface PassResult {
+  totalAtStart: number;
+  /** Pages fetched and staged, the first included. */
+  pagesDone: number;
+  pageFailures: number;
+  /** The first few failures, for the reason and the log. */
+  failures: PageFailure[];
+  /** Valid records staged. */
+  seen: number;
+  duplicates: number;
+  rejected: number;
+  /** True when the pass stopped early because the service looked down. */
+  abandoned: boolean;
+}
+
+export interface PassProgress {
+  pagesDone: number;
+  pagesPlanned: number;
+  usersSeen: number;
+}
+
+export interface PassOptions {
+  source: DirectorySource;
+  writer: PageStager;
+  runId: number;
+  /** Page 0, already fetched: its total and echoed limit fix the plan. */
+  firstPage: UserPage;
+  concurrency: number;
+  limit: number;
+  retry: RetryOptions;
+  onPage?: (progress: PassProgress) => void;
+}
+
+const KEPT_FAILURES = 5;
+
+export async function scanPass(options: PassOptions): Promise<PassResult> {
+  const { source, writer, runId, firstPage, limit } = options;
+  // A service that caps pages below what we ask says so in the echoed limit; stepping
+  // by our own limit would then skip users on every page.
+  const step = firstPage.limit > 0 && firstPage.limit < limit ? firstPage.limit : limit;
+  const plan = new PagePlan(firstPage.total, step);
+  const result: PassResult = {
+    totalAtStart: firstPage.total,
+    pagesDone: 0,
+    pageFailures: 0,
+    failures: [],
+    seen: 0,
+    duplicates: 0,
+    rejected: 0,
+    abandoned: false,
+  };
+  const pagesPlanned = plan.plannedPages + 1;
+  const abandonAfter = Math.max(3, options.concurrency);
+  let failureStreak = 0;
+
+  const stage = (page: UserPage, offset: number): void => {
+    if (page.raw.length === 0) plan.emptyAt(offset);
+    const { staged, rejected } = splitPage(page, offset);
+    const counts = writer.stagePage(runId, staged);
+    for (const r of rejected) writer.stageRejected(runId, r);
+    result.pagesDone++;
+    result.seen += counts.seen;
+    result.duplicates += counts.duplicates;
+    result.rejected += rejected.length;
+    options.onPage?.({ pagesDone: result.pagesDone, pagesPlanned, usersSeen: result.seen });
+  };
+
+  stage(firstPage, 0);
+
+  // Workers never reject: an unexpected error (the database, an abort) stops
+  // the others and is rethrown once all of them have settled, so nothing is
+  // still staging when the caller moves on to discard or publish.
+  const stop = new AbortController();
+  const signal = options.retry.signal === undefined ? stop.signal : AbortSignal.any([options.retry.signal, stop.signal]);
+  // Each request in flight and each backoff timer listens on it: past 10 node warns of a leak that is not one.
+  setMaxListeners(2 * options.concurrency + 10, signal);
+  const retry: RetryOptions = { ...options.retry, signal };
+  let fatal: { error: unknown } | undefined;
+
+  const worker = async (): Promise<void> => {
+    for (let offset = plan.next(); offset !== undefined && !signal.aborted; offset = plan.next()) {
+      let page: UserPage;
+      try {
+        const params = { offset, limit };
+        page = await callWithRetries(`offset ${offset}`, (sig) => source.listUsersPage(params, sig), retry);
+      } catch (error) {
+        if (signal.aborted) break;
+        result.pageFailures++;
+        if (result.failures.length < KEPT_FAILURES) result.failures.push({ offset, error });
+        if (++failureStreak >= abandonAfter) {
+          result.abandoned = true;
+          plan.stop();
+        }
+        continue;
+      }
+      failureStreak = 0;
+      try {
+        stage(page, offset);
+      } catch (error) {
+        fatal ??= { error };
+        stop.abort(error);
+      }
+    }
+  };
+
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
+  if (fatal !== undefined) throw fatal.error;
+  options.retry.signal?.throwIfAborted();
+  return result;
+}

@@ -1,0 +1,90 @@
+/**
+ * The SQLite sync lease against a real mirror file, through two connections
+ * (as two processes would hold them).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror, type Db } from '../db/open.js';
+import { acquireSyncLease } from '../jobs/sync-lease.js';
+
+let dir: string;
+let a: Db;
+let b: Db;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'user-mirror-lease-'));
+  a = openMirror(join(dir, 'mirror.db'));
+  b = openMirror(join(dir, 'mirror.db'));
+});
+
+afterEach(() => {
+  a.close();
+  b.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('acquireSyncLease', () => {
+  it('lets one holder in at a time, and the next in after release', () => {
+    const first = acquireSyncLease(a);
+    expect(first.acquired).toBe(true);
+    const second = acquireSyncLease(b);
+    expect(second).toMatchObject({ acquired: false, heldBy: { pid: process.pid } });
+    if (first.acquired) first.lease.release();
+    const third = acquireSyncLease(b);
+    expect(third.acquired).toBe(true);
+    if (third.acquired) third.lease.release();
+  });
+
+  it('refuses a second sync in the same process too', () => {
+    const first = acquireSyncLease(a);
+    expect(acquireSyncLease(a).acquired).toBe(false);
+    if (first.acquired) first.lease.release();
+  });
+
+  it('takes over at once from a dead holder on this host', () => {
+    const first = acquireSyncLease(a, { ttlMs: 3_600_000 });
+    if (!first.acquired) throw new Error('expected the lease');
+    // A pid that certainly belonged to a process that has exited.
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid;
+    a.prepare('UPDATE sync_lease SET pid = ?').run(gone);
+    const second = acquireSyncLease(b);
+    expect(second.acquired).toBe(true);
+    if (second.acquired) second.lease.release();
+    first.lease.release();
+  });
+
+  it('takes over an expired lease from another host', () => {
+    const first = acquireSyncLease(a, { ttlMs: 1_000, now: () => 0, host: 'other-host' });
+    expect(first.acquired).toBe(true);
+    expect(acquireSyncLease(b, { now: () => 999 }).acquired).toBe(false);
+    const late = acquireSyncLease(b, { now: () => 1_000 });
+    expect(late.acquired).toBe(true);
+    if (late.acquired) late.lease.release();
+    if (first.acquired) first.lease.release();
+  });
+
+  it('tells the holder when its lease was taken', async () => {
+    let lost = false;
+    const first = acquireSyncLease(a, { ttlMs: 3_000, onLost: () => (lost = true) });
+    expect(first.acquired).toBe(true);
+    b.prepare("UPDATE sync_lease SET holder = 'someone-else'").run();
+    await new Promise((r) => setTimeout(r, 1_300));
+    expect(lost).toBe(true);
+    if (first.acquired) first.lease.release();
+    // Release must not delete the row it no longer owns.
+    expect(b.prepare('SELECT holder FROM sync_lease').get()).toEqual({ holder: 'someone-else' });
+  });
+
+  it('keeps renewing while held', async () => {
+    let t = 0;
+    const first = acquireSyncLease(a, { ttlMs: 3_000, now: () => t });
+    t = 2_500;
+    await new Promise((r) => setTimeout(r, 1_200));
+    const row = b.prepare('SELECT expires_at FROM sync_lease').get() as { expires_at: number };
+    expect(row.expires_at).toBe(5_500);
+    if (first.acquired) first.lease.release();
+  });
+});

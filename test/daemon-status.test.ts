@@ -1,0 +1,213 @@
+/**
+ * The status endpoint and the metrics registry in-process (no Redis: the
+ * sources are fakes), the status report, and the shutdown signal handling.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../src/log.js';
+import { createMetrics } from '../src/daemon/metrics.js';
+import { startStatusServer, type ReadinessReport, type StatusServer } from '../src/daemon/status-server.js';
+import { buildStatusReport, formatStatusReport, type StatusFacts } from '../src/daemon/status-report.js';
+import { handleShutdownSignals, SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
+import type { SyncSummary } from '../src/sync/engine.js';
+
+let server: StatusServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+const summary = (over: Partial<SyncSummary>): SyncSummary =>
+  ({
+    runId: 1,
+    status: 'succeeded',
+    pages: 3,
+    pageFailures: 0,
+    passes: 1,
+    usersSeen: 1200,
+    created: 5,
+    updated: 2,
+    deleted: 1,
+    rejected: 0,
+    totalAtStart: 1200,
+    totalAtEnd: 1200,
+    durationMs: 1500,
+    ...over,
+  }) as SyncSummary;
+
+describe('status server', () => {
+  it('answers healthz always, readyz by the readiness report, metrics as Prometheus text', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    let report: ReadinessReport = { ready: false, checks: { phase: 'starting', db: 'ok', redis: 'ECONNREFUSED' } };
+    server = await startStatusServer({ host: '127.0.0.1', port: 0, registry: metrics.registry, readiness: async () => report, logger: silentLogger });
+    const url = (p: string) => `http://127.0.0.1:${server?.port}${p}`;
+
+    expect((await fetch(url('/healthz'))).status).toBe(200);
+    const notReady = await fetch(url('/readyz'));
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toEqual(report);
+    report = { ready: true, checks: { phase: 'ok', db: 'ok', redis: 'ok' } };
+    expect((await fetch(url('/readyz'))).status).toBe(200);
+
+    const m = await fetch(url('/metrics'));
+    expect(m.status).toBe(200);
+    expect(m.headers.get('content-type')).toContain('text/plain');
+    expect(await m.text()).toContain('# TYPE user_mirror_sync_runs_total counter');
+
+    expect((await fetch(url('/nope'))).status).toBe(404);
+    expect((await fetch(url('/metrics'), { method: 'POST' })).status).toBe(405);
+  });
+
+  it('refuses to start on a port that is taken', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    server = await startStatusServer({ host: '127.0.0.1', port: 0, registry: metrics.registry, readiness: async () => ({ ready: true, checks: {} }), logger: silentLogger });
+    await expect(
+      startStatusServer({ host: '127.0.0.1', port: server.port, registry: metrics.registry, readiness: async () => ({ ready: true, checks: {} }), logger: silentLogger }),
+    ).rejects.toThrow(/EADDRINUSE/);
+  });
+});
+
+describe('metrics', () => {
+  it('counts events and reads state on scrape', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    metrics.recordSync({ outcome: 'ran', summary: summary({}) });
+    metrics.recordSync({ outcome: 'ran', summary: summary({ status: 'failed', pages: 0, created: 0, updated: 0, deleted: 0 }) });
+    metrics.recordSync({ outcome: 'skipped', reason: 'lease-held', heldBy: { host: 'h', pid: 1, acquiredAt: 0 } });
+    metrics.recordHttp({ method: 'GET', route: '/v2/user/', status: 200, durationMs: 12 });
+    metrics.recordHttp({ method: 'GET', route: '/v2/user/', status: 0, durationMs: 10_000 });
+    metrics.recordRemoval('succeeded');
+    metrics.recordRemoval('retrying');
+    metrics.recordWorkerRestart('sync', 'not-running');
+    metrics.setSources({
+      mirror: () => ({ activeUsers: 1200, deletedUsers: 3, lastSucceededAt: new Date('2025-01-01T00:00:00Z') }),
+      queues: async () => [
+        { queue: 'sync', state: 'wait', count: 1 },
+        { queue: 'removals', state: 'failed', count: 4 },
+      ],
+      redisUp: async () => true,
+    });
+    const text = await metrics.registry.metrics();
+    for (const line of [
+      'user_mirror_sync_runs_total{status="succeeded"} 1',
+      'user_mirror_sync_runs_total{status="failed"} 1',
+      'user_mirror_sync_runs_total{status="skipped"} 1',
+      'user_mirror_sync_pages_fetched_total 3',
+      'user_mirror_sync_user_changes_total{change="created"} 5',
+      'user_mirror_sync_last_success_timestamp_seconds 1735689600',
+      'user_mirror_users{state="active"} 1200',
+      'user_mirror_users{state="deleted"} 3',
+      'user_mirror_http_responses_total{method="GET",route="/v2/user/",status="200"} 1',
+      'user_mirror_http_responses_total{method="GET",route="/v2/user/",status="0"} 1',
+      'user_mirror_removal_jobs_total{outcome="succeeded"} 1',
+      'user_mirror_removal_jobs_total{outcome="retrying"} 1',
+      'user_mirror_worker_restarts_total{worker="sync",reason="not-running"} 1',
+      'user_mirror_queue_jobs{queue="sync",state="wait"} 1',
+      'user_mirror_queue_jobs{queue="removals",state="failed"} 4',
+      'user_mirror_redis_up 1',
+    ]) {
+      expect(text).toContain(line);
+    }
+  });
+
+  it('answers promptly when Redis hangs: redis_up 0 and no queue gauges', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    metrics.setSources({ queues: () => new Promise(() => undefined), redisUp: () => new Promise(() => undefined) });
+    const t0 = Date.now();
+    const text = await metrics.registry.metrics();
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(text).toContain('user_mirror_redis_up 0');
+    expect(text).not.toMatch(/^user_mirror_queue_jobs\{/m);
+  });
+});
+
+describe('status report', () => {
+  const facts = (over: Partial<StatusFacts> = {}): StatusFacts => ({
+    mirrorPath: '/data/mirror.db',
+    mirrorId: 'host-a',
+    now: new Date('2025-01-01T01:00:00Z'),
+    scheduleIntervalMs: 15 * 60_000,
+    mirror: {
+      available: true,
+      activeUsers: 10,
+      deletedUsers: 2,
+      lastSucceededAt: new Date('2025-01-01T00:50:00Z'),
+      lastRuns: [
+        { id: 2, status: 'failed', startedAt: '2025-01-01T00:55:00.000Z', finishedAt: '2025-01-01T00:55:01.000Z', usersSeen: 0, created: 0, updated: 0, deleted: 0, error: 'first page failed:\nHTTP 503' },
+        { id: 1, status: 'succeeded', startedAt: '2025-01-01T00:49:00.000Z', finishedAt: '2025-01-01T00:50:00.000Z', usersSeen: 10, created: 10, updated: 0, deleted: 0, error: null },
+      ],
+      failedRemovalsInAudit: 1,
+    },
+    queues: { reachable: true, sync: { waiting: 0, active: 1, delayed: 0, failed: 2, completed: 9 }, removals: { waiting: 3, active: 0, delayed: 1, failed: 1, completed: 5 } },
+    ...over,
+  });
+
+  it('works out age and staleness', () => {
+    const r = buildStatusReport(facts());
+    expect(r.mirror).toMatchObject({ available: true, ageSeconds: 600, stale: false, activeUsers: 10 });
+    expect(r.failedRemovals).toEqual({ queue: 1, audit: 1 });
+    expect(buildStatusReport(facts({ now: new Date('2025-01-01T01:06:00Z') })).mirror.stale).toBe(true);
+  });
+
+  it('still reports the mirror when Redis is unreachable', () => {
+    const r = buildStatusReport(facts({ queues: { reachable: false, error: 'connect ECONNREFUSED 127.0.0.1:6379' } }));
+    expect(r.failedRemovals).toEqual({ queue: null, audit: 1 });
+    const text = formatStatusReport(r);
+    expect(text).toContain('10 active, 2 deleted');
+    expect(text).toContain('redis unreachable (connect ECONNREFUSED 127.0.0.1:6379)');
+    expect(text).toContain('1 in the audit');
+  });
+
+  it('renders runs one per line, errors flattened', () => {
+    const text = formatStatusReport(buildStatusReport(facts()));
+    expect(text).toContain('first page failed: HTTP 503');
+    expect(text).toMatch(/sync +waiting 0 +active 1 +delayed 0 +failed 2 +completed 9/);
+    expect(text.split('\n').filter((l) => l.includes('#')).length).toBe(2);
+  });
+});
+
+describe('handleShutdownSignals', () => {
+  it('stops once on the first signal and exits with its code; a second signal exits 130 at once', async () => {
+    const exits: number[] = [];
+    let stops = 0;
+    let finish: (code: number) => void = () => undefined;
+    const off = handleShutdownSignals({
+      logger: silentLogger,
+      timeoutMs: 10_000,
+      signals: ['SIGUSR2'],
+      exit: (code) => exits.push(code),
+      stop: () => {
+        stops++;
+        return new Promise<number>((resolve) => (finish = resolve));
+      },
+    });
+    try {
+      process.emit('SIGUSR2', 'SIGUSR2');
+      expect(stops).toBe(1);
+      process.emit('SIGUSR2', 'SIGUSR2');
+      expect(exits).toEqual([SECOND_SIGNAL_EXIT_CODE]);
+      finish(0);
+      await new Promise((r) => setImmediate(r));
+      expect(exits).toEqual([SECOND_SIGNAL_EXIT_CODE, 0]);
+      expect(stops).toBe(1);
+    } finally {
+      off();
+    }
+  });
+
+  it('exits 1 if the stop overruns its budget', async () => {
+    const exits: number[] = [];
+    const off = handleShutdownSignals({
+      logger: silentLogger,
+      timeoutMs: 10,
+      signals: ['SIGUSR2'],
+      exit: (code) => exits.push(code),
+      stop: () => new Promise<number>(() => undefined),
+    });
+    try {
+      process.emit('SIGUSR2', 'SIGUSR2');
+      await new Promise((r) => setTimeout(r, 5_200));
+      expect(exits).toEqual([1]);
+    } finally {
+      off();
+    }
+  }, 10_000);
+});

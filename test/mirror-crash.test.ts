@@ -1,0 +1,152 @@
+/**
+ * kill -9 of a sync process, mid-staging and mid-publish: the mirror must
+ * open, pass integrity_check, hold one complete snapshot (the previous one,
+ * or the new one if the publish had committed), and the next run must succeed.
+ */
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror, type Db } from '../db/open.js';
+import { MirrorWriter } from '../db/mirror-writer.js';
+import { ensureBuilt, range, ROOT, stagedUsers, tempDir, type TempDir } from './mirror-fixtures.js';
+
+const N = 6_000;
+const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).href);
+
+/**
+ * Runs sync generation 1 (every user changed, a quarter new) in a loop of
+ * runs, announcing each phase on stdout so the parent can aim its kill.
+ */
+const CHILD = `
+import { openMirror } from ${dist('db/open.js')};
+import { MirrorWriter } from ${dist('db/mirror-writer.js')};
+import { UserSchema } from ${dist('src/service/schemas.js')};
+const [path, mode] = process.argv.slice(2);
+const db = openMirror(path);
+const writer = new MirrorWriter(db);
+const rec = (n, g) => ({
+  user_id: '00000000-0000-4000-8000-' + n.toString(16).padStart(12, '0'),
+  team_id: '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b',
+  client_user_id: 'client-' + n,
+  connected_sources: [{ created_on: '2026-01-01T00:00:00Z', provider: { slug: 'src-' + g, name: 'S', logo: 'l' } }],
+  gen: g,
+});
+const pages = [];
+for (let p = ${N / 4}; p < ${N + N / 4}; p += 500) {
+  pages.push(Array.from({ length: 500 }, (_, i) => { const r = rec(p + i, 1); return { user: UserSchema.parse(r), rawJson: JSON.stringify(r) }; }));
+}
+const say = (s) => process.stdout.write(s + '\\n');
+for (;;) {
+  const runId = writer.beginRun(${N});
+  for (const [i, page] of pages.entries()) {
+    writer.stagePage(runId, page);
+    if (i === 2) say('staging');
+  }
+  if (mode === 'staging') { say('staged'); setInterval(() => {}, 1000); break; }
+  say('publishing');
+  writer.publish(runId, { sweep: true });
+  writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
+  say('published');
+  break;
+}
+`;
+
+let dir: TempDir;
+let path: string;
+beforeAll(() => ensureBuilt(), 180_000);
+beforeEach(() => {
+  dir = tempDir();
+  path = dir.file('mirror.db');
+  const db = openMirror(path);
+  const writer = new MirrorWriter(db);
+  const runId = writer.beginRun(N);
+  for (let p = 0; p < N; p += 500) {
+    writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 0 })));
+  }
+  writer.publish(runId, { sweep: true });
+  writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
+  db.close();
+  writeFileSync(dir.file('child.mjs'), CHILD);
+});
+afterEach(() => dir.remove());
+
+function snapshot(db: Db) {
+  return {
+    users: db.prepare('SELECT * FROM users ORDER BY user_id').all(),
+    sources: db.prepare('SELECT * FROM connected_sources ORDER BY user_id, slug').all(),
+    changes: db.prepare('SELECT count(*) FROM user_changes').pluck().get(),
+  };
+}
+
+/** Starts the child and SIGKILLs it `delayMs` after it prints `cue`. */
+async function killAfter(mode: string, cue: string, delayMs: number): Promise<string> {
+  const child = spawn(process.execPath, [dir.file('child.mjs'), path, mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      if (out.includes(cue)) resolve();
+    });
+    child.on('exit', () => reject(new Error(`child exited before "${cue}": ${out}`)));
+  });
+  await new Promise((r) => setTimeout(r, delayMs));
+  child.kill('SIGKILL');
+  await exited;
+  return out;
+}
+
+function checkRecovers(db: Db): void {
+  expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+  expect(db.pragma('foreign_key_check')).toEqual([]);
+  const writer = new MirrorWriter(db);
+  const runId = writer.beginRun(N);
+  expect(db.prepare(`SELECT status, error FROM sync_runs WHERE id < ? ORDER BY id DESC LIMIT 1`).get(runId)).toMatchObject({
+    status: 'failed',
+    error: expect.stringMatching(/^interrupted/),
+  });
+  for (let p = 0; p < N; p += 500) writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 2 })));
+  writer.publish(runId, { sweep: true });
+  writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
+  expect(db.prepare(`SELECT count(*) FROM active_users WHERE raw ->> '$.gen' = 2`).pluck().get()).toBe(N);
+  expect(db.prepare(`SELECT count(*) FROM active_users`).pluck().get()).toBe(N);
+}
+
+describe('kill -9', () => {
+  it('while staging: the mirror is exactly the previous snapshot, and the next run succeeds', async () => {
+    const before = (() => {
+      const db = openMirror(path, { readonly: true });
+      const s = snapshot(db);
+      db.close();
+      return s;
+    })();
+    await killAfter('staging', 'staging', 50);
+    const db = openMirror(path);
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(snapshot(db)).toEqual(before);
+      checkRecovers(db);
+    } finally {
+      db.close();
+    }
+  });
+
+  it.each([0, 40, 120, 400])('during publish (kill %i ms after it starts): old or new snapshot, never a mix', async (delay) => {
+    const out = await killAfter('publish', 'publishing', delay);
+    const db = openMirror(path);
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      const gens = db.prepare(`SELECT raw ->> '$.gen' AS gen, count(*) AS n FROM active_users GROUP BY 1`).all();
+      const published = db.prepare(`SELECT count(*) FROM sync_runs WHERE published_at IS NOT NULL`).pluck().get();
+      if (published === 2) expect(gens).toEqual([{ gen: 1, n: N }]);
+      else expect(gens).toEqual([{ gen: 0, n: N }]);
+      const slugs = db.prepare(`SELECT DISTINCT slug FROM connected_sources JOIN active_users USING (user_id)`).pluck().all();
+      expect(slugs).toEqual([published === 2 ? 'src-1' : 'oura']);
+      if (!out.includes('published')) checkRecovers(db);
+    } finally {
+      db.close();
+    }
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * Shared by the mirror and resolve tests: wire-shaped user records, real
+ * SQLite files in a fresh temp directory, and the compiled build that child
+ * processes run.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UserSchema } from '../src/service/schemas.js';
+import type { StagedRecord } from '../db/mirror-writer.js';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
+export const OTHER_TEAM = '7a2d3b9f-4c5e-4f60-9bac-1d2e3f4a5b6c';
+
+export type WireRecord = Record<string, unknown>;
+
+/** Deterministic UUID for user number `n`. */
+export function userId(n: number): string {
+  return `00000000-0000-4000-8000-${n.toString(16).padStart(12, '0')}`;
+}
+
+/** A record shaped like the live service's: provider and source, both date-time forms. */
+export function wireUser(n: number, overrides: WireRecord = {}): WireRecord {
+  const oura = { logo: 'https://cdn.example/logos/oura.png', name: 'Oura', slug: 'oura' };
+  return {
+    user_id: userId(n),
+    team_id: TEAM,
+    client_user_id: `client-${n}`,
+    created_on: '2022-08-04T12:42:45.596792+00:00',
+    connected_sources: [{ created_on: '2026-01-12T12:39:40Z', provider: oura, source: { ...oura, logo: 'https://old.example/oura.png' } }],
+    fallback_time_zone: { id: 'Europe/London', source_slug: 'manual', updated_at: '2026-01-12T12:39:40Z' },
+    fallback_birth_date: null,
+    ingestion_start: '2022-01-01',
+    ingestion_end: null,
+    ...overrides,
+  };
+}
+
+/** What the sync engine hands the writer: the parsed user and the record as received. */
+export function staged(record: WireRecord): StagedRecord {
+  return { user: UserSchema.parse(record), rawJson: JSON.stringify(record) };
+}
+
+export function stagedUsers(ns: readonly number[], overrides: (n: number) => WireRecord = () => ({})): StagedRecord[] {
+  return ns.map((n) => staged(wireUser(n, overrides(n))));
+}
+
+export function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from }, (_, i) => from + i);
+}
+
+export interface TempDir {
+  path: string;
+  file: (name: string) => string;
+  remove: () => void;
+}
+
+export function tempDir(prefix = 'mirror-'): TempDir {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, file: (name) => join(path, name), remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** A clock that moves one second per call, so every write gets a distinct time. */
+export function steppingClock(start = Date.parse('2026-02-01T00:00:00.000Z')): () => Date {
+  let t = start;
+  return () => new Date((t += 1000));
+}
+
+const BUILT = ['db/mirror-writer', 'db/mirror-reader', 'db/user-row', 'db/migrations/001-mirror', 'src/resolve', 'src/commands/resolve', 'src/cli'];
+
+/**
+ * Child processes run the compiled build. Rebuild when a source file is newer
+ * than its output; the lock keeps parallel test files from building at once.
+ */
+export function ensureBuilt(): void {
+  const stale = () =>
+    BUILT.some((f) => {
+      try {
+        return statSync(join(ROOT, `${f}.ts`)).mtimeMs > statSync(join(ROOT, 'dist', `${f}.js`)).mtimeMs;
+      } catch {
+        return true;
+      }
+    });
+  if (!stale()) return;
+  const lock = join(tmpdir(), 'user-mirror-test-build.lock');
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`build lock ${lock} held for 2 minutes`);
+      execFileSync('sleep', ['0.2']);
+    }
+  }
+  try {
+    if (!stale()) return;
+    try {
+      execFileSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'pipe' });
+    } catch {
+      // tsc exits non-zero over other in-progress files but still emits; the check below decides.
+    }
+    if (stale()) throw new Error('`npm run build` did not produce an up-to-date dist/');
+  } finally {
+    rmdirSync(lock);
+  }
+}

@@ -1,0 +1,96 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { openMirror, type Db } from '../db/open.js';
+import { MirrorWriter } from '../db/mirror-writer.js';
+import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
+import { OTHER_TEAM, staged, stagedUsers, steppingClock, tempDir, TEAM, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+
+let dir: TempDir;
+let db: Db;
+let writer: MirrorWriter;
+let reader: MirrorReader;
+
+beforeEach(() => {
+  dir = tempDir();
+  db = openMirror(dir.file('mirror.db'));
+  writer = new MirrorWriter(db, steppingClock());
+  reader = new MirrorReader(db);
+});
+afterEach(() => {
+  db.close();
+  dir.remove();
+});
+
+function sync(records: ReturnType<typeof staged>[], sweep = true): number {
+  const runId = writer.beginRun(records.length);
+  writer.stagePage(runId, records);
+  const r = writer.publish(runId, { sweep });
+  writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: 1, usersSeen: records.length, ...r, error: sweep ? undefined : 'drift' });
+  return runId;
+}
+
+describe('MirrorReader.byClientUserId', () => {
+  it('returns the service’s User object exactly as received, unknown fields included', () => {
+    const record = wireUser(1, { brand_new_field: { nested: [1, 2] } });
+    sync([staged(record)]);
+    expect(reader.byClientUserId('client-1')).toEqual(record);
+    expect(reader.byClientUserId('nobody')).toBeUndefined();
+  });
+
+  it('hides deleted users unless asked, and then says they are deleted', () => {
+    sync(stagedUsers([1, 2]));
+    sync(stagedUsers([2]));
+    expect(reader.byClientUserId('client-1')).toBeUndefined();
+    const entry = reader.lookup('client-1', { includeDeleted: true });
+    expect(entry?.user.user_id).toBe(userId(1));
+    expect(entry?.deletedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  });
+
+  it('prefers the active user over deleted ones with the same client_user_id, then the latest deleted', () => {
+    sync(stagedUsers([1]));
+    sync([staged(wireUser(2, { client_user_id: 'client-1' }))]);
+    sync([staged(wireUser(3, { client_user_id: 'client-1' }))]);
+    expect(reader.lookup('client-1', { includeDeleted: true })?.user.user_id).toBe(userId(3));
+    sync([]);
+    expect(reader.byClientUserId('client-1')).toBeUndefined();
+    // All three deleted now: 3 went last.
+    expect(reader.lookup('client-1', { includeDeleted: true })?.user.user_id).toBe(userId(3));
+  });
+
+  it('narrows to a team when given one', () => {
+    sync([staged(wireUser(1)), staged(wireUser(2, { client_user_id: 'client-1', team_id: OTHER_TEAM }))]);
+    expect(reader.byClientUserId('client-1', { teamId: OTHER_TEAM })?.user_id).toBe(userId(2));
+    expect(reader.byClientUserId('client-1', { teamId: TEAM })?.user_id).toBe(userId(1));
+    expect(reader.byClientUserId('client-1', { teamId: '11111111-1111-4111-8111-111111111111' })).toBeUndefined();
+  });
+
+  it('can re-validate the stored record against the wire schema', () => {
+    sync(stagedUsers([1]));
+    db.prepare(`UPDATE users SET raw = json_set(raw, '$.user_id', 'not-a-uuid')`).run();
+    expect(reader.byClientUserId('client-1')?.user_id).toBe('not-a-uuid');
+    expect(() => reader.byClientUserId('client-1', { validate: true })).toThrow(/user_id/);
+  });
+});
+
+describe('MirrorReader.stats and lastRuns', () => {
+  it('reports counts and the latest runs', () => {
+    expect(reader.stats()).toEqual({ activeUsers: 0, deletedUsers: 0, lastRun: undefined, lastSucceededRun: undefined });
+    const first = sync(stagedUsers([1, 2, 3]));
+    const second = sync(stagedUsers([1]), false);
+    const stats = reader.stats();
+    expect(stats).toMatchObject({ activeUsers: 3, deletedUsers: 0 });
+    expect(stats.lastRun).toMatchObject({ id: second, status: 'partial', swept: false, error: 'drift', usersSeen: 1 });
+    expect(stats.lastSucceededRun).toMatchObject({ id: first, status: 'succeeded', swept: true, created: 3, pages: 1 });
+    expect(reader.lastRuns(5).map((r) => r.id)).toEqual([second, first]);
+    expect(reader.lastRuns(1)).toHaveLength(1);
+  });
+});
+
+it('refuses a file that holds no mirror', () => {
+  const empty = new Database(dir.file('empty.db'));
+  try {
+    expect(() => new MirrorReader(empty)).toThrow(MirrorNotReadyError);
+  } finally {
+    empty.close();
+  }
+});

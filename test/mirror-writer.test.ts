@@ -1,0 +1,368 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror, type Db } from '../db/open.js';
+import { MirrorWriter, type PublishResult, type StagedRecord } from '../db/mirror-writer.js';
+import { contentHash } from '../db/user-row.js';
+import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, tempDir, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+
+let dir: TempDir;
+let db: Db;
+let writer: MirrorWriter;
+
+beforeEach(() => {
+  dir = tempDir();
+  db = openMirror(dir.file('mirror.db'));
+  writer = new MirrorWriter(db, steppingClock());
+});
+afterEach(() => {
+  db.close();
+  dir.remove();
+});
+
+/** One complete run: stage the pages, publish, finish. */
+function sync(pages: StagedRecord[][], sweep = true): PublishResult & { runId: number } {
+  const runId = writer.beginRun();
+  for (const page of pages) writer.stagePage(runId, page);
+  const result = writer.publish(runId, { sweep });
+  writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: pages.length, usersSeen: pages.flat().length, ...result });
+  return { ...result, runId };
+}
+
+interface UserState {
+  user_id: string;
+  client_user_id: string;
+  deleted_at: string | null;
+  first_seen_at: string;
+  last_seen_at: string;
+  raw: string;
+}
+const user = (n: number) => db.prepare('SELECT * FROM users WHERE user_id = ?').get(userId(n)) as UserState | undefined;
+const changes = (runId: number | null) =>
+  db
+    .prepare('SELECT user_id, change FROM user_changes WHERE run_id IS ? ORDER BY user_id, id')
+    .all(runId) as { user_id: string; change: string }[];
+const active = () => db.prepare('SELECT count(*) FROM active_users').pluck().get();
+
+describe('stagePage + publish', () => {
+  it('creates users with their sources and one change row each', () => {
+    const r = sync([stagedUsers([1, 2, 3]), stagedUsers([4])]);
+    expect(r).toMatchObject({ created: 4, updated: 0, deleted: 0, superseded: 0 });
+    expect(active()).toBe(4);
+    expect(changes(r.runId)).toEqual(range(1, 5).map((n) => ({ user_id: userId(n), change: 'created' })));
+    const u1 = user(1);
+    expect(u1?.raw).toBe(JSON.stringify(wireUser(1)));
+    expect(u1?.first_seen_at).toBe(u1?.last_seen_at);
+    expect(db.prepare('SELECT slug, name, logo, descriptor FROM connected_sources WHERE user_id = ?').all(userId(1))).toEqual([
+      { slug: 'oura', name: 'Oura', logo: 'https://cdn.example/logos/oura.png', descriptor: 'provider' },
+    ]);
+    const run = db.prepare('SELECT * FROM sync_runs WHERE id = ?').get(r.runId) as Record<string, unknown>;
+    expect(run).toMatchObject({ status: 'succeeded', created: 4, swept: 1, pages: 2, users_seen: 4 });
+    expect(run.published_at).not.toBeNull();
+    expect(run.finished_at).not.toBeNull();
+  });
+
+  it('loads an empty mirror in bulk: same schema afterwards, key conflicts resolved', () => {
+    const schema = () => db.prepare(`SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name`).all();
+    const before = schema();
+    const r = sync([stagedUsers([1, 2]), stagedUsers([3], () => ({ client_user_id: 'client-1' }))]);
+    expect(r).toMatchObject({ created: 2, deleted: 0 });
+    expect(schema()).toEqual(before);
+    expect(user(1)?.deleted_at).not.toBeNull();
+    expect(user(3)?.deleted_at).toBeNull();
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(3);
+  });
+
+  it('stages only what changed, and writes nothing for an unchanged re-sync', () => {
+    sync([stagedUsers(range(1, 11))]);
+    const before = user(1);
+    const runId = writer.beginRun();
+    const counts = writer.stagePage(runId, stagedUsers(range(1, 11), (n) => (n === 5 ? { ingestion_end: '2026-12-31' } : {})));
+    expect(counts).toEqual({ seen: 10, changed: 1, duplicates: 0 });
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 1, deleted: 0 });
+    expect(changes(runId)).toEqual([{ user_id: userId(5), change: 'updated' }]);
+    expect(user(5)?.raw).toContain('2026-12-31');
+    expect(db.prepare('SELECT ingestion_end FROM users WHERE user_id = ?').pluck().get(userId(5))).toBe('2026-12-31');
+    expect(user(1)).toEqual(before);
+
+    const again = sync([stagedUsers(range(1, 11), (n) => (n === 5 ? { ingestion_end: '2026-12-31' } : {}))]);
+    expect(again).toMatchObject({ created: 0, updated: 0, deleted: 0 });
+    expect(changes(again.runId)).toEqual([]);
+  });
+
+  it('keeps first_seen_at and moves last_seen_at when a user changes', () => {
+    sync([stagedUsers([1])]);
+    const first = user(1);
+    sync([stagedUsers([1], () => ({ client_user_id: 'renamed' }))]);
+    const second = user(1);
+    expect(second?.first_seen_at).toBe(first?.first_seen_at);
+    expect(second && first && second.last_seen_at > first.last_seen_at).toBe(true);
+    expect(second?.client_user_id).toBe('renamed');
+  });
+
+  it('replaces a changed user’s sources', () => {
+    sync([stagedUsers([1])]);
+    const garmin = { slug: 'garmin', name: 'Garmin', logo: 'https://l/garmin.png' };
+    sync([[staged(wireUser(1, { connected_sources: [{ created_on: '2026-01-01T00:00:00Z', provider: garmin, source: garmin }] }))]]);
+    expect(db.prepare('SELECT slug FROM connected_sources WHERE user_id = ?').pluck().all(userId(1))).toEqual(['garmin']);
+  });
+
+  it('soft-deletes unseen users on a sweep, and only then', () => {
+    sync([stagedUsers(range(1, 6))]);
+    const kept = sync([stagedUsers([1, 2, 3])], false);
+    expect(kept).toMatchObject({ deleted: 0 });
+    expect(active()).toBe(5);
+
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([1, 2, 3]));
+    expect(writer.countUnseenActive(runId)).toBe(2);
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
+    expect(changes(runId)).toEqual([
+      { user_id: userId(4), change: 'deleted' },
+      { user_id: userId(5), change: 'deleted' },
+    ]);
+    expect(active()).toBe(3);
+    expect(user(4)?.deleted_at).not.toBeNull();
+    expect(db.prepare('SELECT count(*) FROM connected_sources WHERE user_id = ?').pluck().get(userId(4))).toBe(1);
+  });
+
+  it('restores a deleted user that reappears, as a change "created", keeping first_seen_at', () => {
+    sync([stagedUsers([1, 2])]);
+    const firstSeen = user(2)?.first_seen_at;
+    sync([stagedUsers([1])]);
+    expect(user(2)?.deleted_at).not.toBeNull();
+    const back = sync([stagedUsers([1, 2])]);
+    expect(back).toMatchObject({ created: 1, updated: 0, deleted: 0 });
+    expect(changes(back.runId)).toEqual([{ user_id: userId(2), change: 'created' }]);
+    expect(user(2)?.deleted_at).toBeNull();
+    expect(user(2)?.first_seen_at).toBe(firstSeen);
+  });
+
+  it('lets a new user take a deleted user’s client_user_id; both rows stay', () => {
+    sync([stagedUsers([1])]);
+    sync([[]]);
+    const r = sync([stagedUsers([2], () => ({ client_user_id: 'client-1' }))]);
+    expect(r).toMatchObject({ created: 1, deleted: 0 });
+    expect(db.prepare('SELECT count(*) FROM users WHERE client_user_id = ?').pluck().get('client-1')).toBe(2);
+  });
+
+  it('supersedes the active holder of a client_user_id claimed by a new user, even without sweep', () => {
+    sync([stagedUsers([1, 2])]);
+    const r = sync([stagedUsers([3], () => ({ client_user_id: 'client-1' }))], false);
+    expect(r).toMatchObject({ created: 1, deleted: 1, superseded: 1 });
+    expect(user(1)?.deleted_at).not.toBeNull();
+    expect(user(2)?.deleted_at).toBeNull();
+    expect(changes(r.runId)).toEqual([
+      { user_id: userId(1), change: 'deleted' },
+      { user_id: userId(3), change: 'created' },
+    ]);
+  });
+
+  it('swaps client_user_ids between two users in one publish', () => {
+    sync([stagedUsers([1, 2])]);
+    const r = sync([[staged(wireUser(1, { client_user_id: 'client-2' })), staged(wireUser(2, { client_user_id: 'client-1' }))]]);
+    expect(r).toMatchObject({ created: 0, updated: 2, deleted: 0 });
+    expect(user(1)?.client_user_id).toBe('client-2');
+    expect(user(2)?.client_user_id).toBe('client-1');
+    expect(active()).toBe(2);
+  });
+
+  it('resolves two listed users with one key: the later listing wins, the other is kept deleted', () => {
+    sync([stagedUsers([1])]);
+    const r = sync([stagedUsers([1]), stagedUsers([2], () => ({ client_user_id: 'client-1' }))]);
+    expect(r).toMatchObject({ created: 1, deleted: 1, superseded: 1 });
+    expect(user(1)?.deleted_at).not.toBeNull();
+    expect(user(2)?.deleted_at).toBeNull();
+
+    const fresh = sync([stagedUsers([7], () => ({ client_user_id: 'x' })), stagedUsers([8], () => ({ client_user_id: 'x' }))], false);
+    expect(fresh).toMatchObject({ created: 1, deleted: 0 });
+    expect(user(7)?.deleted_at).not.toBeNull();
+    expect(user(8)?.deleted_at).toBeNull();
+  });
+
+  it('keeps teams apart: the same client_user_id in two teams is two active users', () => {
+    const r = sync([[staged(wireUser(1)), staged(wireUser(2, { client_user_id: 'client-1', team_id: OTHER_TEAM }))]]);
+    expect(r).toMatchObject({ created: 2, deleted: 0 });
+    expect(active()).toBe(2);
+  });
+
+  it('counts a user listed twice as a duplicate, keeping its latest listing', () => {
+    sync([stagedUsers([1, 2])]);
+    const runId = writer.beginRun();
+    expect(writer.stagePage(runId, stagedUsers([1, 2]))).toEqual({ seen: 2, changed: 0, duplicates: 0 });
+    expect(writer.stagePage(runId, stagedUsers([2, 3], () => ({ ingestion_end: '2030-01-01' })))).toEqual({
+      seen: 2,
+      changed: 2,
+      duplicates: 1,
+    });
+    // Within one page too; and a later unchanged listing withdraws the staged change.
+    expect(writer.stagePage(runId, [...stagedUsers([4, 4]), ...stagedUsers([2])])).toEqual({ seen: 3, changed: 2, duplicates: 2 });
+    expect(writer.publish(runId, { sweep: false })).toMatchObject({ created: 2, updated: 0 });
+    expect(user(2)?.raw).not.toContain('2030-01-01');
+    writer.finishRun(runId, { status: 'partial', pages: 3, usersSeen: 4 });
+    expect(db.prepare('SELECT duplicates FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(3);
+  });
+
+  it('stores rejected records with reason and raw, and never sweeps their users', () => {
+    sync([stagedUsers([1, 2])]);
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([1]));
+    const bad = { ...wireUser(2), created_on: 'last tuesday' };
+    writer.stageRejected(runId, { offset: 0, index: 1, reason: 'users[1].created_on: Invalid ISO datetime', raw: bad });
+    writer.stageRejected(runId, { offset: 0, index: 2, reason: 'users[2]: Invalid input', raw: 'not an object' });
+    expect(writer.countUnseenActive(runId)).toBe(0);
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ deleted: 0 });
+    writer.finishRun(runId, { status: 'partial', pages: 1, usersSeen: 1 });
+    const rows = db.prepare('SELECT run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw FROM rejected_records ORDER BY id').all();
+    expect(rows).toEqual([
+      { run_id: runId, pass: 0, page_offset: 0, record_index: 1, user_id: userId(2), client_user_id: 'client-2', reason: 'users[1].created_on: Invalid ISO datetime', raw: JSON.stringify(bad) },
+      { run_id: runId, pass: 0, page_offset: 0, record_index: 2, user_id: null, client_user_id: null, reason: 'users[2]: Invalid input', raw: '"not an object"' },
+    ]);
+    expect(db.prepare('SELECT rejected FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(2);
+    expect(user(2)?.deleted_at).toBeNull();
+  });
+
+  it('discardStaging drops the pass and keeps the run open for a fresh one', () => {
+    sync([stagedUsers([1])]);
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([2, 3]));
+    writer.stageRejected(runId, { offset: 0, index: 0, reason: 'x', raw: {} });
+    writer.discardStaging(runId);
+    expect(writer.countUnseenActive(runId)).toBe(1);
+    writer.stagePage(runId, stagedUsers([1, 3]));
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 1, deleted: 0 });
+    writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: 2 });
+    expect(user(2)).toBeUndefined();
+    expect(db.prepare('SELECT rescans, rejected FROM sync_runs WHERE id = ?').get(runId)).toEqual({ rescans: 1, rejected: 0 });
+  });
+
+  it('a failed run leaves the mirror untouched', () => {
+    sync([stagedUsers([1, 2])]);
+    const snapshot = db.prepare('SELECT * FROM users ORDER BY user_id').all();
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([3], () => ({})));
+    writer.stagePage(runId, stagedUsers([1], () => ({ ingestion_end: '2030-01-01' })));
+    writer.discardStaging(runId);
+    writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'boom' });
+    expect(db.prepare('SELECT * FROM users ORDER BY user_id').all()).toEqual(snapshot);
+    expect(db.prepare('SELECT status, error FROM sync_runs WHERE id = ?').get(runId)).toEqual({ status: 'failed', error: 'boom' });
+    expect(() => writer.stagePage(runId, [])).toThrow(/not the run staged/);
+  });
+
+  it('refuses to publish a pass whose staging failed half-way, until it is discarded', () => {
+    const runId = writer.beginRun();
+    const internals = writer as unknown as { s: { stageUser: { run: (values: unknown[]) => unknown } } };
+    const real = internals.s.stageUser;
+    internals.s.stageUser = { run: () => { throw new Error('disk full'); } };
+    expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/disk full/);
+    internals.s.stageUser = real;
+    expect(() => writer.publish(runId, { sweep: true })).toThrow(/failed to stage/);
+    writer.discardStaging(runId);
+    writer.stagePage(runId, stagedUsers([1]));
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 1 });
+  });
+
+  it('refuses to publish a run twice', () => {
+    const runId = writer.beginRun();
+    writer.publish(runId, { sweep: false });
+    expect(() => writer.publish(runId, { sweep: false })).toThrow(/already published/);
+    expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/already published/);
+  });
+
+  it('samples unseen active users for the sync engine’s deletion check', () => {
+    sync([stagedUsers(range(1, 21))]);
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers(range(1, 16)));
+    const sample = writer.sampleUnseenActive(runId, 3);
+    expect(sample).toHaveLength(3);
+    for (const s of sample) {
+      expect(range(16, 21).map(userId)).toContain(s.user_id);
+      expect(s.client_user_id).toBe(`client-${Number.parseInt(s.user_id.slice(-12), 16)}`);
+    }
+    expect(writer.sampleUnseenActive(runId, 50)).toHaveLength(5);
+    expect(writer.sampleUnseenActive(runId, 0)).toEqual([]);
+  });
+
+  it('says "interrupted after publish" for a run that died between publish and finish', () => {
+    const first = writer.beginRun();
+    writer.stagePage(first, stagedUsers([1]));
+    writer.publish(first, { sweep: true });
+    new MirrorWriter(db, steppingClock()).beginRun();
+    expect(db.prepare('SELECT status, error FROM sync_runs WHERE id = ?').get(first)).toEqual({
+      status: 'failed',
+      error: 'interrupted after publish',
+    });
+    expect(user(1)?.deleted_at).toBeNull();
+  });
+
+  it('marks a run left running by a dead process as interrupted, and starts clean', () => {
+    const first = writer.beginRun(10);
+    writer.stagePage(first, stagedUsers([1]));
+    const other = new MirrorWriter(db, steppingClock());
+    const second = other.beginRun();
+    expect(db.prepare('SELECT status, error, total_at_start FROM sync_runs WHERE id = ?').get(first)).toEqual({
+      status: 'failed',
+      error: 'interrupted',
+      total_at_start: 10,
+    });
+    expect(db.prepare('SELECT status FROM sync_runs WHERE id = ?').pluck().get(second)).toBe('running');
+  });
+});
+
+describe('refreshUser (online resolve)', () => {
+  it('creates, updates, and leaves an unchanged user alone, with run_id NULL changes', () => {
+    const u = staged(wireUser(1));
+    expect(writer.refreshUser(u.user, u.rawJson)).toEqual({ change: 'created', superseded: [] });
+    expect(writer.refreshUser(u.user, u.rawJson)).toEqual({ change: 'unchanged', superseded: [] });
+    const v = staged(wireUser(1, { ingestion_end: '2030-01-01' }));
+    expect(writer.refreshUser(v.user, v.rawJson).change).toBe('updated');
+    expect(changes(null)).toEqual([
+      { user_id: userId(1), change: 'created' },
+      { user_id: userId(1), change: 'updated' },
+    ]);
+    expect(user(1)?.raw).toBe(v.rawJson);
+  });
+
+  it('restores a deleted user and supersedes another holder of the key', () => {
+    sync([stagedUsers([1, 2])]);
+    sync([stagedUsers([2])]);
+    const back = staged(wireUser(1));
+    expect(writer.refreshUser(back.user, back.rawJson).change).toBe('created');
+    const thief = staged(wireUser(3, { client_user_id: 'client-2' }));
+    expect(writer.refreshUser(thief.user, thief.rawJson)).toEqual({ change: 'created', superseded: [userId(2)] });
+    expect(user(2)?.deleted_at).not.toBeNull();
+    expect(active()).toBe(2);
+  });
+
+  it('treats the same content in another key order as unchanged, keeping the listed text', () => {
+    const listed = staged(wireUser(1));
+    sync([[listed]]);
+    const reordered = Object.fromEntries(Object.entries(wireUser(1)).reverse());
+    const parsed = staged(reordered);
+    expect(parsed.rawJson).not.toBe(listed.rawJson);
+    expect(writer.refreshUser(parsed.user, parsed.rawJson)).toEqual({ change: 'unchanged', superseded: [] });
+    expect(user(1)?.raw).toBe(listed.rawJson);
+    expect(changes(null)).toEqual([]);
+  });
+
+  it('keeps the hash contract with stagePage: a refreshed record listed unchanged is not rewritten', () => {
+    const u = staged(wireUser(1));
+    writer.refreshUser(u.user, u.rawJson);
+    expect(db.prepare('SELECT content_hash FROM users').pluck().get()).toBe(contentHash(u.rawJson));
+    const r = sync([[u]]);
+    expect(r).toMatchObject({ created: 0, updated: 0 });
+  });
+});
+
+describe('scale', () => {
+  it('stages and publishes 20,000 users, then re-syncs them unchanged', () => {
+    const pages = Array.from({ length: 40 }, (_, p) => stagedUsers(range(p * 500, p * 500 + 500)));
+    expect(sync(pages)).toMatchObject({ created: 20_000 });
+    const runId = writer.beginRun();
+    let changed = 0;
+    for (const page of pages) changed += writer.stagePage(runId, page).changed;
+    expect(changed).toBe(0);
+    expect(writer.countUnseenActive(runId)).toBe(0);
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 0, deleted: 0 });
+    expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(20_000);
+  });
+});

@@ -1,0 +1,174 @@
+/**
+ * pm2 itself runs the ecosystem file: start, online, ready, graceful stop,
+ * kill. PM2_HOME (and HOME) point at a temporary directory, so this never
+ * talks to, starts or stops a pm2 of the machine's user.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENV } from '../src/config.js';
+import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
+import { CLI, ROOT, daemonEnv, eventually, getStatus } from './support/daemon-process.js';
+
+const PM2 = join(ROOT, 'node_modules', '.bin', 'pm2');
+const ECOSYSTEM = join(ROOT, 'ecosystem.config.cjs');
+const APP = `user-mirror-test-${process.pid}`;
+
+interface EcosystemApp {
+  name: string;
+  script: string;
+  args: string[];
+  exec_mode: string;
+  instances: number;
+  wait_ready: boolean;
+  listen_timeout: number;
+  kill_timeout: number;
+  exp_backoff_restart_delay: number;
+  max_memory_restart: string;
+  out_file: string;
+  error_file: string;
+  stop_exit_codes: number[];
+  env: Record<string, string>;
+}
+
+/** Loads the ecosystem file afresh with `env` as the environment of `pm2 start`. */
+function loadEcosystem(env: Record<string, string>): EcosystemApp {
+  const require = createRequire(import.meta.url);
+  const saved = { ...process.env };
+  try {
+    Object.assign(process.env, env);
+    delete require.cache[require.resolve(ECOSYSTEM)];
+    const config = require(ECOSYSTEM) as { apps: EcosystemApp[] };
+    const app = config.apps[0];
+    if (app === undefined || config.apps.length !== 1) throw new Error('expected exactly one app');
+    return app;
+  } finally {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+}
+
+describe('ecosystem.config.cjs', () => {
+  it('runs one forked instance of the built daemon, with room for a graceful stop', () => {
+    const app = loadEcosystem({ SHUTDOWN_TIMEOUT_MS: '40000' });
+    expect(app.script).toBe(CLI);
+    expect(app.args).toEqual(['daemon']);
+    expect(app.exec_mode).toBe('fork');
+    expect(app.instances).toBe(1);
+    expect(app.wait_ready).toBe(true);
+    expect(app.listen_timeout).toBeGreaterThan(0);
+    expect(app.kill_timeout).toBeGreaterThan(40_000 + 5_000);
+    expect(app.exp_backoff_restart_delay).toBeGreaterThan(0);
+    expect(app.max_memory_restart).toMatch(/^\d+[GMK]?$/);
+    expect(app.out_file).toMatch(/\.log$/);
+    expect(app.error_file).toMatch(/\.log$/);
+    expect(app.stop_exit_codes).toEqual([2]);
+    expect(loadEcosystem({}).kill_timeout).toBeGreaterThan(25_000 + 5_000);
+  });
+
+  it('passes every configuration variable through, and holds no values of its own', () => {
+    const all = Object.fromEntries(Object.keys(ENV).map((k) => [k, `value-of-${k}`]));
+    const app = loadEcosystem(all);
+    for (const name of Object.keys(ENV)) expect(app.env[name], name).toBe(`value-of-${name}`);
+    const source = readFileSync(ECOSYSTEM, 'utf8');
+    expect(source).not.toMatch(/(sk|pk_us|pk_eu|mg)_[0-9a-f]{8,}/);
+    expect(source).not.toMatch(/redis:\/\/[^'"\s]*@/);
+  });
+});
+
+describe('under pm2', () => {
+  let redis: TestRedis;
+  let standIn: StandIn;
+  let dir: string;
+  let env: Record<string, string>;
+  let statusPort: number;
+
+  const pm2 = (args: readonly string[], timeoutMs = 60_000) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(PM2, [...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`pm2 ${args.join(' ')} timed out: ${stdout} ${stderr}`));
+      }, timeoutMs);
+      child.once('error', reject);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
+    });
+
+  const describeApp = async (): Promise<{ status: string; exec_mode: string; instances: number; restarts: number } | undefined> => {
+    const res = await pm2(['jlist']);
+    const list = JSON.parse(res.stdout.slice(res.stdout.indexOf('['))) as Array<{
+      name: string;
+      pm2_env: { status: string; exec_mode: string; instances: number; restart_time: number };
+    }>;
+    const app = list.find((p) => p.name === APP);
+    return app && { status: app.pm2_env.status, exec_mode: app.pm2_env.exec_mode, instances: app.pm2_env.instances, restarts: app.pm2_env.restart_time };
+  };
+
+  beforeAll(async () => {
+    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+    redis = await startTestRedis();
+    standIn = await startStandIn({ port: 0, users: 600, seed: 33 });
+    dir = mkdtempSync(join(tmpdir(), 'user-mirror-pm2-'));
+    statusPort = await freePort();
+    env = {
+      ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'mirror.db'), queuePrefix: 'pm2', statusPort, cron: '*/5 * * * * *' }),
+      HOME: dir,
+      PM2_HOME: join(dir, 'pm2-home'),
+      USER_MIRROR_LOG_DIR: join(dir, 'logs'),
+      USER_MIRROR_APP_NAME: APP,
+    };
+  });
+
+  afterAll(async () => {
+    if (env !== undefined) await pm2(['kill']).catch(() => undefined);
+    await standIn?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts the daemon, sees it online and ready, stops it gracefully, and is killed', async () => {
+    const started = await pm2(['start', ECOSYSTEM]);
+    expect(started.code, started.stderr).toBe(0);
+
+    const outLog = join(dir, 'logs', 'user-mirror.out.log');
+    const logLines = () =>
+      existsSync(outLog)
+        ? readFileSync(outLog, 'utf8')
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l) as { event?: string; signal?: string })
+        : [];
+
+    // Ready (the IPC message pm2 waits for) and online.
+    await eventually(() => (logLines().some((l) => l.event === 'daemon.ready') ? true : undefined), 30_000, 'daemon.ready in the pm2 log');
+    const app = await eventually(async () => {
+      const a = await describeApp();
+      return a?.status === 'online' ? a : undefined;
+    }, 30_000, 'pm2 to show the app online');
+    expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0 });
+    expect((await getStatus(statusPort, '/readyz')).status).toBe(200);
+
+    const stopped = await pm2(['stop', APP]);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    expect((await describeApp())?.status).toBe('stopped');
+    const lines = logLines();
+    expect(lines.some((l) => l.event === 'daemon.shutdown_started' && l.signal === 'SIGINT')).toBe(true);
+    expect(lines.some((l) => l.event === 'daemon.stopped')).toBe(true);
+    const pm2Log = readFileSync(join(dir, 'pm2-home', 'pm2.log'), 'utf8');
+    expect(pm2Log).toMatch(new RegExp(`App \\[${APP}:\\d+\\] exited with code \\[0\\] via signal \\[SIGINT\\]`));
+
+    const killed = await pm2(['kill']);
+    expect(killed.code).toBe(0);
+  });
+});

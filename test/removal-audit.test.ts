@@ -1,0 +1,154 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror, type Db } from '../db/open.js';
+import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
+import { mergeFailedRemovals } from '../jobs/failed-removals.js';
+import { createGroupCommit } from '../db/group-commit.js';
+
+const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
+const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
+const ref = { jobId: 'job-1', enqueuedAt: Date.parse('2026-01-01T00:00:00Z') };
+const at = (s: number) => new Date(ref.enqueuedAt + s * 1000);
+
+let db: Db;
+let audit: RemovalAudit;
+beforeEach(() => {
+  db = openMirror(':memory:');
+  audit = createRemovalAudit(db);
+});
+afterEach(() => db.close());
+
+describe('member_removals audit', () => {
+  it('is a STRICT table created by migration 2', () => {
+    const sql = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_master WHERE name = 'member_removals'").get()?.sql ?? '';
+    expect(sql).toMatch(/STRICT/);
+    expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(2);
+  });
+
+  it('records request, attempts and success', () => {
+    audit.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops', reason: 'left' }, at(1));
+    expect(audit.get('job-1')).toMatchObject({ status: 'requested', attempts: 1, requests: 1, requested_by: 'ops', reason: 'left', finished_at: null });
+    audit.attemptFailed(ref, 'HTTP 503', false, at(2));
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    audit.finished(ref, 'succeeded', at(4));
+    expect(audit.get('job-1')).toMatchObject({
+      status: 'succeeded',
+      attempts: 2,
+      last_error: 'HTTP 503',
+      requested_at: '2026-01-01T00:00:00.000Z',
+      finished_at: at(4).toISOString(),
+    });
+  });
+
+  it('a re-run after a crash does not downgrade succeeded to already_absent', () => {
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    audit.finished(ref, 'succeeded', at(2));
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    audit.finished(ref, 'already_absent', at(4));
+    expect(audit.get('job-1')).toMatchObject({ status: 'succeeded', attempts: 2, finished_at: at(2).toISOString() });
+  });
+
+  it('a final failure, then a manual retry that succeeds', () => {
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    audit.attemptFailed(ref, 'permanent failure: HTTP 403', true, at(2));
+    expect(audit.get('job-1')).toMatchObject({ status: 'failed', finished_at: at(2).toISOString() });
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    expect(audit.get('job-1')).toMatchObject({ status: 'requested', finished_at: null });
+    audit.finished(ref, 'already_absent', at(4));
+    expect(audit.get('job-1')).toMatchObject({ status: 'already_absent', attempts: 2 });
+  });
+
+  it('a rejected payload is a failed row with what could be read of it', () => {
+    audit.rejected(ref, { org_id: 'x'.repeat(10_000), member_id: 5 }, 'invalid payload: org_id: must be a UUID', at(1));
+    const row = audit.get('job-1');
+    expect(row).toMatchObject({ status: 'failed', member_id: null, last_error: 'invalid payload: org_id: must be a UUID' });
+    expect(row?.org_id?.length).toBeLessThanOrEqual(101);
+  });
+
+  it('counts collapsed duplicates once per event, before or after the row exists', () => {
+    expect(audit.duplicate('1-1', 'job-1', 'dedup', at(1))).toBe(true);
+    expect(audit.duplicate('1-1', 'job-1', 'dedup', at(1))).toBe(false);
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(2));
+    expect(audit.get('job-1')?.requests).toBe(2);
+    audit.duplicate('2-0', 'job-1', 'dedup', at(3));
+    expect(audit.get('job-1')?.requests).toBe(3);
+  });
+
+  it('keeps jobs apart when BullMQ ids restart with a new Redis', () => {
+    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    audit.started({ jobId: 'job-1', enqueuedAt: ref.enqueuedAt + 99_000 }, { org_id: ORG, member_id: ORG }, at(100));
+    expect(audit.list()).toHaveLength(2);
+    expect(audit.get('job-1')?.member_id).toBe(ORG);
+  });
+
+  it('rejects an unknown status', () => {
+    expect(() =>
+      db.prepare("INSERT INTO member_removals (job_id, enqueued_at, org_id, member_id, status, requested_at, updated_at) VALUES ('j', 1, 'o', 'm', 'done', 'x', 'x')").run(),
+    ).toThrow(/CHECK/);
+  });
+});
+
+describe('mergeFailedRemovals', () => {
+  it('joins the failed set with the audit, and lists audit-only failures too', () => {
+    audit.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops' }, at(1));
+    audit.attemptFailed(ref, 'HTTP 403', true, at(2));
+    const gone = { jobId: 'job-0', enqueuedAt: ref.enqueuedAt - 1000 };
+    audit.started(gone, { org_id: ORG, member_id: ORG }, at(0));
+    audit.attemptFailed(gone, 'HTTP 401', true, at(0));
+    const merged = mergeFailedRemovals(
+      [{ id: 'job-1', data: { org_id: ORG, member_id: MEMBER }, attemptsMade: 1, failedReason: 'permanent failure: HTTP 403', finishedOn: at(2).getTime(), timestamp: ref.enqueuedAt }],
+      audit.list({ status: 'failed' }),
+    );
+    expect(merged).toEqual([
+      expect.objectContaining({ job_id: 'job-1', requested_by: 'ops', reason: 'permanent failure: HTTP 403', in_queue: true }),
+      expect.objectContaining({ job_id: 'job-0', reason: 'HTTP 401', in_queue: false }),
+    ]);
+  });
+});
+
+describe('group commit', () => {
+  it('runs writes submitted together in one transaction, each resolving once committed', async () => {
+    const transactions: number[] = [];
+    const committed: string[] = [];
+    const group = createGroupCommit(
+      (body) => {
+        const before = committed.length;
+        body();
+        transactions.push(committed.length - before);
+      },
+      { windowMs: 5 },
+    );
+    const writes = ['a', 'b', 'c'].map((k) => group.submit(() => committed.push(k)));
+    expect(committed).toEqual([]);
+    await Promise.all(writes);
+    expect(committed).toEqual(['a', 'b', 'c']);
+    expect(transactions).toEqual([3]);
+  });
+
+  it('a failing write rejects only its own promise', async () => {
+    const group = createGroupCommit((body) => db.transaction(body)());
+    const insert = (id: string) => () => audit.started({ jobId: id, enqueuedAt: 1 }, { org_id: ORG, member_id: MEMBER });
+    const results = await Promise.allSettled([
+      group.submit(insert('a')),
+      group.submit(() => {
+        throw new Error('disk full');
+      }),
+      group.submit(insert('b')),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(audit.get('a')?.attempts).toBe(1);
+    expect(audit.get('b')?.attempts).toBe(1);
+  });
+
+  it('flushes at once when the batch is full', async () => {
+    let transactions = 0;
+    const group = createGroupCommit(
+      (body) => {
+        transactions++;
+        body();
+      },
+      { windowMs: 60_000, maxBatch: 2 },
+    );
+    await Promise.all([group.submit(() => undefined), group.submit(() => undefined)]);
+    expect(transactions).toBe(1);
+  });
+});

@@ -1,0 +1,52 @@
+/**
+ * The removal worker outlives a Redis restart: it reconnects on its own and
+ * keeps processing. Needs a Redis the test started (it restarts it).
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+
+let shared: Shared;
+let rig: Rig;
+beforeAll(async () => {
+  shared = await startShared();
+  if (!shared.redis.owned) throw new Error('this test restarts Redis: run it without REDIS_URL so it starts its own');
+});
+afterAll(async () => {
+  await shared?.close();
+});
+beforeEach(async () => {
+  rig = await createRig(shared);
+});
+afterEach(async () => {
+  await rig?.close();
+});
+
+describe('Redis restart', () => {
+  it('the worker reconnects and processes jobs enqueued after the restart', async () => {
+    const worker = await rig.startWorker();
+    const before = rig.member();
+    const first = await enqueueMemberRemoval(rig.queue, before);
+    await rig.finished(first.jobId);
+
+    await shared.redis.restart({ keepData: true, downMs: 1_000 });
+
+    const after = rig.member();
+    let jobId = '';
+    // The producer connection may still be reconnecting: the caller retries, as a real producer would.
+    await until(async () => {
+      try {
+        jobId = (await enqueueMemberRemoval(rig.queue, after)).jobId;
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'an enqueue to succeed after the restart', 15_000);
+    const job = await rig.finished(jobId, 30_000);
+    expect(await job.getState()).toBe('completed');
+    expect(rig.standIn.members.effectiveDeletes(after.org_id, after.member_id)).toBe(1);
+    // The dataset survived the clean restart.
+    expect(await rig.queue.getJobState(first.jobId)).toBe('completed');
+    expect(worker.worker.isRunning()).toBe(true);
+  });
+});

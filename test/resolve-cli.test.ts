@@ -1,0 +1,157 @@
+/**
+ * `user-mirror resolve` as a user runs it: the built CLI in a child process,
+ * judged by exit code, stdout and stderr.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror } from '../db/open.js';
+import { MirrorWriter } from '../db/mirror-writer.js';
+import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './mirror-fixtures.js';
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string>): Promise<Result> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [join(ROOT, 'dist/cli.js'), 'resolve', ...args],
+      { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+let dir: TempDir;
+let mirror: string;
+
+beforeAll(() => ensureBuilt(), 180_000);
+beforeEach(() => {
+  dir = tempDir();
+  mirror = dir.file('mirror.db');
+  const db = openMirror(mirror);
+  const writer = new MirrorWriter(db);
+  for (const ns of [
+    [1, 2, 3],
+    [2, 3],
+  ]) {
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers(ns));
+    writer.publish(runId, { sweep: true });
+    writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
+  }
+  db.close();
+});
+afterEach(() => dir.remove());
+
+describe('offline', () => {
+  it('prints the User as pretty JSON and exits 0', async () => {
+    const r = await cli(['client-2'], { MIRROR_DB: mirror });
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(r.stdout)).toEqual(wireUser(2));
+    expect(r.stdout).toContain('\n  "user_id"');
+  });
+
+  it('not found: exit 3, nothing on stdout, one line on stderr', async () => {
+    const r = await cli(['nobody'], { MIRROR_DB: mirror });
+    expect(r.code).toBe(3);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/"nobody" not found in the mirror/);
+  });
+
+  it('a deleted user is not found unless --include-deleted, which flags it', async () => {
+    expect((await cli(['client-1'], { MIRROR_DB: mirror })).code).toBe(3);
+    const r = await cli(['client-1', '--include-deleted'], { MIRROR_DB: mirror });
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual(wireUser(1));
+    expect(r.stderr).toMatch(/deleted upstream/);
+  });
+
+  it('--json prints one line with the verdict and the user', async () => {
+    const r = await cli(['client-1', '--include-deleted', '--json'], { MIRROR_DB: mirror });
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({ found: true, source: 'mirror', deleted_at: expect.any(String), user: wireUser(1) });
+  });
+
+  it.each([
+    [[], /exactly one client_user_id/],
+    [['a', 'b'], /exactly one client_user_id/],
+    [['a', '--nope'], /Unknown option '--nope'/],
+    [['a', '--team', 'not-a-uuid'], /--team: must be a team UUID/],
+  ])('usage error %j: exit 2', async (args, message) => {
+    const r = await cli(args, { MIRROR_DB: mirror });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('no mirror file: exit 1 with the reason', async () => {
+    const r = await cli(['client-2'], { MIRROR_DB: dir.file('nope.db') });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/no mirror database at .*nope\.db/);
+  });
+});
+
+describe('--online', () => {
+  let standIn: StandIn;
+  let env: Record<string, string>;
+  let known: WireRecord;
+
+  beforeAll(async () => {
+    standIn = await startStandIn({ users: 10, seed: 11 });
+    env = { SERVICE_BASE_URL: standIn.baseUrl, SERVICE_API_KEY: standIn.apiKey, SERVICE_API_KEY_HEADER: standIn.apiKeyHeader };
+    const first = standIn.directory.page(0, 1)[0];
+    if (first === undefined) throw new Error('the stand-in has no users');
+    known = first;
+  });
+  afterAll(() => standIn.close());
+
+  it('asks the service, prints the user and writes it into the mirror', async () => {
+    const clientUserId = String(known.client_user_id);
+    expect((await cli([clientUserId], { MIRROR_DB: mirror })).code).toBe(3);
+    const r = await cli([clientUserId, '--online', '--json'], { ...env, MIRROR_DB: mirror });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ found: true, source: 'service', user: { user_id: known.user_id } });
+    const offline = await cli([clientUserId], { MIRROR_DB: mirror });
+    expect(offline.code).toBe(0);
+    expect(JSON.parse(offline.stdout)).toMatchObject({ user_id: known.user_id, client_user_id: clientUserId });
+    const db = openMirror(mirror, { readonly: true });
+    try {
+      expect(db.prepare(`SELECT change FROM user_changes WHERE run_id IS NULL AND user_id = ?`).pluck().all(known.user_id)).toEqual([
+        'created',
+      ]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('a 404 is not found (exit 3) and deletes nothing from the mirror', async () => {
+    const r = await cli(['client-2', '--online'], { ...env, MIRROR_DB: mirror });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/not found in the service/);
+    expect((await cli(['client-2'], { MIRROR_DB: mirror })).code).toBe(0);
+  });
+
+  it('missing service configuration is a configuration error: exit 2, names the variable', async () => {
+    const r = await cli(['client-2', '--online'], { MIRROR_DB: mirror });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/SERVICE_BASE_URL: is required/);
+    expect(r.stderr).toMatch(/SERVICE_API_KEY: is required/);
+  });
+
+  it('a wrong key is a failure (exit 1), not a "not found"', async () => {
+    const r = await cli(['client-2', '--online'], { ...env, SERVICE_API_KEY: 'sk_wrong', MIRROR_DB: mirror });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/HTTP 401/);
+  });
+});

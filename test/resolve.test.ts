@@ -1,0 +1,78 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { openMirror, type Db } from '../db/open.js';
+import { MirrorWriter } from '../db/mirror-writer.js';
+import { MirrorNotReadyError } from '../db/mirror-reader.js';
+import { closeResolvers, MirrorMissingError, resolveOffline } from '../src/resolve.js';
+import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+
+let dir: TempDir;
+let path: string;
+let db: Db;
+let writer: MirrorWriter;
+
+function sync(ns: number[]): void {
+  const runId = writer.beginRun();
+  writer.stagePage(runId, stagedUsers(ns));
+  writer.publish(runId, { sweep: true });
+  writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
+}
+
+beforeEach(() => {
+  dir = tempDir();
+  path = dir.file('mirror.db');
+  db = openMirror(path);
+  writer = new MirrorWriter(db);
+});
+afterEach(() => {
+  closeResolvers();
+  db.close();
+  dir.remove();
+});
+
+describe('resolveOffline', () => {
+  it('finds active users, hides deleted ones unless asked', () => {
+    sync([1, 2]);
+    sync([2]);
+    expect(resolveOffline(path, 'client-2')?.user).toEqual(wireUser(2));
+    expect(resolveOffline(path, 'client-1')).toBeUndefined();
+    expect(resolveOffline(path, 'client-1', { includeDeleted: true })).toMatchObject({
+      user: { user_id: userId(1) },
+      deletedAt: expect.any(String),
+    });
+    expect(resolveOffline(path, 'nobody', { includeDeleted: true })).toBeUndefined();
+  });
+
+  it('keeps its readonly connection, and sees what a sync publishes after it opened', () => {
+    sync([1]);
+    expect(resolveOffline(path, 'client-2')).toBeUndefined();
+    sync([1, 2]);
+    expect(resolveOffline(path, 'client-2')?.user.user_id).toBe(userId(2));
+  });
+
+  it('reads a mirror whose writer has closed (no -wal or -shm files left)', () => {
+    sync(range(1, 50));
+    db.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(resolveOffline(path, 'client-7')?.user.user_id).toBe(userId(7));
+    db = openMirror(path);
+  });
+
+  it('is not blocked by a publish in progress in the same process’s writer connection', () => {
+    sync([1]);
+    expect(resolveOffline(path, 'client-1')).toBeDefined();
+    // A write transaction held open on the writer: WAL readers still read the last commit.
+    db.exec('BEGIN IMMEDIATE');
+    db.prepare(`UPDATE users SET deleted_at = '2026-01-01T00:00:00.000Z'`).run();
+    expect(resolveOffline(path, 'client-1')?.deletedAt).toBeNull();
+    db.exec('ROLLBACK');
+  });
+
+  it('says clearly when there is no mirror yet', () => {
+    expect(() => resolveOffline(dir.file('missing.db'), 'x')).toThrow(MirrorMissingError);
+    const empty = openMirror(dir.file('raw.db'), {});
+    empty.pragma('user_version = 0');
+    empty.close();
+    expect(() => resolveOffline(dir.file('raw.db'), 'x')).toThrow(MirrorNotReadyError);
+  });
+});

@@ -1,0 +1,238 @@
+/**
+ * The daemon as a child process, the way pm2 runs it: `node dist/cli.js
+ * daemon` with an IPC channel (for the 'ready' message) and JSON log lines
+ * on stdout. Tests need `npm run build` first.
+ *
+ * The child's environment is built from scratch (PATH plus what the test
+ * passes), so a developer's own REDIS_URL or SERVICE_API_KEY never leaks in.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const CLI = join(ROOT, 'dist', 'cli.js');
+
+export type LogLine = Record<string, unknown> & { msg?: string; event?: string; level?: number };
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface DaemonProcess {
+  child: ChildProcess;
+  /** Every JSON line so far, in order. */
+  logs: LogLine[];
+  /** Non-JSON output (stderr, stray stdout), for failure messages. */
+  text(): string;
+  /** Resolves on the IPC 'ready' message; rejects if the process exits first. */
+  ready: Promise<void>;
+  exited: Promise<Exit>;
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number, what?: string): Promise<LogLine>;
+  /** Sends `signal` and waits for the exit. */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<Exit>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+export function baseEnv(extra: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', ...extra };
+}
+
+export function spawnDaemon(env: Record<string, string>): DaemonProcess {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+  const child = spawn(process.execPath, [CLI, 'daemon'], {
+    cwd: ROOT,
+    env: baseEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  running.add(child);
+  const logs: LogLine[] = [];
+  let other = '';
+  const waiters = new Set<() => void>();
+  const notify = () => {
+    for (const w of [...waiters]) w();
+  };
+
+  let pending = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    pending += chunk.toString();
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      try {
+        logs.push(JSON.parse(line) as LogLine);
+      } catch {
+        other += `${line}\n`;
+      }
+    }
+    notify();
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    other += chunk.toString();
+  });
+
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      resolve({ code, signal });
+      notify();
+    });
+  });
+  let hasExited = false;
+  void exited.then(() => {
+    hasExited = true;
+  });
+
+  const ready = new Promise<void>((resolve, reject) => {
+    child.on('message', (m) => {
+      if (m === 'ready') resolve();
+    });
+    void exited.then((e) => reject(new Error(`daemon exited before ready (${e.code ?? e.signal}): ${other}`)));
+  });
+  ready.catch(() => undefined);
+
+  const text = () => other;
+
+  const waitForLog: DaemonProcess['waitForLog'] = (predicate, timeoutMs = 20_000, what = 'log line') =>
+    new Promise((resolve, reject) => {
+      let seen = 0;
+      const check = () => {
+        for (; seen < logs.length; seen++) {
+          const line = logs[seen];
+          if (line !== undefined && predicate(line)) {
+            done();
+            resolve(line);
+            return;
+          }
+        }
+        if (hasExited) {
+          done();
+          reject(new Error(`daemon exited while waiting for ${what}: ${other}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`timed out waiting for ${what}; last lines: ${JSON.stringify(logs.slice(-5))} ${other}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(check);
+      };
+      waiters.add(check);
+      check();
+    });
+
+  return {
+    child,
+    logs,
+    text,
+    ready,
+    exited,
+    waitForLog,
+    async stop(signal = 'SIGTERM', timeoutMs = 30_000) {
+      if (!hasExited) child.kill(signal);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`daemon did not exit within ${timeoutMs} ms of ${signal}`));
+        }, timeoutMs);
+      });
+      try {
+        return await Promise.race([exited, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node dist/cli.js ...args` to completion. */
+export function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 30_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`user-mirror ${args.join(' ')} timed out: ${stderr}`));
+    }, timeoutMs);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** GET on the daemon's status endpoint. */
+export async function getStatus(port: number, path: string): Promise<{ status: number; body: string; contentType: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
+}
+
+export async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}
+
+export interface DaemonEnvParts {
+  redisUrl: string;
+  standIn: { baseUrl: string; managementUrl: string; apiKey: string; apiKeyHeader: string; managementKey: string };
+  mirrorDb: string;
+  queuePrefix: string;
+  statusPort: number;
+  mirrorId?: string;
+  /** Per-second schedule by default, so tests see ticks without waiting minutes. */
+  cron?: string;
+  extra?: Record<string, string>;
+}
+
+/** The daemon's environment for a test: everything it reads, nothing from the developer's shell. */
+export function daemonEnv(p: DaemonEnvParts): Record<string, string> {
+  return {
+    SERVICE_BASE_URL: p.standIn.baseUrl,
+    SERVICE_API_KEY: p.standIn.apiKey,
+    SERVICE_API_KEY_HEADER: p.standIn.apiKeyHeader,
+    MANAGEMENT_URL: p.standIn.managementUrl,
+    MANAGEMENT_KEY: p.standIn.managementKey,
+    REDIS_URL: p.redisUrl,
+    QUEUE_PREFIX: p.queuePrefix,
+    MIRROR_DB: p.mirrorDb,
+    MIRROR_ID: p.mirrorId ?? 'test-mirror',
+    SYNC_CRON: p.cron ?? '*/2 * * * * *',
+    SYNC_PAGE_ATTEMPTS: '2',
+    STATUS_HOST: '127.0.0.1',
+    STATUS_PORT: String(p.statusPort),
+    SHUTDOWN_TIMEOUT_MS: '10000',
+    WATCHDOG_INTERVAL_MS: '1000',
+    WATCHDOG_STALL_MS: '5000',
+    LOG_LEVEL: 'info',
+    ...p.extra,
+  };
+}

@@ -1,0 +1,170 @@
+/**
+ * A Redis for tests: its own `redis-server` (from PATH) on a free port in a
+ * temporary directory, without persistence, stopped after the tests. Tests
+ * never touch a Redis they did not start, so the machine's own Redis (on
+ * 6379) is never flushed or written to.
+ *
+ * `REDIS_URL`, when set, names a Redis the tests may use instead (CI
+ * services). Tests then isolate themselves by unique queue prefixes and
+ * never flush. A URL on a local 6379 is refused: that is the machine's Redis.
+ *
+ * No Redis at all is an error that says what to do, never a silent skip.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface TestRedis {
+  url: string;
+  port: number;
+  /** False when REDIS_URL was given: it cannot be restarted or stopped. */
+  owned: boolean;
+  /**
+   * Restarts the server on the same port. `keepData` saves and reloads the
+   * dataset (a clean restart); otherwise the process is killed and comes
+   * back empty (a crash of a Redis without persistence). `downMs` is how
+   * long it stays down.
+   */
+  restart(options?: { keepData?: boolean; downMs?: number }): Promise<void>;
+  /** Kills the server (no save) and leaves it down until `restart`. */
+  kill(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '::1', '[::1]', '0.0.0.0']);
+const running = new Set<ChildProcess>();
+
+// A test process that dies must not leave Redis servers behind.
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+export async function startTestRedis(): Promise<TestRedis> {
+  const given = process.env.REDIS_URL;
+  if (given !== undefined && given !== '') return externalRedis(given);
+  return ownRedis();
+}
+
+function externalRedis(url: string): TestRedis {
+  const parsed = new URL(url);
+  const port = Number(parsed.port || '6379');
+  if (LOCAL_HOSTS.has(parsed.hostname) && port === 6379) {
+    throw new Error(
+      'REDIS_URL points at the local Redis on 6379, which tests must not write to. ' +
+        'Unset REDIS_URL to let the tests start their own redis-server, or point it at a Redis reserved for tests.',
+    );
+  }
+  const refuse = async (): Promise<never> => {
+    throw new Error('this test needs a Redis it started itself (unset REDIS_URL)');
+  };
+  return { url, port, owned: false, restart: refuse, kill: refuse, stop: async () => undefined };
+}
+
+/** Always a server of our own, whatever REDIS_URL says (benchmarks). */
+export async function startOwnRedis(): Promise<TestRedis> {
+  return ownRedis();
+}
+
+async function ownRedis(): Promise<TestRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'user-mirror-redis-'));
+  const port = await freePort();
+  let child: ChildProcess | undefined = await launch(port, dir);
+
+  const down = async (signal: NodeJS.Signals): Promise<void> => {
+    const c = child;
+    child = undefined;
+    if (c === undefined || c.exitCode !== null) return;
+    const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
+    c.kill(signal);
+    await exited;
+    running.delete(c);
+  };
+
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    owned: true,
+    async restart(options = {}) {
+      if (child !== undefined) {
+        if (options.keepData) {
+          await command(port, 'SHUTDOWN SAVE').catch(() => undefined);
+          await down('SIGKILL');
+        } else {
+          await down('SIGKILL');
+        }
+      }
+      if (options.downMs) await sleep(options.downMs);
+      child = await launch(port, dir);
+    },
+    async kill() {
+      await down('SIGKILL');
+    },
+    async stop() {
+      await down('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function launch(port: number, dir: string): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning', '--daemonize', 'no'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const failed = await Promise.race([spawnError, sleep(50).then(() => undefined)]);
+    if (failed !== undefined) {
+      const missing = (failed as NodeJS.ErrnoException).code === 'ENOENT';
+      throw new Error(
+        missing
+          ? 'redis-server is not on PATH: install Redis (e.g. apt-get install redis-server) or set REDIS_URL to a Redis reserved for tests'
+          : `redis-server failed to start: ${failed.message}`,
+      );
+    }
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}: ${stderr.trim()}`);
+    if ((await command(port, 'PING').catch(() => '')).startsWith('+PONG')) return child;
+  }
+  child.kill('SIGKILL');
+  throw new Error(`redis-server did not answer on port ${port} within 10 s: ${stderr.trim()}`);
+}
+
+/** One inline command over a raw socket: no client library, no reconnect noise. */
+function command(port: number, line: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    let reply = '';
+    socket.setTimeout(1_000, () => socket.destroy(new Error('timeout')));
+    socket.once('connect', () => socket.write(`${line}\r\n`));
+    socket.on('data', (d: Buffer) => {
+      reply += d.toString();
+      if (reply.includes('\r\n')) socket.end();
+    });
+    socket.once('close', () => resolve(reply));
+    socket.once('error', reject);
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,164 @@
+/**
+ * What removal tests share: a Redis of their own, the stand-in service, and
+ * per test a fresh queue prefix (so tests never see each other's jobs), a
+ * producer queue, an audit database and workers on demand.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { openMirror, type Db } from '../../db/open.js';
+import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
+import { silentLogger } from '../../src/log.js';
+import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
+import type { ServiceClient } from '../../src/service/client.js';
+import { createRedisConnection } from '../../jobs/redis-connection.js';
+import { managementClientFromConfig } from '../../jobs/management-client.js';
+import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
+import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removal-worker.js';
+import { startTestRedis, type TestRedis } from './redis-server.js';
+
+export interface Shared {
+  redis: TestRedis;
+  standIn: StandIn;
+  close(): Promise<void>;
+}
+
+export async function startShared(): Promise<Shared> {
+  const redis = await startTestRedis();
+  const standIn = await startStandIn({ users: 0, orgs: 0, membersPerOrg: 0, seed: 7 });
+  return {
+    redis,
+    standIn,
+    async close() {
+      await standIn.close();
+      await redis.stop();
+    },
+  };
+}
+
+export interface Rig {
+  prefix: string;
+  redisUrl: string;
+  standIn: StandIn;
+  queue: RemovalQueue;
+  db: Db;
+  dbPath: string;
+  audit: RemovalAudit;
+  /** A member that exists in the stand-in. */
+  member(): { org_id: string; member_id: string };
+  startWorker(overrides?: Partial<RemovalWorkerOptions>): Promise<RemovalWorkerHandle>;
+  /** Resolves with the job once it is completed or failed. */
+  finished(jobId: string, timeoutMs?: number): Promise<Job>;
+  /** Env for a child `node dist/cli.js ...` on this rig. */
+  env(extra?: Record<string, string>): NodeJS.ProcessEnv;
+  close(): Promise<void>;
+}
+
+export async function createRig(shared: Shared): Promise<Rig> {
+  const { redis, standIn } = shared;
+  const prefix = `t${randomUUID().slice(0, 8)}`;
+  const dir = mkdtempSync(join(tmpdir(), 'user-mirror-removals-'));
+  const dbPath = join(dir, 'mirror.db');
+  const db = openMirror(dbPath);
+  const audit = createRemovalAudit(db);
+  const producer = createRedisConnection(redis.url, { role: 'producer' });
+  const queue = createRemovalQueue(producer, prefix);
+  const workers: Array<{ handle: RemovalWorkerHandle; redis: Redis; client: ServiceClient }> = [];
+
+  return {
+    prefix,
+    redisUrl: redis.url,
+    standIn,
+    queue,
+    db,
+    dbPath,
+    audit,
+    member() {
+      const m = { org_id: randomUUID(), member_id: randomUUID() };
+      standIn.members.add(m.org_id, m.member_id);
+      return m;
+    },
+    async startWorker(overrides = {}) {
+      const workerRedis = createRedisConnection(redis.url, { role: 'worker' });
+      const client = managementClientFromConfig(
+        {
+          MANAGEMENT_URL: standIn.managementUrl,
+          MANAGEMENT_KEY: standIn.managementKey,
+          HTTP_CONNECTIONS: 8,
+          HTTP_HEADERS_TIMEOUT_MS: 30_000,
+          HTTP_BODY_TIMEOUT_MS: 30_000,
+        },
+        8,
+      );
+      const handle = startRemovalWorker({
+        connection: workerRedis,
+        prefix,
+        client,
+        audit,
+        logger: silentLogger,
+        concurrency: 8,
+        backoffMs: 20,
+        ...overrides,
+      });
+      workers.push({ handle, redis: workerRedis, client });
+      await handle.waitUntilReady();
+      return handle;
+    },
+    async finished(jobId, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const state = await queue.getJobState(jobId);
+        if (state === 'completed' || state === 'failed') {
+          const job = await queue.getJob(jobId);
+          if (job !== undefined) return job;
+        }
+        await sleep(25);
+      }
+      throw new Error(`job ${jobId} did not finish within ${timeoutMs} ms (state ${await queue.getJobState(jobId)})`);
+    },
+    env(extra = {}) {
+      return {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        REDIS_URL: redis.url,
+        QUEUE_PREFIX: prefix,
+        MANAGEMENT_URL: standIn.managementUrl,
+        MANAGEMENT_KEY: standIn.managementKey,
+        MIRROR_DB: dbPath,
+        LOG_LEVEL: 'info',
+        ...extra,
+      };
+    },
+    async close() {
+      for (const w of workers) {
+        await w.handle.close(5_000);
+        await w.client.close();
+        w.redis.disconnect();
+      }
+      await queue.close();
+      producer.disconnect();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+      standIn.faults.clear();
+    },
+  };
+}
+
+/** Polls `check` until it is true; fails the test with `what` otherwise. */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** DELETE requests the stand-in received for one member (or for any). */
+export function deleteRequests(standIn: StandIn, memberId?: string): number {
+  return standIn.requests.entries().filter((e) => e.method === 'DELETE' && (memberId === undefined || e.path.includes(memberId))).length;
+}

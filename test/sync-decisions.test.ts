@@ -1,0 +1,233 @@
+/**
+ * The pure core of the sync: page planning, the sweep decision, the retry
+ * step, page splitting and progress figures. No I/O.
+ */
+import { describe, expect, it } from 'vitest';
+import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/page-plan.js';
+import { decideSweep, type ScanFacts } from '../src/sync/sweep-decision.js';
+import { nextRetryStep } from '../src/sync/retry-step.js';
+import { splitPage } from '../src/sync/page-records.js';
+import { stillExists } from '../src/sync/deletion-check.js';
+import { describeProgress, formatDuration, formatProgressLine } from '../src/sync/progress.js';
+import { HttpError, NetworkError, ResponseValidationError } from '../src/service/errors.js';
+import { parseUserRecords } from '../src/service/records.js';
+
+function drain(plan: PagePlan): number[] {
+  const out: number[] = [];
+  for (let o = plan.next(); o !== undefined; o = plan.next()) out.push(o);
+  return out;
+}
+
+describe('PagePlan', () => {
+  it('uses the service maximum as the page size', () => {
+    expect(PAGE_LIMIT).toBe(500);
+  });
+
+  it('plans every page after the first, advancing by the limit, up to total', () => {
+    expect(drain(new PagePlan(1_600))).toEqual([500, 1_000, 1_500]);
+    expect(drain(new PagePlan(1_500))).toEqual([500, 1_000]);
+    expect(drain(new PagePlan(501))).toEqual([500]);
+  });
+
+  it('plans nothing more when the first page holds everything', () => {
+    expect(drain(new PagePlan(0))).toEqual([]);
+    expect(drain(new PagePlan(500))).toEqual([]);
+    expect(drain(new PagePlan(3))).toEqual([]);
+  });
+
+  it('counts planned pages for progress', () => {
+    expect(new PagePlan(1_600).plannedPages).toBe(3);
+    expect(new PagePlan(0).plannedPages).toBe(0);
+    expect(pagesFor(0)).toBe(1);
+    expect(pagesFor(1_000_000)).toBe(2_000);
+  });
+
+  it('stops at an empty page: offsets at or beyond it are never handed out', () => {
+    const plan = new PagePlan(5_000);
+    expect(plan.next()).toBe(500);
+    expect(plan.next()).toBe(1_000);
+    plan.emptyAt(1_000);
+    expect(plan.next()).toBeUndefined();
+  });
+
+  it('an empty page reported late does not resurrect the plan', () => {
+    const plan = new PagePlan(5_000);
+    plan.emptyAt(2_000);
+    plan.emptyAt(4_000);
+    expect(drain(plan)).toEqual([500, 1_000, 1_500]);
+  });
+
+  it('honours another limit', () => {
+    expect(drain(new PagePlan(10, 3))).toEqual([3, 6, 9]);
+    expect(() => new PagePlan(10, 0)).toThrow(RangeError);
+  });
+});
+
+describe('decideSweep', () => {
+  const clean: ScanFacts = {
+    pageFailures: 0,
+    totalAtStart: 1_000,
+    totalAtEnd: 1_000,
+    duplicates: 0,
+    distinctSeen: 1_000,
+    rejected: 0,
+    unseenActive: 50,
+    activeBefore: 1_050,
+    maxDeleteRatio: 0.1,
+    deletionCheck: { checked: 50, stillThere: 0, unverifiable: 0 },
+  };
+
+  it('sweeps after a complete, consistent scan within the delete limit', () => {
+    expect(decideSweep(clean)).toEqual({ sweep: true });
+    expect(decideSweep({ ...clean, unseenActive: 0, activeBefore: 0 })).toEqual({ sweep: true });
+  });
+
+  it('refuses when a page failed', () => {
+    expect(decideSweep({ ...clean, pageFailures: 1, distinctSeen: 500 })).toMatchObject({ sweep: false, kind: 'incomplete' });
+  });
+
+  it('refuses when the closing total could not be read', () => {
+    expect(decideSweep({ ...clean, totalAtEnd: undefined })).toMatchObject({ sweep: false, kind: 'incomplete' });
+  });
+
+  it('refuses when a record was rejected', () => {
+    const d = decideSweep({ ...clean, rejected: 1, distinctSeen: 999 });
+    expect(d).toMatchObject({ sweep: false, kind: 'rejected' });
+  });
+
+  it('calls a changed total drift', () => {
+    const d = decideSweep({ ...clean, totalAtEnd: 1_001 });
+    expect(d).toMatchObject({ sweep: false, kind: 'drift' });
+    if (!d.sweep) expect(d.reason).toContain('1000 -> 1001');
+  });
+
+  it('calls a user seen on two pages drift', () => {
+    expect(decideSweep({ ...clean, duplicates: 1, distinctSeen: 999 })).toMatchObject({ sweep: false, kind: 'drift' });
+  });
+
+  it('calls fewer (or more) distinct users than total drift', () => {
+    expect(decideSweep({ ...clean, distinctSeen: 999 })).toMatchObject({ sweep: false, kind: 'drift' });
+    expect(decideSweep({ ...clean, distinctSeen: 1_001 })).toMatchObject({ sweep: false, kind: 'drift' });
+  });
+
+  it('trips the mass-delete breaker above the ratio, not at it', () => {
+    expect(decideSweep({ ...clean, unseenActive: 100, activeBefore: 1_000 })).toEqual({ sweep: true });
+    const d = decideSweep({ ...clean, unseenActive: 101, activeBefore: 1_000 });
+    expect(d).toMatchObject({ sweep: false, kind: 'mass-delete' });
+    if (!d.sweep) expect(d.reason).toContain('SYNC_MAX_DELETE_RATIO');
+  });
+
+  it('a ratio of 0 forbids any deletion, a ratio of 1 allows emptying the mirror', () => {
+    expect(decideSweep({ ...clean, maxDeleteRatio: 0, unseenActive: 1 })).toMatchObject({ kind: 'mass-delete' });
+    expect(decideSweep({ ...clean, totalAtStart: 0, totalAtEnd: 0, distinctSeen: 0, maxDeleteRatio: 1, unseenActive: 1_050 })).toEqual({
+      sweep: true,
+    });
+  });
+
+  it('asks for the deletion candidates to be checked upstream before any sweep', () => {
+    const { deletionCheck: _, ...unchecked } = clean;
+    expect(decideSweep(unchecked)).toMatchObject({ sweep: false, kind: 'unverified' });
+    expect(decideSweep({ ...unchecked, unseenActive: 0 })).toEqual({ sweep: true });
+  });
+
+  it('calls a candidate that still exists upstream drift, and one that could not be checked incomplete', () => {
+    const alive = decideSweep({ ...clean, deletionCheck: { checked: 7, stillThere: 1, unverifiable: 0 } });
+    expect(alive).toMatchObject({ sweep: false, kind: 'drift' });
+    if (!alive.sweep) expect(alive.reason).toMatch(/still exist upstream/);
+    expect(decideSweep({ ...clean, deletionCheck: { checked: 7, stillThere: 0, unverifiable: 1 } })).toMatchObject({
+      sweep: false,
+      kind: 'incomplete',
+    });
+  });
+
+  it('names the most fundamental problem first', () => {
+    const d = decideSweep({ ...clean, pageFailures: 2, rejected: 3, totalAtEnd: 7, duplicates: 4, unseenActive: 1_000 });
+    expect(d).toMatchObject({ kind: 'incomplete' });
+  });
+});
+
+describe('nextRetryStep', () => {
+  const policy = { baseMs: 100, maxMs: 1_000, maxRetryAfterMs: 5_000 };
+  const half = () => 0.5;
+
+  it('retries 429/503 and network errors with a growing delay', () => {
+    const e503 = new HttpError(503, 'GET', '/v2/user/', undefined, undefined);
+    expect(nextRetryStep(e503, 1, 5, policy, half)).toEqual({ retry: true, delayMs: 75 });
+    expect(nextRetryStep(e503, 3, 5, policy, half)).toEqual({ retry: true, delayMs: 300 });
+    expect(nextRetryStep(new NetworkError('ECONNRESET', 'GET', '/v2/user/'), 1, 5, policy, half)).toMatchObject({ retry: true });
+  });
+
+  it('waits at least as long as Retry-After says', () => {
+    const e429 = new HttpError(429, 'GET', '/v2/user/', undefined, 2_000);
+    expect(nextRetryStep(e429, 1, 5, policy, half)).toEqual({ retry: true, delayMs: 2_000 });
+  });
+
+  it('gives up when the attempts are spent', () => {
+    const e503 = new HttpError(503, 'GET', '/v2/user/', undefined, undefined);
+    expect(nextRetryStep(e503, 5, 5, policy, half)).toEqual({ retry: false, why: 'attempts-exhausted' });
+    expect(nextRetryStep(e503, 1, 1, policy, half)).toEqual({ retry: false, why: 'attempts-exhausted' });
+  });
+
+  it('never retries what cannot succeed', () => {
+    expect(nextRetryStep(new HttpError(401, 'GET', '/v2/user/', undefined, undefined), 1, 5)).toEqual({
+      retry: false,
+      why: 'not-retryable',
+    });
+    expect(nextRetryStep(new ResponseValidationError('users: required', 'GET', '/v2/user/'), 1, 5)).toMatchObject({
+      retry: false,
+    });
+  });
+});
+
+describe('stillExists', () => {
+  const candidate = { user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10', client_user_id: 'cu_1' };
+  const user = (user_id: string) => ({ user_id, team_id: candidate.user_id, client_user_id: 'cu_1', connected_sources: [] });
+
+  it('is true only when the client id still names the same user', () => {
+    expect(stillExists(candidate, { found: true, user: user(candidate.user_id.toUpperCase()) })).toBe(true);
+    expect(stillExists(candidate, { found: false })).toBe(false);
+    // Upstream reuses a client_user_id after a deletion: another user under the same client id.
+    expect(stillExists(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d') })).toBe(false);
+  });
+});
+
+describe('splitPage', () => {
+  const good = {
+    user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
+    team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
+    client_user_id: 'cu_1',
+    connected_sources: [],
+    extra_field: { kept: true },
+  };
+  const bad = { ...good, user_id: 'not-a-uuid' };
+
+  it('stages valid records with their raw JSON, unknown fields kept, and sets the rest aside', () => {
+    const raw = [good, bad];
+    const split = splitPage({ total: 2, offset: 0, limit: 500, records: parseUserRecords(raw), raw }, 1_500);
+    expect(split.staged).toHaveLength(1);
+    expect(split.staged[0]?.user.user_id).toBe(good.user_id);
+    expect(JSON.parse(split.staged[0]?.rawJson ?? '')).toEqual(good);
+    expect(split.rejected).toEqual([{ offset: 1_500, index: 1, reason: expect.stringContaining('users[1].user_id'), raw: bad }]);
+  });
+});
+
+describe('progress', () => {
+  it('derives rate and ETA from pages done', () => {
+    const s = { pass: 0, pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 };
+    expect(describeProgress(s)).toEqual({ rate: 2_500, etaMs: 6_000 });
+    expect(describeProgress({ ...s, pagesDone: 0, usersSeen: 0, elapsedMs: 0 })).toEqual({ rate: 0, etaMs: undefined });
+  });
+
+  it('renders one line', () => {
+    expect(formatProgressLine({ pass: 1, pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 })).toBe(
+      're-scan 1 · pages 10/40 · users 5,000 · 2,500 users/s · ETA 6s',
+    );
+  });
+
+  it('formats durations', () => {
+    expect(formatDuration(850)).toBe('850ms');
+    expect(formatDuration(42_000)).toBe('42s');
+    expect(formatDuration(185_000)).toBe('3m05s');
+    expect(formatDuration(3_720_000)).toBe('1h02m');
+  });
+});
