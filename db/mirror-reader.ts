@@ -104,18 +104,29 @@ export class MirrorReader {
     if (typeof version !== 'number' || version < SCHEMA_VERSION) {
       throw new MirrorNotReadyError(`${db.name} holds no mirror yet (schema version ${String(version)}); run a sync first`);
     }
-    // Active first, then the most recently deleted: what "the user with this id" means over time.
-    const lookup = (where: string) =>
+    // An active user is unique per (team_id, client_user_id), so the active lookups need no sort
+    // (a sort costs a fifth of a lookup); across teams, the first in index order is returned.
+    // With deleted ones: active first, then the most recently deleted, which is what "the user
+    // with this id" means over time.
+    const entry = (where: string, order = '') =>
       db.prepare<unknown[], EntryRow>(
         `SELECT raw, deleted_at, first_seen_at, last_seen_at FROM users INDEXED BY users_client_user_id
-         WHERE client_user_id = ? ${where}
-         ORDER BY deleted_at IS NOT NULL, deleted_at DESC, last_seen_at DESC LIMIT 1`,
+         WHERE client_user_id = ? ${where} ${order} LIMIT 1`,
       );
+    const rawOnly = (where: string) =>
+      db
+        .prepare<unknown[], string>(
+          `SELECT raw FROM users INDEXED BY users_client_user_id WHERE client_user_id = ? ${where} LIMIT 1`,
+        )
+        .pluck();
+    const latestFirst = 'ORDER BY deleted_at IS NOT NULL, deleted_at DESC, last_seen_at DESC';
     this.s = {
-      active: lookup('AND deleted_at IS NULL'),
-      activeInTeam: lookup('AND deleted_at IS NULL AND team_id = ?'),
-      any: lookup(''),
-      anyInTeam: lookup('AND team_id = ?'),
+      active: entry('AND deleted_at IS NULL'),
+      activeInTeam: entry('AND deleted_at IS NULL AND team_id = ?'),
+      any: entry('', latestFirst),
+      anyInTeam: entry('AND team_id = ?', latestFirst),
+      activeRaw: rawOnly('AND deleted_at IS NULL'),
+      activeRawInTeam: rawOnly('AND deleted_at IS NULL AND team_id = ?'),
       counts: db.prepare<[], { active: number; deleted: number }>(
         `SELECT (SELECT count(*) FROM users WHERE deleted_at IS NULL) AS active,
                 (SELECT count(*) FROM users WHERE deleted_at IS NOT NULL) AS deleted`,
@@ -130,7 +141,12 @@ export class MirrorReader {
 
   /** The service's User object as last received, or undefined. */
   byClientUserId(clientUserId: string, options: LookupOptions = {}): User | undefined {
-    return this.lookup(clientUserId, options)?.user;
+    if (options.includeDeleted === true) return this.lookup(clientUserId, options)?.user;
+    const raw =
+      options.teamId === undefined
+        ? this.s.activeRaw.get(clientUserId)
+        : this.s.activeRawInTeam.get(clientUserId, options.teamId);
+    return raw === undefined ? undefined : decodeUser(raw, options.validate ?? false);
   }
 
   lookup(clientUserId: string, options: LookupOptions = {}): MirrorEntry | undefined {

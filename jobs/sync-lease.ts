@@ -14,9 +14,13 @@
  * On the same host a dead holder's pid frees the lease at once; a holder on
  * another host (a shared file system) is trusted until its lease expires.
  *
- * The table lives outside the versioned migrations (created on first use) so
- * that this guard needs no change to the shared schema; moving it into a
- * migration later is harmless, the statement is IF NOT EXISTS.
+ * The table comes from migration 3 (db/migrations/003-sync-lease.ts), which
+ * openMirror applies on open: a holder's connection must come from openMirror,
+ * not read-only, or the table may not exist yet.
+ *
+ * Every sync goes through withSyncLease, so the daemon's worker and
+ * `sync --once` cannot drift apart in how they take, keep and give up the
+ * lease.
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -64,15 +68,6 @@ export interface HeldLease {
   release(): void;
 }
 
-const CREATE = `CREATE TABLE IF NOT EXISTS sync_lease (
-  id          INTEGER PRIMARY KEY CHECK (id = 1),
-  holder      TEXT    NOT NULL,
-  host        TEXT    NOT NULL,
-  pid         INTEGER NOT NULL,
-  acquired_at INTEGER NOT NULL,
-  expires_at  INTEGER NOT NULL
-)`;
-
 interface LeaseDbRow {
   holder: string;
   host: string;
@@ -88,7 +83,6 @@ export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): Acquir
   const holder = `${host}:${process.pid}:${randomUUID()}`;
 
   const claim = db.transaction((): LeaseRow | undefined => {
-    db.exec(CREATE);
     const row = db.prepare<[], LeaseDbRow>('SELECT holder, host, pid, acquired_at, expires_at FROM sync_lease WHERE id = 1').get();
     const current = row && {
       holder: row.holder,
@@ -145,6 +139,44 @@ export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): Acquir
       },
     },
   };
+}
+
+export interface WithSyncLeaseOptions {
+  ttlMs?: number;
+  /** Aborts the work as well, e.g. on shutdown or SIGINT. */
+  signal?: AbortSignal;
+  /** Called once if the lease is lost, just before the work's signal aborts. */
+  onLost?: () => void;
+}
+
+export type LeasedOutcome<T> = { ran: true; value: T } | { ran: false; heldBy: LeaseRow };
+
+/**
+ * Runs `work` while holding the sync lease, or not at all if another live
+ * process holds it. The lease is renewed meanwhile and released when `work`
+ * settles. `work` gets a signal that aborts if the lease is lost: from then
+ * on another sync may be writing, so this one must stop writing.
+ */
+export async function withSyncLease<T>(
+  db: Db,
+  options: WithSyncLeaseOptions,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<LeasedOutcome<T>> {
+  const lost = new AbortController();
+  const claim = acquireSyncLease(db, {
+    ttlMs: options.ttlMs,
+    onLost: () => {
+      options.onLost?.();
+      lost.abort(new Error('sync lease lost'));
+    },
+  });
+  if (!claim.acquired) return { ran: false, heldBy: claim.heldBy };
+  const signal = options.signal === undefined ? lost.signal : AbortSignal.any([options.signal, lost.signal]);
+  try {
+    return { ran: true, value: await work(signal) };
+  } finally {
+    claim.lease.release();
+  }
 }
 
 function pidAlive(pid: number): boolean {

@@ -20,7 +20,7 @@ import type { Logger } from '../src/log.js';
 import type { SyncSummary } from '../src/sync/engine.js';
 import { settleWithin } from '../src/daemon/settle-within.js';
 import { RepeatThrottle } from '../src/daemon/repeat-throttle.js';
-import { acquireSyncLease, type LeaseRow } from './sync-lease.js';
+import { withSyncLease, type LeasedOutcome, type LeaseRow } from './sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
 
 /** Runs one sync; the daemon binds the engine, the client and the config. */
@@ -66,15 +66,26 @@ export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
     const data = SyncJobDataSchema.safeParse(job.data);
     if (!data.success) throw new UnrecoverableError(`not a sync job: ${data.error.issues[0]?.message ?? 'invalid data'}`);
     const controller = new AbortController();
-    const claim = acquireSyncLease(options.db, {
-      ttlMs: options.leaseTtlMs,
-      onLost: () => {
-        log.error({ event: 'sync.lease_lost', jobId: job.id }, 'sync lease lost to another process; aborting this sync');
-        controller.abort(new Error('sync lease lost'));
-      },
-    });
-    if (!claim.acquired) {
-      const { host, pid, acquiredAt } = claim.heldBy;
+    inFlight = controller;
+    let outcome: LeasedOutcome<SyncSummary>;
+    try {
+      outcome = await withSyncLease(
+        options.db,
+        {
+          ttlMs: options.leaseTtlMs,
+          signal: controller.signal,
+          onLost: () => log.error({ event: 'sync.lease_lost', jobId: job.id }, 'sync lease lost to another process; aborting this sync'),
+        },
+        (signal) => {
+          log.info({ event: 'sync.job_started', jobId: job.id, reason: data.data.reason, tick: data.data.tick }, 'sync job started');
+          return options.run(signal);
+        },
+      );
+    } finally {
+      inFlight = undefined;
+    }
+    if (!outcome.ran) {
+      const { host, pid, acquiredAt } = outcome.heldBy;
       log.info(
         { event: 'sync.skipped', jobId: job.id, tick: data.data.tick, holder: { host, pid, since: new Date(acquiredAt).toISOString() } },
         'another sync holds this mirror; skipping this one',
@@ -83,20 +94,13 @@ export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
       options.onResult?.(result);
       return result;
     }
-    inFlight = controller;
-    try {
-      log.info({ event: 'sync.job_started', jobId: job.id, reason: data.data.reason, tick: data.data.tick }, 'sync job started');
-      const summary = await options.run(controller.signal);
-      const result: SyncJobResult = { outcome: 'ran', summary };
-      options.onResult?.(result);
-      if (summary.status === 'failed') {
-        throw new SyncFailedError(`sync run ${summary.runId} failed: ${summary.reason ?? 'unknown reason'}`);
-      }
-      return result;
-    } finally {
-      inFlight = undefined;
-      claim.lease.release();
+    const summary = outcome.value;
+    const result: SyncJobResult = { outcome: 'ran', summary };
+    options.onResult?.(result);
+    if (summary.status === 'failed') {
+      throw new SyncFailedError(`sync run ${summary.runId} failed: ${summary.reason ?? 'unknown reason'}`);
     }
+    return result;
   };
 
   const worker = new Worker<SyncJobData, SyncJobResult>(syncQueueName(options.mirrorId), processor, {

@@ -3,7 +3,9 @@
  * src/commands/<name>.ts and is loaded only when asked for, so `resolve`
  * never pays for BullMQ and `stand-in` never opens SQLite.
  *
- * Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 not found.
+ * Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 not found,
+ * 4 partial (sync: published without deletions), 5 busy (sync: another sync
+ * holds the mirror).
  */
 import { ConfigError } from './config.js';
 import { UsageError } from './cli-args.js';

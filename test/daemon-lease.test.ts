@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
-import { acquireSyncLease } from '../jobs/sync-lease.js';
+import { acquireSyncLease, withSyncLease } from '../jobs/sync-lease.js';
 
 let dir: string;
 let a: Db;
@@ -86,5 +86,50 @@ describe('acquireSyncLease', () => {
     const row = b.prepare('SELECT expires_at FROM sync_lease').get() as { expires_at: number };
     expect(row.expires_at).toBe(5_500);
     if (first.acquired) first.lease.release();
+  });
+});
+
+describe('withSyncLease', () => {
+  const holders = (db: Db) => db.prepare('SELECT count(*) FROM sync_lease').pluck().get();
+
+  it('runs the work holding the lease and releases it after, also on a throw', async () => {
+    const done = await withSyncLease(a, {}, async () => {
+      expect(holders(b)).toBe(1);
+      return 'ran';
+    });
+    expect(done).toEqual({ ran: true, value: 'ran' });
+    expect(holders(b)).toBe(0);
+    await expect(withSyncLease(a, {}, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(holders(b)).toBe(0);
+  });
+
+  it('does not run the work while another holds the lease', async () => {
+    const other = acquireSyncLease(b, { host: 'other-host' });
+    let ran = false;
+    const outcome = await withSyncLease(a, {}, async () => {
+      ran = true;
+    });
+    expect(ran).toBe(false);
+    expect(outcome).toMatchObject({ ran: false, heldBy: { host: 'other-host', pid: process.pid } });
+    if (other.acquired) other.lease.release();
+  });
+
+  it("aborts the work's signal when the lease is lost, and on the caller's signal", async () => {
+    let told = false;
+    const lost = await withSyncLease(a, { ttlMs: 3_000, onLost: () => (told = true) }, async (signal) => {
+      b.prepare("UPDATE sync_lease SET holder = 'someone-else'").run();
+      await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+      return (signal.reason as Error).message;
+    });
+    expect(lost).toEqual({ ran: true, value: 'sync lease lost' });
+    expect(told).toBe(true);
+    b.prepare('DELETE FROM sync_lease').run();
+
+    const caller = new AbortController();
+    const stopped = await withSyncLease(a, { signal: caller.signal }, async (signal) => {
+      caller.abort(new Error('shutdown'));
+      return signal.aborted && (signal.reason as Error).message;
+    });
+    expect(stopped).toEqual({ ran: true, value: 'shutdown' });
   });
 });

@@ -54,13 +54,30 @@ describe('migration 1: the mirror schema', () => {
     reopened.close();
   });
 
+  it('gives a file left at version 2 the STRICT sync_lease table at version 3', () => {
+    const path = dir.file('v2.db');
+    const old = new Database(path);
+    migrate(old, MIGRATIONS.filter((m) => m.version <= 2));
+    expect(old.pragma('user_version', { simple: true })).toBe(2);
+    expect(old.prepare(`SELECT count(*) FROM sqlite_schema WHERE name = 'sync_lease'`).pluck().get()).toBe(0);
+    old.close();
+    const reopened = openMirror(path);
+    try {
+      expect(reopened.pragma('user_version', { simple: true })).toBe(LATEST);
+      expect(reopened.prepare(`SELECT strict FROM pragma_table_list WHERE name = 'sync_lease'`).pluck().get()).toBe(1);
+      expect(reopened.prepare('SELECT count(*) FROM sync_lease').pluck().get()).toBe(0);
+    } finally {
+      reopened.close();
+    }
+  });
+
   it('creates STRICT tables and the documented views', () => {
     const tables = db.prepare(`SELECT name, strict FROM pragma_table_list WHERE schema = 'main'`).all() as {
       name: string;
       strict: number;
     }[];
     const strict = Object.fromEntries(tables.map((t) => [t.name, t.strict]));
-    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records']) expect(strict[t]).toBe(1);
+    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records', 'sync_lease']) expect(strict[t]).toBe(1);
     const views = db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name`).pluck().all();
     expect(views).toEqual(expect.arrayContaining(['active_users', 'last_sync', 'sources_per_user', 'users_per_source']));
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');

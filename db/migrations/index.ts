@@ -2,5 +2,6 @@
 import type { Migration } from '../migrate.js';
 import { mirrorSchema } from './001-mirror.js';
 import { memberRemovals } from './002-member-removals.js';
+import { syncLease } from './003-sync-lease.js';
 
-export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals];
+export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals, syncLease];

@@ -9,9 +9,15 @@
  * Exit codes: 0 succeeded; 4 partial (the mirror got every record that was
  * read, but deletions were withheld: drift, failed pages, rejected records
  * or the mass-delete breaker; the reason is printed); 1 failed (nothing
- * published; the mirror is as before); 2 usage or configuration error. Partial
- * has its own code because it usually needs a look (a tripped breaker never
- * clears by itself), yet is not a failure of the run.
+ * published; the mirror is as before); 2 usage or configuration error; 5 not
+ * started because another sync (the daemon's, or another `sync --once`)
+ * holds this mirror's sync lease. Partial has its own code because it usually
+ * needs a look (a tripped breaker never clears by itself), yet is not a
+ * failure of the run. Busy has its own so that a cron wrapper can tell "the
+ * mirror is being synced anyway" from a failure.
+ *
+ * The run holds the sync lease (jobs/sync-lease.ts) like the daemon's worker:
+ * without it, starting a run would mark the daemon's running one interrupted.
  *
  * `--once` is required for now: the schedule belongs to the daemon, and a bare
  * `sync` should not silently mean either.
@@ -22,10 +28,12 @@ import { readConfig, SERVICE_ENV } from '../config.js';
 import { createLogger } from '../log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
+import { withSyncLease, type LeasedOutcome } from '../../jobs/sync-lease.js';
 import { runSync, type SyncStatus, type SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 
 const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
+const EXIT_BUSY = 5;
 
 const Args = z.object({
   once: z.literal(true, { error: 'is required (the scheduled daemon is not available from this command yet)' }),
@@ -63,19 +71,27 @@ export default async function sync(argv: string[]): Promise<number> {
   const onSignal = () => abort.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  let summary: SyncSummary;
+  let outcome: LeasedOutcome<SyncSummary>;
   try {
-    summary = await runSync({
-      client,
+    outcome = await withSyncLease(
       db,
-      concurrency,
-      maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
-      pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-      driftRescans: config.SYNC_DRIFT_RESCANS,
-      logger,
-      signal: abort.signal,
-      onProgress: (s) => progress.update(s),
-    });
+      {
+        signal: abort.signal,
+        onLost: () => logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
+      },
+      (signal) =>
+        runSync({
+          client,
+          db,
+          concurrency,
+          maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
+          pageAttempts: config.SYNC_PAGE_ATTEMPTS,
+          driftRescans: config.SYNC_DRIFT_RESCANS,
+          logger,
+          signal,
+          onProgress: (s) => progress.update(s),
+        }),
+    );
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);
@@ -83,6 +99,12 @@ export default async function sync(argv: string[]): Promise<number> {
     await client.close();
     db.close();
   }
+  if (!outcome.ran) {
+    const { pid, host } = outcome.heldBy;
+    process.stderr.write(`user-mirror sync: a sync is already running on this mirror (pid ${pid} on host ${host}); not starting another\n`);
+    return EXIT_BUSY;
+  }
+  const summary = outcome.value;
   if (interactive) process.stderr.write(summaryTable(summary));
   return EXIT[summary.status];
 }
