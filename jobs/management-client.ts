@@ -1,9 +1,6 @@
 /**
- * A ServiceClient for processes that only remove org members and hold no
- * team key. The client requires a team base URL and key; the management URL
- * stands in for the base URL and the key is empty. That is safe because a
- * removal process only ever calls `deleteOrgMember`, which sends the
- * management key and never the team header.
+ * A ServiceClient for processes that only remove org members: the
+ * management half alone, so no team key is needed and none can be sent.
  */
 import { ServiceClient, type ServiceClientOptions } from '../src/service/client.js';
 import type { Config } from '../src/config.js';
@@ -30,8 +27,6 @@ export function managementClientFromConfig(
   extra: Pick<ServiceClientOptions, 'onResponse'> = {},
 ): ServiceClient {
   return new ServiceClient({
-    baseUrl: config.MANAGEMENT_URL,
-    apiKey: '',
     managementUrl: config.MANAGEMENT_URL,
     managementKey: config.MANAGEMENT_KEY,
     connections: Math.max(config.HTTP_CONNECTIONS, concurrency),

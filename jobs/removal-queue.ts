@@ -1,6 +1,6 @@
 /**
  * The member-removal queue contract. Any service with a BullMQ client (Node,
- * Python, Elixir, PHP) can enqueue removals; see docs/member-removal-queue.md.
+ * Python, Elixir, PHP) can enqueue removals; see jobs/REMOVAL-QUEUE.md.
  *
  *   queue      `member-removals`, key prefix = QUEUE_PREFIX (default `user-mirror`),
  *              so Redis keys are `user-mirror:member-removals:*`

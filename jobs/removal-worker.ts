@@ -134,21 +134,20 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
     counters: () => ({ ...counts }),
     async close(timeoutMs = 25_000) {
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), timeoutMs);
-      });
-      const closing = worker.close().then(() => 'closed' as const);
-      const first = await Promise.race([closing, timedOut]);
-      clearTimeout(timer);
-      if (first === 'timeout') {
-        logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
-        // The graceful close keeps waiting in the background; the caller decides whether to exit.
-        closing.catch(() => undefined);
-      }
-      await events?.close().catch(() => undefined);
+      const closing = worker.close().then(
+        () => true,
+        (err: unknown) => {
+          logger.warn({ err: describeError(err) }, 'removal worker close failed');
+          return false;
+        },
+      );
+      // The graceful close keeps going in the background after a timeout; the caller decides whether to exit.
+      const drained = await within(closing, timeoutMs, false);
+      if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
+      // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
+      if (events !== undefined) await within(events.close().catch(() => undefined), EVENTS_CLOSE_MS, undefined);
       auditWriter?.flush();
-      return { drained: first === 'closed' };
+      return { drained };
     },
   };
   return handle;
@@ -195,6 +194,21 @@ function watchQueueEvents(options: RemovalWorkerOptions, prefix: string, audit: 
   });
   events.on('error', throttledErrorLog(logger, 'removal queue events error'));
   return events;
+}
+
+const EVENTS_CLOSE_MS = 2_000;
+
+/** `promise`'s value, or `fallback` if it takes longer than `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A Redis outage makes BullMQ emit the same error many times a second; one line per 10 s is enough. */

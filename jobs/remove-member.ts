@@ -85,10 +85,11 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
       });
       const log = { jobId: job.id, org_id, member_id, attempt: job.attemptsMade + 1, reason: decision.reason };
       if (decision.kind === 'rate_limited') {
-        await audit('rate_limited', () => deps.audit?.attemptFailed(ref, decision.reason, false), false);
+        // Pause first: every millisecond before the limit is set lets other jobs hit the service too.
+        await deps.rateLimit(decision.waitMs);
         deps.logger.info({ ...log, waitMs: decision.waitMs }, 'removal rate limited; pausing the queue');
         deps.onOutcome?.('rate_limited');
-        await deps.rateLimit(decision.waitMs);
+        await audit('rate_limited', () => deps.audit?.attemptFailed(ref, decision.reason, false), false);
         throw Worker.RateLimitError();
       }
       if (decision.kind === 'final') {

@@ -32,6 +32,8 @@ describe('Redis restart', () => {
     await shared.redis.restart({ keepData: true, downMs: 1_000 });
 
     const after = rig.member();
+    // Slow answers keep the job pending while a duplicate arrives.
+    rig.standIn.faults.set({ latencyMs: 300 });
     let jobId = '';
     // The producer connection may still be reconnecting: the caller retries, as a real producer would.
     await until(async () => {
@@ -42,7 +44,11 @@ describe('Redis restart', () => {
         return false;
       }
     }, 'an enqueue to succeed after the restart', 15_000);
+    const duplicate = await enqueueMemberRemoval(rig.queue, after);
+    expect(duplicate).toMatchObject({ jobId, deduplicated: true });
     const job = await rig.finished(jobId, 30_000);
+    // Collapsed requests are still audited after the restart (the event reader reconnected).
+    await until(() => rig.audit.get(jobId)?.requests === 2, 'the duplicate in the audit', 10_000);
     expect(await job.getState()).toBe('completed');
     expect(rig.standIn.members.effectiveDeletes(after.org_id, after.member_id)).toBe(1);
     // The dataset survived the clean restart.
