@@ -5,8 +5,8 @@
  * half-applied run.
  *
  * Staging lives in this process: which users the scan listed, and the
- * content hash of every user active at the start, in a RunLedger (an
- * unchanged user costs a hash compare, no SQLite call); the rows to write, in
+ * content hash of every user active at the start, as fingerprints in a
+ * RunLedger (an unchanged user costs a compare, no SQLite call); the rows to write, in
  * TEMP tables of this connection. Neither reaches the mirror file or its WAL,
  * and both vanish with the process: after a kill -9 there is nothing to clean
  * up but the run's row, which `beginRun` marks interrupted. One consequence:
@@ -91,7 +91,7 @@ export interface RefreshResult {
 }
 
 export interface MirrorWriterOptions {
-  /** Page cache of the mirror, KiB. Holds the hot part of the change-probe index. */
+  /** Page cache of the mirror, KiB; also bounds publish's in-memory sorts. */
   cacheKiB?: number;
   /** Page cache of the staging tables, KiB; beyond it they spill to an unlinked temp file. */
   stagingCacheKiB?: number;
@@ -183,6 +183,16 @@ interface OpenRun {
   broken: boolean;
 }
 
+/**
+ * Default page caches, KiB. Both fill up on a large run and stay resident, so
+ * they count fully in its RSS. Measured on 1M users (bench/sync.ts, 2 cores):
+ * 64/128 MiB peaked at 464 MB RSS, 32/64 at 346 MB, 16/32 at 265 MB, with no
+ * loss of speed from the smaller ones (change detection runs in the
+ * RunLedger, not in SQLite; staged rows are appended, then read in order).
+ */
+const CACHE_KIB = 16_384;
+const STAGING_CACHE_KIB = 32_768;
+
 /** Rows per statement when loading the active users and when sweeping. */
 const BATCH = 20_000;
 
@@ -196,7 +206,7 @@ export class MirrorWriter {
     private readonly clock: () => Date = () => new Date(),
     options: MirrorWriterOptions = {},
   ) {
-    db.pragma(`cache_size = -${options.cacheKiB ?? 65_536}`);
+    db.pragma(`cache_size = -${options.cacheKiB ?? CACHE_KIB}`);
     // A first sync publishes a WAL the size of the mirror; once checkpointed, give the disk back.
     db.pragma('journal_size_limit = 67108864');
     // Staged rows are large and appended: bigger pages mean fewer writes when they spill to the
@@ -204,7 +214,7 @@ export class MirrorWriter {
     // best of 4/16/64 KiB. Only takes effect before the connection's temp database exists.
     db.pragma('temp.page_size = 16384');
     db.exec(STAGING_SQL);
-    db.pragma(`temp.cache_size = -${options.stagingCacheKiB ?? 131_072}`);
+    db.pragma(`temp.cache_size = -${options.stagingCacheKiB ?? STAGING_CACHE_KIB}`);
     this.s = {
       // --- runs ---
       interruptRuns: db.prepare<Bind>(
@@ -234,6 +244,12 @@ export class MirrorWriter {
         .prepare<[string], string>(
           `SELECT user_id || char(9) || content_hash FROM users INDEXED BY users_content
            WHERE user_id > ? AND deleted_at IS NULL ORDER BY user_id LIMIT ${BATCH}`,
+        )
+        .pluck(),
+      // Deleted users too: one active at the start may have been deleted online since.
+      userIds: db
+        .prepare<[string], string>(
+          `SELECT user_id FROM users INDEXED BY users_content WHERE user_id > ? ORDER BY user_id LIMIT ${BATCH}`,
         )
         .pluck(),
       // Positional binds: on a first sync this runs once per user, and named ones cost more.
@@ -312,12 +328,14 @@ export class MirrorWriter {
          ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded},
            last_seen_at = excluded.last_seen_at, deleted_at = excluded.deleted_at`,
       ),
-      // Into an empty table: in primary-key order, so its b-tree only ever appends.
+      // Into an empty table: in primary-key order, so its b-tree only ever appends. `+` keeps the
+      // planner off stage_users_id: a sort reads the staged rows in sequence, the index reads them
+      // at random, which at a million rows costs more (measured).
       loadStagedUsers: db.prepare<Bind>(
         `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
          SELECT ${cols(USER_COLUMNS, 's.')}, @now, @now,
                 CASE WHEN s.seq IN (SELECT seq FROM stage_losers) THEN @now END
-         FROM stage_users AS s INDEXED BY stage_users_id ORDER BY s.user_id`,
+         FROM stage_users AS s ORDER BY +s.user_id`,
       ),
       isEmpty: db
         .prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`)
@@ -330,12 +348,13 @@ export class MirrorWriter {
       dropStagedUsersSources: db.prepare(
         `DELETE FROM connected_sources WHERE user_id IN (SELECT user_id FROM stage_users)`,
       ),
-      // In user_id order: connected_sources is clustered on it, and ordered inserts are cheap ones.
+      // In user_id order: connected_sources is clustered on it, and ordered inserts are cheap ones
+      // (sorted, not read through the index: see loadStagedUsers).
       applyStagedSources: db.prepare(
         `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
          SELECT s.user_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4
-         FROM stage_users AS s INDEXED BY stage_users_id, json_each(s.sources) AS j
-         ORDER BY s.user_id`,
+         FROM stage_users AS s, json_each(s.sources) AS j
+         ORDER BY +s.user_id`,
       ),
       countChanges: db.prepare<[number], { change: string; n: number }>(
         `SELECT change, count(*) AS n FROM user_changes WHERE run_id = ? GROUP BY change`,
@@ -392,7 +411,7 @@ export class MirrorWriter {
       })
       .immediate();
     this.clearStaging();
-    this.run = { id, seq: 0, pass: 0, duplicates: 0, ledger: new RunLedger(this.loadActiveHashes()), broken: false };
+    this.run = { id, seq: 0, pass: 0, duplicates: 0, ledger: new RunLedger(this.activeUsers()), broken: false };
     return id;
   }
 
@@ -469,7 +488,7 @@ export class MirrorWriter {
    */
   sampleUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {
     const { ledger } = this.openLedger(runId);
-    const picked = reservoirSample(ledger.unseenActiveIds(), Math.max(0, Math.floor(limit)));
+    const picked = reservoirSample(this.unseenActiveIds(ledger), Math.max(0, Math.floor(limit)));
     if (picked.length === 0) return [];
     return this.s.clientIdsOf.all(JSON.stringify(picked));
   }
@@ -498,7 +517,7 @@ export class MirrorWriter {
         this.s.parkMovingUsers.run({ now });
         this.s.findSuperseded.run();
         if (opts.sweep) {
-          for (const batch of batches(ledger.unseenActiveIds(), BATCH)) this.s.sweepIds.run(JSON.stringify(batch));
+          for (const batch of batches(this.unseenActiveIds(ledger), BATCH)) this.s.sweepIds.run(JSON.stringify(batch));
         }
         this.s.recordDeletions.run(at);
         this.s.applyDeletions.run({ now });
@@ -564,7 +583,7 @@ export class MirrorWriter {
     const run = this.run;
     if (run?.id !== runId || run.ledger === undefined) return;
     this.clearStaging();
-    run.ledger = run.ledger.restart();
+    run.ledger.restart();
     run.pass++;
     run.duplicates = 0;
     run.broken = false;
@@ -644,16 +663,32 @@ export class MirrorWriter {
     return { run, ledger: run.ledger };
   }
 
-  private loadActiveHashes(): Map<string, string> {
-    const active = new Map<string, string>();
+  /** [user_id, content_hash] of every active user, in user_id order, a batch in memory at a time. */
+  private *activeUsers(): Generator<[string, string]> {
     for (let after = ''; ; ) {
       const rows = this.s.activeHashes.all(after);
       for (const row of rows) {
         const tab = row.indexOf('\t');
         after = row.slice(0, tab);
-        active.set(after, row.slice(tab + 1));
+        yield [after, row.slice(tab + 1)];
       }
-      if (rows.length < BATCH) return active;
+      if (rows.length < BATCH) return;
+    }
+  }
+
+  /**
+   * Active users at the start not listed so far: what a sweep deletes. The
+   * ledger holds fingerprints, not user_ids, so the candidates are read back
+   * from the mirror, deleted rows included: one deleted online since the
+   * start is still a candidate, as it was when the ledger kept the strings
+   * (the sweep skips it, the deletion check may sample it).
+   */
+  private *unseenActiveIds(ledger: RunLedger): Generator<string> {
+    for (let after = ''; ; ) {
+      const ids = this.s.userIds.all(after);
+      for (const userId of ids) if (ledger.isUnseenActive(userId)) yield userId;
+      after = ids.at(-1) ?? after;
+      if (ids.length < BATCH) return;
     }
   }
 

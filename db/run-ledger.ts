@@ -1,13 +1,33 @@
 /**
- * What one scan pass has seen, kept in memory: the content hash of every
- * user active when the run began, and every user_id listed so far. Pure: no
- * I/O. It is what makes an unchanged user cheap to re-sync (a hash compare
- * and two hash-table operations, no SQLite call), and what the sweep and the
- * mass-delete breaker count from.
+ * What one scan pass has seen, kept in memory: a fingerprint of the content
+ * hash of every user active when the run began, and which user_ids were
+ * listed so far. Pure: no I/O. It is what makes an unchanged user cheap to
+ * re-sync (two string hashes and a table probe, no SQLite call), and what
+ * the sweep and the mass-delete breaker count from.
  *
- * Memory is about 200 bytes per active user while a run lasts; it is
- * released when the run publishes or fails.
+ * Memory, while a run lasts: users are kept as 64-bit fingerprints of their
+ * user_id in a FingerprintTable, 34 to 68 bytes per user (active at the
+ * start, or listed), ~36 MB for a million, where strings in a Map and a Set
+ * took ~250 MB. Still O(users): bounded by the directory's size, with a small
+ * constant. Released when the run publishes or fails. The ledger keeps no
+ * user_id, so the sweep reads them back from the mirror (`isUnseenActive`).
+ *
+ * Fingerprint collisions (two user_ids, same 64 bits: about n²/2⁶⁵, 3·10⁻⁸
+ * for a run over a million users) err on the safe side. The later of the two
+ * users found in the table is taken for the earlier one:
+ * - listed: it counts as a repeat (a duplicate), and a repeat is staged
+ *   unless its content fingerprint also collides (2⁻⁶⁴ more). A duplicate is
+ *   drift, and drift refuses the sweep: nothing is deleted.
+ * - the sweep's candidates are read back from the mirror, so a user active
+ *   now but not at the start (made so by an online resolve), never listed,
+ *   would be swept along with the unlisted user whose slot it hits: that
+ *   takes a listing missing a user who exists, and a collision, at once.
+ *   (The deletion check may also sample a colliding deleted user: harmless.)
+ * - two users active at the start collide: the slot is marked so that
+ *   neither is ever judged unchanged; listing one marks both as seen.
  */
+import { FingerprintTable, fingerprint64 } from './fingerprint-table.js';
+
 export type Sighting =
   /** First listing of a user active at the start, with the same content: nothing to write. */
   | 'unchanged'
@@ -17,13 +37,26 @@ export type Sighting =
   | 'repeat-write'
   | 'repeat-unchanged';
 
-export class RunLedger {
-  private readonly seen = new Set<string>();
-  private unseenActive: number;
+/** Writes a 64-bit fingerprint of `s` to out[0] and out[1]. Injectable, to force collisions in tests. */
+export type Fingerprint64 = (s: string, out: Uint32Array) => void;
 
-  /** `active`: user_id → content_hash of every user active in the mirror at the start. */
-  constructor(private readonly active: ReadonlyMap<string, string>) {
-    this.unseenActive = active.size;
+const ACTIVE = 1;
+const SEEN = 2;
+/** Two users active at the start share the slot: its content fingerprint is one of theirs only. */
+const SHARED = 4;
+
+export class RunLedger {
+  private readonly table = new FingerprintTable();
+  private readonly key = new Uint32Array(2);
+  private readonly content = new Uint32Array(2);
+  private activeSlots = 0;
+  private unseenActive = 0;
+  private seen = 0;
+
+  /** `active`: [user_id, content_hash] of every user active in the mirror at the start, streamed. */
+  constructor(active: Iterable<readonly [string, string]>, private readonly fingerprint: Fingerprint64 = fingerprint64) {
+    for (const [userId, hash] of active) this.addActive(userId, hash);
+    this.unseenActive = this.activeSlots;
   }
 
   /**
@@ -32,19 +65,20 @@ export class RunLedger {
    * write only if this listing differs from the mirror.
    */
   sight(userId: string, hash: string): Sighting {
-    const known = this.active.get(userId);
-    const differs = known !== hash;
-    if (this.seen.has(userId)) return differs ? 'repeat-write' : 'repeat-unchanged';
-    this.seen.add(userId);
-    if (known !== undefined) this.unseenActive--;
-    return differs ? 'write' : 'unchanged';
+    const slot = this.slotOf(userId);
+    const flags = this.table.flagsAt(slot);
+    this.fingerprint(hash, this.content);
+    const same = (flags & (ACTIVE | SHARED)) === ACTIVE && this.table.valueEquals(slot, this.content[0] ?? 0, this.content[1] ?? 0);
+    if ((flags & SEEN) !== 0) return same ? 'repeat-unchanged' : 'repeat-write';
+    this.markSeen(slot, flags);
+    return same ? 'unchanged' : 'write';
   }
 
   /** A listing that could not be parsed still shows the user exists: never sweep it. */
   sightUnparsed(userId: string): void {
-    if (this.seen.has(userId)) return;
-    this.seen.add(userId);
-    if (this.active.has(userId)) this.unseenActive--;
+    const slot = this.slotOf(userId);
+    const flags = this.table.flagsAt(slot);
+    if ((flags & SEEN) === 0) this.markSeen(slot, flags);
   }
 
   /** Active users not listed so far: what a sweep would delete now. */
@@ -54,16 +88,56 @@ export class RunLedger {
 
   /** Distinct user_ids listed so far. */
   get seenCount(): number {
-    return this.seen.size;
+    return this.seen;
   }
 
-  /** The users a sweep deletes. */
-  *unseenActiveIds(): Generator<string> {
-    for (const userId of this.active.keys()) if (!this.seen.has(userId)) yield userId;
+  /**
+   * Whether a sweep deletes `userId`: active at the start and not listed.
+   * The caller enumerates the candidates (the mirror's active users).
+   */
+  isUnseenActive(userId: string): boolean {
+    this.fingerprint(userId, this.key);
+    const slot = this.table.find(this.key[0] ?? 0, this.key[1] ?? 0);
+    return slot >= 0 && (this.table.flagsAt(slot) & (ACTIVE | SEEN)) === ACTIVE;
   }
 
-  /** A fresh pass over the same starting mirror (after discarding a drifted one). */
-  restart(): RunLedger {
-    return new RunLedger(this.active);
+  /**
+   * A fresh pass over the same starting mirror (after discarding a drifted
+   * one). Users listed only in the discarded pass keep a slot without flags,
+   * which reads as "not in the mirror, not seen": as if absent.
+   */
+  restart(): void {
+    this.table.clearFlags(SEEN);
+    this.seen = 0;
+    this.unseenActive = this.activeSlots;
+  }
+
+  private addActive(userId: string, hash: string): void {
+    this.fingerprint(userId, this.key);
+    const found = this.table.find(this.key[0] ?? 0, this.key[1] ?? 0);
+    if (found >= 0) {
+      this.table.setFlagsAt(found, ACTIVE | SHARED);
+      return;
+    }
+    const slot = this.table.add(this.key[0] ?? 0, this.key[1] ?? 0);
+    this.fingerprint(hash, this.content);
+    this.table.setValue(slot, this.content[0] ?? 0, this.content[1] ?? 0);
+    this.table.setFlagsAt(slot, ACTIVE);
+    this.activeSlots++;
+  }
+
+  /** The slot of `userId`, added (no flags) if absent. */
+  private slotOf(userId: string): number {
+    this.fingerprint(userId, this.key);
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    const slot = this.table.find(hi, lo);
+    return slot >= 0 ? slot : this.table.add(hi, lo);
+  }
+
+  private markSeen(slot: number, flags: number): void {
+    this.table.setFlagsAt(slot, flags | SEEN);
+    this.seen++;
+    if ((flags & ACTIVE) !== 0) this.unseenActive--;
   }
 }

@@ -125,6 +125,25 @@ describe('stagePage + publish', () => {
     expect(db.prepare('SELECT count(*) FROM connected_sources WHERE user_id = ?').pluck().get(userId(4))).toBe(1);
   });
 
+  it('sweeps only users active at the start and still active: not those created or deleted online meanwhile', () => {
+    sync([stagedUsers(range(1, 5))]);
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([1]));
+    const created = staged(wireUser(9));
+    writer.refreshUser(created.user, created.rawJson);
+    const thief = staged(wireUser(8, { client_user_id: 'client-2' }));
+    expect(writer.refreshUser(thief.user, thief.rawJson).superseded).toEqual([userId(2)]);
+    expect(writer.countUnseenActive(runId)).toBe(3);
+    expect(writer.sampleUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
+    expect(writer.publish(runId, { sweep: true })).toMatchObject({ deleted: 2 });
+    expect(changes(runId)).toEqual([
+      { user_id: userId(3), change: 'deleted' },
+      { user_id: userId(4), change: 'deleted' },
+    ]);
+    expect(user(9)?.deleted_at).toBeNull();
+    expect(user(8)?.deleted_at).toBeNull();
+  });
+
   it('restores a deleted user that reappears, as a change "created", keeping first_seen_at', () => {
     sync([stagedUsers([1, 2])]);
     const firstSeen = user(2)?.first_seen_at;

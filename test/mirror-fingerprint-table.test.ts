@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { FingerprintTable, fingerprint64 } from '../db/fingerprint-table.js';
+
+const fp = (s: string): [number, number] => {
+  const out = new Uint32Array(2);
+  fingerprint64(s, out);
+  return [out[0] ?? 0, out[1] ?? 0];
+};
+
+describe('FingerprintTable', () => {
+  it('finds what was added, with its value and flags, and nothing else', () => {
+    const t = new FingerprintTable();
+    expect(t.find(1, 2)).toBe(-1);
+    const slot = t.add(1, 2);
+    t.setValue(slot, 0xffffffff, 7);
+    t.setFlagsAt(slot, 5);
+    expect(t.find(1, 2)).toBe(slot);
+    expect(t.find(2, 1)).toBe(-1);
+    expect(t.valueEquals(slot, -1, 7)).toBe(true);
+    expect(t.valueEquals(slot, 0xffffffff, 8)).toBe(false);
+    expect(t.flagsAt(slot)).toBe(5);
+    expect(t.size).toBe(1);
+  });
+
+  it('keeps a key of all zero bits apart from an empty slot', () => {
+    const t = new FingerprintTable();
+    expect(t.find(0, 0)).toBe(-1);
+    const slot = t.add(0, 0);
+    expect(t.find(0, 0)).toBe(slot);
+    expect(t.flagsAt(slot)).toBe(0);
+  });
+
+  it('grows past half full, keeping every key, value and flag', () => {
+    const t = new FingerprintTable();
+    const start = t.capacity;
+    const n = start * 3;
+    for (let i = 0; i < n; i++) {
+      const slot = t.add(i * 7919, i);
+      t.setValue(slot, i, ~i);
+      t.setFlagsAt(slot, i % 3);
+    }
+    expect(t.size).toBe(n);
+    expect(t.capacity).toBeGreaterThanOrEqual(n * 2);
+    for (let i = 0; i < n; i++) {
+      const slot = t.find(i * 7919, i);
+      expect(slot).toBeGreaterThanOrEqual(0);
+      expect(t.valueEquals(slot, i, ~i)).toBe(true);
+      expect(t.flagsAt(slot)).toBe(i % 3);
+    }
+  });
+
+  it('probes past keys that share a home slot', () => {
+    const t = new FingerprintTable();
+    const mask = t.capacity - 1;
+    // Same (hi ^ lo) & mask: one home slot for all three.
+    const keys: Array<[number, number]> = [[0, 5], [mask + 1, mask + 1 + 5], [(mask + 1) * 2, (mask + 1) * 2 + 5]];
+    const slots = keys.map(([hi, lo]) => t.add(hi, lo));
+    expect(new Set(slots).size).toBe(3);
+    keys.forEach(([hi, lo], i) => expect(t.find(hi, lo)).toBe(slots[i]));
+  });
+
+  it('refuses to add a key twice', () => {
+    const t = new FingerprintTable();
+    t.add(3, 4);
+    expect(() => t.add(3, 4)).toThrow(/already present/);
+  });
+
+  it('clears chosen flag bits everywhere', () => {
+    const t = new FingerprintTable();
+    const a = t.add(1, 1);
+    t.setFlagsAt(a, 3);
+    const b = t.add(2, 2);
+    t.setFlagsAt(b, 2);
+    t.clearFlags(2);
+    expect([t.flagsAt(a), t.flagsAt(b)]).toEqual([1, 0]);
+    expect(t.find(2, 2)).toBe(b);
+  });
+
+  it('sizes itself for the expected keys', () => {
+    expect(new FingerprintTable(100_000).capacity).toBe(262_144);
+  });
+});
+
+describe('fingerprint64', () => {
+  it('is deterministic and tells near-identical user_ids apart', () => {
+    const id = '3f2a9c1e-0b7d-4e5f-9a8b-1c2d3e4f5a6b';
+    expect(fp(id)).toEqual(fp(id));
+    expect(fp(id)).not.toEqual(fp(`${id.slice(0, -1)}c`));
+    expect(fp('a')).not.toEqual(fp('a\u0000'));
+    expect(fp('')).not.toEqual(fp('\u0000'));
+  });
+
+  it('has no collision, on either half, over 200,000 sequential uuids', () => {
+    const full = new Set<string>();
+    const his = new Set<number>();
+    const n = 200_000;
+    for (let i = 0; i < n; i++) {
+      const [hi, lo] = fp(`00000000-0000-4000-8000-${i.toString(16).padStart(12, '0')}`);
+      full.add(`${hi}:${lo}`);
+      his.add(hi);
+    }
+    expect(full.size).toBe(n);
+    // 32 bits over 200,000 keys: ~5 collisions expected by chance, far more would mean poor mixing.
+    expect(his.size).toBeGreaterThan(n - 30);
+  });
+});
