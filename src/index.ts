@@ -26,3 +26,15 @@ export {
 export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removal-worker.js';
 export type { RemovalOutcome, MemberRemover } from '../jobs/remove-member.js';
 export { createRedisConnection } from '../jobs/redis-connection.js';
+
+// The mirror, for other processes: resolve a user offline, or run a sync from code.
+export { resolveOffline, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './resolve.js';
+export { runSync, type SyncOptions, type SyncSummary } from './sync/engine.js';
+export { openMirror } from '../db/open.js';
+// The service client and its errors, for callers that talk to the service directly.
+export { ServiceClient, type ServiceClientOptions, type ResolveResult, type DeleteMemberResult } from './service/client.js';
+export { ServiceError, HttpError, NetworkError, TimeoutError, RequestValidationError, ResponseValidationError } from './service/errors.js';
+export { isRetryable } from './service/retry.js';
+export { UserSchema, type User } from './service/schemas.js';
+// The local stand-in service, for other projects' tests.
+export { startStandIn, type StandIn, type StandInOptions } from './stand-in/index.js';
