@@ -80,6 +80,11 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
 /** Runs a command to completion. */
 export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const p = startCli(args, env);
-  const code = await p.exited(timeoutMs);
-  return { code, stdout: p.stdout(), stderr: p.stderr() };
+  try {
+    const code = await p.exited(timeoutMs);
+    return { code, stdout: p.stdout(), stderr: p.stderr() };
+  } catch (err) {
+    p.child.kill('SIGKILL');
+    throw err;
+  }
 }

@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runCli as runCliProcess } from './cli-process.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = join(ROOT, 'dist', 'cli.js');
@@ -154,30 +155,9 @@ export function spawnDaemon(env: Record<string, string>): DaemonProcess {
   };
 }
 
-export interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `node dist/cli.js ...args` to completion. */
-export function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 30_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`user-mirror ${args.join(' ')} timed out: ${stderr}`));
-    }, timeoutMs);
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs `node dist/cli.js ...args` to completion, with only `env` (plus PATH) in its environment. */
+export function runCli(args: readonly string[], env: Record<string, string>, timeoutMs = 30_000): ReturnType<typeof runCliProcess> {
+  return runCliProcess(args, baseEnv(env), timeoutMs);
 }
 
 /** GET on the daemon's status endpoint. */
