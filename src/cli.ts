@@ -12,16 +12,51 @@ import { UsageError } from './cli-args.js';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
 
-const COMMANDS: Record<string, { summary: string; load: () => Promise<{ default: CommandMain }> }> = {
-  'stand-in': { summary: 'run the local stand-in service', load: () => import('./commands/stand-in.js') },
-  sync: { summary: 'mirror the user directory once (--once) into MIRROR_DB', load: () => import('./commands/sync.js') },
-  resolve: { summary: 'print the user with a client_user_id from the mirror (--online asks the service)', load: () => import('./commands/resolve.js') },
-  'remove-member': { summary: 'queue removal of an org member (--wait for the outcome)', load: () => import('./commands/remove-member.js') },
-  removals: { summary: 'removal queue state; --failed lists failures; retry <job_id>|--all', load: () => import('./commands/removals.js') },
-  worker: { summary: 'run a worker on its own: worker removals', load: () => import('./commands/worker.js') },
-  daemon: { summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)', load: () => import('./commands/daemon.js') },
-  demo: { summary: 'stand-in + sync + offline resolve + removal + status: the guided tour', load: () => import('./commands/demo.js') },
-  status: { summary: 'last runs, mirror size and age, queue depths (--json for scripts)', load: () => import('./commands/status.js') },
+interface Command {
+  summary: string;
+  /** The synopsis `<command> --help` prints; absent when the command prints its own help. */
+  synopsis?: string;
+  load: () => Promise<{ default: CommandMain }>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  'stand-in': { summary: 'run the local stand-in service (--help lists its flags)', load: () => import('./commands/stand-in.js') },
+  sync: {
+    summary: 'mirror the user directory once (--once) into MIRROR_DB',
+    synopsis: 'sync --once [--concurrency N]',
+    load: () => import('./commands/sync.js'),
+  },
+  resolve: {
+    summary: 'print the user with a client_user_id from the mirror (--online asks the service)',
+    synopsis: 'resolve <client_user_id> [--include-deleted] [--online] [--team <uuid>] [--json]',
+    load: () => import('./commands/resolve.js'),
+  },
+  'remove-member': {
+    summary: 'queue removal of an org member (--wait for the outcome)',
+    synopsis: 'remove-member <org_id> <member_id> [--requested-by X] [--reason Y] [--wait [--timeout S]]',
+    load: () => import('./commands/remove-member.js'),
+  },
+  removals: {
+    summary: 'removal queue state; --failed lists failures; retry <job_id>|--all',
+    synopsis: 'removals [--failed [--json] [--limit N]] | removals retry <job_id> | removals retry --all',
+    load: () => import('./commands/removals.js'),
+  },
+  worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },
+  daemon: {
+    summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)',
+    synopsis: 'daemon',
+    load: () => import('./commands/daemon.js'),
+  },
+  demo: {
+    summary: 'stand-in + sync + offline resolve + removal + status: the guided tour',
+    synopsis: 'demo [--users N]',
+    load: () => import('./commands/demo.js'),
+  },
+  status: {
+    summary: 'last runs, mirror size and age, queue depths (--json for scripts)',
+    synopsis: 'status [--json]',
+    load: () => import('./commands/status.js'),
+  },
 };
 
 function usage(): string {
@@ -39,6 +74,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === undefined) {
     process.stderr.write(`user-mirror: unknown command '${name}'\n\n${usage()}`);
     return 2;
+  }
+  if (command.synopsis !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
+    process.stdout.write(`usage: user-mirror ${command.synopsis}\n\n${command.summary}\nConfiguration comes from the environment: see README.md.\n`);
+    return 0;
   }
   try {
     const mod = await command.load();
