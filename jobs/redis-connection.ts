@@ -6,6 +6,11 @@
  * - `producer`: gives up on a command after a few reconnects, so a CLI or an
  *   HTTP handler enqueueing while Redis is down gets an error instead of
  *   hanging.
+ * - `control`: the daemon's own non-blocking connection (ticks, probes,
+ *   scrapes). It reconnects forever, like a worker, but fails commands at
+ *   once while disconnected (no offline queue): a tick or a probe during an
+ *   outage gets an error now, not a command that fires late when Redis is
+ *   back.
  *
  * Reconnects back off exponentially with jitter. The URL is logged only as
  * `redis://host:port/db`: its user name and password never reach a log.
@@ -13,7 +18,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../src/log.js';
 
-export type RedisRole = 'worker' | 'producer';
+export type RedisRole = 'worker' | 'producer' | 'control';
 
 export interface RedisConnectionOptions {
   role: RedisRole;
@@ -31,18 +36,22 @@ export function reconnectDelay(times: number, random: () => number = Math.random
 /** Producers stop retrying a connection after this many attempts (about 15 s). */
 const PRODUCER_RECONNECTS = 8;
 
+const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
+  worker: { maxRetriesPerRequest: null, retryStrategy: (times) => reconnectDelay(times) },
+  producer: {
+    maxRetriesPerRequest: 2,
+    retryStrategy: (times) => (times > PRODUCER_RECONNECTS ? null : reconnectDelay(times)),
+  },
+  control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: (times) => reconnectDelay(times) },
+};
+
 export function createRedisConnection(url: string, options: RedisConnectionOptions): Redis {
   const logger = options.logger;
   const where = describeRedisUrl(url);
   const ioredisOptions: RedisOptions = {
     connectionName: options.connectionName,
     connectTimeout: 10_000,
-    ...(options.role === 'worker'
-      ? { maxRetriesPerRequest: null, retryStrategy: (times: number) => reconnectDelay(times) }
-      : {
-          maxRetriesPerRequest: 2,
-          retryStrategy: (times: number) => (times > PRODUCER_RECONNECTS ? null : reconnectDelay(times)),
-        }),
+    ...ROLE_OPTIONS[options.role],
   };
   const redis = new Redis(url, ioredisOptions);
 

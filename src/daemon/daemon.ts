@@ -38,7 +38,7 @@ import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
-import { createControlConnection, waitForRedis } from './control-connection.js';
+import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
 import { intervalOf, startSchedule, type Schedule } from './schedule.js';
@@ -134,7 +134,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     onResponse: (e) => metrics.recordHttp(e),
   });
 
-  const control: Redis = createControlConnection(config.REDIS_URL, log);
+  const control: Redis = createRedisConnection(config.REDIS_URL, { role: 'control', logger: log, connectionName: 'user-mirror:daemon-control' });
   let syncQueue: Queue<SyncJobData> | undefined;
   let removalQueue: Queue | undefined;
   let syncWorker: RestartableWorker<SyncWorkerHandle> | undefined;
