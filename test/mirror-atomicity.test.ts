@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter, type StagedRecord } from '../db/mirror-writer.js';
-import { range, ROOT, staged, tempDir, wireUser, type TempDir } from './mirror-fixtures.js';
+import { range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 8_000;
 const SHIFT = 2_000;

@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
-import { ensureBuilt, range, ROOT, stagedUsers, tempDir, type TempDir } from './mirror-fixtures.js';
+import { ensureBuilt, range, ROOT, stagedUsers, tempDir, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 6_000;
 const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).href);

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
-import { OTHER_TEAM, staged, stagedUsers, steppingClock, tempDir, TEAM, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+import { OTHER_TEAM, staged, stagedUsers, steppingClock, tempDir, TEAM, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;

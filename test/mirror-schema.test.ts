@@ -4,7 +4,7 @@ import { openMirror, type Db } from '../db/open.js';
 import { migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations/index.js';
 import { mirrorSchema } from '../db/migrations/001-mirror.js';
-import { TEAM, tempDir, userId, type TempDir } from './mirror-fixtures.js';
+import { TEAM, tempDir, userId, type TempDir } from './support/mirror-fixtures.js';
 
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));
 

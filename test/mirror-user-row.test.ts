@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
 import { UserSchema } from '../src/service/schemas.js';
-import { userId, wireUser } from './mirror-fixtures.js';
+import { userId, wireUser } from './support/mirror-fixtures.js';
 
 const parse = (r: Record<string, unknown>) => UserSchema.parse(r);
 

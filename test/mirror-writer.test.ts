@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter, type PublishResult, type StagedRecord } from '../db/mirror-writer.js';
 import { contentHash } from '../db/user-row.js';
-import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, tempDir, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { openMirror } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './mirror-fixtures.js';
+import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
 
 interface Result {
   code: number;

@@ -4,7 +4,7 @@ import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { MirrorNotReadyError } from '../db/mirror-reader.js';
 import { closeResolvers, MirrorMissingError, resolveOffline } from '../src/resolve.js';
-import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './mirror-fixtures.js';
+import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let path: string;

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { call, deleteMember, getPage, getTeam, teamHeaders } from './helpers/stand-in-http.js';
+import { call, deleteMember, getPage, getTeam, teamHeaders } from './support/stand-in-http.js';
 
 let s: StandIn;
 beforeEach(async () => {

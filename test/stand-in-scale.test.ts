@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserSchema } from '../src/service/schemas.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { getPage } from './helpers/stand-in-http.js';
+import { getPage } from './support/stand-in-http.js';
 
 /** A real full GC, so heap numbers reflect what is retained, not garbage not yet collected. */
 function collectGarbage(): void {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserSchema } from '../src/service/schemas.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { call, deleteMember, getPage, getTeam, managementHeaders, teamHeaders } from './helpers/stand-in-http.js';
+import { call, deleteMember, getPage, getTeam, managementHeaders, teamHeaders } from './support/stand-in-http.js';
 
 let s: StandIn;
 beforeAll(async () => {

@@ -8,10 +8,10 @@ import { mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UserSchema } from '../src/service/schemas.js';
-import type { StagedRecord } from '../db/mirror-writer.js';
+import { UserSchema } from '../../src/service/schemas.js';
+import type { StagedRecord } from '../../db/mirror-writer.js';
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
 export const OTHER_TEAM = '7a2d3b9f-4c5e-4f60-9bac-1d2e3f4a5b6c';
 
