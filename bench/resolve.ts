@@ -61,7 +61,7 @@ function buildMirror(path: string): void {
       }
       writer.stagePage(runId, page);
     }
-    writer.publish(runId, { sweep });
+    writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.listUnseenActive(runId) } : { deletionsChecked: false, deletions: [] });
     writer.finishRun(runId, { status: 'succeeded', pages: Math.ceil((to - from) / 500), usersSeen: to - from });
   };
   runPages(0, USERS, true);

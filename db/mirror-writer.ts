@@ -20,10 +20,10 @@
  * - A soft-deleted user seen again is restored and recorded as 'created'.
  * - At most one active user per (team_id, client_user_id). When a record
  *   claims a key an active user holds, the newer record wins and the holder
- *   is soft-deleted ('deleted', counted as superseded), with or without sweep:
+ *   is soft-deleted ('deleted', counted as superseded), whatever the run's status:
  *   the index cannot hold both, and the claim itself is upstream's word.
- * - A rejected record whose user_id can be read still counts as seen, so a
- *   sweep never deletes a user only because its latest record was malformed.
+ * - A rejected record whose user_id can be read still counts as seen, so its
+ *   user is never a deletion candidate only because its latest record was malformed.
  */
 import { hostname } from 'node:os';
 import type { Db } from './open.js';
@@ -73,13 +73,34 @@ export interface FinishRunInput {
   created?: number;
   updated?: number;
   deleted?: number;
-  /** Defaults to the rejected records stored for the run's last pass. */
+  /** Defaults to the rejected records stored for the run. */
   rejected?: number;
-  /** Defaults to the duplicates counted by stagePage in the run's last pass. */
+  /** Defaults to the duplicates counted by stagePage in the run. */
   duplicates?: number;
-  /** Defaults to the number of discardStaging calls (re-scans) in the run. */
-  rescans?: number;
   sweepSkippedReason?: string;
+  candidates?: CandidateCounts;
+}
+
+/** What became of the active users a run did not list (src/sync/deletion-check.ts). */
+export interface CandidateCounts {
+  /** Active users missing from the listing. */
+  candidates: number;
+  /** Confirmed gone upstream (and deleted, unless something else deleted them first). */
+  confirmedGone: number;
+  /** Still there upstream: the listing skipped them. Kept. */
+  stillThere: number;
+  /** Resolve failed after retries. Kept, checked again next run. */
+  unverified: number;
+  /** Beyond SYNC_MAX_VERIFY, or held back with the whole run. Kept, checked again next run. */
+  deferred: number;
+}
+
+/** What publish applies besides the staged rows. */
+export interface PublishDeletions {
+  /** True when the run settled its deletion candidates (recorded as `swept`). */
+  deletionsChecked: boolean;
+  /** user_ids the service confirmed gone; those still active are soft-deleted. */
+  deletions: readonly string[];
 }
 
 export type RefreshChange = 'created' | 'updated' | 'unchanged';
@@ -174,8 +195,6 @@ interface OpenRun {
   id: number;
   /** Listing order of staged rows and tombstones. */
   seq: number;
-  /** Scan pass: 0, then +1 per discardStaging (a re-scan). */
-  pass: number;
   duplicates: number;
   /** Undefined once published: the run can only be finished then. */
   ledger: RunLedger | undefined;
@@ -192,6 +211,8 @@ interface OpenRun {
  */
 const CACHE_KIB = 16_384;
 const STAGING_CACHE_KIB = 32_768;
+
+const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 /** Rows per statement when loading the active users and when sweeping. */
 const BATCH = 20_000;
@@ -232,8 +253,10 @@ export class MirrorWriter {
         `UPDATE sync_runs SET status = @status, finished_at = @now, total_at_end = @totalAtEnd, pages = @pages,
            users_seen = @usersSeen, error = @error,
            created = coalesce(@created, created), updated = coalesce(@updated, updated), deleted = coalesce(@deleted, deleted),
-           rejected = coalesce(@rejected, (SELECT count(*) FROM rejected_records WHERE run_id = @run AND pass = @pass)),
-           duplicates = @duplicates, rescans = @rescans, sweep_skipped_reason = @sweepSkippedReason
+           rejected = coalesce(@rejected, (SELECT count(*) FROM rejected_records WHERE run_id = @run)),
+           duplicates = @duplicates, sweep_skipped_reason = @sweepSkippedReason,
+           candidates = @candidates, confirmed_gone = @confirmedGone, still_there = @stillThere,
+           unverified = @unverified, deferred = @deferred
          WHERE id = @run`,
       ),
 
@@ -258,8 +281,8 @@ export class MirrorWriter {
       ),
       stageTombstone: db.prepare<[number, string]>(`INSERT INTO stage_tombstones (seq, user_id) VALUES (?, ?)`),
       insertRejected: db.prepare<Bind>(
-        `INSERT INTO rejected_records (run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw, at)
-         VALUES (@run, @pass, @offset, @index, @userId, @clientUserId, @reason, @raw, @now)`,
+        `INSERT INTO rejected_records (run_id, page_offset, record_index, user_id, client_user_id, reason, raw, at)
+         VALUES (@run, @offset, @index, @userId, @clientUserId, @reason, @raw, @now)`,
       ),
 
       // --- publish, in this order ---
@@ -308,7 +331,7 @@ export class MirrorWriter {
            AND NOT EXISTS (SELECT 1 FROM stage_users AS x WHERE x.user_id = u.user_id)`,
       ),
       // Still active: a user soft-deleted since the run began (an online resolve) stays as it is.
-      sweepIds: db.prepare<[string]>(
+      deleteIds: db.prepare<[string]>(
         `INSERT OR IGNORE INTO stage_deleted (user_id, superseded)
          SELECT u.user_id, 0 FROM json_each(?) AS j JOIN users AS u ON u.user_id = j.value
          WHERE u.deleted_at IS NULL`,
@@ -411,7 +434,7 @@ export class MirrorWriter {
       })
       .immediate();
     this.clearStaging();
-    this.run = { id, seq: 0, pass: 0, duplicates: 0, ledger: new RunLedger(this.activeUsers()), broken: false };
+    this.run = { id, seq: 0, duplicates: 0, ledger: new RunLedger(this.activeUsers()), broken: false };
     return id;
   }
 
@@ -461,7 +484,6 @@ export class MirrorWriter {
       .transaction(() => {
         this.s.insertRejected.run({
           run: runId,
-          pass: run.pass,
           offset: rejected.offset,
           index: rejected.index,
           userId: userId ?? null,
@@ -475,18 +497,22 @@ export class MirrorWriter {
     if (userId !== undefined) ledger.sightUnparsed(userId);
   }
 
-  /** Active users not seen in this run so far: what a sweep would delete now. */
+  /** Active users not seen in this run so far: the deletion candidates. */
   countUnseenActive(runId: number): number {
     return this.openLedger(runId).ledger.unseenActiveCount;
   }
 
+  /** Every deletion candidate's user_id: for callers that know them all gone (tests, tools). */
+  listUnseenActive(runId: number): string[] {
+    return [...this.unseenActiveIds(this.openLedger(runId).ledger)];
+  }
+
   /**
-   * Up to `limit` of the active users not seen in this run, picked at random:
-   * the sync resolves them upstream before a sweep, because a listing that
-   * shifted under the scan can skip users without changing any count.
-   * (Added for the sync engine, src/sync/deletion-check.ts.)
+   * Up to `limit` of the deletion candidates, for the sync to check upstream
+   * (src/sync/deletion-check.ts). Picked at random, so that when there are
+   * more than a run may check, each is reached by some later run.
    */
-  sampleUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {
+  pickUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {
     const { ledger } = this.openLedger(runId);
     const picked = reservoirSample(this.unseenActiveIds(ledger), Math.max(0, Math.floor(limit)));
     if (picked.length === 0) return [];
@@ -495,11 +521,11 @@ export class MirrorWriter {
 
   /**
    * Applies the staged run in one IMMEDIATE transaction: staged users and
-   * their sources, change rows, superseded holders of a key, and with
-   * `sweep` every active user the run did not see. Staging is cleared in the
-   * same transaction, so a publish that throws leaves mirror and staging as they were.
+   * their sources, change rows, superseded holders of a key, and the
+   * deletions the service confirmed. Staging is cleared in the same
+   * transaction, so a publish that throws leaves mirror and staging as they were.
    */
-  publish(runId: number, opts: { sweep: boolean }): PublishResult {
+  publish(runId: number, opts: PublishDeletions): PublishResult {
     const { run, ledger } = this.openLedger(runId);
     if (run.broken) throw new Error(`sync run ${runId}: a page failed to stage; discard the staging first`);
     const result = this.db
@@ -516,9 +542,7 @@ export class MirrorWriter {
         this.s.recordStagedChanges.run(at);
         this.s.parkMovingUsers.run({ now });
         this.s.findSuperseded.run();
-        if (opts.sweep) {
-          for (const batch of batches(this.unseenActiveIds(ledger), BATCH)) this.s.sweepIds.run(JSON.stringify(batch));
-        }
+        for (const batch of batches(opts.deletions, BATCH)) this.s.deleteIds.run(JSON.stringify(batch));
         this.s.recordDeletions.run(at);
         this.s.applyDeletions.run({ now });
         if (this.s.isEmpty.get() === 1) {
@@ -536,9 +560,9 @@ export class MirrorWriter {
         for (const { change, n } of this.s.countChanges.all(runId)) {
           if (change === 'created' || change === 'updated' || change === 'deleted') counts[change] = n;
         }
-        // Every deletion the sweep did not make was a key taken over.
+        // Every deletion not confirmed upstream was a key taken over.
         const superseded = counts.deleted - (this.s.countSwept.get() ?? 0);
-        this.s.markPublished.run({ ...at, ...counts, superseded, swept: opts.sweep ? 1 : 0 });
+        this.s.markPublished.run({ ...at, ...counts, superseded, swept: opts.deletionsChecked ? 1 : 0 });
         this.clearStaging();
         return { ...counts, superseded };
       })
@@ -554,7 +578,6 @@ export class MirrorWriter {
       .transaction(() => {
         this.s.finishRun.run({
           run: runId,
-          pass: run?.pass ?? 0,
           now: this.now(),
           status: result.status,
           totalAtEnd: result.totalAtEnd ?? null,
@@ -566,27 +589,12 @@ export class MirrorWriter {
           deleted: result.deleted ?? null,
           rejected: result.rejected ?? null,
           duplicates: result.duplicates ?? run?.duplicates ?? 0,
-          rescans: result.rescans ?? run?.pass ?? 0,
           sweepSkippedReason: result.sweepSkippedReason ?? null,
+          ...(result.candidates ?? NO_CANDIDATES),
         });
       })
       .immediate();
     if (run !== undefined) this.run = undefined;
-  }
-
-  /**
-   * Drops everything staged for the run; the mirror is untouched. The run
-   * stays open: a re-scan stages a fresh pass into it (its rejected records
-   * carry the next `pass` number).
-   */
-  discardStaging(runId: number): void {
-    const run = this.run;
-    if (run?.id !== runId || run.ledger === undefined) return;
-    this.clearStaging();
-    run.ledger.restart();
-    run.pass++;
-    run.duplicates = 0;
-    run.broken = false;
   }
 
   /**

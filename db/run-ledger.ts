@@ -3,26 +3,22 @@
  * hash of every user active when the run began, and which user_ids were
  * listed so far. Pure: no I/O. It is what makes an unchanged user cheap to
  * re-sync (two string hashes and a table probe, no SQLite call), and what
- * the sweep and the mass-delete breaker count from.
+ * the deletion candidates and the mass-delete breaker count from.
  *
  * Memory, while a run lasts: users are kept as 64-bit fingerprints of their
  * user_id in a FingerprintTable, 34 to 68 bytes per user (active at the
  * start, or listed), ~36 MB for a million, where strings in a Map and a Set
  * took ~250 MB. Still O(users): bounded by the directory's size, with a small
  * constant. Released when the run publishes or fails. The ledger keeps no
- * user_id, so the sweep reads them back from the mirror (`isUnseenActive`).
+ * user_id, so the candidates are read back from the mirror (`isUnseenActive`).
  *
  * Fingerprint collisions (two user_ids, same 64 bits: about n²/2⁶⁵, 3·10⁻⁸
  * for a run over a million users) err on the safe side. The later of the two
  * users found in the table is taken for the earlier one:
  * - listed: it counts as a repeat (a duplicate), and a repeat is staged
- *   unless its content fingerprint also collides (2⁻⁶⁴ more). A duplicate is
- *   drift, and drift refuses the sweep: nothing is deleted.
- * - the sweep's candidates are read back from the mirror, so a user active
- *   now but not at the start (made so by an online resolve), never listed,
- *   would be swept along with the unlisted user whose slot it hits: that
- *   takes a listing missing a user who exists, and a collision, at once.
- *   (The deletion check may also sample a colliding deleted user: harmless.)
+ *   unless its content fingerprint also collides (2⁻⁶⁴ more).
+ * - deletion candidates are only ever deleted once the service confirms
+ *   them gone, so a collision can at worst leave a user unchecked for a run.
  * - two users active at the start collide: the slot is marked so that
  *   neither is ever judged unchanged; listing one marks both as seen.
  */
@@ -99,17 +95,6 @@ export class RunLedger {
     this.fingerprint(userId, this.key);
     const slot = this.table.find(this.key[0] ?? 0, this.key[1] ?? 0);
     return slot >= 0 && (this.table.flagsAt(slot) & (ACTIVE | SEEN)) === ACTIVE;
-  }
-
-  /**
-   * A fresh pass over the same starting mirror (after discarding a drifted
-   * one). Users listed only in the discarded pass keep a slot without flags,
-   * which reads as "not in the mirror, not seen": as if absent.
-   */
-  restart(): void {
-    this.table.clearFlags(SEEN);
-    this.seen = 0;
-    this.unseenActive = this.activeSlots;
   }
 
   private addActive(userId: string, hash: string): void {

@@ -37,7 +37,8 @@ export const ENV = {
   SYNC_CONCURRENCY: positiveInt(4, 64),
   SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
-  SYNC_DRIFT_RESCANS: nonNegativeInt(2, 10),
+  // Deletion candidates checked upstream per run; the rest wait for a later run.
+  SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),

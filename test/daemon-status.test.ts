@@ -22,7 +22,6 @@ const summary = (over: Partial<SyncSummary>): SyncSummary =>
     status: 'succeeded',
     pages: 3,
     pageFailures: 0,
-    passes: 1,
     usersSeen: 1200,
     created: 5,
     updated: 2,
@@ -119,6 +118,8 @@ describe('metrics', () => {
   });
 });
 
+const NONE_MISSING = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
+
 describe('status report', () => {
   const facts = (over: Partial<StatusFacts> = {}): StatusFacts => ({
     mirrorPath: '/data/mirror.db',
@@ -131,8 +132,8 @@ describe('status report', () => {
       deletedUsers: 2,
       lastSucceededAt: new Date('2025-01-01T00:50:00Z'),
       lastRuns: [
-        { id: 2, status: 'failed', startedAt: '2025-01-01T00:55:00.000Z', finishedAt: '2025-01-01T00:55:01.000Z', usersSeen: 0, created: 0, updated: 0, deleted: 0, error: 'first page failed:\nHTTP 503' },
-        { id: 1, status: 'succeeded', startedAt: '2025-01-01T00:49:00.000Z', finishedAt: '2025-01-01T00:50:00.000Z', usersSeen: 10, created: 10, updated: 0, deleted: 0, error: null },
+        { id: 2, status: 'failed', startedAt: '2025-01-01T00:55:00.000Z', finishedAt: '2025-01-01T00:55:01.000Z', usersSeen: 0, created: 0, updated: 0, deleted: 0, candidates: NONE_MISSING, error: 'first page failed:\nHTTP 503' },
+        { id: 1, status: 'succeeded', startedAt: '2025-01-01T00:49:00.000Z', finishedAt: '2025-01-01T00:50:00.000Z', usersSeen: 10, created: 10, updated: 0, deleted: 0, candidates: { candidates: 5, confirmedGone: 3, stillThere: 1, unverified: 1, deferred: 0 }, error: null },
       ],
       failedRemovalsInAudit: 1,
     },
@@ -161,6 +162,7 @@ describe('status report', () => {
     expect(text).toContain('first page failed: HTTP 503');
     expect(text).toMatch(/sync +waiting 0 +active 1 +delayed 0 +failed 2 +completed 9/);
     expect(text.split('\n').filter((l) => l.includes('#')).length).toBe(2);
+    expect(text).toContain('missing 5 (3 gone, 1 still there, 1 unchecked)');
   });
 });
 

@@ -72,7 +72,7 @@ it('a reader process never sees a half-published run', async () => {
   const publish = (g: number) => {
     const runId = writer.beginRun(N);
     for (const page of generation(g)) writer.stagePage(runId, page);
-    const r = writer.publish(runId, { sweep: true });
+    const r = writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
     writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N, ...r });
     return r;
   };

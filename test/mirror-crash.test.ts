@@ -46,7 +46,7 @@ for (;;) {
   }
   if (mode === 'staging') { say('staged'); setInterval(() => {}, 1000); break; }
   say('publishing');
-  writer.publish(runId, { sweep: true });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
   say('published');
   break;
@@ -65,7 +65,7 @@ beforeEach(() => {
   for (let p = 0; p < N; p += 500) {
     writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 0 })));
   }
-  writer.publish(runId, { sweep: true });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
   db.close();
   writeFileSync(dir.file('child.mjs'), CHILD);
@@ -108,7 +108,7 @@ function checkRecovers(db: Db): void {
     error: expect.stringMatching(/^interrupted/),
   });
   for (let p = 0; p < N; p += 500) writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 2 })));
-  writer.publish(runId, { sweep: true });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
   expect(db.prepare(`SELECT count(*) FROM active_users WHERE raw ->> '$.gen' = 2`).pluck().get()).toBe(N);
   expect(db.prepare(`SELECT count(*) FROM active_users`).pluck().get()).toBe(N);

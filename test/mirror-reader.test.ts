@@ -24,7 +24,7 @@ afterEach(() => {
 function sync(records: ReturnType<typeof staged>[], sweep = true): number {
   const runId = writer.beginRun(records.length);
   writer.stagePage(runId, records);
-  const r = writer.publish(runId, { sweep });
+  const r = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.listUnseenActive(runId) } : { deletionsChecked: false, deletions: [] });
   writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: 1, usersSeen: records.length, ...r, error: sweep ? undefined : 'drift' });
   return runId;
 }

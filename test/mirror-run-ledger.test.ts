@@ -55,19 +55,6 @@ describe('RunLedger', () => {
     expect(l.sight('c', 'h-c')).toBe('repeat-unchanged');
   });
 
-  it('restarts a pass from the same starting mirror', () => {
-    const l = ledger();
-    l.sight('a', 'h-a');
-    l.sight('new', 'x');
-    l.restart();
-    expect(l.unseenActiveCount).toBe(3);
-    expect(l.seenCount).toBe(0);
-    expect(unseen(l, ['a', 'b', 'c', 'new'])).toEqual(['a', 'b', 'c']);
-    expect(l.sight('a', 'h-a')).toBe('unchanged');
-    expect(l.sight('new', 'x')).toBe('write');
-    expect(l.seenCount).toBe(2);
-  });
-
   it('holds thousands of users past its first growth', () => {
     const n = 5_000;
     const ids = Array.from({ length: n }, (_, i) => `user-${i}`);

@@ -22,7 +22,7 @@ afterEach(() => {
 function sync(pages: StagedRecord[][], sweep = true): PublishResult & { runId: number } {
   const runId = writer.beginRun();
   for (const page of pages) writer.stagePage(runId, page);
-  const result = writer.publish(runId, { sweep });
+  const result = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.listUnseenActive(runId) } : { deletionsChecked: false, deletions: [] });
   writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: pages.length, usersSeen: pages.flat().length, ...result });
   return { ...result, runId };
 }
@@ -78,7 +78,7 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     const counts = writer.stagePage(runId, stagedUsers(range(1, 11), (n) => (n === 5 ? { ingestion_end: '2026-12-31' } : {})));
     expect(counts).toEqual({ seen: 10, changed: 1, duplicates: 0 });
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 1, deleted: 0 });
+    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ created: 0, updated: 1, deleted: 0 });
     expect(changes(runId)).toEqual([{ user_id: userId(5), change: 'updated' }]);
     expect(user(5)?.raw).toContain('2026-12-31');
     expect(db.prepare('SELECT ingestion_end FROM users WHERE user_id = ?').pluck().get(userId(5))).toBe('2026-12-31');
@@ -106,7 +106,7 @@ describe('stagePage + publish', () => {
     expect(db.prepare('SELECT slug FROM connected_sources WHERE user_id = ?').pluck().all(userId(1))).toEqual(['garmin']);
   });
 
-  it('soft-deletes unseen users on a sweep, and only then', () => {
+  it('soft-deletes unseen users when told they are gone, and only then', () => {
     sync([stagedUsers(range(1, 6))]);
     const kept = sync([stagedUsers([1, 2, 3])], false);
     expect(kept).toMatchObject({ deleted: 0 });
@@ -115,7 +115,7 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1, 2, 3]));
     expect(writer.countUnseenActive(runId)).toBe(2);
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
+    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
     expect(changes(runId)).toEqual([
       { user_id: userId(4), change: 'deleted' },
       { user_id: userId(5), change: 'deleted' },
@@ -125,7 +125,23 @@ describe('stagePage + publish', () => {
     expect(db.prepare('SELECT count(*) FROM connected_sources WHERE user_id = ?').pluck().get(userId(4))).toBe(1);
   });
 
-  it('sweeps only users active at the start and still active: not those created or deleted online meanwhile', () => {
+  it('deletes only the confirmed users that are still active, and records that deletions were settled', () => {
+    sync([stagedUsers(range(1, 6))]);
+    const runId = writer.beginRun();
+    writer.stagePage(runId, stagedUsers([1, 2]));
+    // 3 and 4 confirmed gone; 5 was skipped by the listing and found alive; an id the mirror never held is ignored.
+    const result = writer.publish(runId, { deletionsChecked: true, deletions: [userId(3), userId(4), userId(99)] });
+    expect(result).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
+    expect(changes(runId)).toEqual([
+      { user_id: userId(3), change: 'deleted' },
+      { user_id: userId(4), change: 'deleted' },
+    ]);
+    expect(user(5)?.deleted_at).toBeNull();
+    expect(user(99)).toBeUndefined();
+    expect(db.prepare('SELECT swept FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(1);
+  });
+
+  it('deletes only users active at the start and still active: not those created or deleted online meanwhile', () => {
     sync([stagedUsers(range(1, 5))]);
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1]));
@@ -134,8 +150,8 @@ describe('stagePage + publish', () => {
     const thief = staged(wireUser(8, { client_user_id: 'client-2' }));
     expect(writer.refreshUser(thief.user, thief.rawJson).superseded).toEqual([userId(2)]);
     expect(writer.countUnseenActive(runId)).toBe(3);
-    expect(writer.sampleUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ deleted: 2 });
+    expect(writer.pickUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
+    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ deleted: 2 });
     expect(changes(runId)).toEqual([
       { user_id: userId(3), change: 'deleted' },
       { user_id: userId(4), change: 'deleted' },
@@ -215,13 +231,13 @@ describe('stagePage + publish', () => {
     });
     // Within one page too; and a later unchanged listing withdraws the staged change.
     expect(writer.stagePage(runId, [...stagedUsers([4, 4]), ...stagedUsers([2])])).toEqual({ seen: 3, changed: 2, duplicates: 2 });
-    expect(writer.publish(runId, { sweep: false })).toMatchObject({ created: 2, updated: 0 });
+    expect(writer.publish(runId, { deletionsChecked: false, deletions: [] })).toMatchObject({ created: 2, updated: 0 });
     expect(user(2)?.raw).not.toContain('2030-01-01');
     writer.finishRun(runId, { status: 'partial', pages: 3, usersSeen: 4 });
     expect(db.prepare('SELECT duplicates FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(3);
   });
 
-  it('stores rejected records with reason and raw, and never sweeps their users', () => {
+  it('stores rejected records with reason and raw, and never makes their users deletion candidates', () => {
     sync([stagedUsers([1, 2])]);
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1]));
@@ -229,7 +245,7 @@ describe('stagePage + publish', () => {
     writer.stageRejected(runId, { offset: 0, index: 1, reason: 'users[1].created_on: Invalid ISO datetime', raw: bad });
     writer.stageRejected(runId, { offset: 0, index: 2, reason: 'users[2]: Invalid input', raw: 'not an object' });
     expect(writer.countUnseenActive(runId)).toBe(0);
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ deleted: 0 });
+    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ deleted: 0 });
     writer.finishRun(runId, { status: 'partial', pages: 1, usersSeen: 1 });
     const rows = db.prepare('SELECT run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw FROM rejected_records ORDER BY id').all();
     expect(rows).toEqual([
@@ -240,71 +256,58 @@ describe('stagePage + publish', () => {
     expect(user(2)?.deleted_at).toBeNull();
   });
 
-  it('discardStaging drops the pass and keeps the run open for a fresh one', () => {
-    sync([stagedUsers([1])]);
-    const runId = writer.beginRun();
-    writer.stagePage(runId, stagedUsers([2, 3]));
-    writer.stageRejected(runId, { offset: 0, index: 0, reason: 'x', raw: {} });
-    writer.discardStaging(runId);
-    expect(writer.countUnseenActive(runId)).toBe(1);
-    writer.stagePage(runId, stagedUsers([1, 3]));
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 1, deleted: 0 });
-    writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: 2 });
-    expect(user(2)).toBeUndefined();
-    expect(db.prepare('SELECT rescans, rejected FROM sync_runs WHERE id = ?').get(runId)).toEqual({ rescans: 1, rejected: 0 });
-  });
-
   it('a failed run leaves the mirror untouched', () => {
     sync([stagedUsers([1, 2])]);
     const snapshot = db.prepare('SELECT * FROM users ORDER BY user_id').all();
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([3], () => ({})));
     writer.stagePage(runId, stagedUsers([1], () => ({ ingestion_end: '2030-01-01' })));
-    writer.discardStaging(runId);
     writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'boom' });
     expect(db.prepare('SELECT * FROM users ORDER BY user_id').all()).toEqual(snapshot);
     expect(db.prepare('SELECT status, error FROM sync_runs WHERE id = ?').get(runId)).toEqual({ status: 'failed', error: 'boom' });
     expect(() => writer.stagePage(runId, [])).toThrow(/not the run staged/);
   });
 
-  it('refuses to publish a pass whose staging failed half-way, until it is discarded', () => {
+  it('refuses to publish a run whose staging failed half-way; the run can only fail', () => {
     const runId = writer.beginRun();
     const internals = writer as unknown as { s: { stageUser: { run: (values: unknown[]) => unknown } } };
     const real = internals.s.stageUser;
     internals.s.stageUser = { run: () => { throw new Error('disk full'); } };
     expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/disk full/);
     internals.s.stageUser = real;
-    expect(() => writer.publish(runId, { sweep: true })).toThrow(/failed to stage/);
-    writer.discardStaging(runId);
-    writer.stagePage(runId, stagedUsers([1]));
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 1 });
+    expect(() => writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toThrow(/failed to stage/);
+    writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'disk full' });
+    expect(active()).toBe(0);
+    const next = writer.beginRun();
+    writer.stagePage(next, stagedUsers([1]));
+    expect(writer.publish(next, { deletionsChecked: true, deletions: [] })).toMatchObject({ created: 1 });
   });
 
   it('refuses to publish a run twice', () => {
     const runId = writer.beginRun();
-    writer.publish(runId, { sweep: false });
-    expect(() => writer.publish(runId, { sweep: false })).toThrow(/already published/);
+    writer.publish(runId, { deletionsChecked: false, deletions: [] });
+    expect(() => writer.publish(runId, { deletionsChecked: false, deletions: [] })).toThrow(/already published/);
     expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/already published/);
   });
 
-  it('samples unseen active users for the sync engine’s deletion check', () => {
+  it('picks unseen active users for the sync engine’s deletion check', () => {
     sync([stagedUsers(range(1, 21))]);
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers(range(1, 16)));
-    const sample = writer.sampleUnseenActive(runId, 3);
+    const sample = writer.pickUnseenActive(runId, 3);
     expect(sample).toHaveLength(3);
     for (const s of sample) {
       expect(range(16, 21).map(userId)).toContain(s.user_id);
       expect(s.client_user_id).toBe(`client-${Number.parseInt(s.user_id.slice(-12), 16)}`);
     }
-    expect(writer.sampleUnseenActive(runId, 50)).toHaveLength(5);
-    expect(writer.sampleUnseenActive(runId, 0)).toEqual([]);
+    expect(writer.pickUnseenActive(runId, 50)).toHaveLength(5);
+    expect(writer.pickUnseenActive(runId, 0)).toEqual([]);
   });
 
   it('says "interrupted after publish" for a run that died between publish and finish', () => {
     const first = writer.beginRun();
     writer.stagePage(first, stagedUsers([1]));
-    writer.publish(first, { sweep: true });
+    writer.publish(first, { deletionsChecked: true, deletions: writer.listUnseenActive(first) });
     new MirrorWriter(db, steppingClock()).beginRun();
     expect(db.prepare('SELECT status, error FROM sync_runs WHERE id = ?').get(first)).toEqual({
       status: 'failed',
@@ -381,7 +384,7 @@ describe('scale', () => {
     for (const page of pages) changed += writer.stagePage(runId, page).changed;
     expect(changed).toBe(0);
     expect(writer.countUnseenActive(runId)).toBe(0);
-    expect(writer.publish(runId, { sweep: true })).toMatchObject({ created: 0, updated: 0, deleted: 0 });
+    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ created: 0, updated: 0, deleted: 0 });
     expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(20_000);
   });
 });

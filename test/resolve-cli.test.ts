@@ -45,7 +45,7 @@ beforeEach(() => {
   ]) {
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers(ns));
-    writer.publish(runId, { sweep: true });
+    writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
     writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
   }
   db.close();

@@ -14,7 +14,7 @@ let writer: MirrorWriter;
 function sync(ns: number[]): void {
   const runId = writer.beginRun();
   writer.stagePage(runId, stagedUsers(ns));
-  writer.publish(runId, { sweep: true });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
 }
 

@@ -1,13 +1,13 @@
 /**
- * The pure core of the sync: page planning, the sweep decision, the retry
+ * The pure core of the sync: page planning, the deletion plan, the retry
  * step, page splitting and progress figures. No I/O.
  */
 import { describe, expect, it } from 'vitest';
 import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/page-plan.js';
-import { decideSweep, type ScanFacts } from '../src/sync/sweep-decision.js';
+import { planDeletions, type ScanOutcome } from '../src/sync/deletion-plan.js';
 import { nextRetryStep } from '../src/sync/retry-step.js';
 import { splitPage } from '../src/sync/page-records.js';
-import { stillExists } from '../src/sync/deletion-check.js';
+import { verdictOf } from '../src/sync/deletion-check.js';
 import { describeProgress, formatDuration, formatProgressLine } from '../src/sync/progress.js';
 import { HttpError, NetworkError, ResponseValidationError } from '../src/service/errors.js';
 import { parseUserRecords } from '../src/service/records.js';
@@ -63,86 +63,39 @@ describe('PagePlan', () => {
   });
 });
 
-describe('decideSweep', () => {
-  const clean: ScanFacts = {
-    pageFailures: 0,
-    totalAtStart: 1_000,
-    totalAtEnd: 1_000,
-    duplicates: 0,
-    distinctSeen: 1_000,
-    rejected: 0,
-    unseenActive: 50,
-    activeBefore: 1_050,
-    maxDeleteRatio: 0.1,
-    deletionCheck: { checked: 50, stillThere: 0, unverifiable: 0 },
-  };
+describe('planDeletions', () => {
+  const clean: ScanOutcome = { pageFailures: 0, candidates: 50, activeBefore: 1_050, maxDeleteRatio: 0.1, maxVerify: 5_000 };
 
-  it('sweeps after a complete, consistent scan within the delete limit', () => {
-    expect(decideSweep(clean)).toEqual({ sweep: true });
-    expect(decideSweep({ ...clean, unseenActive: 0, activeBefore: 0 })).toEqual({ sweep: true });
+  it('checks every candidate of a complete scan within the delete limit', () => {
+    expect(planDeletions(clean)).toEqual({ verify: true, check: 50, deferred: 0 });
+    expect(planDeletions({ ...clean, candidates: 0, activeBefore: 0 })).toEqual({ verify: true, check: 0, deferred: 0 });
   });
 
-  it('refuses when a page failed', () => {
-    expect(decideSweep({ ...clean, pageFailures: 1, distinctSeen: 500 })).toMatchObject({ sweep: false, kind: 'incomplete' });
+  it('checks at most maxVerify candidates and defers the rest to a later run', () => {
+    expect(planDeletions({ ...clean, maxVerify: 20 })).toEqual({ verify: true, check: 20, deferred: 30 });
+    expect(planDeletions({ ...clean, maxVerify: 0 })).toEqual({ verify: true, check: 0, deferred: 50 });
   });
 
-  it('refuses when the closing total could not be read', () => {
-    expect(decideSweep({ ...clean, totalAtEnd: undefined })).toMatchObject({ sweep: false, kind: 'incomplete' });
-  });
-
-  it('refuses when a record was rejected', () => {
-    const d = decideSweep({ ...clean, rejected: 1, distinctSeen: 999 });
-    expect(d).toMatchObject({ sweep: false, kind: 'rejected' });
-  });
-
-  it('calls a changed total drift', () => {
-    const d = decideSweep({ ...clean, totalAtEnd: 1_001 });
-    expect(d).toMatchObject({ sweep: false, kind: 'drift' });
-    if (!d.sweep) expect(d.reason).toContain('1000 -> 1001');
-  });
-
-  it('calls a user seen on two pages drift', () => {
-    expect(decideSweep({ ...clean, duplicates: 1, distinctSeen: 999 })).toMatchObject({ sweep: false, kind: 'drift' });
-  });
-
-  it('calls fewer (or more) distinct users than total drift', () => {
-    expect(decideSweep({ ...clean, distinctSeen: 999 })).toMatchObject({ sweep: false, kind: 'drift' });
-    expect(decideSweep({ ...clean, distinctSeen: 1_001 })).toMatchObject({ sweep: false, kind: 'drift' });
+  it('holds deletions back when a page failed', () => {
+    const plan = planDeletions({ ...clean, pageFailures: 1 });
+    expect(plan).toMatchObject({ verify: false, kind: 'incomplete' });
+    if (!plan.verify) expect(plan.reason).toMatch(/1 page\(s\) failed/);
   });
 
   it('trips the mass-delete breaker above the ratio, not at it', () => {
-    expect(decideSweep({ ...clean, unseenActive: 100, activeBefore: 1_000 })).toEqual({ sweep: true });
-    const d = decideSweep({ ...clean, unseenActive: 101, activeBefore: 1_000 });
-    expect(d).toMatchObject({ sweep: false, kind: 'mass-delete' });
-    if (!d.sweep) expect(d.reason).toContain('SYNC_MAX_DELETE_RATIO');
+    expect(planDeletions({ ...clean, candidates: 100, activeBefore: 1_000 })).toMatchObject({ verify: true, check: 100 });
+    const plan = planDeletions({ ...clean, candidates: 101, activeBefore: 1_000 });
+    expect(plan).toMatchObject({ verify: false, kind: 'mass-delete' });
+    if (!plan.verify) expect(plan.reason).toMatch(/101 of 1000 .*SYNC_MAX_DELETE_RATIO/);
   });
 
   it('a ratio of 0 forbids any deletion, a ratio of 1 allows emptying the mirror', () => {
-    expect(decideSweep({ ...clean, maxDeleteRatio: 0, unseenActive: 1 })).toMatchObject({ kind: 'mass-delete' });
-    expect(decideSweep({ ...clean, totalAtStart: 0, totalAtEnd: 0, distinctSeen: 0, maxDeleteRatio: 1, unseenActive: 1_050 })).toEqual({
-      sweep: true,
-    });
+    expect(planDeletions({ ...clean, maxDeleteRatio: 0, candidates: 1 })).toMatchObject({ kind: 'mass-delete' });
+    expect(planDeletions({ ...clean, maxDeleteRatio: 1, candidates: 1_050 })).toMatchObject({ verify: true, check: 1_050 });
   });
 
-  it('asks for the deletion candidates to be checked upstream before any sweep', () => {
-    const { deletionCheck: _, ...unchecked } = clean;
-    expect(decideSweep(unchecked)).toMatchObject({ sweep: false, kind: 'unverified' });
-    expect(decideSweep({ ...unchecked, unseenActive: 0 })).toEqual({ sweep: true });
-  });
-
-  it('calls a candidate that still exists upstream drift, and one that could not be checked incomplete', () => {
-    const alive = decideSweep({ ...clean, deletionCheck: { checked: 7, stillThere: 1, unverifiable: 0 } });
-    expect(alive).toMatchObject({ sweep: false, kind: 'drift' });
-    if (!alive.sweep) expect(alive.reason).toMatch(/still exist upstream/);
-    expect(decideSweep({ ...clean, deletionCheck: { checked: 7, stillThere: 0, unverifiable: 1 } })).toMatchObject({
-      sweep: false,
-      kind: 'incomplete',
-    });
-  });
-
-  it('names the most fundamental problem first', () => {
-    const d = decideSweep({ ...clean, pageFailures: 2, rejected: 3, totalAtEnd: 7, duplicates: 4, unseenActive: 1_000 });
-    expect(d).toMatchObject({ kind: 'incomplete' });
+  it('names a failed page before the breaker', () => {
+    expect(planDeletions({ ...clean, pageFailures: 2, candidates: 1_000 })).toMatchObject({ kind: 'incomplete' });
   });
 });
 
@@ -179,15 +132,15 @@ describe('nextRetryStep', () => {
   });
 });
 
-describe('stillExists', () => {
+describe('verdictOf', () => {
   const candidate = { user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10', client_user_id: 'cu_1' };
   const user = (user_id: string) => ({ user_id, team_id: candidate.user_id, client_user_id: 'cu_1', connected_sources: [] });
 
-  it('is true only when the client id still names the same user', () => {
-    expect(stillExists(candidate, { found: true, user: user(candidate.user_id.toUpperCase()) })).toBe(true);
-    expect(stillExists(candidate, { found: false })).toBe(false);
+  it('is alive only when the client id still names the same user', () => {
+    expect(verdictOf(candidate, { found: true, user: user(candidate.user_id.toUpperCase()) })).toBe('alive');
+    expect(verdictOf(candidate, { found: false })).toBe('gone');
     // Upstream reuses a client_user_id after a deletion: another user under the same client id.
-    expect(stillExists(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d') })).toBe(false);
+    expect(verdictOf(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d') })).toBe('gone');
   });
 });
 
@@ -213,14 +166,14 @@ describe('splitPage', () => {
 
 describe('progress', () => {
   it('derives rate and ETA from pages done', () => {
-    const s = { pass: 0, pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 };
+    const s = { pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 };
     expect(describeProgress(s)).toEqual({ rate: 2_500, etaMs: 6_000 });
     expect(describeProgress({ ...s, pagesDone: 0, usersSeen: 0, elapsedMs: 0 })).toEqual({ rate: 0, etaMs: undefined });
   });
 
   it('renders one line', () => {
-    expect(formatProgressLine({ pass: 1, pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 })).toBe(
-      're-scan 1 · pages 10/40 · users 5,000 · 2,500 users/s · ETA 6s',
+    expect(formatProgressLine({ pagesDone: 10, pagesPlanned: 40, usersSeen: 5_000, elapsedMs: 2_000 })).toBe(
+      'pages 10/40 · users 5,000 · 2,500 users/s · ETA 6s',
     );
   });
 

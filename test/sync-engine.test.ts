@@ -40,7 +40,6 @@ describe('a first sync', () => {
       status: 'succeeded',
       pages: 5,
       pageFailures: 0,
-      passes: 1,
       usersSeen: 2_345,
       created: 2_345,
       updated: 0,
@@ -52,18 +51,17 @@ describe('a first sync', () => {
     expect(summary.reason).toBeUndefined();
     expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));
     expect(runRow(r.db, summary.runId)).toMatchObject({ status: 'succeeded', pages: 5, users_seen: 2_345, swept: 1 });
-    expect(progress.at(-1)).toMatchObject({ pass: 0, pagesDone: 5, pagesPlanned: 5, usersSeen: 2_345 });
+    expect(progress.at(-1)).toMatchObject({ pagesDone: 5, pagesPlanned: 5, usersSeen: 2_345 });
   });
 
-  it('always asks for 500 at a time, page 0 first, then re-reads page 0 for the closing total', async () => {
+  it('always asks for 500 at a time, page 0 first, each page once', async () => {
     const r = await start(1_200);
     await r.sync({ concurrency: 3 });
     const lists = r.standIn.requests.entries().filter((e) => e.route === 'list');
-    expect(lists.map((e) => new URLSearchParams(e.query).get('limit'))).toEqual(['500', '500', '500', '500']);
+    expect(lists.map((e) => new URLSearchParams(e.query).get('limit'))).toEqual(['500', '500', '500']);
     const offsets = lists.map((e) => Number(new URLSearchParams(e.query).get('offset')));
     expect(offsets[0]).toBe(0);
-    expect(offsets.slice(1, 3).sort((a, b) => a - b)).toEqual([500, 1_000]);
-    expect(offsets[3]).toBe(0);
+    expect(offsets.slice(1).sort((a, b) => a - b)).toEqual([500, 1_000]);
   });
 
   it('handles an empty directory', async () => {
@@ -128,8 +126,8 @@ describe('a re-sync', () => {
   });
 });
 
-describe('the sweep refuses what an incomplete or shifting scan cannot prove', () => {
-  it('drift that changes the total: bounded re-scans, then partial with creates published and nothing deleted', async () => {
+describe('deletions are verified upstream, so a moving listing never blocks them', () => {
+  it('sign-ups during the scan: one pass, succeeded, and users deleted before the run are deleted by it', async () => {
     const r = await start(2_000);
     await r.sync();
     const gone = [...directoryView(r.standIn).keys()].slice(0, 3);
@@ -137,75 +135,127 @@ describe('the sweep refuses what an incomplete or shifting scan cannot prove', (
     r.standIn.faults.set({ churnAddPerPage: 2 });
     const pagesBefore = listPagesServed(r.standIn);
 
-    const summary = await r.sync({ driftRescans: 2 });
-    expect(summary.status).toBe('partial');
-    expect(summary.passes).toBe(3);
-    expect(summary.deleted).toBe(0);
+    const summary = await r.sync();
+    expect(summary).toMatchObject({ status: 'succeeded', deleted: 3, confirmedGone: 3, stillThere: 0, unverified: 0, deferred: 0 });
+    expect(summary.candidates).toBe(3);
     expect(summary.created).toBeGreaterThan(0);
-    expect(summary.reason).toMatch(/total changed during the scan/);
-    // Each pass: its pages plus the closing page 0 (which is the next pass's first page).
-    expect(listPagesServed(r.standIn) - pagesBefore).toBeLessThanOrEqual(1 + 3 * 5);
-    const row = runRow(r.db, summary.runId);
-    expect(row).toMatchObject({ status: 'partial', swept: 0, rescans: 2 });
-    expect(row?.error).toMatch(/total changed/);
-    const active = r.db.prepare<[string], { deleted_at: string | null }>('SELECT deleted_at FROM users WHERE user_id = ?');
-    for (const id of gone) expect(active.get(id)?.deleted_at).toBeNull();
+    expect(summary.totalAtEnd).toBeGreaterThan(summary.totalAtStart ?? 0);
+    // One pass: four pages for 1,997 users, no re-scan.
+    expect(listPagesServed(r.standIn) - pagesBefore).toBe(4);
+    expect(r.standIn.counts.get('resolve')).toBe(3);
+    expect(runRow(r.db, summary.runId)).toMatchObject({ status: 'succeeded', swept: 1, error: null });
+    const deletedAt = r.db.prepare<[string], { deleted_at: string | null }>('SELECT deleted_at FROM users WHERE user_id = ?');
+    for (const id of gone) expect(deletedAt.get(id)?.deleted_at).not.toBeNull();
   });
 
-  it('drift that keeps every count (delete behind the cursor, add at the end) is caught by checking the candidates upstream', async () => {
+  it('a listing that skips users (deleted behind the cursor): the skipped users are checked, found alive and kept', async () => {
     const r = await start(3_000, { seed: 5 });
     await r.sync();
     r.standIn.faults.set({ churnAddPerPage: 1, churnDeletePerPage: 1 });
-    // One page at a time, in order: deletions behind the cursor then only ever skip users, never
-    // repeat one, so total, distinct count and duplicates all look clean.
-    const summary = await r.sync({ driftRescans: 1, maxDeleteRatio: 1, concurrency: 1 });
-    expect(summary.status).toBe('partial');
-    expect(summary.passes).toBe(2);
-    expect(summary.deleted).toBe(0);
-    expect(summary.reason).toMatch(/still exist upstream/);
-    expect(r.standIn.counts.get('resolve')).toBeGreaterThan(0);
-  });
-
-  it('a re-scan after drift that settled succeeds and sweeps', async () => {
-    const r = await start(2_000);
-    await r.sync();
-    r.standIn.faults.set({ churnAddPerPage: 3, churnDeletePerPage: 1 });
-    const summary = await r.sync({
-      driftRescans: 2,
-      onProgress: (p) => {
-        // Calm before the closing read of the first pass, so the second pass sees a still directory.
-        if (p.pass === 0 && p.pagesDone === p.pagesPlanned) r.standIn.faults.set({ churnAddPerPage: 0, churnDeletePerPage: 0 });
-      },
-    });
-    expect(summary).toMatchObject({ status: 'succeeded', passes: 2 });
+    // One page at a time, in order: a deletion behind the cursor moves a live user past it unseen.
+    const summary = await r.sync({ maxDeleteRatio: 1, concurrency: 1 });
+    r.standIn.faults.set({ churnAddPerPage: 0, churnDeletePerPage: 0 });
+    expect(summary.status).toBe('succeeded');
+    expect(summary.stillThere).toBeGreaterThan(0);
+    expect(summary.candidates).toBe(summary.confirmedGone + summary.stillThere);
+    const live = directoryView(r.standIn);
+    const deleted = r.db.prepare<[], { user_id: string }>('SELECT user_id FROM users WHERE deleted_at IS NOT NULL').all();
+    expect(deleted.length).toBe(summary.confirmedGone);
+    for (const { user_id } of deleted) expect(live.has(user_id)).toBe(false);
+    // The next, quiet run lists everyone the moving one skipped; its only candidates are users
+    // deleted during the moving run after it had listed them.
+    const quiet = await r.sync();
+    expect(quiet).toMatchObject({ status: 'succeeded', stillThere: 0 });
+    expect(quiet.confirmedGone).toBe(quiet.candidates);
     expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));
   });
 
-  it('the mass-delete breaker: above SYNC_MAX_DELETE_RATIO nothing is deleted, and a higher limit lets it through', async () => {
+  it('over 20 runs of random churn (adds, deletes, shifts): every run succeeds, deletions land in the first run after them, and no live user is ever deleted', async () => {
+    const r = await start(3_000, { seed: 77 });
+    await r.sync();
+    let prng = 12_345;
+    const rand = (n: number) => {
+      prng = (prng * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return prng % n;
+    };
+    const everSeen = new Set(directoryView(r.standIn).keys());
+    for (let run = 0; run < 20; run++) {
+      const ids = [...directoryView(r.standIn).keys()];
+      r.standIn.directory.delete(Array.from({ length: rand(25) }, () => ids[rand(ids.length)] ?? ''));
+      r.standIn.directory.add(rand(20));
+      for (let k = rand(10); k > 0; k--) r.standIn.directory.update(ids[rand(ids.length)] ?? '');
+      r.standIn.faults.set({ churnAddPerPage: rand(3), churnDeletePerPage: rand(3) });
+      const liveAtStart = new Set(directoryView(r.standIn).keys());
+      for (const id of liveAtStart) everSeen.add(id);
+
+      const summary = await r.sync({ concurrency: 1 + rand(4) });
+      r.standIn.faults.set({ churnAddPerPage: 0, churnDeletePerPage: 0 });
+      const liveAtEnd = new Set(directoryView(r.standIn).keys());
+      expect(summary.status, `run ${run}: ${summary.reason ?? ''}`).toBe('succeeded');
+      const active = new Set(mirrorView(r.db).keys());
+      // Deleted upstream before the run began: not active after it.
+      for (const id of everSeen) if (!liveAtStart.has(id)) expect(active.has(id), `run ${run}: ${id} still active`).toBe(false);
+      // Alive upstream when the run ended (so throughout it): never marked deleted.
+      const deleted = r.db.prepare<[], { user_id: string }>('SELECT user_id FROM users WHERE deleted_at IS NOT NULL').all();
+      for (const { user_id } of deleted) expect(liveAtEnd.has(user_id), `run ${run}: live ${user_id} deleted`).toBe(false);
+    }
+  });
+
+  it('50% of the directory gone: the mass-delete breaker holds, nothing is checked or deleted, and a higher limit lets it through', async () => {
     const r = await start(1_000);
     await r.sync();
-    const gone = [...directoryView(r.standIn).keys()].slice(0, 150);
+    const gone = [...directoryView(r.standIn).keys()].slice(0, 500);
     r.standIn.directory.delete(gone);
     r.standIn.directory.update([...directoryView(r.standIn).keys()][0] ?? '');
     const before = mirrorView(r.db).size;
 
     const refused = await r.sync({ maxDeleteRatio: 0.1 });
-    expect(refused).toMatchObject({ status: 'partial', deleted: 0, updated: 1 });
-    expect(refused.reason).toMatch(/would delete 150 of 1000.*SYNC_MAX_DELETE_RATIO/);
+    expect(refused).toMatchObject({ status: 'partial', deleted: 0, updated: 1, candidates: 500, deferred: 500, confirmedGone: 0 });
+    expect(refused.reason).toMatch(/500 of 1000 active user\(s\) \(50\.0%\).*SYNC_MAX_DELETE_RATIO/);
+    expect(r.standIn.counts.get('resolve')).toBe(0);
     expect(mirrorView(r.db).size).toBe(before);
-    expect(runRow(r.db, refused.runId)?.error).toMatch(/SYNC_MAX_DELETE_RATIO/);
+    expect(runRow(r.db, refused.runId)).toMatchObject({ status: 'partial', swept: 0 });
 
-    const allowed = await r.sync({ maxDeleteRatio: 0.2 });
-    expect(allowed).toMatchObject({ status: 'succeeded', deleted: 150 });
+    const allowed = await r.sync({ maxDeleteRatio: 0.6 });
+    expect(allowed).toMatchObject({ status: 'succeeded', deleted: 500 });
     expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));
   });
 
-  it('a record that fails validation is set aside: partial, the rest published, nothing deleted', async () => {
+  it('checks at most maxVerify candidates per run; the rest stay active and are settled by later runs', async () => {
+    const r = await start(1_000);
+    await r.sync();
+    r.standIn.directory.delete([...directoryView(r.standIn).keys()].slice(0, 50));
+    const first = await r.sync({ maxVerify: 20 });
+    expect(first).toMatchObject({ status: 'succeeded', candidates: 50, confirmedGone: 20, deferred: 30, deleted: 20 });
+    const second = await r.sync({ maxVerify: 20 });
+    expect(second).toMatchObject({ status: 'succeeded', candidates: 30, confirmedGone: 20, deferred: 10 });
+    const third = await r.sync({ maxVerify: 20 });
+    expect(third).toMatchObject({ status: 'succeeded', candidates: 10, confirmedGone: 10, deferred: 0 });
+    expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));
+  });
+
+  it('a candidate whose resolve keeps failing is not deleted, and is settled by a later run', async () => {
+    const r = await start(1_000);
+    await r.sync();
+    const gone = [...directoryView(r.standIn).keys()].slice(0, 2);
+    r.standIn.directory.delete(gone);
+    r.standIn.faults.failNext({ status: 503, pathPrefix: '/v2/user/resolve', times: 100 });
+    const first = await r.sync({ pageAttempts: 2 });
+    expect(first).toMatchObject({ status: 'succeeded', candidates: 2, unverified: 2, confirmedGone: 0, deleted: 0 });
+    expect(runRow(r.db, first.runId)).toMatchObject({ status: 'succeeded' });
+    r.standIn.faults.clear();
+    const second = await r.sync();
+    expect(second).toMatchObject({ status: 'succeeded', confirmedGone: 2, deleted: 2 });
+  });
+
+  it('a record without a valid identity is set aside and does not hold back the deletions of others', async () => {
     const bad = { user_id: 'not-a-uuid', team_id: 'also-not', client_user_id: 'cu_bad', connected_sources: [] };
     const r = await start(1_200, { records: [bad] });
+    await r.sync();
+    // The file record comes first in the directory: delete generated users only.
+    r.standIn.directory.delete([...directoryView(r.standIn).keys()].slice(10, 14));
     const summary = await r.sync();
-    expect(summary).toMatchObject({ status: 'partial', rejected: 1, created: 1_200, deleted: 0 });
-    expect(summary.reason).toMatch(/failed validation/);
+    expect(summary).toMatchObject({ status: 'succeeded', rejected: 1, deleted: 4 });
     const rejected = r.db.prepare<[number], { reason: string; raw: string }>('SELECT reason, raw FROM rejected_records WHERE run_id = ?').all(summary.runId);
     expect(rejected).toHaveLength(1);
     expect(rejected[0]?.reason).toMatch(/users\[0\]\.user_id/);

@@ -80,6 +80,7 @@ function readMirror(path: string): MirrorFacts {
         created: r.created,
         updated: r.updated,
         deleted: r.deleted,
+        candidates: r.candidates,
         error: r.error,
       })),
       failedRemovalsInAudit: failedInAudit(db),

@@ -6,9 +6,10 @@
  * table; elsewhere (cron, pm2, CI) progress and summary are pino log lines,
  * because a redrawn line is noise in a log file.
  *
- * Exit codes: 0 succeeded; 4 partial (the mirror got every record that was
- * read, but deletions were withheld: drift, failed pages, rejected records
- * or the mass-delete breaker; the reason is printed); 1 failed (nothing
+ * Exit codes: 0 succeeded (every page read; users missing from the listing
+ * were checked upstream and only confirmed ones deleted); 4 partial (the
+ * mirror got every record that was read, but deletions were held back:
+ * failed pages or the mass-delete breaker; the reason is printed); 1 failed (nothing
  * published; the mirror is as before); 2 usage or configuration error; 5 not
  * started because another sync (the daemon's, or another `sync --once`)
  * holds this mirror's sync lease. Partial has its own code because it usually
@@ -47,7 +48,7 @@ const ENV_NAMES = [
   'SYNC_CONCURRENCY',
   'SYNC_MAX_DELETE_RATIO',
   'SYNC_PAGE_ATTEMPTS',
-  'SYNC_DRIFT_RESCANS',
+  'SYNC_MAX_VERIFY',
   'LOG_LEVEL',
 ] as const;
 
@@ -86,7 +87,7 @@ export default async function sync(argv: string[]): Promise<number> {
           concurrency,
           maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
           pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-          driftRescans: config.SYNC_DRIFT_RESCANS,
+          maxVerify: config.SYNC_MAX_VERIFY,
           logger,
           signal,
           onProgress: (s) => progress.update(s),
@@ -115,17 +116,29 @@ function summaryTable(s: SyncSummary): string {
     ['run', String(s.runId)],
     ['status', s.status],
     ['pages', `${formatCount(s.pages)}${s.pageFailures > 0 ? ` (${s.pageFailures} failed)` : ''}`],
-    ['passes', String(s.passes)],
     ['users seen', formatCount(s.usersSeen)],
     ['total (start/end)', `${total(s.totalAtStart)} / ${total(s.totalAtEnd)}`],
     ['created', formatCount(s.created)],
     ['updated', formatCount(s.updated)],
     ['deleted', formatCount(s.deleted)],
     ['rejected', formatCount(s.rejected)],
+    ['missing from listing', missingLine(s)],
     ['duration', formatDuration(s.durationMs)],
     ['rate', `${formatCount(Math.round(s.durationMs > 0 ? (s.usersSeen * 1000) / s.durationMs : 0))} users/s`],
   ];
   if (s.reason !== undefined) rows.push([s.status === 'failed' ? 'error' : 'no deletions because', s.reason]);
   const width = Math.max(...rows.map(([k]) => k.length));
   return `\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`;
+}
+
+/** What became of the users the listing did not show: only confirmed ones are deleted. */
+function missingLine(s: SyncSummary): string {
+  if (s.candidates === 0) return '0';
+  const parts = [
+    `${formatCount(s.confirmedGone)} confirmed gone`,
+    `${formatCount(s.stillThere)} still there (skipped by the listing)`,
+  ];
+  if (s.unverified > 0) parts.push(`${formatCount(s.unverified)} could not be checked`);
+  if (s.deferred > 0) parts.push(`${formatCount(s.deferred)} left for a later run`);
+  return `${formatCount(s.candidates)}: ${parts.join(', ')}`;
 }

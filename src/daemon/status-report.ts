@@ -4,6 +4,7 @@
  * and how they read. The JSON form is the report object itself, so scripts
  * and people see the same facts.
  */
+import type { CandidateCounts } from '../../db/mirror-writer.js';
 
 export interface RunFacts {
   id: number;
@@ -14,6 +15,8 @@ export interface RunFacts {
   created: number;
   updated: number;
   deleted: number;
+  /** What became of the users the run's listing did not show. */
+  candidates: CandidateCounts;
   error: string | null;
 }
 
@@ -111,7 +114,7 @@ export function formatStatusReport(r: StatusReport): string {
       lines.push('  last runs');
       for (const run of runs) {
         const took = run.finishedAt === null ? 'running' : formatAge(Math.round((Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000));
-        const changes = `+${run.created} ~${run.updated} -${run.deleted}`;
+        const changes = `+${run.created} ~${run.updated} -${run.deleted}${formatMissing(run.candidates)}`;
         const error = run.error === null ? '' : `  ${oneLine(run.error)}`;
         lines.push(`    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`);
       }
@@ -130,6 +133,13 @@ export function formatStatusReport(r: StatusReport): string {
   ].filter((x): x is string => x !== undefined);
   lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** Only confirmed users are deleted: say what became of the others. */
+function formatMissing(c: CandidateCounts): string {
+  if (c.candidates === 0) return '';
+  const open = [c.unverified > 0 ? `${c.unverified} unchecked` : '', c.deferred > 0 ? `${c.deferred} deferred` : ''].filter((x) => x !== '');
+  return `  missing ${c.candidates} (${c.confirmedGone} gone, ${c.stillThere} still there${open.length > 0 ? `, ${open.join(', ')}` : ''})`;
 }
 
 function formatCounts(c: QueueCounts): string {

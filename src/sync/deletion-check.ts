@@ -1,14 +1,18 @@
 /**
- * Asks the service about the users a sweep would delete, before it deletes
- * them. Counts cannot catch every shift of an offset listing: a user deleted
- * behind the cursor while another is added at the end moves one user past
- * the cursor unseen, yet `total`, the distinct count and the duplicate count
- * all still agree. Resolving the candidates by client_user_id catches it:
- * a deleted user is gone (404, or its client_user_id now names another
- * user_id); a skipped one is still there.
+ * Asks the service about the users a scan did not list, before any of them
+ * is deleted: a deletion is a fact only when the service confirms it.
+ * Resolving a candidate by client_user_id settles it:
  *
- * The check stops at the first candidate that is still there or that cannot
- * be checked: either one already refuses the sweep.
+ * - 404, or the client_user_id now names another user_id: the user is gone;
+ * - the same user_id: the user is alive and the listing skipped it (an
+ *   offset listing shifts when users are deleted behind the cursor), so it
+ *   is kept as it is; the next run's listing brings any change to it;
+ * - the resolve still fails after its retries: not deleted, checked again on
+ *   a later run.
+ *
+ * When `abandonAfter` checks in a row fail with none settled in between, the
+ * service is taken to be down and the rest are left for a later run instead
+ * of walking each through its full retry budget.
  */
 import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './directory-source.js';
@@ -20,28 +24,32 @@ export interface DeletionCandidate {
 }
 
 export interface DeletionCheck {
-  checked: number;
-  /** Candidates the service still lists: the scan skipped them. */
-  stillThere: number;
-  /** Candidates whose resolve failed after retries. */
-  unverifiable: number;
+  /** user_ids the service confirmed gone. */
+  gone: string[];
+  /** Candidates still there: the listing skipped them. */
+  alive: number;
+  /** Candidates whose resolve failed after retries, or that were not reached once the service looked down. */
+  unverified: number;
 }
 
-/** Pure: whether the resolve answer shows the candidate still exists upstream. */
-export function stillExists(candidate: DeletionCandidate, result: ResolveResult): boolean {
-  return result.found && result.user.user_id.toLowerCase() === candidate.user_id.toLowerCase();
+export type Verdict = 'gone' | 'alive';
+
+/** Pure: what a resolve answer says about a candidate. */
+export function verdictOf(candidate: DeletionCandidate, result: ResolveResult): Verdict {
+  return result.found && result.user.user_id.toLowerCase() === candidate.user_id.toLowerCase() ? 'alive' : 'gone';
 }
 
-export async function checkDeletions(
+export async function checkCandidates(
   source: DirectorySource,
   candidates: readonly DeletionCandidate[],
-  options: { concurrency: number; retry: RetryOptions },
+  options: { concurrency: number; retry: RetryOptions; abandonAfter?: number },
 ): Promise<DeletionCheck> {
-  const result: DeletionCheck = { checked: 0, stillThere: 0, unverifiable: 0 };
+  const result: DeletionCheck = { gone: [], alive: 0, unverified: 0 };
+  const abandonAfter = options.abandonAfter ?? Math.max(3, options.concurrency);
   let next = 0;
-  const settled = () => result.stillThere > 0 || result.unverifiable > 0;
+  let failureStreak = 0;
   const worker = async (): Promise<void> => {
-    while (next < candidates.length && !settled()) {
+    while (next < candidates.length && failureStreak < abandonAfter) {
       const candidate = candidates[next++];
       if (candidate === undefined) break;
       let answer: ResolveResult;
@@ -49,14 +57,18 @@ export async function checkDeletions(
         answer = await callWithRetries('resolve', (signal) => source.resolveUser(candidate.client_user_id, signal), options.retry);
       } catch {
         options.retry.signal?.throwIfAborted();
-        result.unverifiable++;
+        result.unverified++;
+        failureStreak++;
         continue;
       }
-      result.checked++;
-      if (stillExists(candidate, answer)) result.stillThere++;
+      failureStreak = 0;
+      if (verdictOf(candidate, answer) === 'gone') result.gone.push(candidate.user_id);
+      else result.alive++;
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
   options.retry.signal?.throwIfAborted();
+  // Candidates never reached because the service looked down.
+  result.unverified += candidates.length - next;
   return result;
 }

@@ -1,37 +1,30 @@
 /**
- * One sync run: scan the service's directory into staging, decide whether the
- * scan may infer deletions, publish in one short transaction, record the run.
+ * One sync run: scan the service's directory into staging, confirm upstream
+ * which missing users are really gone, publish in one short transaction,
+ * record the run.
  *
  * Outcomes, and why:
  * - `failed`, nothing published: the first page could not be fetched (the
  *   service is down or refuses us: nothing is known), the run was aborted, or
  *   something unexpected broke (the database). Staging is discarded, the
  *   mirror is exactly as before.
- * - `partial`, creates and updates published, nothing deleted: the scan got
- *   the first page but is not a complete, consistent picture (pages failed
- *   after retries, records rejected, drift that outlived the re-scans, or the
- *   mass-delete breaker). Every record we did receive is a true fact as of
- *   the moment it was read, so withholding it would only make the mirror
- *   staler; what we cannot trust is the *absence* of a user, so there is no
- *   sweep.
- * - `succeeded`: complete and consistent; published with the sweep.
+ * - `partial`, creates and updates published, nothing deleted: pages failed
+ *   after retries, or the mass-delete breaker held (deletion-plan.ts). Every
+ *   record we did receive is a true fact as of the moment it was read, so
+ *   withholding it would only make the mirror staler.
+ * - `succeeded`: every page was read, and every deletion candidate was
+ *   settled (confirmed gone and deleted, or found alive and kept) or left
+ *   for a later run (beyond SYNC_MAX_VERIFY, or its resolve kept failing).
  *
- * A sweep is also preceded by a check upstream of (a sample of) the users
- * it would delete (deletion-check.ts): an offset listing that shifted can
- * skip a user without moving any count, and a skipped user found alive is
- * drift like any other.
- *
- * Drift (total moved, a user on two pages, distinct count != total, a
- * candidate still alive) gets up to `driftRescans` fresh passes. A drifted
- * pass is discarded rather than published first: the next pass reads every
- * record again, newer, so publishing the old pass would only write rows the
- * next pass overwrites. If drift outlives the re-scans, the last pass is
- * published without sweep. The re-read of page 0 that measured `totalAtEnd`
- * doubles as the first page of the next pass.
+ * There is one pass and no re-scan. A listing that moves under the scan can
+ * only skip or repeat users: a repeat is harmless (the latest listing wins),
+ * a skipped user is a candidate that the check finds alive, and a new user
+ * it skipped is listed by the next run. A second pass would find nothing the
+ * check does not, at the cost of reading the whole directory again.
  */
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
-import { MirrorWriter } from '../../db/mirror-writer.js';
+import { MirrorWriter, type CandidateCounts } from '../../db/mirror-writer.js';
 import type { UserPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -39,8 +32,8 @@ import { PAGE_LIMIT } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
 import { scanPass, type PassResult } from './scan.js';
-import { checkDeletions } from './deletion-check.js';
-import { decideSweep, type ScanFacts, type SweepDecision } from './sweep-decision.js';
+import { checkCandidates, type DeletionCheck } from './deletion-check.js';
+import { planDeletions, type DeletionPlan } from './deletion-plan.js';
 import type { ProgressSnapshot } from './progress.js';
 
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';
@@ -50,37 +43,37 @@ export interface SyncOptions {
   /** The mirror to write: an open database, or a writer over one. */
   db?: Db;
   writer?: MirrorWriter;
-  /** Pages in flight after the first (SYNC_CONCURRENCY). */
+  /** Requests in flight after the first page, for pages and for checks (SYNC_CONCURRENCY). */
   concurrency?: number;
-  /** Largest share of active users one run may delete (SYNC_MAX_DELETE_RATIO). */
+  /** Largest share of active users one run may find missing and still delete (SYNC_MAX_DELETE_RATIO). */
   maxDeleteRatio?: number;
-  /** Attempts per page, the first included (SYNC_PAGE_ATTEMPTS). */
+  /** Most deletion candidates checked upstream per run (SYNC_MAX_VERIFY). */
+  maxVerify?: number;
+  /** Attempts per page and per check, the first included (SYNC_PAGE_ATTEMPTS). */
   pageAttempts?: number;
-  /** Fresh passes allowed after a drifted one (SYNC_DRIFT_RESCANS). */
-  driftRescans?: number;
   backoff?: BackoffPolicy;
   logger?: Logger;
   signal?: AbortSignal;
   onProgress?: (snapshot: ProgressSnapshot) => void;
 }
 
-export interface SyncSummary {
+export interface SyncSummary extends CandidateCounts {
   runId: number;
   status: SyncStatus;
-  /** Pages fetched in the pass that was published, the first included. */
+  /** Pages fetched, the first included. */
   pages: number;
   pageFailures: number;
-  /** Scan passes, 1 + re-scans after drift. */
-  passes: number;
-  /** Distinct valid users in the published pass. */
+  /** Distinct users listed. */
   usersSeen: number;
   created: number;
   updated: number;
   deleted: number;
-  /** Of `deleted`: users whose client_user_id a newer record took over (not a sweep). */
+  /** Of `deleted`: users whose client_user_id a newer record took over. */
   superseded: number;
   rejected: number;
-  /** `total` when the published pass began and ended; undefined when never read. */
+  /** Records listed twice (the listing shifted); the later listing counts. */
+  duplicates: number;
+  /** `total` on the first page, and on the last page to arrive; undefined when never read. */
   totalAtStart: number | undefined;
   totalAtEnd: number | undefined;
   durationMs: number;
@@ -88,15 +81,9 @@ export interface SyncSummary {
   reason?: string;
 }
 
-export const SYNC_DEFAULTS = { concurrency: 4, maxDeleteRatio: 0.1, pageAttempts: 5, driftRescans: 2 } as const;
+export const SYNC_DEFAULTS = { concurrency: 4, maxDeleteRatio: 0.1, maxVerify: 5_000, pageAttempts: 5 } as const;
 
-/**
- * Deletion candidates resolved upstream before a sweep. Beyond this many the
- * check is a random sample: a shifted listing skips users at random, so a
- * sample finds them in proportion, and the number of extra requests per run
- * stays bounded whatever the deletion count.
- */
-export const DELETION_CHECK_SAMPLE = 1_000;
+const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const writer = options.writer ?? (options.db !== undefined ? new MirrorWriter(options.db) : undefined);
@@ -104,9 +91,9 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const log = options.logger ?? silentLogger;
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
   const maxDeleteRatio = options.maxDeleteRatio ?? SYNC_DEFAULTS.maxDeleteRatio;
-  const driftRescans = options.driftRescans ?? SYNC_DEFAULTS.driftRescans;
+  const maxVerify = options.maxVerify ?? SYNC_DEFAULTS.maxVerify;
   const started = performance.now();
-  // The deletion check puts `concurrency` requests on the caller's signal; past 10 listeners node warns of a leak that is not one.
+  // Every request in flight and every backoff timer listens on the caller's signal; past 10 node warns of a leak that is not one.
   if (options.signal !== undefined) setMaxListeners(2 * concurrency + 10, options.signal);
   const retry: RetryOptions = {
     attempts: options.pageAttempts ?? SYNC_DEFAULTS.pageAttempts,
@@ -115,13 +102,11 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     onRetry: (n) =>
       log.info({ event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) }, 'request failed, retrying'),
   };
-  const firstPageParams = { offset: 0, limit: PAGE_LIMIT };
-  const firstPage = () => callWithRetries('offset 0', (signal) => options.client.listUsersPage(firstPageParams, signal), retry);
 
-  log.info({ event: 'sync.start', concurrency, maxDeleteRatio, driftRescans }, 'sync started');
+  log.info({ event: 'sync.start', concurrency, maxDeleteRatio, maxVerify }, 'sync started');
   let first: UserPage;
   try {
-    first = await firstPage();
+    first = await callWithRetries('offset 0', (signal) => options.client.listUsersPage({ offset: 0, limit: PAGE_LIMIT }, signal), retry);
   } catch (err) {
     const runId = writer.beginRun();
     const why = options.signal?.aborted ? 'aborted' : `first page failed: ${describe(err)}`;
@@ -129,91 +114,45 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   }
 
   const runId = writer.beginRun(first.total);
-  let totalAtStart = first.total;
   try {
     // Nothing is staged yet, so every active user is still "unseen".
     const activeBefore = writer.countUnseenActive(runId);
-    let pass = 0;
-    let scan: PassResult;
-    let totalAtEnd: number | undefined;
-    let decision: SweepDecision;
-    for (;;) {
-      const passStarted = performance.now();
-      const currentPass = pass;
-      totalAtStart = first.total;
-      scan = await scanPass({
-        source: options.client,
-        writer,
-        runId,
-        firstPage: first,
-        concurrency,
-        limit: PAGE_LIMIT,
-        retry,
-        onPage: (p) => options.onProgress?.({ pass: currentPass, ...p, elapsedMs: performance.now() - passStarted }),
-      });
-      for (const f of scan.failures) {
-        log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed after retries');
-      }
-      // A re-read of page 0 is how drift shows up as a changed total; a scan
-      // that already lost pages will not sweep anyway, so spare the service.
-      let closing: UserPage | undefined;
-      if (scan.pageFailures === 0) {
-        try {
-          closing = await firstPage();
-        } catch (err) {
-          if (options.signal?.aborted) throw err;
-          log.warn({ event: 'sync.closing_read_failed', err: describe(err) }, 'could not re-read the first page');
-        }
-      }
-      totalAtEnd = closing?.total;
-      const facts: ScanFacts = {
-        pageFailures: scan.pageFailures,
-        totalAtStart: scan.totalAtStart,
-        totalAtEnd,
-        duplicates: scan.duplicates,
-        distinctSeen: scan.seen - scan.duplicates,
-        rejected: scan.rejected,
-        unseenActive: writer.countUnseenActive(runId),
-        activeBefore,
-        maxDeleteRatio,
-      };
-      decision = decideSweep(facts);
-      if (!decision.sweep && decision.kind === 'unverified') {
-        const candidates = writer.sampleUnseenActive(runId, DELETION_CHECK_SAMPLE);
-        const deletionCheck = await checkDeletions(options.client, candidates, { concurrency, retry });
-        log.info({ event: 'sync.deletion_check', candidates: facts.unseenActive, ...deletionCheck }, 'checked deletion candidates upstream');
-        decision = decideSweep({ ...facts, deletionCheck });
-      }
-      if (decision.sweep || decision.kind !== 'drift' || pass >= driftRescans || closing === undefined) break;
-      log.warn({ event: 'sync.drift', pass, reason: decision.reason }, 'directory changed during the scan, scanning again');
-      writer.discardStaging(runId);
-      first = closing;
-      pass++;
-    }
+    const scan = await scanPass({
+      source: options.client,
+      writer,
+      runId,
+      firstPage: first,
+      concurrency,
+      limit: PAGE_LIMIT,
+      retry,
+      onPage: (p) => options.onProgress?.({ ...p, elapsedMs: performance.now() - started }),
+    });
+    logScan(log, scan);
 
-    if (scan.abandoned) {
-      log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
-    }
-    const status: SyncStatus = decision.sweep ? 'succeeded' : 'partial';
-    const reason = decision.sweep ? undefined : decision.reason + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
-    const published = writer.publish(runId, { sweep: decision.sweep });
+    const candidates = writer.countUnseenActive(runId);
+    const plan = planDeletions({ pageFailures: scan.pageFailures, candidates, activeBefore, maxDeleteRatio, maxVerify });
+    const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency, retry, log });
+    const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
+    const reason = plan.verify ? undefined : plan.reason + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
+    const published = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
     const summary: SyncSummary = {
       runId,
       status,
       pages: scan.pagesDone,
       pageFailures: scan.pageFailures,
-      passes: pass + 1,
       usersSeen: scan.seen - scan.duplicates,
       ...published,
       rejected: scan.rejected,
-      totalAtStart,
-      totalAtEnd,
+      duplicates: scan.duplicates,
+      ...outcome.counts,
+      totalAtStart: first.total,
+      totalAtEnd: scan.totalAtEnd,
       durationMs: Math.round(performance.now() - started),
       ...(reason === undefined ? {} : { reason }),
     };
     writer.finishRun(runId, {
       status,
-      totalAtEnd,
+      totalAtEnd: summary.totalAtEnd,
       pages: summary.pages,
       usersSeen: summary.usersSeen,
       error: reason,
@@ -222,15 +161,57 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
       updated: summary.updated,
       deleted: summary.deleted,
       rejected: summary.rejected,
-      duplicates: scan.duplicates,
-      rescans: pass,
+      duplicates: summary.duplicates,
+      candidates: outcome.counts,
     });
     if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
     return summary;
   } catch (err) {
     const why = options.signal?.aborted ? 'aborted' : describe(err);
-    return fail(writer, log, runId, started, totalAtStart, why);
+    return fail(writer, log, runId, started, first.total, why);
+  }
+}
+
+/** Checks the candidates the plan allows, and counts what became of all of them. */
+async function settleCandidates(
+  source: DirectorySource,
+  writer: MirrorWriter,
+  runId: number,
+  plan: DeletionPlan,
+  candidates: number,
+  ctx: { concurrency: number; retry: RetryOptions; log: Logger },
+): Promise<{ gone: string[]; counts: CandidateCounts }> {
+  if (candidates === 0) return { gone: [], counts: NO_CANDIDATES };
+  if (!plan.verify) {
+    return { gone: [], counts: { ...NO_CANDIDATES, candidates, deferred: candidates } };
+  }
+  const picked = writer.pickUnseenActive(runId, plan.check);
+  const check: DeletionCheck = await checkCandidates(source, picked, ctx);
+  const counts: CandidateCounts = {
+    candidates,
+    confirmedGone: check.gone.length,
+    stillThere: check.alive,
+    unverified: check.unverified,
+    deferred: plan.deferred,
+  };
+  const level = counts.unverified > 0 ? 'warn' : 'info';
+  ctx.log[level]({ event: 'sync.deletion_check', ...counts }, 'checked the users missing from the listing upstream');
+  return { gone: check.gone, counts };
+}
+
+function logScan(log: Logger, scan: PassResult): void {
+  for (const f of scan.failures) {
+    log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed after retries');
+  }
+  if (scan.abandoned) {
+    log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
+  }
+  if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) {
+    log.info(
+      { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },
+      'the directory changed during the scan; missing users are checked before any deletion',
+    );
   }
 }
 
@@ -250,13 +231,14 @@ function fail(
     status: 'failed',
     pages: 0,
     pageFailures: 0,
-    passes: 0,
     usersSeen: 0,
     created: 0,
     updated: 0,
     deleted: 0,
     superseded: 0,
     rejected: 0,
+    duplicates: 0,
+    ...NO_CANDIDATES,
     totalAtStart,
     totalAtEnd: undefined,
     durationMs: Math.round(performance.now() - started),

@@ -10,8 +10,6 @@ import { Writable } from 'node:stream';
 import type { Logger } from '../log.js';
 
 export interface ProgressSnapshot {
-  /** 0 for the first scan, 1.. for drift re-scans. */
-  pass: number;
   pagesDone: number;
   /** Pages the scan expects in total, the first included. */
   pagesPlanned: number;
@@ -35,9 +33,8 @@ export function describeProgress(s: ProgressSnapshot): ProgressFigures {
 
 export function formatProgressLine(s: ProgressSnapshot): string {
   const { rate, etaMs } = describeProgress(s);
-  const pass = s.pass > 0 ? `re-scan ${s.pass} · ` : '';
   return (
-    `${pass}pages ${s.pagesDone}/${s.pagesPlanned} · users ${formatCount(s.usersSeen)} · ` +
+    `pages ${s.pagesDone}/${s.pagesPlanned} · users ${formatCount(s.usersSeen)} · ` +
     `${formatCount(Math.round(rate))} users/s · ETA ${etaMs === undefined ? '?' : formatDuration(etaMs)}`
   );
 }
@@ -106,7 +103,6 @@ export class TerminalProgress implements ProgressSink {
 
 export class LogProgress implements ProgressSink {
   private lastLoggedPages = 0;
-  private pass = 0;
 
   constructor(
     private readonly logger: Logger,
@@ -114,10 +110,6 @@ export class LogProgress implements ProgressSink {
   ) {}
 
   update(snapshot: ProgressSnapshot): void {
-    if (snapshot.pass !== this.pass) {
-      this.pass = snapshot.pass;
-      this.lastLoggedPages = 0;
-    }
     const last = snapshot.pagesDone >= snapshot.pagesPlanned;
     if (!last && snapshot.pagesDone - this.lastLoggedPages < this.everyPages) return;
     if (snapshot.pagesDone === this.lastLoggedPages) return;
@@ -137,6 +129,5 @@ export class LogProgress implements ProgressSink {
 
   finish(): void {
     this.lastLoggedPages = 0;
-    this.pass = 0;
   }
 }

@@ -28,6 +28,8 @@ export interface PageFailure {
 
 export interface PassResult {
   totalAtStart: number;
+  /** `total` on the last page to arrive: with totalAtStart, shows the directory moving under the scan. */
+  totalAtEnd: number;
   /** Pages fetched and staged, the first included. */
   pagesDone: number;
   pageFailures: number;
@@ -69,6 +71,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   const plan = new PagePlan(firstPage.total, step);
   const result: PassResult = {
     totalAtStart: firstPage.total,
+    totalAtEnd: firstPage.total,
     pagesDone: 0,
     pageFailures: 0,
     failures: [],
@@ -87,6 +90,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     const counts = writer.stagePage(runId, staged);
     for (const r of rejected) writer.stageRejected(runId, r);
     result.pagesDone++;
+    result.totalAtEnd = page.total;
     result.seen += counts.seen;
     result.duplicates += counts.duplicates;
     result.rejected += rejected.length;

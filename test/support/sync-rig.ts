@@ -133,14 +133,13 @@ export interface RunRow {
   pages: number;
   users_seen: number;
   swept: number;
-  rescans: number;
   published_at: string | null;
 }
 
 export function runRow(db: Db, runId: number): RunRow | undefined {
   return db
     .prepare<[number], RunRow>(
-      'SELECT id, status, error, total_at_start, total_at_end, pages, users_seen, swept, rescans, published_at FROM sync_runs WHERE id = ?',
+      'SELECT id, status, error, total_at_start, total_at_end, pages, users_seen, swept, published_at FROM sync_runs WHERE id = ?',
     )
     .get(runId);
 }
