@@ -5,36 +5,16 @@ import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
 import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
 import { pathUuid, queryInt } from '../src/stand-in/validation.js';
 import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/wire-dates.js';
+import { connectedSourcesOf, legacyShapes } from './support/legacy-shapes.js';
 
 const MICROS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;
 const SECONDS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 
 type Json = Record<string, unknown>;
-type Descriptor = { slug?: unknown };
-type WireSource = { created_on?: unknown; provider?: Descriptor; source?: Descriptor };
 
 function users(seed: number, count: number, legacyRecords = 0): Json[] {
   const keys = userKeys(seed, legacyRecords);
   return Array.from({ length: count }, (_, i) => generateUser(keys, i));
-}
-
-function sourcesOf(u: Json): WireSource[] {
-  return u.connected_sources as WireSource[];
-}
-
-/** The legacy shapes a record shows, by name; empty for today's shape. */
-function legacyShapes(u: Json): string[] {
-  const sources = sourcesOf(u);
-  const shapes = {
-    'source-only': sources.some((s) => s.source !== undefined && s.provider === undefined),
-    'no created_on': !('created_on' in u),
-    'no fallback_time_zone': !('fallback_time_zone' in u),
-    'placeholder ingestion': u.ingestion_start === 'ingestion_start' && u.ingestion_end === 'ingestion_end',
-    'empty slug': sources.some((s) => s.source?.slug === '' || s.provider?.slug === ''),
-    'offset-less created_on': typeof u.created_on === 'string' && /T\d\d:\d\d:\d\d$/.test(u.created_on),
-    'bare connected source': sources.some((s) => s.source === undefined && s.provider === undefined),
-  };
-  return Object.entries(shapes).filter(([, shown]) => shown).map(([name]) => name);
 }
 
 describe('generated users', () => {
@@ -55,7 +35,7 @@ describe('generated users', () => {
 
   it('collectively show every shape the live service sends today', () => {
     const all = users(1, 5000);
-    const sources = all.flatMap(sourcesOf);
+    const sources = all.flatMap(connectedSourcesOf);
     const dateTimes = [...all.map((u) => u.created_on), ...sources.map((s) => s.created_on)].filter((d) => typeof d === 'string');
     const count = (pred: (u: Record<string, unknown>) => boolean) => all.filter(pred).length;
 
@@ -79,7 +59,7 @@ describe('generated users', () => {
   it('by default never show a legacy shape: created_on, provider, source and fallback_time_zone always there', () => {
     const all = users(1, 5000);
     expect(all.filter((u) => legacyShapes(u).length > 0)).toEqual([]);
-    for (const s of all.flatMap(sourcesOf)) expect(Object.keys(s).sort()).toEqual(['created_on', 'provider', 'source']);
+    for (const s of all.flatMap(connectedSourcesOf)) expect(Object.keys(s).sort()).toEqual(['created_on', 'provider', 'source']);
   });
 
   it('with a legacy share, show every legacy shape in about that share of users', () => {
