@@ -49,7 +49,7 @@ const COMMANDS: Record<string, Command> = {
   },
   demo: {
     summary: 'stand-in + sync + offline resolve + removal + status: the guided tour',
-    synopsis: 'demo [--users N]',
+    synopsis: 'demo [--users N] [--legacy-records R]',
     load: () => import('./commands/demo.js'),
   },
   status: {

@@ -72,12 +72,50 @@ describe('user-mirror stand-in', () => {
   });
 
   it('rejects bad flags with exit code 2, naming the flag', { timeout: 60_000 }, async () => {
-    for (const args of [['--rate-429', '2'], ['--port', 'x'], ['--rate-429', '0.6', '--rate-503', '0.6'], ['--nope']]) {
+    const cases: Array<[string[], RegExp]> = [
+      [['--rate-429', '2'], /rate/],
+      [['--port', 'x'], /--port/],
+      [['--rate-429', '0.6', '--rate-503', '0.6'], /rate/],
+      [['--nope'], /nope/],
+      [['--legacy-records', '1.5'], /--legacy-records: must be a share from 0 to 1/],
+      [['--legacy-records=-0.1'], /--legacy-records: must be a share from 0 to 1/],
+      [['--legacy-records', 'some'], /--legacy-records/],
+    ];
+    for (const [args, message] of cases) {
       const child = run(args);
       let err = '';
       child.stderr.on('data', (c: Buffer) => (err += c.toString()));
       expect(await exitCode(child), args.join(' ')).toBe(2);
-      expect(err).toMatch(args[0] === '--nope' ? /nope/ : new RegExp(args[0] === '--port' ? '--port' : 'rate'));
+      expect(err).toMatch(message);
     }
+  });
+
+  it('serves today\'s shape by default and a share of legacy records with --legacy-records', { timeout: 30_000 }, async () => {
+    const lacksCreatedOn = async (args: string[]) => {
+      const child = run(['--port', '0', '--users', '400', ...args]);
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      const env = await banner(child);
+      const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user?limit=500`, { headers: { 'x-service-api-key': env.SERVICE_API_KEY ?? '' } });
+      const page = (await res.json()) as { users: Array<Record<string, unknown>> };
+      const exited = exitCode(child);
+      child.kill('SIGTERM');
+      await exited;
+      return { banner: out, lacking: page.users.filter((u) => !('created_on' in u)).length };
+    };
+    const today = await lacksCreatedOn([]);
+    expect(today.banner).toMatch(/legacy records: 0% of generated users/);
+    expect(today.lacking).toBe(0);
+    const legacy = await lacksCreatedOn(['--legacy-records', '1']);
+    expect(legacy.banner).toMatch(/legacy records: 100% of generated users/);
+    expect(legacy.lacking).toBeGreaterThan(0);
+  });
+
+  it('documents --legacy-records in --help', { timeout: 30_000 }, async () => {
+    const child = run(['--help']);
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    expect(await exitCode(child)).toBe(0);
+    expect(out).toMatch(/--legacy-records R +share 0\.\.1 of generated users/);
   });
 });

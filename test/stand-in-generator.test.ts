@@ -5,12 +5,15 @@ import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
 import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
 import { pathUuid, queryInt } from '../src/stand-in/validation.js';
 import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/wire-dates.js';
+import { connectedSourcesOf, legacyShapes } from './support/legacy-shapes.js';
 
 const MICROS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;
 const SECONDS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 
-function users(seed: number, count: number): Array<Record<string, unknown>> {
-  const keys = userKeys(seed);
+type Json = Record<string, unknown>;
+
+function users(seed: number, count: number, legacyRecords = 0): Json[] {
+  const keys = userKeys(seed, legacyRecords);
   return Array.from({ length: count }, (_, i) => generateUser(keys, i));
 }
 
@@ -30,9 +33,9 @@ describe('generated users', () => {
     expect(new Set(all.map((u) => u.team_id)).size).toBe(1);
   });
 
-  it('collectively show every shape the live service sends', () => {
+  it('collectively show every shape the live service sends today', () => {
     const all = users(1, 5000);
-    const sources = all.flatMap((u) => u.connected_sources as Array<Record<string, Record<string, string>>>);
+    const sources = all.flatMap(connectedSourcesOf);
     const dateTimes = [...all.map((u) => u.created_on), ...sources.map((s) => s.created_on)].filter((d) => typeof d === 'string');
     const count = (pred: (u: Record<string, unknown>) => boolean) => all.filter(pred).length;
 
@@ -43,8 +46,9 @@ describe('generated users', () => {
     expect(count((u) => (u.connected_sources as unknown[]).length === 4)).toBeGreaterThan(0);
     expect(dateTimes.some((d) => MICROS_FORM.test(String(d)))).toBe(true);
     expect(dateTimes.some((d) => SECONDS_FORM.test(String(d)))).toBe(true);
-    expect(count((u) => !('created_on' in u))).toBeGreaterThan(0);
-    for (const field of ['fallback_time_zone', 'fallback_birth_date', 'ingestion_start', 'ingestion_end']) {
+    expect(count((u) => u.fallback_time_zone === null)).toBeGreaterThan(0);
+    expect(count((u) => typeof u.fallback_time_zone === 'object' && u.fallback_time_zone !== null)).toBeGreaterThan(0);
+    for (const field of ['fallback_birth_date', 'ingestion_start', 'ingestion_end']) {
       expect(count((u) => u[field] === null), `${field} null`).toBeGreaterThan(0);
       expect(count((u) => !(field in u)), `${field} absent`).toBeGreaterThan(0);
       expect(count((u) => u[field] !== null && u[field] !== undefined), `${field} set`).toBeGreaterThan(0);
@@ -52,9 +56,40 @@ describe('generated users', () => {
     expect(count((u) => encodeURIComponent(String(u.client_user_id)) !== u.client_user_id)).toBeGreaterThan(0);
   });
 
+  it('by default never show a legacy shape: created_on, provider, source and fallback_time_zone always there', () => {
+    const all = users(1, 5000);
+    expect(all.filter((u) => legacyShapes(u).length > 0)).toEqual([]);
+    for (const s of all.flatMap(connectedSourcesOf)) expect(Object.keys(s).sort()).toEqual(['created_on', 'provider', 'source']);
+  });
+
+  it('with a legacy share, show every legacy shape in about that share of users', () => {
+    const all = users(1, 5000, 0.3);
+    const shown = all.map(legacyShapes);
+    const legacy = shown.filter((names) => names.length > 0).length;
+    expect(legacy / all.length).toBeGreaterThan(0.27);
+    expect(legacy / all.length).toBeLessThan(0.33);
+    const names = new Set(shown.flat());
+    expect([...names].sort()).toEqual(
+      ['bare connected source', 'empty slug', 'no created_on', 'no fallback_time_zone', 'offset-less created_on', 'placeholder ingestion', 'source-only'],
+    );
+    // The rest are exactly the default records: the share picks users, it does not reshuffle them.
+    const today = users(1, 5000);
+    shown.forEach((names, i) => {
+      if (names.length === 0) expect(all[i]).toEqual(today[i]);
+    });
+    expect(users(1, 300, 0.3)).toEqual(all.slice(0, 300));
+  });
+
+  it('reject a legacy share outside 0..1', () => {
+    expect(() => userKeys(1, 1.5)).toThrow(/legacyRecords/);
+    expect(() => userKeys(1, Number.NaN)).toThrow(/legacyRecords/);
+    expect(users(1, 50, 1).every((u) => legacyShapes(u).length > 0)).toBe(true);
+  });
+
   it('are served as the same JSON as the object form', () => {
-    const keys = userKeys(3);
-    for (let i = 0; i < 200; i++) expect(JSON.parse(generateUserJson(keys, i))).toEqual(generateUser(keys, i));
+    for (const keys of [userKeys(3), userKeys(3, 0.5)]) {
+      for (let i = 0; i < 200; i++) expect(JSON.parse(generateUserJson(keys, i))).toEqual(generateUser(keys, i));
+    }
   });
 });
 

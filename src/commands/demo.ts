@@ -3,7 +3,8 @@
  * runs the real commands, as child processes, and prints each one before it
  * runs, so the demo doubles as a tour of the CLI:
  *
- *   1. a stand-in service with 100,000 users, unless SERVICE_BASE_URL is set;
+ *   1. a stand-in service with 100,000 users, unless SERVICE_BASE_URL is set
+ *      (all in today's wire shape, or `--legacy-records R` of them older);
  *   2. `sync --once` into the mirror, with progress;
  *   3. `resolve` of one user, offline, from the mirror;
  *   4. with Redis: a removal worker and `remove-member --wait` (skipped, with
@@ -23,20 +24,23 @@ import { readConfig } from '../config.js';
 import { openMirror } from '../../db/open.js';
 import { describeRedisUrl } from '../../jobs/redis-connection.js';
 import { startStandIn, type StandIn } from '../stand-in/index.js';
+import { LegacyRecordsArg, describeLegacyShare } from './stand-in.js';
 
 const Args = z.object({
   users: z.coerce.number().int().min(1).max(5_000_000).default(100_000),
+  'legacy-records': LegacyRecordsArg,
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });
 
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url));
 
 export default async function demo(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(argv, { users: { type: 'string' } }, Args);
+  const args = parseCommandArgs(argv, { users: { type: 'string' }, 'legacy-records': { type: 'string' } }, Args);
   const env: NodeJS.ProcessEnv = { ...process.env };
   let standIn: StandIn | undefined;
   if (!env.SERVICE_BASE_URL) {
-    standIn = await startStandIn({ port: 0, users: args.users, seed: 1 });
+    const legacyRecords = args['legacy-records'];
+    standIn = await startStandIn({ port: 0, users: args.users, seed: 1, legacyRecords });
     Object.assign(env, {
       SERVICE_BASE_URL: standIn.baseUrl,
       SERVICE_API_KEY: standIn.apiKey,
@@ -46,7 +50,8 @@ export default async function demo(argv: string[]): Promise<number> {
       MIRROR_DB: env.MIRROR_DB || './data/demo.db',
       QUEUE_PREFIX: env.QUEUE_PREFIX || 'user-mirror-demo',
     });
-    say(`No SERVICE_BASE_URL configured: started the local stand-in with ${args.users.toLocaleString('en-US')} users at ${standIn.baseUrl}`);
+    const users = `${args.users.toLocaleString('en-US')} users, ${describeLegacyShare(legacyRecords)} of them legacy records`;
+    say(`No SERVICE_BASE_URL configured: started the local stand-in with ${users}, at ${standIn.baseUrl}`);
   } else {
     say(`Using the service at ${env.SERVICE_BASE_URL}`);
   }

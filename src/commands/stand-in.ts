@@ -17,6 +17,10 @@ const USAGE = `usage: user-mirror stand-in [options]
   --users N                generated users (default 1000; 0 with --users-file)
   --seed S                 seed of users, orgs and random faults (default 1)
   --users-file F           JSON array of user records (or {"users": [...]}) served as-is
+  --legacy-records R       share 0..1 of generated users in older or odd shapes: no created_on,
+                           source-only or bare connected sources, no fallback_time_zone,
+                           placeholder ingestion_*, empty slugs, offset-less created_on
+                           (default 0: every user has the shape the live service sends today)
   --orgs N                 seeded organizations (default 3)
   --members-per-org N      seeded members per organization (default 20)
   --verbose                one line per request on stderr
@@ -47,6 +51,7 @@ const OPTIONS = {
   users: str,
   seed: str,
   'users-file': str,
+  'legacy-records': str,
   orgs: str,
   'members-per-org': str,
   verbose: { type: 'boolean' },
@@ -78,6 +83,13 @@ const retryAfter = z
   .transform((v) => (v === 'none' ? null : /^\d+$/.test(v) ? Number(v) : v))
   .optional();
 
+/** `--legacy-records`, shared with the demo. */
+export const LegacyRecordsArg = z.coerce
+  .number()
+  .min(0, 'must be a share from 0 to 1')
+  .max(1, 'must be a share from 0 to 1')
+  .default(0);
+
 const ArgsSchema = z.object({
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
   port: count(65_535).default(8787),
@@ -85,6 +97,7 @@ const ArgsSchema = z.object({
   users: count(100_000_000).optional(),
   seed: z.coerce.number().int().refine(Number.isSafeInteger, 'must be a safe integer').default(1),
   'users-file': z.string().min(1).optional(),
+  'legacy-records': LegacyRecordsArg,
   orgs: count(10_000).default(3),
   'members-per-org': count(100_000).default(20),
   verbose: z.boolean().default(false),
@@ -130,6 +143,7 @@ async function start(args: Args): Promise<StandIn> {
       users: args.users,
       seed: args.seed,
       usersFile: args['users-file'],
+      legacyRecords: args['legacy-records'],
       orgs: args.orgs,
       membersPerOrg: args['members-per-org'],
       faults: faultPlan(args),
@@ -179,6 +193,7 @@ function banner(s: StandIn, args: Args): string {
   return [
     `user-mirror stand-in listening on ${s.baseUrl}`,
     `  directory: ${s.directory.size} users (${source}), team ${s.directory.teamId}`,
+    `  legacy records: ${describeLegacyShare(args['legacy-records'])} of generated users`,
     `  orgs: ${s.members.orgIds().length}, members: ${s.members.list().length}`,
     `  team routes:      GET /v2/user, GET /v2/user/resolve/{client_user_id}   key header: ${s.apiKeyHeader}`,
     `  management route: DELETE /v1/org/{org_id}/member/{member_id}   key header: X-Management-Key`,
@@ -192,6 +207,11 @@ function banner(s: StandIn, args: Args): string {
     `MANAGEMENT_KEY=${s.managementKey}`,
     '',
   ].join('\n');
+}
+
+/** `0%`, `12.5%`: how the banner and the demo state the share. */
+export function describeLegacyShare(share: number): string {
+  return `${Number((share * 100).toFixed(2))}%`;
 }
 
 function logRequest(entry: RequestLogEntry): void {

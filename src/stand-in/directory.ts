@@ -29,6 +29,8 @@ export interface DirectoryOptions {
   /** How many generated users follow the file records. */
   users: number;
   fileRecords?: readonly JsonRecord[];
+  /** Share (0..1) of generated users served in an older or odd shape; default 0, today's shape only. */
+  legacyRecords?: number;
 }
 
 /** A user, by its `user_id` or by its internal index (stable, unlike a position). */
@@ -45,7 +47,7 @@ export class Directory {
   private universe: number;
 
   constructor(options: DirectoryOptions) {
-    this.keys = userKeys(options.seed);
+    this.keys = userKeys(options.seed, options.legacyRecords);
     this.teamId = this.keys.teamId;
     this.file = options.fileRecords ?? [];
     this.universe = this.file.length + options.users;

@@ -38,6 +38,12 @@ export interface StandInOptions {
   usersFile?: string;
   /** The same, in-process. */
   records?: readonly JsonRecord[];
+  /**
+   * Share (0..1) of generated users served in an older or odd shape (no
+   * `created_on`, source-only connected sources, placeholder values...).
+   * Default 0: every generated user has the shape the live service sends today.
+   */
+  legacyRecords?: number;
   /** Default: a fresh `sk_…` key. */
   apiKey?: string;
   /** Default `x-service-api-key`; matched case-insensitively. */
@@ -72,7 +78,8 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   const seed = options.seed ?? 1;
   const keys = resolveKeys(options);
   const fileRecords = options.usersFile === undefined ? options.records : await loadUsersFile(options.usersFile);
-  const directory = new Directory({ seed, users: options.users ?? (fileRecords ? 0 : 1000), fileRecords });
+  const users = options.users ?? (fileRecords ? 0 : 1000);
+  const directory = new Directory({ seed, users, fileRecords, legacyRecords: options.legacyRecords });
   const members = new Members({ seed, orgs: options.orgs ?? 3, membersPerOrg: options.membersPerOrg ?? 20 });
   const faults = new Faults(seed, options.faults);
   const requests = new RequestLog(options.requestLogSize);

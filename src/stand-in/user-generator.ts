@@ -8,18 +8,34 @@
  * two can never disagree. (Building objects with optional keys turned out
  * three times slower than the text: the varying shapes defeat V8's caches.)
  *
- * The mix of shapes follows ../shared/spec/live-service-notes.md: both
- * `provider` and `source` on every connected source (their logos sometimes
- * differ), `fallback_*` and `ingestion_*` null or absent, older records
- * without a top-level `created_on`, and both date-time spellings.
+ * By default every record has today's shape, per
+ * ../shared/spec/live-service-notes.md and the official SDK's response
+ * schema: `created_on`, both `provider` and `source` on every connected
+ * source (their logos sometimes differ), `fallback_time_zone` as an object
+ * or null, `fallback_birth_date` and `ingestion_*` null or absent, and both
+ * date-time spellings. Older and odd shapes (./legacy-quirks.ts) appear only
+ * in the share of records the directory asks for as legacy.
  */
 import { AWKWARD_ID_SUFFIXES, PROVIDERS, TIME_ZONES, legacySourceLogo, providerLogo } from './catalog.js';
+import {
+  BARE_SOURCE,
+  EMPTY_SLUG,
+  NAIVE_CREATED_ON,
+  NEEDS_A_SOURCE,
+  NO_CREATED_ON,
+  NO_TIME_ZONE,
+  PLACEHOLDER_INGESTION,
+  SOURCE_ONLY,
+  drawQuirks,
+  legacyBound,
+} from './legacy-quirks.js';
 import { Prng, fmix32, hash32, seedKey, unfmix32 } from './prng.js';
 import { hex8, randomUuid, uuidFromWords } from './uuid.js';
-import { DAY_MS, anyDateTime, isoDate } from './wire-dates.js';
+import { DAY_MS, anyDateTime, isoDate, isoNaive } from './wire-dates.js';
 
 export type WireSource = { name: string; slug: string; logo: string };
-export type WireConnectedSource = { created_on: string; provider: WireSource; source: WireSource };
+/** Today's shape has all three keys; only legacy records drop `provider` or both descriptors. */
+export type WireConnectedSource = { created_on: string; provider?: WireSource; source?: WireSource };
 export type WireTimeZone = { id: string; source_slug: string; updated_at: string };
 export type WireBirthDate = { value: string; source_slug: string; updated_at: string };
 export type GeneratedUser = {
@@ -34,12 +50,15 @@ export type GeneratedUser = {
   ingestion_end?: string | null;
 };
 
-/** Per-seed constants, computed once per directory instead of once per user. */
+/** Per-directory constants, computed once per directory instead of once per user. */
 export interface UserKeys {
   readonly idKey: number;
   readonly clientKey: number;
   readonly fieldKey: number;
   readonly awkwardKey: number;
+  readonly legacyKey: number;
+  /** User i is legacy when hash32(legacyKey, i) is below this; 0 means none is. */
+  readonly legacyBelow: number;
   readonly teamId: string;
 }
 
@@ -47,7 +66,7 @@ const FIRST_CREATED = Date.UTC(2021, 0, 1);
 const LAST_CREATED = Date.UTC(2026, 0, 1);
 /** No generated time is later than this, so nothing lies in the future of a test run. */
 const LATEST = Date.UTC(2026, 1, 1);
-/** Records created before this are "older": they may lack created_on and fallback_time_zone. */
+/** Legacy records were created before this. */
 const LEGACY_BEFORE = Date.UTC(2022, 5, 1);
 const AWKWARD_ONE_IN = 500;
 const CLIENT_ID = /^cu_([0-9a-f]{8})/;
@@ -56,22 +75,28 @@ const PLAIN_CLIENT_ID_LENGTH = 11;
 /** Weights of 0, 1, 2, 3 and 4 connected sources. */
 const SOURCE_COUNT_CDF = [0.15, 0.5, 0.8, 0.95, 1];
 
-/** Descriptor JSON per provider, rendered once: [provider, source with the current logo, source with the old logo]. */
+/** Descriptor JSON per provider, rendered once: the provider, `source` with the old logo, and that with an empty slug. */
 const DESCRIPTORS = PROVIDERS.map((p) => ({
   slug: p.slug,
   provider: JSON.stringify({ name: p.name, slug: p.slug, logo: providerLogo(p.slug) }),
   legacySource: JSON.stringify({ name: p.name, slug: p.slug, logo: legacySourceLogo(p.slug) }),
+  emptySlugSource: JSON.stringify({ name: p.name, slug: '', logo: legacySourceLogo(p.slug) }),
 }));
+/** What the SDK's own wire tests put in these fields. */
+const PLACEHOLDER_BOUNDS = ',"ingestion_start":"ingestion_start","ingestion_end":"ingestion_end"';
 
 type Presence = 'value' | 'null' | 'absent';
 
-export function userKeys(seed: number): UserKeys {
+/** `legacyRecords`: the share (0..1) of users served in an older or odd shape. */
+export function userKeys(seed: number, legacyRecords = 0): UserKeys {
   const key = seedKey(seed);
   return {
     idKey: hash32(key, 11),
     clientKey: hash32(key, 12),
     fieldKey: hash32(key, 13),
     awkwardKey: hash32(key, 14),
+    legacyKey: hash32(key, 16),
+    legacyBelow: legacyBound(legacyRecords),
     teamId: randomUuid(new Prng(key, 15)),
   };
 }
@@ -84,18 +109,29 @@ export function generateUser(keys: UserKeys, index: number): GeneratedUser {
 export function generateUserJson(keys: UserKeys, index: number): string {
   const prng = new Prng(keys.fieldKey, index);
   const userId = drawUserId(keys, index, prng);
-  const createdMs = FIRST_CREATED + Math.floor(prng.float() * (LAST_CREATED - FIRST_CREATED));
-  const legacy = createdMs < LEGACY_BEFORE;
+  const quirks = legacyQuirks(keys, index);
+  const createdMs = FIRST_CREATED + Math.floor(prng.float() * ((quirks === 0 ? LAST_CREATED : LEGACY_BEFORE) - FIRST_CREATED));
   const slugs: string[] = [];
-  const sources = connectedSources(prng, createdMs, slugs);
+  const sources = connectedSources(prng, createdMs, slugs, quirks);
   const clientId = clientUserIdFor(keys, index);
   const clientJson = clientId.length === PLAIN_CLIENT_ID_LENGTH ? `"${clientId}"` : JSON.stringify(clientId);
   let out = `{"user_id":"${userId}","team_id":"${keys.teamId}","client_user_id":${clientJson}`;
-  if (!(legacy && prng.chance(0.3))) out += `,"created_on":"${anyDateTime(prng, createdMs)}"`;
+  out += createdOn(prng, createdMs, quirks);
   out += `,"connected_sources":[${sources}]`;
-  out += fallbackTimeZone(prng, createdMs, legacy, slugs);
+  out += (quirks & NO_TIME_ZONE) !== 0 ? '' : fallbackTimeZone(prng, createdMs, slugs);
   out += fallbackBirthDate(prng, createdMs, slugs);
-  return `${out}${ingestionBounds(prng, createdMs)}}`;
+  return `${out}${(quirks & PLACEHOLDER_INGESTION) !== 0 ? PLACEHOLDER_BOUNDS : ingestionBounds(prng, createdMs)}}`;
+}
+
+/** 0 for a record in today's shape; otherwise the legacy quirks it shows. */
+function legacyQuirks(keys: UserKeys, index: number): number {
+  if (keys.legacyBelow === 0 || hash32(keys.legacyKey, index) >= keys.legacyBelow) return 0;
+  return drawQuirks(new Prng(keys.legacyKey, index));
+}
+
+function createdOn(prng: Prng, createdMs: number, quirks: number): string {
+  if ((quirks & NO_CREATED_ON) !== 0) return '';
+  return `,"created_on":"${(quirks & NAIVE_CREATED_ON) !== 0 ? isoNaive(createdMs) : anyDateTime(prng, createdMs)}"`;
 }
 
 /** Just the user_id of user `index`: cheap, for lookups that must not build the record. */
@@ -131,8 +167,9 @@ function invertWord(hex: string, key: number): number | undefined {
 }
 
 /** JSON of the array items; pushes the chosen slugs onto `slugs`. */
-function connectedSources(prng: Prng, createdMs: number, slugs: string[]): string {
-  const count = sourceCount(prng.float());
+function connectedSources(prng: Prng, createdMs: number, slugs: string[], quirks: number): string {
+  const drawn = sourceCount(prng.float());
+  const count = drawn === 0 && (quirks & NEEDS_A_SOURCE) !== 0 ? 1 : drawn;
   let used = 0; // bit set of provider positions; the catalog has fewer than 32
   let out = '';
   while (slugs.length < count) {
@@ -140,12 +177,17 @@ function connectedSources(prng: Prng, createdMs: number, slugs: string[]): strin
     const d = DESCRIPTORS[at];
     if (d === undefined || (used & (1 << at)) !== 0) continue;
     used |= 1 << at;
-    slugs.push(d.slug);
-    const source = prng.chance(0.3) ? d.legacySource : d.provider;
-    const connectedMs = Math.min(LATEST, createdMs + prng.int(0, 400) * DAY_MS + prng.int(0, DAY_MS));
-    out += `${out === '' ? '' : ','}{"created_on":"${anyDateTime(prng, connectedMs)}","provider":${d.provider},"source":${source}}`;
+    const first = slugs.push(d.slug) === 1;
+    const source = first && (quirks & EMPTY_SLUG) !== 0 ? d.emptySlugSource : prng.chance(0.3) ? d.legacySource : d.provider;
+    const provider = (quirks & SOURCE_ONLY) !== 0 ? '' : `"provider":${d.provider},`;
+    out += `${out === '' ? '' : ','}{"created_on":"${connectedOn(prng, createdMs)}",${provider}"source":${source}}`;
   }
+  if ((quirks & BARE_SOURCE) !== 0) out += `${out === '' ? '' : ','}{"created_on":"${connectedOn(prng, createdMs)}"}`;
   return out;
+}
+
+function connectedOn(prng: Prng, createdMs: number): string {
+  return anyDateTime(prng, Math.min(LATEST, createdMs + prng.int(0, 400) * DAY_MS + prng.int(0, DAY_MS)));
 }
 
 function sourceCount(r: number): number {
@@ -163,9 +205,9 @@ function sourceSlug(prng: Prng, slugs: readonly string[]): string {
   return slugs.length === 0 || prng.chance(0.25) ? 'manual' : prng.pick(slugs);
 }
 
-function fallbackTimeZone(prng: Prng, createdMs: number, legacy: boolean, slugs: readonly string[]): string {
-  const state = presence(prng, 0.15, legacy ? 0.35 : 0);
-  if (state !== 'value') return state === 'null' ? ',"fallback_time_zone":null' : '';
+/** Always present, as an object or null: the live service sends the key on every current record. */
+function fallbackTimeZone(prng: Prng, createdMs: number, slugs: readonly string[]): string {
+  if (prng.chance(0.15)) return ',"fallback_time_zone":null';
   const updatedAt = anyDateTime(prng, Math.min(LATEST, createdMs + prng.int(0, 500) * DAY_MS));
   return `,"fallback_time_zone":{"id":"${prng.pick(TIME_ZONES)}","source_slug":"${sourceSlug(prng, slugs)}","updated_at":"${updatedAt}"}`;
 }

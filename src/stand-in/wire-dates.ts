@@ -58,6 +58,11 @@ export function isoSeconds(ms: number): string {
   return `${civilDateTime(Math.floor(ms))[0]}Z`;
 }
 
+/** `2021-03-04T05:06:07`: no offset at all, as some older records carry. */
+export function isoNaive(ms: number): string {
+  return civilDateTime(Math.floor(ms))[0];
+}
+
 /** `YYYY-MM-DD`. */
 export function isoDate(ms: number): string {
   return civilDate(Math.floor(ms / DAY_MS));
