@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import type { Db } from './open.js';
-import { UserSchema, type User } from '../src/service/schemas.js';
+import type { User } from '../src/service/schemas.js';
+import { parseUser } from '../src/service/user-record.js';
 
 export interface LookupOptions {
   /** Also return a user that is deleted upstream (soft-deleted in the mirror). */
@@ -13,9 +14,10 @@ export interface LookupOptions {
   /** Restrict to one team; without it, any team's user with that client_user_id. */
   teamId?: string;
   /**
-   * Check the stored record against the wire schema again. Off by default:
-   * the writer stores only records that passed it, and re-parsing costs
-   * more than the lookup itself.
+   * Parse the stored record again, as the sync does: fields that break their
+   * rule are dropped (they are listed in field_warnings). Off by default: the
+   * record is returned as received, which is what `resolve` prints, and
+   * re-parsing costs more than the lookup itself.
    */
   validate?: boolean;
 }
@@ -186,10 +188,14 @@ function parseRun(row: unknown): SyncRun | undefined {
 
 /**
  * `raw` is the record exactly as the service sent it, written only by
- * MirrorWriter after UserSchema accepted it: trusting it by default is what
- * keeps a lookup in the microseconds.
+ * MirrorWriter after its identity passed: trusting it by default is what
+ * keeps a lookup in the microseconds. Its other fields may break their rule
+ * (see field_warnings); `validate` returns the parsed form without them.
  */
 function decodeUser(raw: string, validate: boolean): User {
   const parsed: unknown = JSON.parse(raw);
-  return validate ? UserSchema.parse(parsed) : (parsed as User);
+  if (!validate) return parsed as User;
+  const user = parseUser(parsed);
+  if (!user.ok) throw new Error(`stored record does not parse: ${user.issues}`);
+  return user.user;
 }

@@ -3,5 +3,6 @@ import type { Migration } from '../migrate.js';
 import { mirrorSchema } from './001-mirror.js';
 import { memberRemovals } from './002-member-removals.js';
 import { syncLease } from './003-sync-lease.js';
+import { fieldWarnings } from './004-field-warnings.js';
 
-export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals, syncLease];
+export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals, syncLease, fieldWarnings];
