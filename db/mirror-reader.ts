@@ -82,6 +82,14 @@ export interface MirrorStats {
   lastSucceededRun: SyncRun | undefined;
 }
 
+/** What field_warnings says about the active users. */
+export interface FieldWarningStats {
+  /** Active users whose stored record has at least one field warning. */
+  users: number;
+  /** Per field path as stored (list indices included): active users warned about it. */
+  byField: Array<{ field: string; users: number }>;
+}
+
 interface EntryRow {
   raw: string;
   deleted_at: string | null;
@@ -174,6 +182,21 @@ export class MirrorReader {
       lastRun: parseRun(this.s.lastRun.get()),
       lastSucceededRun: parseRun(this.s.lastSucceeded.get()),
     };
+  }
+
+  /**
+   * Undefined for a mirror from before migration 4: a readonly reader
+   * cannot migrate it, and the next sync will.
+   */
+  fieldWarningStats(): FieldWarningStats | undefined {
+    const table = this.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'field_warnings'`).get();
+    if (table === undefined) return undefined;
+    const active = `FROM field_warnings AS w JOIN users AS u ON u.user_id = w.user_id WHERE u.deleted_at IS NULL`;
+    const users = this.db.prepare<[], number>(`SELECT count(DISTINCT w.user_id) ${active}`).pluck().get() ?? 0;
+    const byField = this.db
+      .prepare<[], { field: string; users: number }>(`SELECT w.field AS field, count(*) AS users ${active} GROUP BY w.field`)
+      .all();
+    return { users, byField };
   }
 
   /** The latest `n` runs, newest first. */
