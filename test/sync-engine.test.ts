@@ -200,6 +200,34 @@ describe('the sweep refuses what an incomplete or shifting scan cannot prove', (
     expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));
   });
 
+  it('a record with a valid identity is always mirrored: bad optional fields become NULL and field warnings', async () => {
+    const odd = {
+      user_id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
+      team_id: 'b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e',
+      client_user_id: 'cu_odd',
+      created_on: '2026-01-28T12:53:04',
+      connected_sources: [{ created_on: '2026-01-28T12:53:04Z' }],
+      fallback_time_zone: { source_slug: 'manual' },
+      ingestion_start: 'ingestion_start',
+      ingestion_end: 'ingestion_end',
+    };
+    const r = await start(300, { records: [odd] });
+    const summary = await r.sync();
+    expect(summary).toMatchObject({ status: 'succeeded', rejected: 0, created: 301 });
+    expect(r.db.prepare('SELECT created_on, fallback_time_zone_id, ingestion_start, raw FROM users WHERE user_id = ?').get(odd.user_id)).toEqual({
+      created_on: '2026-01-28T12:53:04.000Z',
+      fallback_time_zone_id: null,
+      ingestion_start: null,
+      raw: JSON.stringify(odd),
+    });
+    expect(r.db.prepare('SELECT field, run_id FROM field_warnings ORDER BY field').all()).toEqual([
+      { field: 'connected_sources[0].provider', run_id: summary.runId },
+      { field: 'fallback_time_zone.id', run_id: summary.runId },
+      { field: 'ingestion_end', run_id: summary.runId },
+      { field: 'ingestion_start', run_id: summary.runId },
+    ]);
+  });
+
   it('a record that fails validation is set aside: partial, the rest published, nothing deleted', async () => {
     const bad = { user_id: 'not-a-uuid', team_id: 'also-not', client_user_id: 'cu_bad', connected_sources: [] };
     const r = await start(1_200, { records: [bad] });
