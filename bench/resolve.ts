@@ -57,7 +57,7 @@ function buildMirror(path: string): void {
       const page: StagedRecord[] = [];
       for (let n = p; n < Math.min(to, p + 500); n++) {
         const raw = record(n);
-        page.push({ user: UserSchema.parse(raw), rawJson: JSON.stringify(raw) });
+        page.push({ user: UserSchema.parse(raw), rawJson: JSON.stringify(raw), warnings: [] });
       }
       writer.stagePage(runId, page);
     }

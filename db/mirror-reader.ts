@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import type { Db } from './open.js';
-import { UserSchema, type User } from '../src/service/schemas.js';
+import type { User } from '../src/service/schemas.js';
+import { parseUser } from '../src/service/user-record.js';
 
 export interface LookupOptions {
   /** Also return a user that is deleted upstream (soft-deleted in the mirror). */
@@ -13,9 +14,10 @@ export interface LookupOptions {
   /** Restrict to one team; without it, any team's user with that client_user_id. */
   teamId?: string;
   /**
-   * Check the stored record against the wire schema again. Off by default:
-   * the writer stores only records that passed it, and re-parsing costs
-   * more than the lookup itself.
+   * Parse the stored record again, as the sync does: fields that break their
+   * rule are dropped (they are listed in field_warnings). Off by default: the
+   * record is returned as received, which is what `resolve` prints, and
+   * re-parsing costs more than the lookup itself.
    */
   validate?: boolean;
 }
@@ -88,6 +90,14 @@ export interface MirrorStats {
   deletedUsers: number;
   lastRun: SyncRun | undefined;
   lastSucceededRun: SyncRun | undefined;
+}
+
+/** What field_warnings says about the active users. */
+export interface FieldWarningStats {
+  /** Active users whose stored record has at least one field warning. */
+  users: number;
+  /** Per field path as stored (list indices included): active users warned about it. */
+  byField: Array<{ field: string; users: number }>;
 }
 
 interface EntryRow {
@@ -184,6 +194,21 @@ export class MirrorReader {
     };
   }
 
+  /**
+   * Undefined for a mirror from before migration 4: a readonly reader
+   * cannot migrate it, and the next sync will.
+   */
+  fieldWarningStats(): FieldWarningStats | undefined {
+    const table = this.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'field_warnings'`).get();
+    if (table === undefined) return undefined;
+    const active = `FROM field_warnings AS w JOIN users AS u ON u.user_id = w.user_id WHERE u.deleted_at IS NULL`;
+    const users = this.db.prepare<[], number>(`SELECT count(DISTINCT w.user_id) ${active}`).pluck().get() ?? 0;
+    const byField = this.db
+      .prepare<[], { field: string; users: number }>(`SELECT w.field AS field, count(*) AS users ${active} GROUP BY w.field`)
+      .all();
+    return { users, byField };
+  }
+
   /** The latest `n` runs, newest first. */
   lastRuns(n: number): SyncRun[] {
     return this.s.lastRuns.all(Math.max(0, Math.floor(n))).map((r) => SyncRunSchema.parse(r));
@@ -196,10 +221,14 @@ function parseRun(row: unknown): SyncRun | undefined {
 
 /**
  * `raw` is the record exactly as the service sent it, written only by
- * MirrorWriter after UserSchema accepted it: trusting it by default is what
- * keeps a lookup in the microseconds.
+ * MirrorWriter after its identity passed: trusting it by default is what
+ * keeps a lookup in the microseconds. Its other fields may break their rule
+ * (see field_warnings); `validate` returns the parsed form without them.
  */
 function decodeUser(raw: string, validate: boolean): User {
   const parsed: unknown = JSON.parse(raw);
-  return validate ? UserSchema.parse(parsed) : (parsed as User);
+  if (!validate) return parsed as User;
+  const user = parseUser(parsed);
+  if (!user.ok) throw new Error(`stored record does not parse: ${user.issues}`);
+  return user.user;
 }

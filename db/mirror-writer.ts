@@ -24,17 +24,23 @@
  *   the index cannot hold both, and the claim itself is upstream's word.
  * - A rejected record whose user_id can be read still counts as seen, so its
  *   user is never a deletion candidate only because its latest record was malformed.
+ * - `field_warnings` holds the warnings of each user's stored record: they
+ *   are replaced whenever the user's row is written, and only then.
  */
 import { hostname } from 'node:os';
 import type { Db } from './open.js';
 import type { User } from '../src/service/schemas.js';
+import type { FieldWarning } from '../src/service/user-record.js';
 import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, type LiveState, type SourceRow } from './user-row.js';
 import { RunLedger } from './run-ledger.js';
 
 export interface StagedRecord {
+  /** The parsed record: fields that broke their rule are absent. */
   user: User;
   /** JSON.stringify of the record as received, unknown fields included. */
   rawJson: string;
+  /** The fields dropped from `user`, stored in `field_warnings`. */
+  warnings: readonly FieldWarning[];
 }
 
 export interface StagePageResult {
@@ -149,8 +155,13 @@ CREATE TEMP TABLE IF NOT EXISTS stage_users (
   content_hash TEXT NOT NULL,
   -- JSON array of [slug, name, logo, created_on, descriptor]: one column instead of a row per source.
   sources TEXT NOT NULL,
+  -- JSON array of [field, problem]; '[]' for a clean record.
+  warnings TEXT NOT NULL,
   raw TEXT NOT NULL
 );
+-- Few records carry warnings: publish reads just those through this (partial, so cheap to keep up)
+-- index instead of scanning every staged row once more.
+CREATE INDEX IF NOT EXISTS temp.stage_users_warned ON stage_users (seq) WHERE warnings <> '[]';
 -- A later listing that matched the mirror: drops any earlier staged row of the user.
 CREATE TEMP TABLE IF NOT EXISTS stage_tombstones (seq INTEGER PRIMARY KEY, user_id TEXT NOT NULL);
 ${STAGING_INDEXES}
@@ -184,6 +195,11 @@ const updateFromExcluded = USER_COLUMNS.filter((c) => c !== 'user_id')
 
 type Cell = string | number | null;
 type Bind = Record<string, Cell>;
+
+/** Staged form of a record's warnings, expanded like the sources. */
+function warningsJson(warnings: readonly FieldWarning[]): string {
+  return warnings.length === 0 ? '[]' : JSON.stringify(warnings.map((w) => [w.field, w.problem]));
+}
 
 /** Staged form of a user's sources, expanded again with json_each at publish. */
 function sourcesJson(rows: readonly SourceRow[]): string {
@@ -277,7 +293,7 @@ export class MirrorWriter {
         .pluck(),
       // Positional binds: on a first sync this runs once per user, and named ones cost more.
       stageUser: db.prepare<[Cell[]]>(
-        `INSERT INTO stage_users (seq, ${cols(USER_COLUMNS)}, sources) VALUES (${marks(USER_COLUMNS.length + 2)})`,
+        `INSERT INTO stage_users (seq, ${cols(USER_COLUMNS)}, sources, warnings) VALUES (${marks(USER_COLUMNS.length + 3)})`,
       ),
       stageTombstone: db.prepare<[number, string]>(`INSERT INTO stage_tombstones (seq, user_id) VALUES (?, ?)`),
       insertRejected: db.prepare<Bind>(
@@ -379,6 +395,17 @@ export class MirrorWriter {
          FROM stage_users AS s, json_each(s.sources) AS j
          ORDER BY +s.user_id`,
       ),
+      // Probes the covering index per warning row: costs what field_warnings holds, not what was staged.
+      dropStagedUsersWarnings: db.prepare(
+        `DELETE FROM field_warnings
+         WHERE EXISTS (SELECT 1 FROM stage_users AS s INDEXED BY stage_users_id WHERE s.user_id = field_warnings.user_id)`,
+      ),
+      applyStagedWarnings: db.prepare<Bind>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at)
+         SELECT s.user_id, j.value ->> 0, j.value ->> 1, @run, @now
+         FROM stage_users AS s INDEXED BY stage_users_warned, json_each(s.warnings) AS j
+         WHERE s.warnings <> '[]'`,
+      ),
       countChanges: db.prepare<[number], { change: string; n: number }>(
         `SELECT change, count(*) AS n FROM user_changes WHERE run_id = ? GROUP BY change`,
       ),
@@ -410,6 +437,10 @@ export class MirrorWriter {
          ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded}, last_seen_at = excluded.last_seen_at, deleted_at = NULL`,
       ),
       dropSources: db.prepare<[string]>(`DELETE FROM connected_sources WHERE user_id = ?`),
+      dropWarnings: db.prepare<[string]>(`DELETE FROM field_warnings WHERE user_id = ?`),
+      insertWarning: db.prepare<[string, string, string, string]>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, NULL, ?)`,
+      ),
       insertSource: db.prepare<Cell[]>(
         `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length)})`,
       ),
@@ -555,6 +586,8 @@ export class MirrorWriter {
           this.s.dropStagedUsersSources.run();
           this.s.applyStagedSources.run();
         }
+        this.s.dropStagedUsersWarnings.run();
+        this.s.applyStagedWarnings.run(at);
 
         const counts = { created: 0, updated: 0, deleted: 0 };
         for (const { change, n } of this.s.countChanges.all(runId)) {
@@ -602,11 +635,12 @@ export class MirrorWriter {
    * own transaction; change rows carry run_id NULL. Takes the user's
    * (team_id, client_user_id) over from any other active holder, which is
    * soft-deleted. Never deletes anything for a 404: that is not a scan.
-   * A record whose content equals the stored one in another key order (the
-   * client returns the parsed object, not the received text) is 'unchanged'
-   * and keeps the listing's text, so the next sync sees no change either.
+   * A record whose content equals the stored one in another key order is
+   * 'unchanged' and keeps the listing's text, so the next sync sees no
+   * change either. The user's field warnings are replaced with the record's.
    */
-  refreshUser(user: User, rawJson: string): RefreshResult {
+  refreshUser(record: StagedRecord): RefreshResult {
+    const { user, rawJson } = record;
     const digest = contentHash(rawJson);
     return this.db
       .transaction((): RefreshResult => {
@@ -628,6 +662,8 @@ export class MirrorWriter {
         this.s.upsertUser.run(...USER_COLUMNS.map((c) => row[c]), now, now);
         this.s.dropSources.run(user.user_id);
         for (const source of toSourceRows(user)) this.s.insertSource.run(...SOURCE_COLUMNS.map((c) => source[c]));
+        this.s.dropWarnings.run(user.user_id);
+        for (const w of record.warnings) this.s.insertWarning.run(user.user_id, w.field, w.problem, now);
         const change: RefreshChange = live === undefined || live.deleted_at !== null ? 'created' : 'updated';
         this.s.insertChange.run(null, user.user_id, change, now);
         return { change, superseded };
@@ -639,8 +675,8 @@ export class MirrorWriter {
     const row = toUserRow(record.user, record.rawJson, digest);
     const values: Cell[] = [seq];
     for (const c of USER_COLUMNS) values.push(row[c]);
-    values.push(sourcesJson(toSourceRows(record.user)));
-    // One array binds as the anonymous parameters, without spreading 17 arguments.
+    values.push(sourcesJson(toSourceRows(record.user)), warningsJson(record.warnings));
+    // One array binds as the anonymous parameters, without spreading every column as an argument.
     this.s.stageUser.run(values);
   }
 

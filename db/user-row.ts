@@ -10,7 +10,8 @@ import type { ConnectedSource, SourceDescriptor, User } from '../src/service/sch
  * Bump when the mapping below changes, so that the next sync rewrites every
  * row (the stored hashes no longer match) instead of leaving old columns.
  */
-const ROW_FORMAT = 'v1';
+// v2: offset-less date-times read as UTC; fields that break their rule are NULL (with a field_warnings row).
+const ROW_FORMAT = 'v2';
 
 /** Column values of one `users` row that come from the record itself. */
 export interface UserRow {
@@ -131,13 +132,15 @@ function descriptorOf(cs: ConnectedSource): { descriptor: SourceDescriptor; from
   return undefined;
 }
 
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)$/i;
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)?$/i;
 
 /**
  * `2022-08-04T12:42:45.596792+00:00` → `2022-08-04T12:42:45.596Z`. One fixed
  * width (milliseconds, truncated) so that text order is time order in SQL;
- * the exact upstream value stays in `raw`. Unparseable input is kept as is
- * rather than dropped (the wire schema has already vouched for it).
+ * the exact upstream value stays in `raw`. A value without an offset is
+ * UTC: the service states all its times are UTC (db/SCHEMA.md). Unparseable
+ * input is kept as is rather than dropped (the wire schema has already
+ * vouched for it).
  */
 export function toUtcTimestamp(value: string | null | undefined): string | null {
   if (value === null || value === undefined) return null;

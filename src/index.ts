@@ -36,5 +36,6 @@ export { ServiceClient, type ServiceClientOptions, type ResolveResult, type Dele
 export { ServiceError, HttpError, NetworkError, TimeoutError, RequestValidationError, ResponseValidationError } from './service/errors.js';
 export { isRetryable } from './service/retry.js';
 export { UserSchema, type User } from './service/schemas.js';
+export { parseUser, type FieldWarning, type UserParse } from './service/user-record.js';
 // The local stand-in service, for other projects' tests.
 export { startStandIn, type StandIn, type StandInOptions } from './stand-in/index.js';

@@ -1,6 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ServiceClient } from '../src/service/client.js';
 import {
   HttpError,
@@ -11,23 +9,9 @@ import {
 } from '../src/service/errors.js';
 import { isRetryable } from '../src/service/retry.js';
 import { startStandIn } from '../src/stand-in/index.js';
+import { recordingServer } from './support/canned-server.js';
 
 type StandIn = Awaited<ReturnType<typeof startStandIn>>;
-
-/** A bare HTTP server that records what it receives and answers with a canned response. */
-async function recordingServer(
-  respond: (path: string) => { status: number; body: string; headers?: Record<string, string> },
-): Promise<{ url: string; seen: Array<{ method: string; path: string; headers: IncomingHttpHeaders }>; server: Server }> {
-  const seen: Array<{ method: string; path: string; headers: IncomingHttpHeaders }> = [];
-  const server = createServer((req, res) => {
-    seen.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers });
-    const r = respond(req.url ?? '');
-    res.writeHead(r.status, { 'content-type': 'application/json', ...r.headers });
-    res.end(r.body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
-}
 
 let standIn: StandIn;
 let client: ServiceClient;
@@ -157,7 +141,8 @@ describe('resolveUser', () => {
     const { users } = await client.listUsers({ offset: 0, limit: 3 });
     const wanted = users[2]!;
     const result = await client.resolveUser(wanted.client_user_id);
-    expect(result).toEqual({ found: true, user: wanted });
+    expect(result).toEqual({ found: true, user: wanted, rawJson: expect.any(String), warnings: [] });
+    expect(result.found && JSON.parse(result.rawJson)).toEqual(wanted);
   });
 
   it('gives a typed not-found for an unknown id', async () => {

@@ -164,6 +164,27 @@ describe('status report', () => {
     expect(text.split('\n').filter((l) => l.includes('#')).length).toBe(2);
     expect(text).toContain('missing 5 (3 gone, 1 still there, 1 unchecked)');
   });
+  it('counts users with field warnings and folds list indices in the top fields', () => {
+    const base = facts();
+    if (!base.mirror.available) throw new Error('fixture mirror must be available');
+    const byField = [
+      { field: 'ingestion_start', users: 3 },
+      { field: 'connected_sources[0].provider', users: 2 },
+      { field: 'connected_sources[3].provider', users: 2 },
+      { field: 'created_on', users: 1 },
+    ];
+    const r = buildStatusReport({ ...base, mirror: { ...base.mirror, fieldWarnings: { users: 5, byField } } });
+    expect(r.mirror.fieldWarnings).toEqual({
+      usersWithWarnings: 5,
+      topFields: [
+        { field: 'connected_sources[].provider', count: 4 },
+        { field: 'ingestion_start', count: 3 },
+        { field: 'created_on', count: 1 },
+      ],
+    });
+    expect(formatStatusReport(r)).toContain('field warnings 5 users (connected_sources[].provider 4, ingestion_start 3, created_on 1)');
+    expect(buildStatusReport(base).mirror.fieldWarnings).toBeNull();
+  });
 });
 
 describe('handleShutdownSignals', () => {

@@ -35,7 +35,7 @@ const rec = (n, g) => ({
 });
 const pages = [];
 for (let p = ${N / 4}; p < ${N + N / 4}; p += 500) {
-  pages.push(Array.from({ length: 500 }, (_, i) => { const r = rec(p + i, 1); return { user: UserSchema.parse(r), rawJson: JSON.stringify(r) }; }));
+  pages.push(Array.from({ length: 500 }, (_, i) => { const r = rec(p + i, 1); return { user: UserSchema.parse(r), rawJson: JSON.stringify(r), warnings: [] }; }));
 }
 const say = (s) => process.stdout.write(s + '\\n');
 for (;;) {

@@ -77,7 +77,7 @@ describe('migration 1: the mirror schema', () => {
       strict: number;
     }[];
     const strict = Object.fromEntries(tables.map((t) => [t.name, t.strict]));
-    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records', 'sync_lease']) expect(strict[t]).toBe(1);
+    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records', 'sync_lease', 'field_warnings']) expect(strict[t]).toBe(1);
     const views = db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name`).pluck().all();
     expect(views).toEqual(expect.arrayContaining(['active_users', 'last_sync', 'sources_per_user', 'users_per_source']));
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');

@@ -146,9 +146,9 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1]));
     const created = staged(wireUser(9));
-    writer.refreshUser(created.user, created.rawJson);
+    writer.refreshUser(created);
     const thief = staged(wireUser(8, { client_user_id: 'client-2' }));
-    expect(writer.refreshUser(thief.user, thief.rawJson).superseded).toEqual([userId(2)]);
+    expect(writer.refreshUser(thief).superseded).toEqual([userId(2)]);
     expect(writer.countUnseenActive(runId)).toBe(3);
     expect(writer.pickUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
     expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ deleted: 2 });
@@ -241,15 +241,15 @@ describe('stagePage + publish', () => {
     sync([stagedUsers([1, 2])]);
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1]));
-    const bad = { ...wireUser(2), created_on: 'last tuesday' };
-    writer.stageRejected(runId, { offset: 0, index: 1, reason: 'users[1].created_on: Invalid ISO datetime', raw: bad });
+    const bad = { ...wireUser(2), team_id: 'not-a-team' };
+    writer.stageRejected(runId, { offset: 0, index: 1, reason: 'users[1].team_id: Invalid UUID', raw: bad });
     writer.stageRejected(runId, { offset: 0, index: 2, reason: 'users[2]: Invalid input', raw: 'not an object' });
     expect(writer.countUnseenActive(runId)).toBe(0);
     expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ deleted: 0 });
     writer.finishRun(runId, { status: 'partial', pages: 1, usersSeen: 1 });
     const rows = db.prepare('SELECT run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw FROM rejected_records ORDER BY id').all();
     expect(rows).toEqual([
-      { run_id: runId, pass: 0, page_offset: 0, record_index: 1, user_id: userId(2), client_user_id: 'client-2', reason: 'users[1].created_on: Invalid ISO datetime', raw: JSON.stringify(bad) },
+      { run_id: runId, pass: 0, page_offset: 0, record_index: 1, user_id: userId(2), client_user_id: 'client-2', reason: 'users[1].team_id: Invalid UUID', raw: JSON.stringify(bad) },
       { run_id: runId, pass: 0, page_offset: 0, record_index: 2, user_id: null, client_user_id: null, reason: 'users[2]: Invalid input', raw: '"not an object"' },
     ]);
     expect(db.prepare('SELECT rejected FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(2);
@@ -333,10 +333,10 @@ describe('stagePage + publish', () => {
 describe('refreshUser (online resolve)', () => {
   it('creates, updates, and leaves an unchanged user alone, with run_id NULL changes', () => {
     const u = staged(wireUser(1));
-    expect(writer.refreshUser(u.user, u.rawJson)).toEqual({ change: 'created', superseded: [] });
-    expect(writer.refreshUser(u.user, u.rawJson)).toEqual({ change: 'unchanged', superseded: [] });
+    expect(writer.refreshUser(u)).toEqual({ change: 'created', superseded: [] });
+    expect(writer.refreshUser(u)).toEqual({ change: 'unchanged', superseded: [] });
     const v = staged(wireUser(1, { ingestion_end: '2030-01-01' }));
-    expect(writer.refreshUser(v.user, v.rawJson).change).toBe('updated');
+    expect(writer.refreshUser(v).change).toBe('updated');
     expect(changes(null)).toEqual([
       { user_id: userId(1), change: 'created' },
       { user_id: userId(1), change: 'updated' },
@@ -348,9 +348,9 @@ describe('refreshUser (online resolve)', () => {
     sync([stagedUsers([1, 2])]);
     sync([stagedUsers([2])]);
     const back = staged(wireUser(1));
-    expect(writer.refreshUser(back.user, back.rawJson).change).toBe('created');
+    expect(writer.refreshUser(back).change).toBe('created');
     const thief = staged(wireUser(3, { client_user_id: 'client-2' }));
-    expect(writer.refreshUser(thief.user, thief.rawJson)).toEqual({ change: 'created', superseded: [userId(2)] });
+    expect(writer.refreshUser(thief)).toEqual({ change: 'created', superseded: [userId(2)] });
     expect(user(2)?.deleted_at).not.toBeNull();
     expect(active()).toBe(2);
   });
@@ -361,14 +361,14 @@ describe('refreshUser (online resolve)', () => {
     const reordered = Object.fromEntries(Object.entries(wireUser(1)).reverse());
     const parsed = staged(reordered);
     expect(parsed.rawJson).not.toBe(listed.rawJson);
-    expect(writer.refreshUser(parsed.user, parsed.rawJson)).toEqual({ change: 'unchanged', superseded: [] });
+    expect(writer.refreshUser(parsed)).toEqual({ change: 'unchanged', superseded: [] });
     expect(user(1)?.raw).toBe(listed.rawJson);
     expect(changes(null)).toEqual([]);
   });
 
   it('keeps the hash contract with stagePage: a refreshed record listed unchanged is not rewritten', () => {
     const u = staged(wireUser(1));
-    writer.refreshUser(u.user, u.rawJson);
+    writer.refreshUser(u);
     expect(db.prepare('SELECT content_hash FROM users').pluck().get()).toBe(contentHash(u.rawJson));
     const r = sync([[u]]);
     expect(r).toMatchObject({ created: 0, updated: 0 });

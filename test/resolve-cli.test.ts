@@ -135,6 +135,35 @@ describe('--online', () => {
     }
   });
 
+  it('stores a record whose optional fields break their rule, with its warnings, and prints it as received', async () => {
+    const odd = wireUser(40, { ingestion_start: 'ingestion_start', ingestion_end: 'ingestion_end' });
+    const service = await startStandIn({ users: 0, records: [odd] });
+    try {
+      const oddEnv = { SERVICE_BASE_URL: service.baseUrl, SERVICE_API_KEY: service.apiKey, SERVICE_API_KEY_HEADER: service.apiKeyHeader };
+      const r = await cli(['client-40', '--online', '--json'], { ...oddEnv, MIRROR_DB: mirror });
+      expect(r.code).toBe(0);
+      const out = JSON.parse(r.stdout) as { user: unknown; warnings: Array<{ field: string }> };
+      expect(out.user).toEqual(odd);
+      expect(out.warnings.map((w) => w.field)).toEqual(['ingestion_start', 'ingestion_end']);
+      const db = openMirror(mirror, { readonly: true });
+      try {
+        expect(db.prepare('SELECT ingestion_start, ingestion_end, raw FROM users WHERE user_id = ?').get(odd.user_id)).toEqual({
+          ingestion_start: null,
+          ingestion_end: null,
+          raw: JSON.stringify(odd),
+        });
+        expect(db.prepare('SELECT field FROM field_warnings WHERE user_id = ? ORDER BY field').pluck().all(odd.user_id)).toEqual([
+          'ingestion_end',
+          'ingestion_start',
+        ]);
+      } finally {
+        db.close();
+      }
+    } finally {
+      await service.close();
+    }
+  });
+
   it('a 404 is not found (exit 3) and deletes nothing from the mirror', async () => {
     const r = await cli(['client-2', '--online'], { ...env, MIRROR_DB: mirror });
     expect(r.code).toBe(3);

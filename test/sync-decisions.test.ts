@@ -156,7 +156,7 @@ describe('splitPage', () => {
 
   it('stages valid records with their raw JSON, unknown fields kept, and sets the rest aside', () => {
     const raw = [good, bad];
-    const split = splitPage({ total: 2, offset: 0, limit: 500, records: parseUserRecords(raw), raw }, 1_500);
+    const split = splitPage({ total: 2, offset: 0, limit: 500, records: parseUserRecords(raw), raw, unknownKeys: [] }, 1_500);
     expect(split.staged).toHaveLength(1);
     expect(split.staged[0]?.user.user_id).toBe(good.user_id);
     expect(JSON.parse(split.staged[0]?.rawJson ?? '')).toEqual(good);

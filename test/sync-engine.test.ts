@@ -2,7 +2,10 @@
  * The sync engine end to end, in-process: the stand-in over real HTTP, the
  * real client, a real SQLite mirror file. No mocks.
  */
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../src/log.js';
+import type { PageParams } from '../src/service/client.js';
 import { startStandIn } from '../src/stand-in/index.js';
 import { runSync } from '../src/sync/engine.js';
 import type { ProgressSnapshot } from '../src/sync/progress.js';
@@ -248,6 +251,52 @@ describe('deletions are verified upstream, so a moving listing never blocks them
     expect(second).toMatchObject({ status: 'succeeded', confirmedGone: 2, deleted: 2 });
   });
 
+  it('a record with a valid identity is always mirrored: bad optional fields become NULL and field warnings', async () => {
+    const odd = {
+      user_id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
+      team_id: 'b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e',
+      client_user_id: 'cu_odd',
+      created_on: '2026-01-28T12:53:04',
+      connected_sources: [{ created_on: '2026-01-28T12:53:04Z' }],
+      fallback_time_zone: { source_slug: 'manual' },
+      ingestion_start: 'ingestion_start',
+      ingestion_end: 'ingestion_end',
+    };
+    const r = await start(300, { records: [odd] });
+    const summary = await r.sync();
+    expect(summary).toMatchObject({ status: 'succeeded', rejected: 0, created: 301 });
+    expect(r.db.prepare('SELECT created_on, fallback_time_zone_id, ingestion_start, raw FROM users WHERE user_id = ?').get(odd.user_id)).toEqual({
+      created_on: '2026-01-28T12:53:04.000Z',
+      fallback_time_zone_id: null,
+      ingestion_start: null,
+      raw: JSON.stringify(odd),
+    });
+    expect(r.db.prepare('SELECT field, run_id FROM field_warnings ORDER BY field').all()).toEqual([
+      { field: 'connected_sources[0].provider', run_id: summary.runId },
+      { field: 'fallback_time_zone.id', run_id: summary.runId },
+      { field: 'ingestion_end', run_id: summary.runId },
+      { field: 'ingestion_start', run_id: summary.runId },
+    ]);
+  });
+
+  it('a stand-in serving legacy and odd records (--legacy-records): every user mirrored and resolvable, the oddities as warnings', async () => {
+    const r = await start(2_000, { legacyRecords: 0.25 });
+    const summary = await r.sync();
+    expect(summary).toMatchObject({ status: 'succeeded', rejected: 0, created: 2_000 });
+    // Same users, same records as received (sources with an empty or no descriptor are not mapped).
+    const rawOf = (view: Map<string, { raw: string }>) => new Map([...view].map(([id, v]) => [id, v.raw]));
+    expect(rawOf(mirrorView(r.db))).toEqual(rawOf(directoryView(r.standIn)));
+    const warned = r.db.prepare<[], { user_id: string; client_user_id: string }>(
+      'SELECT DISTINCT w.user_id, u.client_user_id FROM field_warnings AS w JOIN users AS u USING (user_id)',
+    ).all();
+    expect(warned.length).toBeGreaterThan(50);
+    for (const { user_id, client_user_id } of warned.slice(0, 5)) {
+      const online = await r.client.resolveUser(client_user_id);
+      expect(online.found && online.user.user_id).toBe(user_id);
+      expect(online.found && online.warnings.length).toBeGreaterThan(0);
+    }
+  });
+
   it('a record without a valid identity is set aside and does not hold back the deletions of others', async () => {
     const bad = { user_id: 'not-a-uuid', team_id: 'also-not', client_user_id: 'cu_bad', connected_sources: [] };
     const r = await start(1_200, { records: [bad] });
@@ -260,6 +309,24 @@ describe('deletions are verified upstream, so a moving listing never blocks them
     expect(rejected).toHaveLength(1);
     expect(rejected[0]?.reason).toMatch(/users\[0\]\.user_id/);
     expect(JSON.parse(rejected[0]?.raw ?? 'null')).toEqual(bad);
+  });
+});
+
+describe('what the pages carry besides users', () => {
+  it('logs envelope keys it does not use once per run, and carries on', async () => {
+    const r = await start(1_200);
+    const lines: string[] = [];
+    const sink = new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } });
+    // The stand-in sends today's envelope; a newer service may add keys (a cursor, say). Only
+    // the envelope is dressed up here: every page still comes from the stand-in over HTTP.
+    const client = {
+      listUsersPage: async (params: PageParams, signal?: AbortSignal) => ({ ...(await r.client.listUsersPage(params, signal)), unknownKeys: ['next_cursor'] }),
+      resolveUser: (id: string, signal?: AbortSignal) => r.client.resolveUser(id, signal),
+    };
+    const summary = await r.sync({ client, logger: createLogger('info', sink) });
+    expect(summary).toMatchObject({ status: 'succeeded', usersSeen: 1_200 });
+    const events = lines.map((l) => JSON.parse(l) as { event?: string; keys?: string[] }).filter((e) => e.event === 'sync.unknown_envelope_keys');
+    expect(events).toEqual([expect.objectContaining({ keys: ['next_cursor'] })]);
   });
 });
 

@@ -7,8 +7,10 @@
  * answers into the mirror (MirrorWriter.refreshUser); a 404 there is printed
  * as not found and deletes nothing, because one miss is not a full scan.
  *
- * Output: pretty JSON of the User on stdout; with --json, one line
- * `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`.
+ * Output: pretty JSON of the User, as the service sent it, on stdout; with
+ * --json, one line `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`,
+ * and for --online also `"warnings":[{field, problem}]`: the fields that broke
+ * their rule (stored NULL in the mirror's columns, listed in field_warnings).
  * Exit codes: 0 found, 3 not found (one line on stderr), 2 usage or
  * configuration error, 1 anything else (no mirror file, service error).
  */
@@ -19,7 +21,8 @@ import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import { MirrorWriter } from '../../db/mirror-writer.js';
 import { openResolver } from '../resolve.js';
-import type { User } from '../service/schemas.js';
+import type { ResolveResult } from '../service/client.js';
+import type { FieldWarning } from '../service/user-record.js';
 
 const EXIT_NOT_FOUND = 3;
 
@@ -35,8 +38,11 @@ const Args = z.object({
 
 interface Found {
   source: 'mirror' | 'service';
-  user: User;
+  /** The record as received: what the mirror keeps in `users.raw`. */
+  record: unknown;
   deletedAt: string | null;
+  /** Online only: what the parser had to drop. */
+  warnings?: readonly FieldWarning[];
 }
 
 export default async function resolve(argv: string[]): Promise<number> {
@@ -66,7 +72,7 @@ function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): F
   const open = openResolver(MIRROR_DB);
   try {
     const entry = open.reader.lookup(clientUserId, { includeDeleted: args['include-deleted'] === true, teamId: args.team });
-    return entry === undefined ? undefined : { source: 'mirror', user: entry.user, deletedAt: entry.deletedAt };
+    return entry === undefined ? undefined : { source: 'mirror', record: entry.user, deletedAt: entry.deletedAt };
   } finally {
     open.close();
   }
@@ -75,34 +81,36 @@ function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): F
 async function resolveOnline(clientUserId: string, teamId: string | undefined): Promise<Found | undefined> {
   const config = readConfig([...SERVICE_ENV, 'MIRROR_DB']);
   const client = serviceClientFromConfig(config);
-  let user: User;
+  let result: ResolveResult;
   try {
-    const result = await client.resolveUser(clientUserId);
-    if (!result.found) return undefined;
-    user = result.user;
+    result = await client.resolveUser(clientUserId);
   } finally {
     await client.close();
   }
+  if (!result.found) return undefined;
+  const { user, rawJson, warnings } = result;
   // The team key decides the team; a --team that disagrees is a question about another directory.
   if (teamId !== undefined && user.team_id !== teamId) return undefined;
   const db = openMirror(config.MIRROR_DB);
   try {
-    // The client hands back the parsed record (unknown fields kept), not the bytes received.
-    new MirrorWriter(db).refreshUser(user, JSON.stringify(user));
+    // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
+    new MirrorWriter(db).refreshUser({ user, rawJson, warnings });
   } finally {
     db.close();
   }
-  return { source: 'service', user, deletedAt: null };
+  return { source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings };
 }
 
 function print(found: Found, json: boolean): void {
   if (json) {
-    process.stdout.write(
-      `${JSON.stringify({ found: true, source: found.source, deleted_at: found.deletedAt, user: found.user })}\n`,
-    );
+    const { source, deletedAt, record, warnings } = found;
+    process.stdout.write(`${JSON.stringify({ found: true, source, deleted_at: deletedAt, user: record, warnings })}\n`);
     return;
   }
-  process.stdout.write(`${JSON.stringify(found.user, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(found.record, null, 2)}\n`);
+  for (const w of found.warnings ?? []) {
+    process.stderr.write(`user-mirror resolve: note: ${w.field} ignored: ${w.problem}\n`);
+  }
   if (found.deletedAt !== null) {
     process.stderr.write(`user-mirror resolve: note: this user was deleted upstream (marked deleted in the mirror at ${found.deletedAt})\n`);
   }

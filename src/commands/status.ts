@@ -84,6 +84,7 @@ function readMirror(path: string): MirrorFacts {
         error: r.error,
       })),
       failedRemovalsInAudit: failedInAudit(db),
+      fieldWarnings: reader.fieldWarningStats(),
     };
   } catch (err) {
     return { available: false, error: err instanceof Error ? err.message : String(err) };

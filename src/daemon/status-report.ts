@@ -32,9 +32,17 @@ export type QueueFacts =
   | { reachable: true; sync: QueueCounts; removals: QueueCounts }
   | { reachable: false; error: string };
 
+/** Field warnings of active users, per field path as stored. */
+export interface FieldWarningFacts {
+  users: number;
+  byField: Array<{ field: string; users: number }>;
+}
+
 export type MirrorFacts =
   | {
       available: true;
+      /** Undefined for a mirror not yet migrated to field_warnings. */
+      fieldWarnings?: FieldWarningFacts | undefined;
       activeUsers: number;
       deletedUsers: number;
       lastSucceededAt: Date | undefined;
@@ -66,6 +74,13 @@ export interface StatusReport {
     /** No succeeded run within one schedule interval (or none at all). */
     stale?: boolean;
     lastRuns?: RunFacts[];
+    /**
+     * Active users with field warnings, and the most frequent fields, list
+     * indices folded (`connected_sources[].provider`); a count is of
+     * warnings, so one user can count twice in a list field. Null when the
+     * mirror has no field_warnings table yet.
+     */
+    fieldWarnings?: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> } | null;
   };
   schedule: { intervalSeconds: number };
   queues: { reachable: true; sync: QueueCounts; removals: QueueCounts } | { reachable: false; error: string };
@@ -85,6 +100,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         ageSeconds: m.lastSucceededAt === undefined ? null : Math.round((f.now.getTime() - m.lastSucceededAt.getTime()) / 1000),
         stale: m.lastSucceededAt === undefined || f.now.getTime() - m.lastSucceededAt.getTime() > f.scheduleIntervalMs,
         lastRuns: m.lastRuns,
+        fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
       }
     : { path: f.mirrorPath, id: f.mirrorId, available: false, error: m.error };
   return {
@@ -98,6 +114,21 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
   };
 }
 
+const TOP_FIELDS = 5;
+
+function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> } {
+  const counts = new Map<string, number>();
+  for (const { field, users } of f.byField) {
+    const folded = field.replace(/\[\d+\]/g, '[]');
+    counts.set(folded, (counts.get(folded) ?? 0) + users);
+  }
+  const topFields = [...counts]
+    .map(([field, count]) => ({ field, count }))
+    .sort((a, b) => b.count - a.count || a.field.localeCompare(b.field))
+    .slice(0, TOP_FIELDS);
+  return { usersWithWarnings: f.users, topFields };
+}
+
 export function formatStatusReport(r: StatusReport): string {
   const lines: string[] = [];
   const m = r.mirror;
@@ -108,6 +139,7 @@ export function formatStatusReport(r: StatusReport): string {
     lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
     const age = m.ageSeconds === null || m.ageSeconds === undefined ? 'never synced successfully' : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
     lines.push(`  last success  ${age}${m.stale ? `  STALE: older than one schedule interval (${formatAge(r.schedule.intervalSeconds)})` : ''}`);
+    if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
     const runs = m.lastRuns ?? [];
     if (runs.length === 0) lines.push('  runs          none yet');
     else {
@@ -140,6 +172,12 @@ function formatMissing(c: CandidateCounts): string {
   if (c.candidates === 0) return '';
   const open = [c.unverified > 0 ? `${c.unverified} unchecked` : '', c.deferred > 0 ? `${c.deferred} deferred` : ''].filter((x) => x !== '');
   return `  missing ${c.candidates} (${c.confirmedGone} gone, ${c.stillThere} still there${open.length > 0 ? `, ${open.join(', ')}` : ''})`;
+}
+
+function formatWarnings(w: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> }): string {
+  if (w.usersWithWarnings === 0) return 'none';
+  const top = w.topFields.map((f) => `${f.field} ${f.count}`).join(', ');
+  return `${w.usersWithWarnings} users (${top})`;
 }
 
 function formatCounts(c: QueueCounts): string {

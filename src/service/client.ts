@@ -18,19 +18,15 @@ import {
   RequestValidationError,
   ResponseValidationError,
   TimeoutError,
+  type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUserRecords, type ParsedRecord } from './records.js';
+import { parseUser, type FieldWarning } from './user-record.js';
 import { formatIssues } from './issue-path.js';
-import {
-  ErrorBodySchema,
-  UserPageEnvelopeSchema,
-  UserSchema,
-  type ErrorDetail,
-  type User,
-} from './schemas.js';
+import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 
 export const MAX_PAGE_LIMIT = 500;
 
@@ -76,6 +72,8 @@ export interface UserPage {
   records: ParsedRecord[];
   /** The records exactly as received, index-aligned with `records`. */
   raw: unknown[];
+  /** Envelope keys other than users/total/offset/limit: the service added something. */
+  unknownKeys: string[];
 }
 
 export interface StrictUserPage {
@@ -85,11 +83,17 @@ export interface StrictUserPage {
   users: User[];
 }
 
-/** 404 on resolve is a result, not an error: the id is simply unknown upstream. */
-export type ResolveResult = { found: true; user: User } | { found: false };
+/**
+ * 404 on resolve is a result, not an error: the id is simply unknown upstream.
+ * `rawJson` is the body as received (what the mirror stores); `warnings` name
+ * the fields dropped from `user` because they broke their rule.
+ */
+export type ResolveResult = { found: true; user: User; rawJson: string; warnings: FieldWarning[] } | { found: false };
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
+
+const ENVELOPE_KEYS: ReadonlySet<string> = new Set(Object.keys(UserPageEnvelopeSchema.shape));
 
 const PageParamsSchema = z.object({
   offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
@@ -105,7 +109,10 @@ interface Target {
 
 interface RawResponse {
   status: number;
+  /** Parsed JSON; undefined for an empty body; for an error body that is not JSON, a prefix of its text. */
   body: unknown;
+  /** False when a non-empty body failed to parse as JSON. */
+  json: boolean;
   retryAfter: string | undefined;
 }
 
@@ -140,8 +147,9 @@ export class ServiceClient {
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const envelope = UserPageEnvelopeSchema.safeParse(res.body);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
-    const { users, total, offset, limit } = envelope.data;
-    return { total, offset, limit, records: parseUserRecords(users), raw: users };
+    const { users, total, offset, limit, ...rest } = envelope.data;
+    const unknownKeys = Object.keys(rest).filter((k) => !ENVELOPE_KEYS.has(k));
+    return { total, offset, limit, records: parseUserRecords(users), raw: users, unknownKeys };
   }
 
   /** One page, all or nothing: the first bad record is an error naming `users[i].field`. */
@@ -162,9 +170,9 @@ export class ServiceClient {
     const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal);
     if (res.status === 404) return { found: false };
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
-    const user = UserSchema.safeParse(res.body);
-    if (!user.success) throw new ResponseValidationError(formatIssues(user.error.issues), 'GET', path);
-    return { found: true, user: user.data };
+    const parsed = parseUser(res.body);
+    if (!parsed.ok) throw new ResponseValidationError(parsed.issues, 'GET', path);
+    return { found: true, user: parsed.user, rawJson: JSON.stringify(res.body), warnings: parsed.warnings };
   }
 
   async deleteOrgMember(orgId: string, memberId: string, signal?: AbortSignal): Promise<DeleteMemberResult> {
@@ -236,15 +244,16 @@ export class ServiceClient {
     const retryAfter = response.headers['retry-after'];
     return {
       status: response.statusCode,
-      body: parseJson(text, response.statusCode, method, path),
+      ...parseJson(text, response.statusCode, method, path),
       retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
     };
   }
 
   private httpError(res: RawResponse, method: HttpMethod, path: string): HttpError {
     const body = ErrorBodySchema.safeParse(res.body);
-    const detail: ErrorDetail | undefined = body.success ? body.data.detail : undefined;
-    return new HttpError(res.status, method, path, detail, parseRetryAfter(res.retryAfter));
+    return new HttpError(res.status, method, path, body.success ? body.data.detail : undefined, parseRetryAfter(res.retryAfter), {
+      bodyKind: bodyKindOf(res, body.success),
+    });
   }
 }
 
@@ -254,14 +263,20 @@ function requireId(field: string, value: string, method: HttpMethod, route: stri
   }
 }
 
+function bodyKindOf(res: RawResponse, isObject: boolean): ErrorBodyKind {
+  if (!res.json) return 'not-json';
+  if (res.body === undefined) return 'empty';
+  return isObject ? 'object' : 'other-json';
+}
+
 /** A 2xx body must be JSON; an error body may be anything (proxies send HTML). */
-function parseJson(text: string, status: number, method: HttpMethod, path: string): unknown {
-  if (text === '') return undefined;
+function parseJson(text: string, status: number, method: HttpMethod, path: string): { body: unknown; json: boolean } {
+  if (text === '') return { body: undefined, json: true };
   try {
-    return JSON.parse(text) as unknown;
+    return { body: JSON.parse(text) as unknown, json: true };
   } catch {
     if (status >= 200 && status < 300) throw new ResponseValidationError('body is not valid JSON', method, path);
-    return text.length > 200 ? text.slice(0, 200) : text;
+    return { body: text.length > 200 ? text.slice(0, 200) : text, json: false };
   }
 }
 

@@ -39,6 +39,9 @@ export class RequestValidationError extends ServiceError {
   }
 }
 
+/** What the error body was, when it carried no `detail` to quote. */
+export type ErrorBodyKind = 'empty' | 'not-json' | 'other-json' | 'object';
+
 export class HttpError extends ServiceError {
   override name = 'HttpError';
   constructor(
@@ -47,8 +50,9 @@ export class HttpError extends ServiceError {
     path: string,
     readonly detail: ErrorDetail | undefined,
     readonly retryAfterMs: number | undefined,
+    options: { bodyKind?: ErrorBodyKind } = {},
   ) {
-    super(`${method} ${path} -> HTTP ${status}${describeDetail(detail)}`, method, path);
+    super(`${method} ${path} -> HTTP ${status}${describeDetail(detail, options.bodyKind)}`, method, path);
   }
 }
 
@@ -89,13 +93,60 @@ export class ResponseValidationError extends ServiceError {
   }
 }
 
-/** One line for logs and failure reasons; FastAPI items become `loc: msg`. */
-export function describeDetail(detail: ErrorDetail | undefined): string {
-  if (detail === undefined) return '';
-  if (typeof detail === 'string') return `: ${detail}`;
-  if (Array.isArray(detail)) {
-    const parts = detail.map((d) => `${(d.loc ?? []).join('.')}: ${d.msg ?? d.type ?? 'invalid'}`);
-    return parts.length > 0 ? `: ${parts.join('; ')}` : '';
+const DETAIL_MAX = 300;
+
+const BODY_WITHOUT_DETAIL: Record<ErrorBodyKind, string> = {
+  empty: ' (empty body)',
+  'not-json': ' (body is not JSON)',
+  'other-json': ' (body is JSON but not an object)',
+  object: ' (no detail in the body)',
+};
+
+/**
+ * One line for logs and failure reasons, whatever shape `detail` has:
+ * FastAPI items become `loc: msg`, `{error_type, error_message}` becomes
+ * `error_type: error_message`, anything else its JSON. Never throws. The
+ * body text of a non-JSON answer is not quoted: a proxy page may echo the
+ * request, key included.
+ */
+export function describeDetail(detail: ErrorDetail | undefined, bodyKind?: ErrorBodyKind): string {
+  if (detail === undefined) return bodyKind === undefined ? '' : BODY_WITHOUT_DETAIL[bodyKind];
+  return `: ${clip(describeValue(detail))}`;
+}
+
+function describeValue(detail: unknown): string {
+  if (typeof detail === 'string') return detail === '' ? '(empty detail)' : detail;
+  if (Array.isArray(detail)) return detail.length === 0 ? '(empty detail list)' : detail.map(describeItem).join('; ');
+  if (typeof detail === 'object' && detail !== null) return describeObject(detail as Record<string, unknown>);
+  return `detail ${String(detail)}`;
+}
+
+function describeItem(item: unknown): string {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return describeValue(item);
+  const { loc, msg, type } = item as Record<string, unknown>;
+  const where = Array.isArray(loc) ? loc.map((part) => String(part)).join('.') : '';
+  const what = typeof msg === 'string' ? msg : typeof type === 'string' ? type : undefined;
+  if (what === undefined) return where === '' ? toJson(item) : `${where}: invalid`;
+  return where === '' ? what : `${where}: ${what}`;
+}
+
+function describeObject(detail: Record<string, unknown>): string {
+  const { error_type: kind, error_message: message } = detail;
+  if (typeof kind === 'string' && typeof message === 'string') return `${kind}: ${message}`;
+  if (typeof message === 'string') return message;
+  if (typeof detail.msg === 'string') return describeItem(detail);
+  return toJson(detail);
+}
+
+function toJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
   }
-  return `: ${JSON.stringify(detail)}`;
+}
+
+function clip(text: string): string {
+  const flat = text.replace(/[\r\n]+/g, ' ');
+  return flat.length > DETAIL_MAX ? `${flat.slice(0, DETAIL_MAX)}…` : flat;
 }

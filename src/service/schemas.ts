@@ -6,18 +6,28 @@
  * deprecated fields may be null or absent, unknown fields are kept
  * (`looseObject`), and both date-time forms are accepted. Identity fields
  * (`user_id`, `team_id`, `client_user_id`) are strict, because a wrong
- * identity in the mirror is worse than a skipped record.
+ * identity in the mirror is worse than a skipped record. Every other rule
+ * here is applied field by field (./user-record.ts): a field that breaks its
+ * rule is dropped with a warning, the record is kept.
  */
 import { z } from 'zod';
 
-/** `2022-08-04T12:42:45.596792+00:00` and `2026-01-12T12:39:40Z` alike. */
-export const DateTime = z.iso.datetime({ offset: true });
+/**
+ * `2022-08-04T12:42:45.596792+00:00`, `2026-01-12T12:39:40Z`, and without
+ * an offset (`2022-08-04T12:42:45`), which the mirror reads as UTC because
+ * the service states all its times are UTC (db/SCHEMA.md).
+ */
+export const DateTime = z.iso.datetime({
+  offset: true,
+  local: true,
+  error: 'must be an ISO 8601 date-time (offset, Z or none)',
+});
 /** `YYYY-MM-DD`. */
-export const IsoDate = z.iso.date();
+export const IsoDate = z.iso.date({ error: 'must be a date YYYY-MM-DD' });
 
 /** `provider` (current) or `source` (deprecated): the same descriptor. */
 export const SourceDescriptorSchema = z.looseObject({
-  slug: z.string().min(1),
+  slug: z.string().min(1, 'must be a non-empty string'),
   name: z.string(),
   logo: z.string().nullish(),
 });
@@ -36,7 +46,7 @@ export const ConnectedSourceSchema = z
 export type ConnectedSource = z.infer<typeof ConnectedSourceSchema>;
 
 export const FallbackTimeZoneSchema = z.looseObject({
-  id: z.string().min(1),
+  id: z.string().min(1, 'must be a non-empty string'),
   source_slug: z.string().nullish(),
   updated_at: DateTime.nullish(),
 });
@@ -47,10 +57,19 @@ export const FallbackBirthDateSchema = z.looseObject({
   updated_at: DateTime.nullish(),
 });
 
-export const UserSchema = z.looseObject({
+/** What makes a record a user at all: a record failing this is rejected. */
+export const UserIdentitySchema = z.looseObject({
   user_id: z.guid(),
   team_id: z.guid(),
-  client_user_id: z.string().min(1),
+  client_user_id: z.string().min(1, 'must be a non-empty string'),
+});
+
+/**
+ * The whole record, and the type of a parsed one. A parsed User always
+ * satisfies it: ./user-record.ts drops what breaks a rule (an unreadable
+ * `connected_sources` becomes `[]`).
+ */
+export const UserSchema = UserIdentitySchema.extend({
   created_on: DateTime.nullish(),
   connected_sources: z.array(ConnectedSourceSchema),
   fallback_time_zone: FallbackTimeZoneSchema.nullish(),
@@ -63,9 +82,9 @@ export type User = z.infer<typeof UserSchema>;
 /**
  * The list envelope. `users` stays `unknown[]` here so that one bad record
  * can be reported (or set aside by the sync) without losing the page: see
- * `parseUserRecords`.
+ * `parseUserRecords`. Loose: keys the service adds are reported, not fatal.
  */
-export const UserPageEnvelopeSchema = z.object({
+export const UserPageEnvelopeSchema = z.looseObject({
   users: z.array(z.unknown()),
   total: z.number().int().min(0),
   offset: z.number().int().min(0),
@@ -83,11 +102,14 @@ export const ValidationErrorItemSchema = z.looseObject({
 });
 export type ValidationErrorItem = z.infer<typeof ValidationErrorItemSchema>;
 
-/** `detail` comes as a list, a string or an object: never assume a list. */
+/**
+ * `detail` comes as a list, a string or an object, and odd services send
+ * null, numbers or lists of anything: never assume a list. A list item that
+ * is not a FastAPI item is kept as the JSON it is.
+ */
 export const ErrorDetailSchema = z.union([
-  z.array(ValidationErrorItemSchema),
-  z.string(),
-  z.record(z.string(), z.unknown()),
+  z.array(z.union([ValidationErrorItemSchema, z.json()])),
+  z.json(),
 ]);
 export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
 

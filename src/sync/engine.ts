@@ -207,6 +207,9 @@ function logScan(log: Logger, scan: PassResult): void {
   if (scan.abandoned) {
     log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
   }
+  if (scan.unknownEnvelopeKeys.size > 0) {
+    log.info({ event: 'sync.unknown_envelope_keys', keys: [...scan.unknownEnvelopeKeys] }, 'the list pages carry keys this version does not use');
+  }
   if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) {
     log.info(
       { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },

@@ -16,7 +16,7 @@ export function splitPage(page: UserPage, offset: number): SplitPage {
   const staged: StagedRecord[] = [];
   const rejected: RejectedRecordInput[] = [];
   for (const record of page.records) {
-    if (record.ok) staged.push({ user: record.user, rawJson: JSON.stringify(page.raw[record.index]) });
+    if (record.ok) staged.push({ user: record.user, rawJson: JSON.stringify(page.raw[record.index]), warnings: record.warnings });
     else rejected.push({ offset, index: record.index, reason: record.reason, raw: record.raw });
   }
   return { staged, rejected };

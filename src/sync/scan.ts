@@ -41,6 +41,8 @@ export interface PassResult {
   rejected: number;
   /** True when the pass stopped early because the service looked down. */
   abandoned: boolean;
+  /** Page envelope keys the sync does not use (new upstream fields): logged once per run. */
+  unknownEnvelopeKeys: Set<string>;
 }
 
 export interface PassProgress {
@@ -79,6 +81,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     duplicates: 0,
     rejected: 0,
     abandoned: false,
+    unknownEnvelopeKeys: new Set(),
   };
   const pagesPlanned = plan.plannedPages + 1;
   const abandonAfter = Math.max(3, options.concurrency);
@@ -91,6 +94,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     for (const r of rejected) writer.stageRejected(runId, r);
     result.pagesDone++;
     result.totalAtEnd = page.total;
+    for (const key of page.unknownKeys) result.unknownEnvelopeKeys.add(key);
     result.seen += counts.seen;
     result.duplicates += counts.duplicates;
     result.rejected += rejected.length;

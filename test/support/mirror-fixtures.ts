@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UserSchema } from '../../src/service/schemas.js';
+import { parseUser } from '../../src/service/user-record.js';
 import type { StagedRecord } from '../../db/mirror-writer.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -39,9 +39,11 @@ export function wireUser(n: number, overrides: WireRecord = {}): WireRecord {
   };
 }
 
-/** What the sync engine hands the writer: the parsed user and the record as received. */
+/** What the sync engine hands the writer: the parsed user, the record as received, and its field warnings. */
 export function staged(record: WireRecord): StagedRecord {
-  return { user: UserSchema.parse(record), rawJson: JSON.stringify(record) };
+  const parsed = parseUser(record);
+  if (!parsed.ok) throw new Error(`fixture has no valid identity: ${parsed.issues}`);
+  return { user: parsed.user, rawJson: JSON.stringify(record), warnings: parsed.warnings };
 }
 
 export function stagedUsers(ns: readonly number[], overrides: (n: number) => WireRecord = () => ({})): StagedRecord[] {
@@ -69,7 +71,17 @@ export function steppingClock(start = Date.parse('2026-02-01T00:00:00.000Z')): (
   return () => new Date((t += 1000));
 }
 
-const BUILT = ['db/mirror-writer', 'db/mirror-reader', 'db/user-row', 'db/migrations/001-mirror', 'src/resolve', 'src/commands/resolve', 'src/cli'];
+const BUILT = [
+  'db/mirror-writer',
+  'db/mirror-reader',
+  'db/user-row',
+  'db/migrations/001-mirror',
+  'db/migrations/004-field-warnings',
+  'src/service/user-record',
+  'src/resolve',
+  'src/commands/resolve',
+  'src/cli',
+];
 
 /**
  * Child processes run the compiled build. Rebuild when a source file is newer
