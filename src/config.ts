@@ -46,7 +46,7 @@ export const ENV = {
   SYNC_PAGE_RETRY_BUDGET_MS: nonNegativeInt(120_000, 3_600_000),
   // A run still going after this fails and publishes nothing. 1M users take minutes at the service's pace; 2 h is far beyond a healthy run.
   SYNC_MAX_DURATION_MS: positiveInt(7_200_000, 7 * 24 * 3_600_000),
-  // A list page is ~1 MB for 500 users; a bigger one is refused while it is read, so memory stays bounded.
+  // A page of 500 typical users is ~0.4 MB; a bigger body than this is dropped while it is read, so memory stays bounded.
   SYNC_MAX_PAGE_BYTES: positiveInt(32 * 1024 * 1024, 1024 * 1024 * 1024),
   // A user record above this is not stored; it is set aside in rejected_records (without its content).
   SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),

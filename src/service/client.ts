@@ -23,7 +23,7 @@ import {
   type HttpMethod,
 } from './errors.js';
 import { readBoundedBody } from './bounded-body.js';
-import { startRequestDeadline, type RequestDeadline } from './request-deadline.js';
+import { startDeadline, type Deadline } from '../deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUserRecords, type ParsedRecord } from './records.js';
@@ -228,7 +228,7 @@ export class ServiceClient {
     const started = performance.now();
     const report = (status: number) =>
       this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
-    const deadline = startRequestDeadline(this.options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, signal);
+    const deadline = startDeadline(this.options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, signal);
     try {
       let response: Dispatcher.ResponseData;
       let body: Awaited<ReturnType<typeof readBoundedBody>>;
@@ -276,7 +276,7 @@ function parseJson(text: string, status: number, method: HttpMethod, path: strin
   }
 }
 
-function transportError(err: unknown, method: HttpMethod, path: string, deadline: RequestDeadline): Error {
+function transportError(err: unknown, method: HttpMethod, path: string, deadline: Deadline): Error {
   if (deadline.expired) return new TimeoutError('total', method, path, { cause: err });
   if (err instanceof undiciErrors.HeadersTimeoutError) return new TimeoutError('headers', method, path, { cause: err });
   if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
