@@ -11,7 +11,12 @@ import cron from 'node-cron';
 const httpUrl = z
   .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
   .transform((u) => u.replace(/\/+$/, ''));
-const secret = z.string({ error: 'is required' }).min(1, 'is required');
+// A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
+// a space would make every request fail as if the network were down, so it is a config error.
+const secret = z
+  .string({ error: 'is required' })
+  .min(1, 'is required')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
 const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
 const headerName = z
@@ -37,11 +42,21 @@ export const ENV = {
   SYNC_CONCURRENCY: positiveInt(4, 64),
   SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
+  // How long one page (or check) keeps retrying retryable failures; SYNC_PAGE_ATTEMPTS is the minimum. 0: attempts only.
+  SYNC_PAGE_RETRY_BUDGET_MS: nonNegativeInt(120_000, 3_600_000),
+  // A run still going after this fails and publishes nothing. 1M users: 25 min even at 3 s a page (concurrency 4); 2 h is far beyond a healthy run.
+  SYNC_MAX_DURATION_MS: positiveInt(7_200_000, 7 * 24 * 3_600_000),
+  // A page of 500 typical users is ~0.4 MB; a bigger body than this is dropped while it is read, so memory stays bounded.
+  SYNC_MAX_PAGE_BYTES: positiveInt(32 * 1024 * 1024, 1024 * 1024 * 1024),
+  // A user record above this is not stored; it is set aside in rejected_records (without its content).
+  SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
+  // Headers and the whole body of one request: the body timeout is only an idle gap, which a trickle never trips.
+  HTTP_REQUEST_TIMEOUT_MS: positiveInt(120_000, 3_600_000),
   REMOVAL_CONCURRENCY: positiveInt(8, 256),
   REMOVAL_ATTEMPTS: positiveInt(10, 1000),
   REMOVAL_BACKOFF_MS: positiveInt(1_000, 3_600_000),
@@ -94,6 +109,7 @@ export const SERVICE_ENV = [
   'HTTP_CONNECTIONS',
   'HTTP_HEADERS_TIMEOUT_MS',
   'HTTP_BODY_TIMEOUT_MS',
+  'HTTP_REQUEST_TIMEOUT_MS',
 ] as const satisfies readonly EnvName[];
 export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
 export const QUEUE_ENV = ['REDIS_URL', 'QUEUE_PREFIX'] as const satisfies readonly EnvName[];

@@ -1,9 +1,12 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
 import {
   HttpError,
   NetworkError,
   RequestValidationError,
+  ResponseTooLargeError,
   ResponseValidationError,
   TimeoutError,
 } from '../src/service/errors.js';
@@ -281,6 +284,77 @@ describe('errors', () => {
     expect(body).toBeInstanceOf(TimeoutError);
     expect((body as TimeoutError).phase).toBe('body');
     await slow.close();
+  });
+});
+
+describe('bounds on one request', () => {
+  it('gives up on a body that trickles a byte every 100 ms: a total deadline, which the idle body timeout never trips', async () => {
+    const c = new ServiceClient({
+      baseUrl: standIn.baseUrl,
+      apiKey: standIn.apiKey,
+      apiKeyHeader: standIn.apiKeyHeader,
+      bodyTimeoutMs: 5_000,
+      requestTimeoutMs: 1_500,
+    });
+    standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 1, slowChunkDelayMs: 100 });
+    try {
+      const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TimeoutError);
+      expect((err as TimeoutError).phase).toBe('total');
+      expect((err as Error).message).toContain('HTTP_REQUEST_TIMEOUT_MS');
+      expect(isRetryable(err)).toBe(true);
+    } finally {
+      standIn.faults.clear();
+      await c.close();
+    }
+    // The client is still usable afterwards.
+    expect((await client.listUsers({ offset: 0, limit: 5 })).users).toHaveLength(5);
+  });
+
+  it('an abort by the caller stays an abort, not a timeout', async () => {
+    const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, requestTimeoutMs: 60_000 });
+    standIn.faults.set({ latencyMs: 2_000 });
+    try {
+      const err = await c.listUsers({ offset: 0, limit: 5 }, AbortSignal.timeout(200)).catch((e: unknown) => e);
+      expect(err).not.toBeInstanceOf(TimeoutError);
+    } finally {
+      standIn.faults.clear();
+      await c.close();
+    }
+  });
+
+  it('stops reading a page larger than its bound, and does not retry it', async () => {
+    const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, maxBodyBytes: 10_000 });
+    const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLargeError);
+    expect((err as Error).message).toContain('SYNC_MAX_PAGE_BYTES');
+    expect(isRetryable(err)).toBe(false);
+    expect((await c.listUsers({ offset: 0, limit: 3 })).users).toHaveLength(3);
+    await c.close();
+  });
+
+  it('stops reading a body that never ends once it passes the bound', async () => {
+    // The stand-in's bodies end; this one streams forever, so only the bound can stop it.
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      const pump = (): void => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      res.write('{"users":[');
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const c = new ServiceClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: 'pk_test', maxBodyBytes: 1024 * 1024 });
+    try {
+      const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ResponseTooLargeError);
+    } finally {
+      await c.close();
+      server.closeAllConnections();
+      server.close();
+    }
   });
 });
 

@@ -73,6 +73,28 @@ describe('readConfig', () => {
     expect(err.message).toContain('REDIS_URL');
   });
 
+  it('refuses a key that cannot go into a header, naming the variable but never the value', () => {
+    for (const bad of ['sk_hunter2\n', 'mg_hunter2 x', 'sk_hunter2\r\nX-Evil: 1']) {
+      const problems = problemsOf(() => readConfig(['SERVICE_API_KEY', 'MANAGEMENT_KEY'], { SERVICE_API_KEY: bad, MANAGEMENT_KEY: bad }));
+      expect(problems.map((p) => p.split(':')[0])).toEqual(['SERVICE_API_KEY', 'MANAGEMENT_KEY']);
+      expect(problems.join('\n')).toMatch(/line breaks/);
+      expect(problems.join('\n')).not.toContain('hunter2');
+    }
+  });
+
+  it('has defaults for the sync and request bounds', () => {
+    expect(
+      readConfig(['HTTP_REQUEST_TIMEOUT_MS', 'HTTP_HEADERS_TIMEOUT_MS', 'SYNC_MAX_DURATION_MS', 'SYNC_PAGE_RETRY_BUDGET_MS', 'SYNC_MAX_PAGE_BYTES', 'SYNC_MAX_RECORD_BYTES'], {}),
+    ).toEqual({
+      HTTP_REQUEST_TIMEOUT_MS: 120_000,
+      HTTP_HEADERS_TIMEOUT_MS: 30_000,
+      SYNC_MAX_DURATION_MS: 7_200_000,
+      SYNC_PAGE_RETRY_BUDGET_MS: 120_000,
+      SYNC_MAX_PAGE_BYTES: 32 * 1024 * 1024,
+      SYNC_MAX_RECORD_BYTES: 1024 * 1024,
+    });
+  });
+
   it('asks only for what it is given to read', () => {
     expect(readConfig(['MIRROR_DB'], {})).toEqual({ MIRROR_DB: './data/mirror.db' });
   });

@@ -7,6 +7,7 @@ import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/page-plan.js';
 import { planDeletions, type ScanOutcome } from '../src/sync/deletion-plan.js';
 import { nextRetryStep } from '../src/sync/retry-step.js';
 import { splitPage } from '../src/sync/page-records.js';
+import { refusalOf } from '../src/sync/refusal.js';
 import { verdictOf } from '../src/sync/deletion-check.js';
 import { describeProgress, formatDuration, formatProgressLine } from '../src/sync/progress.js';
 import { HttpError, NetworkError, ResponseValidationError } from '../src/service/errors.js';
@@ -121,6 +122,17 @@ describe('nextRetryStep', () => {
     expect(nextRetryStep(e503, 1, 1, policy, half)).toEqual({ retry: false, why: 'attempts-exhausted' });
   });
 
+  it('past the attempts, keeps retrying while the next attempt starts within the time budget', () => {
+    const e503 = new HttpError(503, 'GET', '/v2/user/', undefined, undefined);
+    expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 10_000, budgetMs: 120_000 })).toEqual({ retry: true, delayMs: 750 });
+    expect(nextRetryStep(e503, 40, 5, policy, half, { elapsedMs: 119_500, budgetMs: 120_000 })).toEqual({ retry: false, why: 'budget-spent' });
+    // The attempts are a minimum: a spent budget does not cut them short.
+    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 500_000, budgetMs: 120_000 })).toMatchObject({ retry: true });
+    expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 0, budgetMs: 0 })).toEqual({ retry: false, why: 'attempts-exhausted' });
+    const e401 = new HttpError(401, 'GET', '/v2/user/', undefined, undefined);
+    expect(nextRetryStep(e401, 1, 5, policy, half, { elapsedMs: 0, budgetMs: 120_000 })).toEqual({ retry: false, why: 'not-retryable' });
+  });
+
   it('never retries what cannot succeed', () => {
     expect(nextRetryStep(new HttpError(401, 'GET', '/v2/user/', undefined, undefined), 1, 5)).toEqual({
       retry: false,
@@ -161,6 +173,38 @@ describe('splitPage', () => {
     expect(split.staged[0]?.user.user_id).toBe(good.user_id);
     expect(JSON.parse(split.staged[0]?.rawJson ?? '')).toEqual(good);
     expect(split.rejected).toEqual([{ offset: 1_500, index: 1, reason: expect.stringContaining('users[1].user_id'), raw: bad }]);
+  });
+});
+
+describe('splitPage with a record size bound', () => {
+  const good = {
+    user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
+    team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
+    client_user_id: 'cu_1',
+    connected_sources: [],
+  };
+
+  it('sets a record above the bound aside with its ids only, valid or not, and counts bytes, not characters', () => {
+    const big = { ...good, notes: 'é'.repeat(600) };
+    const bigBad = { ...big, user_id: 'not-a-uuid' };
+    const raw = [good, big, bigBad];
+    const split = splitPage({ total: 3, offset: 0, limit: 500, records: parseUserRecords(raw), raw }, 0, 1_000);
+    expect(split.staged.map((s) => s.user.user_id)).toEqual([good.user_id]);
+    expect(split.rejected.map((r) => r.raw)).toEqual([
+      { user_id: good.user_id, client_user_id: 'cu_1' },
+      { user_id: 'not-a-uuid', client_user_id: 'cu_1' },
+    ]);
+    expect(split.rejected[0]?.reason).toMatch(/^users\[1\]: record is \d+ bytes, above SYNC_MAX_RECORD_BYTES \(1000\); not stored$/);
+  });
+});
+
+describe('refusalOf', () => {
+  it('names a refused key and says it was not retried; other errors are no refusal', () => {
+    expect(refusalOf(new HttpError(401, 'GET', '/v2/user/', undefined, undefined))).toMatch(/refused the key.*not retried/);
+    expect(refusalOf(new HttpError(403, 'GET', '/v2/user/', undefined, undefined))).toMatch(/may not list users/);
+    expect(refusalOf(new HttpError(403, 'GET', '/v2/user/resolve/cu_1', undefined, undefined))).toMatch(/may not resolve users/);
+    expect(refusalOf(new HttpError(503, 'GET', '/v2/user/', undefined, undefined))).toBeUndefined();
+    expect(refusalOf(new Error('x'))).toBeUndefined();
   });
 });
 

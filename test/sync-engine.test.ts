@@ -366,12 +366,12 @@ describe('retries', () => {
       onProgress: () => {
         if (armed) return;
         armed = true;
-        // After page 0: the next list request is refused for good (a 401 is not retried).
-        r.standIn.faults.failNext({ status: 401, pathPrefix: '/v2/user' });
+        // After page 0: the next list request fails for good (a 422 is not retried; a 401 would fail the run).
+        r.standIn.faults.failNext({ status: 422, pathPrefix: '/v2/user' });
       },
     });
     expect(summary).toMatchObject({ status: 'partial', pageFailures: 1, deleted: 0, updated: 1 });
-    expect(summary.reason).toMatch(/1 page\(s\) failed/);
+    expect(summary.reason).toMatch(/1 page\(s\) failed.*\(first: offset \d+: .*HTTP 422/);
     expect(mirrorView(r.db).size).toBe(2_500);
   });
 });
@@ -424,7 +424,7 @@ describe('a service that is down', () => {
     await dead.close();
     const client = clientFor(dead);
     try {
-      const summary = await runSync({ client, writer: r.writer, backoff: FAST_BACKOFF, pageAttempts: 2 });
+      const summary = await runSync({ client, writer: r.writer, backoff: FAST_BACKOFF, pageAttempts: 2, pageRetryBudgetMs: 0 });
       expect(summary.status).toBe('failed');
       expect(summary.reason).toMatch(/network error/);
       expect(mirrorFingerprint(r.db)).toEqual(before);

@@ -152,7 +152,8 @@ describe('user-mirror sync --once', () => {
     await r.sync();
     const before = mirrorFingerprint(r.db);
     r.standIn.faults.set({ rate503: 1, retryAfter: 0 });
-    const res = await runCli(['sync', '--once'], r.env({ SYNC_PAGE_ATTEMPTS: '2' }));
+    // A retry budget short enough to give up within the test.
+    const res = await runCli(['sync', '--once'], r.env({ SYNC_PAGE_ATTEMPTS: '2', SYNC_PAGE_RETRY_BUDGET_MS: '500' }));
     expect(res.code, res.stderr).toBe(1);
     expect(res.stdout).toMatch(/"status":"failed"/);
     expect(mirrorFingerprint(r.db)).toEqual(before);

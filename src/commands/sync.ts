@@ -14,7 +14,8 @@
  * started because another sync (the daemon's, or another `sync --once`)
  * holds this mirror's sync lease. Partial has its own code because it usually
  * needs a look (a tripped breaker never clears by itself), yet is not a
- * failure of the run. Busy has its own so that a cron wrapper can tell "the
+ * failure of the run (a refused key, 401/403, or a run past SYNC_MAX_DURATION_MS
+ * is a failure: exit 1). Busy has its own so that a cron wrapper can tell "the
  * mirror is being synced anyway" from a failure.
  *
  * The run holds the sync lease (jobs/sync-lease.ts) like the daemon's worker:
@@ -48,6 +49,10 @@ const ENV_NAMES = [
   'SYNC_CONCURRENCY',
   'SYNC_MAX_DELETE_RATIO',
   'SYNC_PAGE_ATTEMPTS',
+  'SYNC_PAGE_RETRY_BUDGET_MS',
+  'SYNC_MAX_DURATION_MS',
+  'SYNC_MAX_PAGE_BYTES',
+  'SYNC_MAX_RECORD_BYTES',
   'SYNC_MAX_VERIFY',
   'LOG_LEVEL',
 ] as const;
@@ -87,6 +92,9 @@ export default async function sync(argv: string[]): Promise<number> {
           concurrency,
           maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
           pageAttempts: config.SYNC_PAGE_ATTEMPTS,
+          pageRetryBudgetMs: config.SYNC_PAGE_RETRY_BUDGET_MS,
+          maxDurationMs: config.SYNC_MAX_DURATION_MS,
+          maxRecordBytes: config.SYNC_MAX_RECORD_BYTES,
           maxVerify: config.SYNC_MAX_VERIFY,
           logger,
           signal,

@@ -13,6 +13,8 @@ type ServiceConfig = Partial<
     | 'HTTP_CONNECTIONS'
     | 'HTTP_HEADERS_TIMEOUT_MS'
     | 'HTTP_BODY_TIMEOUT_MS'
+    | 'HTTP_REQUEST_TIMEOUT_MS'
+    | 'SYNC_MAX_PAGE_BYTES'
   >
 >;
 
@@ -29,6 +31,8 @@ export function serviceClientFromConfig(
     connections: config.HTTP_CONNECTIONS,
     headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: config.HTTP_BODY_TIMEOUT_MS,
+    requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+    maxBodyBytes: config.SYNC_MAX_PAGE_BYTES,
     ...extra,
   });
 }

@@ -3,7 +3,8 @@
  * `{management_url}`.
  *
  * - One undici Pool per origin, connections capped, with header and body
- *   timeouts.
+ *   timeouts, a deadline for the whole request, and a size bound on every
+ *   body, enforced while it is read.
  * - The team key goes only to base_url requests, the management key only to
  *   management_url requests; `X-Service-Org-Key` is never sent.
  * - Arguments are validated before anything leaves the process.
@@ -16,11 +17,14 @@ import {
   HttpError,
   NetworkError,
   RequestValidationError,
+  ResponseTooLargeError,
   ResponseValidationError,
   TimeoutError,
   type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
+import { readBoundedBody } from './bounded-body.js';
+import { startDeadline, type Deadline } from '../deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUserRecords, type ParsedRecord } from './records.js';
@@ -29,6 +33,8 @@ import { formatIssues } from './issue-path.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 
 export const MAX_PAGE_LIMIT = 500;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 /**
  * Either half may be left out: a removal worker has no team key, an offline
@@ -47,6 +53,10 @@ export interface ServiceClientOptions {
   headersTimeoutMs?: number;
   bodyTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /** Headers and whole body of one request (HTTP_REQUEST_TIMEOUT_MS). */
+  requestTimeoutMs?: number;
+  /** Largest response body read; a bigger one fails with ResponseTooLargeError (SYNC_MAX_PAGE_BYTES). */
+  maxBodyBytes?: number;
   /** Called once per HTTP response (or transport failure, status 0), for metrics. */
   onResponse?: (event: ResponseEvent) => void;
 }
@@ -226,27 +236,28 @@ export class ServiceClient {
     const started = performance.now();
     const report = (status: number) =>
       this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
-    let response: Dispatcher.ResponseData;
+    const deadline = startDeadline(this.options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, signal);
     try {
-      response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal });
-    } catch (err) {
-      report(0);
-      throw transportError(err, method, path);
+      let response: Dispatcher.ResponseData;
+      let body: Awaited<ReturnType<typeof readBoundedBody>>;
+      try {
+        response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal: deadline.signal });
+        body = await readBoundedBody(response.body, this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+      } catch (err) {
+        report(0);
+        throw transportError(err, method, path, deadline);
+      }
+      report(response.statusCode);
+      if (!body.ok) throw new ResponseTooLargeError(this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, method, path);
+      const retryAfter = response.headers['retry-after'];
+      return {
+        status: response.statusCode,
+        ...parseJson(body.text, response.statusCode, method, path),
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+      };
+    } finally {
+      deadline.clear();
     }
-    let text: string;
-    try {
-      text = await response.body.text();
-    } catch (err) {
-      report(0);
-      throw transportError(err, method, path);
-    }
-    report(response.statusCode);
-    const retryAfter = response.headers['retry-after'];
-    return {
-      status: response.statusCode,
-      ...parseJson(text, response.statusCode, method, path),
-      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-    };
   }
 
   private httpError(res: RawResponse, method: HttpMethod, path: string): HttpError {
@@ -280,7 +291,8 @@ function parseJson(text: string, status: number, method: HttpMethod, path: strin
   }
 }
 
-function transportError(err: unknown, method: HttpMethod, path: string): Error {
+function transportError(err: unknown, method: HttpMethod, path: string, deadline: Deadline): Error {
+  if (deadline.expired) return new TimeoutError('total', method, path, { cause: err });
   if (err instanceof undiciErrors.HeadersTimeoutError) return new TimeoutError('headers', method, path, { cause: err });
   if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
   if (err instanceof undiciErrors.ConnectTimeoutError) return new TimeoutError('connect', method, path, { cause: err });

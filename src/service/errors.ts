@@ -5,7 +5,8 @@
  *   ├─ RequestValidationError     rejected before anything was sent (limit 501, empty id)
  *   ├─ HttpError                  the service answered with a non-2xx status
  *   ├─ NetworkError               connection refused / reset / DNS: no complete answer
- *   ├─ TimeoutError               headers or body did not arrive in time
+ *   ├─ TimeoutError               connect, headers, a body gap, or the whole response took too long
+ *   ├─ ResponseTooLargeError      the body grew past the size bound; reading stopped there
  *   └─ ResponseValidationError    a 2xx body that does not match the wire schema
  *
  * Whether an error is worth retrying is decided in one place: `isRetryable`
@@ -68,7 +69,8 @@ export class NetworkError extends ServiceError {
   }
 }
 
-export type TimeoutPhase = 'connect' | 'headers' | 'body';
+/** `total`: headers and the whole body did not arrive within the request deadline (HTTP_REQUEST_TIMEOUT_MS). */
+export type TimeoutPhase = 'connect' | 'headers' | 'body' | 'total';
 
 export class TimeoutError extends ServiceError {
   override name = 'TimeoutError';
@@ -78,7 +80,23 @@ export class TimeoutError extends ServiceError {
     path: string,
     options?: { cause?: unknown },
   ) {
-    super(`${method} ${path} -> timed out waiting for ${phase}`, method, path, options);
+    super(`${method} ${path} -> ${describePhase(phase)}`, method, path, options);
+  }
+}
+
+function describePhase(phase: TimeoutPhase): string {
+  if (phase === 'total') return 'timed out: the whole response did not arrive within HTTP_REQUEST_TIMEOUT_MS';
+  return `timed out waiting for ${phase}`;
+}
+
+export class ResponseTooLargeError extends ServiceError {
+  override name = 'ResponseTooLargeError';
+  constructor(
+    readonly limitBytes: number,
+    method: HttpMethod,
+    path: string,
+  ) {
+    super(`${method} ${path} -> response body larger than SYNC_MAX_PAGE_BYTES (${limitBytes} bytes); not read further`, method, path);
   }
 }
 

@@ -8,7 +8,9 @@
  *   offset listing shifts when users are deleted behind the cursor), so it
  *   is kept as it is; the next run's listing brings any change to it;
  * - the resolve still fails after its retries: not deleted, checked again on
- *   a later run.
+ *   a later run;
+ * - the key is refused (401/403): the check stops and the refusal is thrown,
+ *   since no other check could succeed either.
  *
  * When `abandonAfter` checks in a row fail with none settled in between, the
  * service is taken to be down and the rest are left for a later run instead
@@ -17,6 +19,7 @@
 import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
+import { refusalOf } from './refusal.js';
 
 export interface DeletionCandidate {
   user_id: string;
@@ -48,15 +51,20 @@ export async function checkCandidates(
   const abandonAfter = options.abandonAfter ?? Math.max(3, options.concurrency);
   let next = 0;
   let failureStreak = 0;
+  let refused: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
-    while (next < candidates.length && failureStreak < abandonAfter) {
+    while (next < candidates.length && failureStreak < abandonAfter && refused === undefined) {
       const candidate = candidates[next++];
       if (candidate === undefined) break;
       let answer: ResolveResult;
       try {
         answer = await callWithRetries('resolve', (signal) => source.resolveUser(candidate.client_user_id, signal), options.retry);
-      } catch {
+      } catch (error) {
         options.retry.signal?.throwIfAborted();
+        if (refusalOf(error) !== undefined) {
+          refused ??= { error };
+          break;
+        }
         result.unverified++;
         failureStreak++;
         continue;
@@ -68,6 +76,7 @@ export async function checkCandidates(
   };
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
   options.retry.signal?.throwIfAborted();
+  if (refused !== undefined) throw refused.error;
   // Candidates never reached because the service looked down.
   result.unverified += candidates.length - next;
   return result;

@@ -40,7 +40,7 @@ export type DeletionPlan =
 
 export function planDeletions(o: ScanOutcome): DeletionPlan {
   if (o.pageFailures > 0) {
-    return hold('incomplete', `${o.pageFailures} page(s) failed after retries; deletions are held back until a run reads every page`);
+    return hold('incomplete', `${o.pageFailures} page(s) failed; deletions are held back until a run reads every page`);
   }
   if (o.candidates > 0 && o.candidates > o.maxDeleteRatio * o.activeBefore) {
     const pct = o.activeBefore === 0 ? 100 : (100 * o.candidates) / o.activeBefore;

@@ -5,11 +5,14 @@
  *
  * Outcomes, and why:
  * - `failed`, nothing published: the first page could not be fetched (the
- *   service is down or refuses us: nothing is known), the run was aborted, or
+ *   service is down: nothing is known), the service refused the key on any
+ *   request (401/403: never retried, and no other page would succeed), the
+ *   run was aborted or passed its deadline (SYNC_MAX_DURATION_MS), or
  *   something unexpected broke (the database). Staging is discarded, the
  *   mirror is exactly as before.
  * - `partial`, creates and updates published, nothing deleted: pages failed
- *   after retries, or the mass-delete breaker held (deletion-plan.ts). Every
+ *   (after their retries, or at once when not retryable: a page larger than
+ *   SYNC_MAX_PAGE_BYTES, a malformed body), or the mass-delete breaker held (deletion-plan.ts). Every
  *   record we did receive is a true fact as of the moment it was read, so
  *   withholding it would only make the mirror staler.
  * - `succeeded`: every page was read, and every deletion candidate was
@@ -21,6 +24,13 @@
  * a skipped user is a candidate that the check finds alive, and a new user
  * it skipped is listed by the next run. A second pass would find nothing the
  * check does not, at the cost of reading the whole directory again.
+ *
+ * The run deadline exists because no single timeout bounds a run: each
+ * request has its own, each page its retry budget, but a service that
+ * answers every page slowly, just inside them, could still keep a run (and
+ * the sync lease) for a day. The default, 2 hours, is far beyond a healthy
+ * run: a million users are 2,000 pages, 25 minutes even at 3 s a page with
+ * SYNC_CONCURRENCY 4 (under 2 minutes against the local stand-in).
  */
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
@@ -28,6 +38,7 @@ import { MirrorWriter, type CandidateCounts } from '../../db/mirror-writer.js';
 import type { UserPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../log.js';
+import { startDeadline } from '../deadline.js';
 import { PAGE_LIMIT } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
@@ -35,6 +46,7 @@ import { scanPass, type PassResult } from './scan.js';
 import { checkCandidates, type DeletionCheck } from './deletion-check.js';
 import { planDeletions, type DeletionPlan } from './deletion-plan.js';
 import type { ProgressSnapshot } from './progress.js';
+import { refusalOf } from './refusal.js';
 
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';
 
@@ -51,6 +63,12 @@ export interface SyncOptions {
   maxVerify?: number;
   /** Attempts per page and per check, the first included (SYNC_PAGE_ATTEMPTS). */
   pageAttempts?: number;
+  /** Retries go on past pageAttempts while within this of a page's first attempt (SYNC_PAGE_RETRY_BUDGET_MS); 0: attempts only. */
+  pageRetryBudgetMs?: number;
+  /** The run fails, publishing nothing, when still going after this (SYNC_MAX_DURATION_MS). */
+  maxDurationMs?: number;
+  /** Largest user record stored (SYNC_MAX_RECORD_BYTES). */
+  maxRecordBytes?: number;
   backoff?: BackoffPolicy;
   logger?: Logger;
   signal?: AbortSignal;
@@ -81,24 +99,50 @@ export interface SyncSummary extends CandidateCounts {
   reason?: string;
 }
 
-export const SYNC_DEFAULTS = { concurrency: 4, maxDeleteRatio: 0.1, maxVerify: 5_000, pageAttempts: 5 } as const;
+export const SYNC_DEFAULTS = {
+  concurrency: 4,
+  maxDeleteRatio: 0.1,
+  maxVerify: 5_000,
+  pageAttempts: 5,
+  pageRetryBudgetMs: 120_000,
+  maxDurationMs: 7_200_000,
+} as const;
 
 const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 export async function runSync(options: SyncOptions): Promise<SyncSummary> {
+  const maxDurationMs = options.maxDurationMs ?? SYNC_DEFAULTS.maxDurationMs;
+  const deadline = startDeadline(maxDurationMs, options.signal);
+  try {
+    return await runUntil({ ...options, signal: deadline.signal }, (err) => {
+      if (deadline.expired) {
+        return `run deadline passed: not finished within SYNC_MAX_DURATION_MS (${maxDurationMs} ms); nothing was published`;
+      }
+      if (options.signal?.aborted) return 'aborted';
+      return refusalOf(err);
+    });
+  } finally {
+    deadline.clear();
+  }
+}
+
+/** `stopReason` names an ending that is no plain error: the deadline, an abort, a refused key. */
+async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReason: (err: unknown) => string | undefined): Promise<SyncSummary> {
   const writer = options.writer ?? (options.db !== undefined ? new MirrorWriter(options.db) : undefined);
   if (writer === undefined) throw new TypeError('runSync needs `db` or `writer`');
   const log = options.logger ?? silentLogger;
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
   const maxDeleteRatio = options.maxDeleteRatio ?? SYNC_DEFAULTS.maxDeleteRatio;
   const maxVerify = options.maxVerify ?? SYNC_DEFAULTS.maxVerify;
+  const { signal } = options;
   const started = performance.now();
-  // Every request in flight and every backoff timer listens on the caller's signal; past 10 node warns of a leak that is not one.
-  if (options.signal !== undefined) setMaxListeners(2 * concurrency + 10, options.signal);
+  // Every request in flight and every backoff timer listens on the run's signal; past 10 node warns of a leak that is not one.
+  setMaxListeners(2 * concurrency + 10, signal);
   const retry: RetryOptions = {
     attempts: options.pageAttempts ?? SYNC_DEFAULTS.pageAttempts,
+    budgetMs: options.pageRetryBudgetMs ?? SYNC_DEFAULTS.pageRetryBudgetMs,
     backoff: options.backoff ?? DEFAULT_BACKOFF,
-    signal: options.signal,
+    signal,
     onRetry: (n) =>
       log.info({ event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) }, 'request failed, retrying'),
   };
@@ -106,11 +150,10 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   log.info({ event: 'sync.start', concurrency, maxDeleteRatio, maxVerify }, 'sync started');
   let first: UserPage;
   try {
-    first = await callWithRetries('offset 0', (signal) => options.client.listUsersPage({ offset: 0, limit: PAGE_LIMIT }, signal), retry);
+    first = await callWithRetries('offset 0', (sig) => options.client.listUsersPage({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
   } catch (err) {
     const runId = writer.beginRun();
-    const why = options.signal?.aborted ? 'aborted' : `first page failed: ${describe(err)}`;
-    return fail(writer, log, runId, started, undefined, why);
+    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`);
   }
 
   const runId = writer.beginRun(first.total);
@@ -125,6 +168,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
       concurrency,
       limit: PAGE_LIMIT,
       retry,
+      maxRecordBytes: options.maxRecordBytes,
       onPage: (p) => options.onProgress?.({ ...p, elapsedMs: performance.now() - started }),
     });
     logScan(log, scan);
@@ -133,7 +177,9 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     const plan = planDeletions({ pageFailures: scan.pageFailures, candidates, activeBefore, maxDeleteRatio, maxVerify });
     const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency, retry, log });
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
-    const reason = plan.verify ? undefined : plan.reason + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
+    const reason = plan.verify ? undefined : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
+    // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
+    signal.throwIfAborted();
     const published = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
     const summary: SyncSummary = {
       runId,
@@ -168,8 +214,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
     return summary;
   } catch (err) {
-    const why = options.signal?.aborted ? 'aborted' : describe(err);
-    return fail(writer, log, runId, started, first.total, why);
+    return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err));
   }
 }
 
@@ -202,7 +247,7 @@ async function settleCandidates(
 
 function logScan(log: Logger, scan: PassResult): void {
   for (const f of scan.failures) {
-    log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed after retries');
+    log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed');
   }
   if (scan.abandoned) {
     log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
@@ -216,6 +261,12 @@ function logScan(log: Logger, scan: PassResult): void {
       'the directory changed during the scan; missing users are checked before any deletion',
     );
   }
+}
+
+/** The first failed page, so that the reason says why pages failed, not only how many. */
+function firstFailure(scan: PassResult): string {
+  const f = scan.failures[0];
+  return f === undefined ? '' : ` (first: offset ${f.offset}: ${describe(f.error)})`;
 }
 
 /** Records a failed run and leaves the published mirror as it was. */

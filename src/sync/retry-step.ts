@@ -1,11 +1,26 @@
 /**
  * What to do after a service call failed: wait and try again, or give it
  * up. Pure; the classification and the backoff curve are the shared ones of
- * ../service/retry.ts, this only adds the attempt budget.
+ * ../service/retry.ts, this only adds the budget.
+ *
+ * The budget has two parts that combine as "whichever lasts longer":
+ * `maxAttempts` (SYNC_PAGE_ATTEMPTS) attempts are always made, and after
+ * those a retryable failure is tried again as long as the next attempt
+ * starts within `budgetMs` (SYNC_PAGE_RETRY_BUDGET_MS) of the first one. So
+ * a quick blip is retried a few times right away, and an outage of a minute
+ * or two is ridden out with growing pauses instead of failing after the few
+ * seconds five short backoffs add up to. A failure that is not retryable
+ * (401, 403, 422, a page too large) is never retried.
  */
 import { backoffDelay, isRetryable, retryAfterOf, DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 
-export type RetryStep = { retry: true; delayMs: number } | { retry: false; why: 'not-retryable' | 'attempts-exhausted' };
+export type RetryStep = { retry: true; delayMs: number } | { retry: false; why: 'not-retryable' | 'attempts-exhausted' | 'budget-spent' };
+
+/** Time since the first attempt started, and how long retries may go on (0: attempts only). */
+export interface RetryClock {
+  elapsedMs: number;
+  budgetMs: number;
+}
 
 /** `attempt` is the number of the attempt that just failed, from 1. */
 export function nextRetryStep(
@@ -14,8 +29,12 @@ export function nextRetryStep(
   maxAttempts: number,
   policy: BackoffPolicy = DEFAULT_BACKOFF,
   random: () => number = Math.random,
+  clock: RetryClock = { elapsedMs: 0, budgetMs: 0 },
 ): RetryStep {
   if (!isRetryable(err)) return { retry: false, why: 'not-retryable' };
-  if (attempt >= maxAttempts) return { retry: false, why: 'attempts-exhausted' };
-  return { retry: true, delayMs: backoffDelay(attempt, policy, retryAfterOf(err), random) };
+  const delayMs = backoffDelay(attempt, policy, retryAfterOf(err), random);
+  if (attempt < maxAttempts) return { retry: true, delayMs };
+  if (clock.budgetMs <= 0) return { retry: false, why: 'attempts-exhausted' };
+  if (clock.elapsedMs + delayMs > clock.budgetMs) return { retry: false, why: 'budget-spent' };
+  return { retry: true, delayMs };
 }

@@ -10,6 +10,9 @@
  * between, the service is taken to be down and the pass stops planning new
  * pages instead of walking every remaining page through its full retry
  * budget.
+ *
+ * A page refused with 401/403 is not such a failure: the key is refused, so
+ * every page would be. It stops the pass and is rethrown (see refusal.ts).
  */
 import { setMaxListeners } from 'node:events';
 import type { UserPage } from '../service/client.js';
@@ -18,6 +21,7 @@ import { PagePlan } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
 import { splitPage } from './page-records.js';
+import { refusalOf } from './refusal.js';
 
 export type PageStager = Pick<MirrorWriter, 'stagePage' | 'stageRejected'>;
 
@@ -60,6 +64,8 @@ export interface PassOptions {
   concurrency: number;
   limit: number;
   retry: RetryOptions;
+  /** Largest user record stored (SYNC_MAX_RECORD_BYTES); see page-records.ts. */
+  maxRecordBytes?: number;
   onPage?: (progress: PassProgress) => void;
 }
 
@@ -89,7 +95,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
 
   const stage = (page: UserPage, offset: number): void => {
     if (page.raw.length === 0) plan.emptyAt(offset);
-    const { staged, rejected } = splitPage(page, offset);
+    const { staged, rejected } = splitPage(page, offset, options.maxRecordBytes);
     const counts = writer.stagePage(runId, staged);
     for (const r of rejected) writer.stageRejected(runId, r);
     result.pagesDone++;
@@ -103,7 +109,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
 
   stage(firstPage, 0);
 
-  // Workers never reject: an unexpected error (the database, an abort) stops
+  // Workers never reject: an unexpected error (the database, an abort, a refused key) stops
   // the others and is rethrown once all of them have settled, so nothing is
   // still staging when the caller moves on to discard or publish.
   const stop = new AbortController();
@@ -121,6 +127,11 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
         page = await callWithRetries(`offset ${offset}`, (sig) => source.listUsersPage(params, sig), retry);
       } catch (error) {
         if (signal.aborted) break;
+        if (refusalOf(error) !== undefined) {
+          fatal ??= { error };
+          stop.abort(error);
+          break;
+        }
         result.pageFailures++;
         if (result.failures.length < KEPT_FAILURES) result.failures.push({ offset, error });
         if (++failureStreak >= abandonAfter) {

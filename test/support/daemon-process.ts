@@ -207,6 +207,8 @@ export function daemonEnv(p: DaemonEnvParts): Record<string, string> {
     MIRROR_ID: p.mirrorId ?? 'test-mirror',
     SYNC_CRON: p.cron ?? '*/2 * * * * *',
     SYNC_PAGE_ATTEMPTS: '2',
+    // Attempts only: a test of a service that is down wants the run to give up quickly.
+    SYNC_PAGE_RETRY_BUDGET_MS: '0',
     STATUS_HOST: '127.0.0.1',
     STATUS_PORT: String(p.statusPort),
     SHUTDOWN_TIMEOUT_MS: '10000',

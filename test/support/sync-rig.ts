@@ -23,7 +23,7 @@ export interface SyncRig {
   dbPath: string;
   db: Db;
   writer: MirrorWriter;
-  /** One run with the rig's client and writer; options override the test defaults. */
+  /** One run with the rig's client and writer; options override the test defaults (no retry time budget). */
   sync(options?: Partial<SyncOptions>): Promise<SyncSummary>;
   /** Env for a child `node dist/cli.js sync` against this rig. */
   env(extra?: Record<string, string>): NodeJS.ProcessEnv;
@@ -44,7 +44,8 @@ export async function createSyncRig(standInOptions: StandInOptions = {}): Promis
     dbPath,
     db,
     writer,
-    sync: (options = {}) => runSync({ client, writer, backoff: FAST_BACKOFF, pageAttempts: 5, ...options }),
+    // Attempts only, no time budget: tests of a failing service want it to give up quickly.
+    sync: (options = {}) => runSync({ client, writer, backoff: FAST_BACKOFF, pageAttempts: 5, pageRetryBudgetMs: 0, ...options }),
     env: (extra = {}) => ({
       PATH: process.env.PATH,
       SERVICE_BASE_URL: standIn.baseUrl,
