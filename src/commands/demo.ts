@@ -85,8 +85,14 @@ async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined)
     say('Against a real service the demo enqueues no removal: it would delete a real member.');
     return;
   }
+  // A development Redis usually has no persistence; a production worker refuses one (exit 2), the demo's may use it.
+  say(
+    'The demo starts its removal worker with ALLOW_VOLATILE_REDIS=1, so it also runs on a Redis without AOF persistence ' +
+      '(which can lose queued removals). In production give the queue a Redis with `appendonly yes` and ' +
+      '`maxmemory-policy noeviction` (README: "Redis for the removal queue").',
+  );
   // The worker's JSON log lines would drown the tour; warnings still show.
-  const worker = start(['worker', 'removals'], { ...env, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
+  const worker = start(['worker', 'removals'], { ...env, ALLOW_VOLATILE_REDIS: '1', LOG_LEVEL: env.LOG_LEVEL || 'warn' });
   try {
     await run(['remove-member', member.orgId, member.memberId, '--reason', 'demo', '--wait', '--timeout', '30'], env);
   } finally {
