@@ -49,8 +49,11 @@ process.once('exit', () => {
 });
 
 export interface TestRedisOptions {
-  /** 'aof' (default): appendonly yes, appendfsync always. 'none': no RDB, no AOF. */
-  persistence?: 'aof' | 'none';
+  /**
+   * 'aof' (default): appendonly yes, appendfsync always (no acknowledged write is ever lost).
+   * 'aof-everysec': the production recommendation (benchmarks). 'none': no RDB, no AOF.
+   */
+  persistence?: 'aof' | 'aof-everysec' | 'none';
 }
 
 export async function startTestRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
@@ -75,8 +78,8 @@ function externalRedis(url: string): TestRedis {
 }
 
 /** Always a server of our own, whatever REDIS_URL says (benchmarks). */
-export async function startOwnRedis(): Promise<TestRedis> {
-  return ownRedis();
+export async function startOwnRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
+  return ownRedis(options);
 }
 
 async function ownRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
@@ -124,6 +127,7 @@ async function ownRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
 
 const PERSISTENCE = {
   aof: ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction'],
+  'aof-everysec': ['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction'],
   none: ['--save', '', '--appendonly', 'no'],
 } as const;
 
