@@ -161,7 +161,7 @@ describe('a Redis without persistence', () => {
         fix: expect.stringContaining('appendonly yes'),
       });
       const text = await runCli(['status'], rig.env({ MIRROR_ID: 'test-mirror' }));
-      expect(text.stdout).toMatch(/removal queue +HELD: the removal worker takes no job/);
+      expect(text.stdout).toMatch(/removal queue +HELD: a removal worker takes no job from this Redis/);
       expect(text.stdout).toMatch(/fix +configure Redis with `appendonly yes`/);
 
       expect(await rig.queue.getJobState(jobId)).toBe('waiting');

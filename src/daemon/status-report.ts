@@ -168,7 +168,7 @@ export function formatStatusReport(r: StatusReport): string {
 
 function formatRemovalQueue(q: RemovalQueueReport): string[] {
   const settings = `appendonly ${q.redis.appendonly}, appendfsync ${q.redis.appendfsync}, maxmemory-policy ${q.redis.maxmemoryPolicy}`;
-  const verdict = q.state === 'held' ? 'HELD: the removal worker takes no job' : q.volatileAllowed ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)' : 'durable';
+  const verdict = q.state === 'held' ? 'HELD: a removal worker takes no job from this Redis' : q.volatileAllowed ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)' : 'durable';
   const lines = [`removal queue   ${verdict}`, `  redis         ${settings}`];
   for (const reason of q.reasons) lines.push(`  why           ${reason}`);
   for (const warning of q.warnings) lines.push(`  warning       ${warning}`);
