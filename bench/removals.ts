@@ -75,7 +75,8 @@ interface Row {
 }
 
 async function main(): Promise<void> {
-  const redis = await startOwnRedis();
+  // Configured as production must be (AOF, noeviction): the worker refuses anything less.
+  const redis = await startOwnRedis({ persistence: 'aof-everysec' });
   const standIn = await startStandInChild();
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-'));
   const rows: Row[] = [];

@@ -22,6 +22,7 @@ import {
   type RemovalRequest,
   type RemovalResult,
 } from './removal-queue.js';
+import { TolerantQueue } from './tolerant-job.js';
 
 export type RemovalQueue = Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>;
 
@@ -59,7 +60,8 @@ export function createRemovalQueue(
   prefix: string = DEFAULT_QUEUE_PREFIX,
   options: { logger?: Logger } = {},
 ): RemovalQueue {
-  const queue = new Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(REMOVAL_QUEUE, { connection, prefix });
+  // Tolerant: `getJob`/`getFailed` must be able to show a job whose data is not JSON (see tolerant-job.ts).
+  const queue = new TolerantQueue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(REMOVAL_QUEUE, { connection, prefix });
   queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'removal queue connection error'));
   return queue;
 }

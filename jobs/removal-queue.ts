@@ -14,6 +14,7 @@
 import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
 import { formatIssues } from '../src/service/issue-path.js';
+import { UnparsableJobData } from './unparsable-job-data.js';
 
 export const REMOVAL_QUEUE = 'member-removals';
 export const REMOVE_MEMBER_JOB = 'remove-member';
@@ -84,6 +85,7 @@ function describeKeys(keys: readonly string[]): string {
 
 /** What a job looks like to the worker before it trusts anything in it. */
 export function checkRemovalJob(name: string, data: unknown): PayloadCheck {
+  if (data instanceof UnparsableJobData) return { ok: false, reason: data.reason };
   if (name !== REMOVE_MEMBER_JOB) {
     return { ok: false, reason: `unknown job name (expected '${REMOVE_MEMBER_JOB}')` };
   }

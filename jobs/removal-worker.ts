@@ -6,14 +6,16 @@
  * Used by `user-mirror worker removals` and, later, by the daemon.
  */
 import { hostname } from 'node:os';
-import { QueueEvents, Worker, type ConnectionOptions, type RateLimiterOptions } from 'bullmq';
+import { QueueEvents, type ConnectionOptions, type RateLimiterOptions, type Worker } from 'bullmq';
 import type { Logger } from '../src/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { KEEP_COMPLETED, REMOVAL_QUEUE, type RemovalResult } from './removal-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './removal-producer.js';
 import { createRemovalBackoff } from './removal-backoff.js';
 import { describeError } from './removal-failure.js';
-import { createRemoveMemberProcessor, type MemberRemover, type RemovalOutcome } from './remove-member.js';
+import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
+import { TolerantWorker } from './tolerant-job.js';
+import { UnparsableJobData } from './unparsable-job-data.js';
 
 export interface RemovalWorkerOptions {
   /** An ioredis client created with `maxRetriesPerRequest: null` (see redis-connection.ts), or options. */
@@ -99,7 +101,8 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
   });
 
-  worker = new Worker<unknown, RemovalResult, string>(REMOVAL_QUEUE, processor.process, {
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-job.ts).
+  worker = new TolerantWorker<unknown, RemovalResult, string>(REMOVAL_QUEUE, processor.process, {
     connection: options.connection,
     prefix,
     name: options.name ?? `${hostname()}:${process.pid}`,
@@ -119,6 +122,12 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
     logger.warn({ jobId: job?.id, err: err.message, final }, 'removal job failed');
     onOutcome(final ? 'failed' : 'retrying');
+    // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
+    if (job !== undefined && job.data instanceof UnparsableJobData && auditWriter !== undefined) {
+      auditWriter.rejected(jobRef(job), {}, `invalid payload: ${job.data.reason}; ${err.message}`).catch((e: unknown) => {
+        logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
+      });
+    }
   });
   worker.on('stalled', (jobId) => {
     logger.warn({ jobId }, 'removal job stalled (its worker stopped); re-queued');

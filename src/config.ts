@@ -23,6 +23,10 @@ const headerName = z
   .string()
   .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
   .transform((h) => h.toLowerCase());
+const flag = z
+  .enum(['0', '1', 'false', 'true', 'no', 'yes'], { error: 'must be 1 or 0' })
+  .default('0')
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
 /** The registry. Add a variable here, in the same style, and nowhere else. */
 export const ENV = {
@@ -32,6 +36,8 @@ export const ENV = {
   MANAGEMENT_URL: httpUrl,
   MANAGEMENT_KEY: secret,
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
+  // The operator accepts that a Redis without AOF, or one that may evict keys, can lose queued removals.
+  ALLOW_VOLATILE_REDIS: flag,
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('user-mirror'),
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
   MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),

@@ -56,7 +56,7 @@ describe('user-mirror daemon', () => {
     await daemon.ready;
     const ready = await getStatus(statusPort, '/readyz');
     expect(ready.status).toBe(200);
-    expect(JSON.parse(ready.body)).toEqual({ ready: true, checks: { phase: 'ok', db: 'ok', redis: 'ok' } });
+    expect(JSON.parse(ready.body)).toEqual({ ready: true, checks: { phase: 'ok', db: 'ok', redis: 'ok', removals: 'ok' } });
     const health = await getStatus(statusPort, '/healthz');
     expect(health.status).toBe(200);
   });
@@ -104,6 +104,9 @@ describe('user-mirror daemon', () => {
     const m = await getStatus(statusPort, '/metrics');
     expect(m.body).toMatch(/^user_mirror_removal_jobs_total\{outcome="succeeded"\} 1$/m);
     expect(m.body).toMatch(/^user_mirror_http_responses_total\{method="DELETE",route="\/v1\/org\/\{org_id\}\/member\/\{member_id\}",status="200"\} 1$/m);
+    // The test's Redis has AOF and noeviction: removals run.
+    expect(m.body).toMatch(/^user_mirror_redis_durable 1$/m);
+    expect(m.body).toMatch(/^user_mirror_removals_held 0$/m);
   });
 
   it('reports through `status --json`', async () => {
@@ -113,6 +116,7 @@ describe('user-mirror daemon', () => {
       mirror: { available: boolean; activeUsers: number; stale: boolean; lastRuns: Array<{ status: string }>; ageSeconds: number };
       queues: { reachable: boolean; sync: { completed: number }; removals: { completed: number } };
       failedRemovals: { queue: number | null; audit: number | null };
+      removalQueue: { state: string; durable: boolean; redis: Record<string, string> };
     };
     expect(report.mirror).toMatchObject({ available: true, activeUsers: USERS, stale: false });
     expect(report.mirror.lastRuns.length).toBeGreaterThan(0);
@@ -121,11 +125,13 @@ describe('user-mirror daemon', () => {
     expect(report.queues.sync.completed).toBeGreaterThan(0);
     expect(report.queues.removals.completed).toBe(1);
     expect(report.failedRemovals).toEqual({ queue: 0, audit: 0 });
+    expect(report.removalQueue).toMatchObject({ state: 'run', durable: true, redis: { appendonly: 'yes', appendfsync: 'always', maxmemoryPolicy: 'noeviction' } });
 
     const human = await runCli(['status'], env);
     expect(human.code).toBe(0);
     expect(human.stdout).toContain(`${USERS} active`);
     expect(human.stdout).toMatch(/sync +waiting \d+ +active \d+/);
+    expect(human.stdout).toMatch(/removal queue +durable\n +redis +appendonly yes, appendfsync always, maxmemory-policy noeviction/);
   });
 
   it('records a failed run and leaves the mirror alone while the service is down', async () => {

@@ -6,6 +6,9 @@
  *   503, no 'ready' is sent; when Redis comes up it starts and sends 'ready'.
  * - Lost later (a crash: the restarted server is empty): the workers resume
  *   by themselves and process jobs enqueued afterwards.
+ *
+ * The Redis here deliberately has no persistence (so a crash empties it),
+ * which is why the daemon runs with ALLOW_VOLATILE_REDIS=1.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +26,7 @@ let dir: string;
 let daemon: DaemonProcess | undefined;
 
 beforeAll(async () => {
-  redis = await startTestRedis();
+  redis = await startTestRedis({ persistence: 'none' });
   standIn = await startStandIn({ port: 0, users: 800, seed: 21 });
   dir = mkdtempSync(join(tmpdir(), 'user-mirror-redis-'));
 });
@@ -41,7 +44,14 @@ afterAll(async () => {
 
 async function spawn(name: string): Promise<{ d: DaemonProcess; port: number; env: Record<string, string> }> {
   const port = await freePort();
-  const env = daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, `${name}.db`), queuePrefix: name, statusPort: port });
+  const env = daemonEnv({
+    redisUrl: redis.url,
+    standIn,
+    mirrorDb: join(dir, `${name}.db`),
+    queuePrefix: name,
+    statusPort: port,
+    extra: { ALLOW_VOLATILE_REDIS: '1' },
+  });
   daemon = spawnDaemon(env);
   return { d: daemon, port, env };
 }

@@ -76,8 +76,12 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
   } else {
     say(`No Redis answered at ${describeRedisUrl(config.REDIS_URL)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`);
   }
-  return run(['status'], env);
+  // Status describes the Redis as the demo's worker used it.
+  return run(['status'], { ...env, ...DEMO_WORKER_ENV });
 }
+
+/** A development Redis usually has no persistence; a production worker refuses one (exit 2), the demo's may use it. */
+const DEMO_WORKER_ENV = { ALLOW_VOLATILE_REDIS: '1' } as const;
 
 async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promise<void> {
   const member = standIn?.members.list()[0];
@@ -85,8 +89,13 @@ async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined)
     say('Against a real service the demo enqueues no removal: it would delete a real member.');
     return;
   }
+  say(
+    'The demo starts its removal worker with ALLOW_VOLATILE_REDIS=1, so it also runs on a Redis without AOF persistence ' +
+      '(which can lose queued removals). In production give the queue a Redis with `appendonly yes` and ' +
+      '`maxmemory-policy noeviction` (README: "Redis for the removal queue").',
+  );
   // The worker's JSON log lines would drown the tour; warnings still show.
-  const worker = start(['worker', 'removals'], { ...env, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
+  const worker = start(['worker', 'removals'], { ...env, ...DEMO_WORKER_ENV, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
   try {
     await run(['remove-member', member.orgId, member.memberId, '--reason', 'demo', '--wait', '--timeout', '30'], env);
   } finally {

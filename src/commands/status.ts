@@ -1,6 +1,7 @@
 /**
  * `user-mirror status [--json]`: last sync runs, mirror size and age, queue
- * depths (sync and removals) and failed removals. Human-readable by
+ * depths (sync and removals), failed removals, and whether Redis keeps
+ * queued removals (AOF, eviction policy; held unless ALLOW_VOLATILE_REDIS=1). Human-readable by
  * default; `--json` prints the same report as one JSON object.
  *
  * Works without the daemon, and without Redis: the mirror part comes from
@@ -20,6 +21,8 @@ import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
 import { syncQueueName } from '../../jobs/sync-queue.js';
+import { decideRemovalGate, judgeRedisDurability, type RedisDurabilityFacts } from '../../jobs/redis-durability.js';
+import { readRedisDurability } from '../../jobs/redis-durability-probe.js';
 import { mirrorFigures } from '../daemon/mirror-age.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../daemon/settle-within.js';
@@ -41,9 +44,9 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX']);
+  const config = readConfig(['MIRROR_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
 
-  const [mirror, queues] = await Promise.all([
+  const [mirror, { queues, durability }] = await Promise.all([
     Promise.resolve().then(() => readMirror(config.MIRROR_DB)),
     readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
   ]);
@@ -54,6 +57,7 @@ export default async function status(argv: string[]): Promise<number> {
     scheduleIntervalMs: intervalOfExpression(config.SYNC_CRON),
     mirror,
     queues,
+    removalGate: durability === undefined ? undefined : decideRemovalGate(judgeRedisDurability(durability), config.ALLOW_VOLATILE_REDIS),
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return mirror.available ? 0 : 1;
@@ -99,7 +103,11 @@ function failedInAudit(db: Db): number | undefined {
   return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
 }
 
-async function readQueues(url: string, prefix: string, mirrorId: string): Promise<QueueFacts> {
+async function readQueues(
+  url: string,
+  prefix: string,
+  mirrorId: string,
+): Promise<{ queues: QueueFacts; durability: RedisDurabilityFacts | undefined }> {
   // One connection attempt, no reconnects: a status command reports an outage, it does not wait it out.
   const redis = new Redis(url, {
     lazyConnect: true,
@@ -114,6 +122,7 @@ async function readQueues(url: string, prefix: string, mirrorId: string): Promis
   });
   const queues: Queue[] = [];
   let facts: QueueFacts = { reachable: false, error: lastError };
+  let durability: RedisDurabilityFacts | undefined;
   const work = (async () => {
     // Connected before BullMQ sees it: given a client that has not connected yet, BullMQ connects it itself.
     await redis.connect();
@@ -121,8 +130,9 @@ async function readQueues(url: string, prefix: string, mirrorId: string): Promis
     const removals = new Queue(REMOVAL_QUEUE, { connection: redis, prefix });
     queues.push(sync, removals);
     for (const q of queues) q.on('error', () => undefined);
-    const [s, r] = await Promise.all([counts(sync), counts(removals)]);
+    const [s, r, d] = await Promise.all([counts(sync), counts(removals), readRedisDurability(redis)]);
     facts = { reachable: true, sync: s, removals: r };
+    durability = d;
   })().catch((err: unknown) => {
     // The connection's own error (ECONNREFUSED, auth) says more than the "Connection is closed." that follows it.
     facts = { reachable: false, error: lastError !== 'timed out' ? lastError : err instanceof Error ? err.message : String(err) };
@@ -130,7 +140,7 @@ async function readQueues(url: string, prefix: string, mirrorId: string): Promis
   if (!(await settleWithin(work, REDIS_BUDGET_MS))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
   await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);
   redis.disconnect();
-  return facts;
+  return { queues: facts, durability: facts.reachable ? durability : undefined };
 }
 
 async function counts(queue: Queue): Promise<QueueCounts> {

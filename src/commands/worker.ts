@@ -2,6 +2,9 @@
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
  * Needs REDIS_URL, MANAGEMENT_URL, MANAGEMENT_KEY and MIRROR_DB (the audit).
+ * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
+ * other than noeviction): exits 2 with the reason and the fix, unless
+ * ALLOW_VOLATILE_REDIS=1 (see jobs/redis-durability.ts).
  * SIGINT/SIGTERM stop fetching, wait up to SHUTDOWN_TIMEOUT_MS for removals
  * in flight, then exit 0. A second signal exits at once; whatever was in
  * flight is recovered by the next worker as a stalled job.
@@ -16,6 +19,8 @@ import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connec
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker } from '../../jobs/removal-worker.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { describeRemovalGate } from '../../jobs/redis-durability.js';
+import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 
 const Args = z.object({
   positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {
@@ -28,6 +33,7 @@ export default async function main(argv: string[]): Promise<number> {
   const config = readConfig([
     ...QUEUE_ENV,
     ...MANAGEMENT_CLIENT_ENV,
+    'ALLOW_VOLATILE_REDIS',
     'MIRROR_DB',
     'REMOVAL_CONCURRENCY',
     'REMOVAL_BACKOFF_MS',
@@ -38,6 +44,19 @@ export default async function main(argv: string[]): Promise<number> {
   const logger = createLogger(config.LOG_LEVEL);
   const db = openMirror(config.MIRROR_DB);
   const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  // The worker connection queues commands while Redis is down: this waits for Redis, or for a signal.
+  const gate = await Promise.race([checkRemovalGate(redis, config.ALLOW_VOLATILE_REDIS, logger), stopped]);
+  if (typeof gate === 'string' || gate.state === 'held') {
+    redis.disconnect();
+    db.close();
+    if (typeof gate === 'string') return 0;
+    process.stderr.write(`user-mirror worker: refusing to take removal jobs: ${describeRemovalGate(gate)}\n`);
+    return 2;
+  }
   const client = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY);
 
   const handle = startRemovalWorker({
@@ -51,10 +70,6 @@ export default async function main(argv: string[]): Promise<number> {
     lockDurationMs: config.REMOVAL_LOCK_MS,
   });
 
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-  });
   await Promise.race([handle.waitUntilReady(), stopped]);
   logger.info(
     {
@@ -62,6 +77,7 @@ export default async function main(argv: string[]): Promise<number> {
       redis: describeRedisUrl(config.REDIS_URL),
       concurrency: config.REMOVAL_CONCURRENCY,
       lockMs: config.REMOVAL_LOCK_MS,
+      volatileRedisAllowed: gate.volatileAllowed,
     },
     'removal worker started',
   );

@@ -12,9 +12,13 @@
  *     turn a Redis outage into a pm2 restart loop. pm2's `listen_timeout`
  *     will pass first and pm2 then shows the app as online without 'ready';
  *     /readyz says the truth (503) until Redis answers;
- *  4. start both workers, enqueue a catch-up sync if the mirror is stale,
+ *  4. read Redis's persistence and eviction settings: the removal worker
+ *     starts only if Redis keeps queued jobs (or ALLOW_VOLATILE_REDIS=1),
+ *     else removals are held (logged, in /readyz, status and /metrics) and
+ *     the sync half runs regardless (see jobs/redis-durability.ts);
+ *  5. start the workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog;
- *  5. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *  6. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
  *
  * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
  * `stop` below stops the schedule and the watchdog, closes both workers in
@@ -22,6 +26,7 @@
  * aborted and recorded as failed; the mirror stays as it was), then Redis,
  * the HTTP pools and SQLite.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
@@ -36,6 +41,8 @@ import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connec
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
+import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
 import { waitForRedis } from './wait-for-redis.js';
@@ -61,6 +68,7 @@ export const DAEMON_ENV = [
   'HTTP_BODY_TIMEOUT_MS',
   'HTTP_REQUEST_TIMEOUT_MS',
   'REDIS_URL',
+  'ALLOW_VOLATILE_REDIS',
   'QUEUE_PREFIX',
   'MIRROR_DB',
   'MIRROR_ID',
@@ -146,6 +154,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let removalWorker: RestartableWorker<RemovalWorkerHandle> | undefined;
   let schedule: Schedule | undefined;
   let watchdog: Watchdog | undefined;
+  let removalGate: RemovalGate | undefined;
 
   const readiness = async (): Promise<ReadinessReport> => {
     const checks: Record<string, string> = { phase: phase === 'running' ? 'ok' : phase };
@@ -158,7 +167,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const ping = control.ping();
     const answered = await settleWithin(ping, 1_000);
     checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
-    return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
+    checks.removals = removalGate === undefined ? 'not checked yet' : describeRemovalGate(removalGate);
+    return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
   };
 
   let status: StatusServer;
@@ -184,6 +194,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     removalQueue = new Queue(REMOVAL_QUEUE, { connection: control, prefix: config.QUEUE_PREFIX });
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
     removalQueue.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
+    const gate = await readRemovalGate();
+    if (gate === undefined) return;
+    removalGate = gate;
+    metrics.recordRemovalGate({ durable: gate.verdict.durable, held: gate.state === 'held' });
 
     syncWorker = restartableWorker<SyncWorkerHandle>({
       name: 'sync',
@@ -218,7 +232,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
 
     const audit = createRemovalAudit(db);
-    removalWorker = restartableWorker<RemovalWorkerHandle>({
+    if (gate.state === 'run') removalWorker = restartableWorker<RemovalWorkerHandle>({
       name: 'removals',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
       start: () => {
@@ -256,10 +270,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId }, 'sync enqueued (or already enqueued by a peer)');
       },
     });
-    const watched: WatchedWorker[] = [
-      watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning()),
-      watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()),
-    ];
+    const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
+    if (removalWorker !== undefined) watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
     watchdog = startWatchdog({
       workers: watched,
       intervalMs: config.WATCHDOG_INTERVAL_MS,
@@ -279,6 +291,19 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     phase = 'running';
     log.info({ event: 'daemon.ready', statusPort: status.port }, 'daemon ready');
     deps.send?.('ready');
+  };
+
+  /** Undefined when stopped first. Redis may drop between the PING and INFO: wait and ask again. */
+  const readRemovalGate = async (): Promise<RemovalGate | undefined> => {
+    for (;;) {
+      try {
+        return await checkRemovalGate(control, config.ALLOW_VOLATILE_REDIS, log);
+      } catch (err) {
+        log.warn({ event: 'removals.redis_durability_unread', err: describe(err) }, 'could not read redis settings; retrying');
+        const pause = sleep(1_000, undefined, { signal: startAbort.signal }).then(() => true, () => false);
+        if (!(await pause) || !(await waitForRedis(control, { logger: log, url: config.REDIS_URL, signal: startAbort.signal }))) return undefined;
+      }
+    }
   };
 
   const started = start();
@@ -308,6 +333,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   return { started, statusPort: status.port, stop };
 }
+
+/** Reported in /readyz but not gating it: held removals must not take the sync side out of rotation. */
+const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals']);
 
 function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning: (h: H) => boolean): WatchedWorker {
   return {

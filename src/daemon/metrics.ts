@@ -46,6 +46,8 @@ export interface DaemonMetrics {
   recordSync(result: SyncJobResult): void;
   recordRemoval(outcome: string): void;
   recordWorkerRestart(worker: string, reason: string): void;
+  /** The start-up verdict on Redis for the removal queue (see jobs/redis-durability.ts). */
+  recordRemovalGate(gate: { durable: boolean; held: boolean }): void;
 }
 
 const SCRAPE_BUDGET_MS = 2_000;
@@ -165,6 +167,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     },
   });
 
+  const redisDurable = new Gauge({
+    name: 'user_mirror_redis_durable',
+    help: '1 if Redis keeps queued removals (AOF on, maxmemory-policy noeviction), 0 if it can lose them (read at start-up).',
+    registers,
+  });
+  const removalsHeld = new Gauge({
+    name: 'user_mirror_removals_held',
+    help: '1 if the removal worker is not running because Redis can lose jobs and ALLOW_VOLATILE_REDIS is not set.',
+    registers,
+  });
+
   function readMirror(): MirrorFigures | undefined {
     try {
       return sources.mirror?.();
@@ -201,6 +214,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     },
     recordWorkerRestart(worker, reason) {
       restarts.inc({ worker, reason });
+    },
+    recordRemovalGate(gate) {
+      redisDurable.set(gate.durable ? 1 : 0);
+      removalsHeld.set(gate.held ? 1 : 0);
     },
   };
 }

@@ -5,6 +5,7 @@
  * and people see the same facts.
  */
 import type { CandidateCounts } from '../../db/mirror-writer.js';
+import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 
 export interface RunFacts {
   id: number;
@@ -59,6 +60,19 @@ export interface StatusFacts {
   scheduleIntervalMs: number;
   mirror: MirrorFacts;
   queues: QueueFacts;
+  /** Whether Redis keeps queued removals; undefined when Redis could not be asked. */
+  removalGate?: RemovalGate | undefined;
+}
+
+/** What a removal worker started with this environment would do on this Redis. */
+export interface RemovalQueueReport {
+  state: 'run' | 'held';
+  durable: boolean;
+  volatileAllowed: boolean;
+  redis: { appendonly: string; appendfsync: string; maxmemoryPolicy: string };
+  reasons: string[];
+  warnings: string[];
+  fix?: string;
 }
 
 export interface StatusReport {
@@ -85,6 +99,8 @@ export interface StatusReport {
   schedule: { intervalSeconds: number };
   queues: { reachable: true; sync: QueueCounts; removals: QueueCounts } | { reachable: false; error: string };
   failedRemovals: { queue: number | null; audit: number | null };
+  /** null when Redis was unreachable. */
+  removalQueue: RemovalQueueReport | null;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -111,6 +127,20 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
       queue: f.queues.reachable ? f.queues.removals.failed : null,
       audit: m.available ? (m.failedRemovalsInAudit ?? null) : null,
     },
+    removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
+  };
+}
+
+function removalQueueReport(gate: RemovalGate): RemovalQueueReport {
+  const v = gate.verdict;
+  return {
+    state: gate.state,
+    durable: v.durable,
+    volatileAllowed: gate.volatileAllowed,
+    redis: v.settings,
+    reasons: v.reasons,
+    warnings: v.warnings,
+    ...(v.durable ? {} : { fix: DURABILITY_FIX }),
   };
 }
 
@@ -164,7 +194,18 @@ export function formatStatusReport(r: StatusReport): string {
     r.failedRemovals.audit === null ? undefined : `${r.failedRemovals.audit} in the audit`,
   ].filter((x): x is string => x !== undefined);
   lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}`);
+  if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
   return `${lines.join('\n')}\n`;
+}
+
+function formatRemovalQueue(q: RemovalQueueReport): string[] {
+  const settings = `appendonly ${q.redis.appendonly}, appendfsync ${q.redis.appendfsync}, maxmemory-policy ${q.redis.maxmemoryPolicy}`;
+  const verdict = q.state === 'held' ? 'HELD: a removal worker takes no job from this Redis' : q.volatileAllowed ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)' : 'durable';
+  const lines = [`removal queue   ${verdict}`, `  redis         ${settings}`];
+  for (const reason of q.reasons) lines.push(`  why           ${reason}`);
+  for (const warning of q.warnings) lines.push(`  warning       ${warning}`);
+  if (q.state === 'held' && q.fix !== undefined) lines.push(`  fix           ${q.fix}`);
+  return lines;
 }
 
 /** Only confirmed users are deleted: say what became of the others. */

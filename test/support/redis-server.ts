@@ -1,6 +1,11 @@
 /**
  * A Redis for tests: its own `redis-server` (from PATH) on a free port in a
- * temporary directory, without persistence, stopped after the tests. Tests
+ * temporary directory, stopped after the tests. By default it is configured
+ * the way the removal queue requires in production (AOF with
+ * `appendfsync always`, `maxmemory-policy noeviction`), so workers and
+ * daemons start without ALLOW_VOLATILE_REDIS; `{ persistence: 'none' }`
+ * gives the common volatile default (no RDB, no AOF) for tests of what
+ * happens on such a Redis. Tests
  * never touch a Redis they did not start, so the machine's own Redis (on
  * 6379) is never flushed or written to.
  *
@@ -23,10 +28,11 @@ export interface TestRedis {
   /** False when REDIS_URL was given: it cannot be restarted or stopped. */
   owned: boolean;
   /**
-   * Restarts the server on the same port. `keepData` saves and reloads the
-   * dataset (a clean restart); otherwise the process is killed and comes
-   * back empty (a crash of a Redis without persistence). `downMs` is how
-   * long it stays down.
+   * Restarts the server on the same port and directory. `keepData` saves
+   * and reloads the dataset (a clean restart); otherwise the process is
+   * SIGKILLed (a crash): with AOF it comes back with every acknowledged
+   * write, without persistence it comes back empty. `downMs` is how long it
+   * stays down.
    */
   restart(options?: { keepData?: boolean; downMs?: number }): Promise<void>;
   /** Kills the server (no save) and leaves it down until `restart`. */
@@ -42,10 +48,18 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-export async function startTestRedis(): Promise<TestRedis> {
+export interface TestRedisOptions {
+  /**
+   * 'aof' (default): appendonly yes, appendfsync always (no acknowledged write is ever lost).
+   * 'aof-everysec': the production recommendation (benchmarks). 'none': no RDB, no AOF.
+   */
+  persistence?: 'aof' | 'aof-everysec' | 'none';
+}
+
+export async function startTestRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
   const given = process.env.REDIS_URL;
   if (given !== undefined && given !== '') return externalRedis(given);
-  return ownRedis();
+  return ownRedis(options);
 }
 
 function externalRedis(url: string): TestRedis {
@@ -64,13 +78,15 @@ function externalRedis(url: string): TestRedis {
 }
 
 /** Always a server of our own, whatever REDIS_URL says (benchmarks). */
-export async function startOwnRedis(): Promise<TestRedis> {
-  return ownRedis();
+export async function startOwnRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
+  return ownRedis(options);
 }
 
-async function ownRedis(): Promise<TestRedis> {
+async function ownRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-redis-'));
   const port = await freePort();
+  const persistence = PERSISTENCE[options.persistence ?? 'aof'];
+  const launch = (p: number, d: string) => launchServer(p, d, persistence);
   let child: ChildProcess | undefined = await launch(port, dir);
 
   const down = async (signal: NodeJS.Signals): Promise<void> => {
@@ -109,10 +125,16 @@ async function ownRedis(): Promise<TestRedis> {
   };
 }
 
-async function launch(port: number, dir: string): Promise<ChildProcess> {
+const PERSISTENCE = {
+  aof: ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction'],
+  'aof-everysec': ['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction'],
+  none: ['--save', '', '--appendonly', 'no'],
+} as const;
+
+async function launchServer(port: number, dir: string, persistence: readonly string[]): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning', '--daemonize', 'no'],
+    ['--port', String(port), '--bind', '127.0.0.1', ...persistence, '--dir', dir, '--loglevel', 'warning', '--daemonize', 'no'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';

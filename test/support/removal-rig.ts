@@ -19,7 +19,7 @@ import { createRedisConnection } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removal-worker.js';
-import { startTestRedis, type TestRedis } from './redis-server.js';
+import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
 
 export interface Shared {
   redis: TestRedis;
@@ -27,8 +27,8 @@ export interface Shared {
   close(): Promise<void>;
 }
 
-export async function startShared(): Promise<Shared> {
-  const redis = await startTestRedis();
+export async function startShared(options: TestRedisOptions = {}): Promise<Shared> {
+  const redis = await startTestRedis(options);
   const standIn = await startStandIn({ users: 0, orgs: 0, membersPerOrg: 0, seed: 7 });
   return {
     redis,

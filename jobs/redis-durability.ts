@@ -1,0 +1,112 @@
+/**
+ * Can this Redis lose a queued removal? Decided here, without I/O, from what
+ * Redis reports about itself (see redis-durability-probe.ts for the reading).
+ *
+ * A removal job exists only in Redis until a worker finishes it. Two settings
+ * decide whether it survives:
+ *  - persistence: without AOF a restart loses everything written since the
+ *    last RDB snapshot (or everything, with `save ""`): in the incident 324 of
+ *    500 queued removals vanished on one restart;
+ *  - eviction: with any `maxmemory-policy` but `noeviction`, Redis under
+ *    memory pressure deletes keys, job hashes included, without a trace.
+ *
+ * `appendfsync no` is only a warning: a crash of Redis itself loses nothing
+ * (the OS still holds the writes); a crash of the host may lose ~30 s.
+ *
+ * A fact Redis would not report counts against durability: a removal queue
+ * that cannot show it is safe is treated as unsafe, and the operator who
+ * knows better says so with ALLOW_VOLATILE_REDIS=1.
+ */
+
+export interface RedisDurabilityFacts {
+  /** `INFO persistence` → aof_enabled; undefined when not reported. */
+  aofEnabled: boolean | undefined;
+  /** `CONFIG GET appendfsync`; undefined when CONFIG is refused (managed Redis). */
+  appendfsync: string | undefined;
+  /** `INFO memory` → maxmemory_policy, else `CONFIG GET maxmemory-policy`. */
+  maxmemoryPolicy: string | undefined;
+  /** Why some fact is missing (INFO refused, a proxy that hides it). */
+  readError?: string | undefined;
+}
+
+export interface DurabilityVerdict {
+  durable: boolean;
+  /** Why not durable; empty when durable. */
+  reasons: string[];
+  /** Weaker than ideal but not a reason to hold. */
+  warnings: string[];
+  /** The settings as read, for status and logs ('unknown' when not reported). */
+  settings: { appendonly: string; appendfsync: string; maxmemoryPolicy: string };
+}
+
+export function judgeRedisDurability(facts: RedisDurabilityFacts): DurabilityVerdict {
+  const reasons: string[] = [];
+  const warnings: string[] = [];
+  const unreadable = facts.readError === undefined ? '' : ` (${facts.readError})`;
+  if (facts.aofEnabled === undefined) reasons.push(`Redis did not report whether AOF is on${unreadable}`);
+  else if (!facts.aofEnabled) reasons.push('AOF persistence is off (appendonly no): a Redis restart loses queued removals');
+  if (facts.maxmemoryPolicy === undefined) reasons.push(`Redis did not report its maxmemory-policy${unreadable}`);
+  else if (facts.maxmemoryPolicy !== 'noeviction') {
+    reasons.push(`maxmemory-policy is ${facts.maxmemoryPolicy}, not noeviction: under memory pressure Redis deletes queued removals`);
+  }
+  if (facts.aofEnabled === true && facts.appendfsync === 'no') {
+    warnings.push('appendfsync is no: a host crash may lose the last ~30 s of queued removals (use everysec or always)');
+  }
+  return {
+    durable: reasons.length === 0,
+    reasons,
+    warnings,
+    settings: {
+      appendonly: facts.aofEnabled === undefined ? 'unknown' : facts.aofEnabled ? 'yes' : 'no',
+      appendfsync: facts.appendfsync ?? 'unknown',
+      maxmemoryPolicy: facts.maxmemoryPolicy ?? 'unknown',
+    },
+  };
+}
+
+export interface RemovalGate {
+  /** `held`: the removal worker takes no job. */
+  state: 'run' | 'held';
+  /** Runs although not durable, because ALLOW_VOLATILE_REDIS=1 says so. */
+  volatileAllowed: boolean;
+  verdict: DurabilityVerdict;
+}
+
+export function decideRemovalGate(verdict: DurabilityVerdict, allowVolatile: boolean): RemovalGate {
+  if (verdict.durable) return { state: 'run', volatileAllowed: false, verdict };
+  return { state: allowVolatile ? 'run' : 'held', volatileAllowed: allowVolatile, verdict };
+}
+
+export const DURABILITY_FIX =
+  'configure Redis with `appendonly yes`, `appendfsync everysec` (or always) and `maxmemory-policy noeviction`, ' +
+  'or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see README, "Redis for the removal queue")';
+
+/** One line for logs, /readyz and status. */
+export function describeRemovalGate(gate: RemovalGate): string {
+  const why = gate.verdict.reasons.join('; ');
+  if (gate.state === 'held') return `held: ${why}; ${DURABILITY_FIX}`;
+  if (gate.volatileAllowed) return `running on a volatile Redis (ALLOW_VOLATILE_REDIS=1): ${why}`;
+  return 'ok';
+}
+
+/** `INFO` text → field map (`# Section` headers and blank lines skipped). */
+export function parseRedisInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    if (line === '' || line.startsWith('#')) continue;
+    const colon = line.indexOf(':');
+    if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return fields;
+}
+
+/** Facts from the two INFO sections plus whatever CONFIG GET answered (a flat name/value list, or undefined). */
+export function durabilityFactsFrom(info: Map<string, string>, config: Map<string, string> | undefined, readError?: string): RedisDurabilityFacts {
+  const aof = info.get('aof_enabled');
+  return {
+    aofEnabled: aof === undefined ? undefined : aof === '1',
+    appendfsync: config?.get('appendfsync'),
+    maxmemoryPolicy: info.get('maxmemory_policy') ?? config?.get('maxmemory-policy'),
+    readError,
+  };
+}
