@@ -29,6 +29,8 @@ export const ENV = {
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('user-mirror'),
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
+  // The removal audit's own file; unset: next to MIRROR_DB (see src/audit-location.ts).
+  AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
   SYNC_CRON: z
     .string()

@@ -17,6 +17,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
 import { openMirror, type Db } from '../../db/open.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
 import { syncQueueName } from '../../jobs/sync-queue.js';
@@ -41,10 +43,11 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX']);
+  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX']);
+  const auditPath = auditLocation(config);
 
   const [mirror, queues] = await Promise.all([
-    Promise.resolve().then(() => readMirror(config.MIRROR_DB)),
+    Promise.resolve().then(() => readMirror(config.MIRROR_DB, auditPath)),
     readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
   ]);
   const report = buildStatusReport({
@@ -59,7 +62,7 @@ export default async function status(argv: string[]): Promise<number> {
   return mirror.available ? 0 : 1;
 }
 
-function readMirror(path: string): MirrorFacts {
+function readMirror(path: string, auditPath: string): MirrorFacts {
   if (path !== ':memory:' && !existsSync(path)) return { available: false, error: 'no mirror database at this path' };
   let db: Db | undefined;
   try {
@@ -83,7 +86,7 @@ function readMirror(path: string): MirrorFacts {
         candidates: r.candidates,
         error: r.error,
       })),
-      failedRemovalsInAudit: failedInAudit(db),
+      failedRemovalsInAudit: failedInAudit(auditPath),
     };
   } catch (err) {
     return { available: false, error: err instanceof Error ? err.message : String(err) };
@@ -92,10 +95,20 @@ function readMirror(path: string): MirrorFacts {
   }
 }
 
-function failedInAudit(db: Db): number | undefined {
-  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
-  if (table === undefined) return undefined;
-  return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+/** Failed removals in the audit file (AUDIT_DB); undefined when there is none (yet) or it cannot be read. */
+function failedInAudit(path: string): number | undefined {
+  if (!existsSync(path)) return undefined;
+  let db: Db | undefined;
+  try {
+    db = openAudit(path, { readonly: true });
+    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
+    if (table === undefined) return undefined;
+    return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
 }
 
 async function readQueues(url: string, prefix: string, mirrorId: string): Promise<QueueFacts> {

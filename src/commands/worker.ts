@@ -1,7 +1,8 @@
 /**
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
- * Needs REDIS_URL, MANAGEMENT_URL, MANAGEMENT_KEY and MIRROR_DB (the audit).
+ * Needs REDIS_URL, MANAGEMENT_URL and MANAGEMENT_KEY; writes the audit to
+ * AUDIT_DB (default: next to MIRROR_DB, see src/audit-location.ts).
  * SIGINT/SIGTERM stop fetching, wait up to SHUTDOWN_TIMEOUT_MS for removals
  * in flight, then exit 0. A second signal exits at once; whatever was in
  * flight is recovered by the next worker as a stalled job.
@@ -10,7 +11,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { QUEUE_ENV, readConfig } from '../config.js';
 import { createLogger } from '../log.js';
-import { openMirror } from '../../db/open.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
@@ -29,6 +31,7 @@ export default async function main(argv: string[]): Promise<number> {
     ...QUEUE_ENV,
     ...MANAGEMENT_CLIENT_ENV,
     'MIRROR_DB',
+    'AUDIT_DB',
     'REMOVAL_CONCURRENCY',
     'REMOVAL_BACKOFF_MS',
     'REMOVAL_LOCK_MS',
@@ -36,7 +39,7 @@ export default async function main(argv: string[]): Promise<number> {
     'LOG_LEVEL',
   ]);
   const logger = createLogger(config.LOG_LEVEL);
-  const db = openMirror(config.MIRROR_DB);
+  const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
   const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
   const client = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY);
 

@@ -29,6 +29,8 @@ import type { Logger } from '../log.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import type { ServiceClient } from '../service/client.js';
 import { runSync } from '../sync/engine.js';
@@ -62,6 +64,7 @@ export const DAEMON_ENV = [
   'REDIS_URL',
   'QUEUE_PREFIX',
   'MIRROR_DB',
+  'AUDIT_DB',
   'MIRROR_ID',
   'SYNC_CRON',
   'SYNC_CONCURRENCY',
@@ -113,6 +116,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       event: 'daemon.starting',
       mirrorId: config.MIRROR_ID,
       mirrorDb: config.MIRROR_DB,
+      auditDb: auditLocation(config),
       syncQueue: `${config.QUEUE_PREFIX}:${syncQueueName(config.MIRROR_ID)}`,
       removalQueue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
       cron: config.SYNC_CRON,
@@ -122,6 +126,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   );
 
   const db: Db = openMirror(config.MIRROR_DB);
+  let auditDb: Db;
+  try {
+    auditDb = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   const reader = new MirrorReader(db);
   const metrics = createMetrics();
   metrics.setSources({ mirror: () => mirrorFigures(reader) });
@@ -169,6 +180,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     control.disconnect();
     await Promise.all([syncClient.close(), managementClient.close()]).catch(() => undefined);
     db.close();
+    auditDb.close();
     throw err;
   }
 
@@ -209,7 +221,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       close: (handle, ms) => handle.close(ms),
     });
 
-    const audit = createRemovalAudit(db);
+    const audit = createRemovalAudit(auditDb);
     removalWorker = restartableWorker<RemovalWorkerHandle>({
       name: 'removals',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
@@ -290,6 +302,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     control.disconnect();
     await settleWithin(Promise.all([syncClient.close(), managementClient.close()]), 2_000);
     db.close();
+    auditDb.close();
     await status.close();
     log.info(
       { event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 },
