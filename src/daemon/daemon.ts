@@ -33,13 +33,13 @@ import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import type { ServiceClient } from '../service/client.js';
-import { runSync } from '../sync/engine.js';
 import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
+import { syncInChildProcess } from '../../jobs/sync-process.js';
 import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
@@ -102,6 +102,13 @@ export interface DaemonDeps {
   /** pm2's IPC channel; absent when not run under a supervisor. */
   send?: (message: string) => void;
 }
+
+/**
+ * How long an aborted sync process may take to record its run before it is
+ * killed (only a publish, which cannot be interrupted, takes long; killing it
+ * rolls the publish back).
+ */
+const SYNC_KILL_AFTER_ABORT_MS = 30_000;
 
 /** How long a watchdog restart waits for the stuck worker before dropping it. */
 const RESTART_CLOSE_MS = 10_000;
@@ -201,20 +208,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
           connection: redis,
           prefix: config.QUEUE_PREFIX,
           mirrorId: config.MIRROR_ID,
-          db,
           logger: log,
           onResult: (r) => metrics.recordSync(r),
-          run: (signal) =>
-            runSync({
-              client: syncClient,
-              db,
-              concurrency: config.SYNC_CONCURRENCY,
-              maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
-              pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-              maxVerify: config.SYNC_MAX_VERIFY,
-              logger: log,
-              signal,
-            }),
+          // Off the event loop: a publish holds SQLite for seconds (jobs/sync-child.ts).
+          run: syncInChildProcess({ onResponse: (e) => metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
         });
         return { handle, dispose: () => redis.disconnect() };
       },

@@ -1,0 +1,99 @@
+/**
+ * The daemon's sync, in a process of its own (started by ./sync-process.ts).
+ *
+ * Why a process: a run's publish is one SQLite transaction of seconds to tens
+ * of seconds (12-29 s for 300k users), and better-sqlite3 runs it
+ * synchronously. Inside the daemon it froze the event loop: /healthz went
+ * unanswered for 10 s, BullMQ's lock renewals and the removal worker waited.
+ * Here it freezes only this process.
+ *
+ * Everything that writes the mirror during a run lives here, the sync lease
+ * included: renewing the lease from the daemon would wait on the publish's
+ * lock, synchronously, on the daemon's event loop. This is the same leased run
+ * as `sync --once`.
+ *
+ * Configuration is read from the environment inherited from the daemon, the
+ * same way the daemon reads it, so no secret crosses the IPC channel.
+ *
+ * Stopping: an 'abort' message or SIGTERM aborts the run (recorded as failed,
+ * nothing published). SIGINT is ignored: Ctrl-C at a terminal reaches the
+ * whole process group, and the daemon decides when its sync stops. If the
+ * daemon goes away (the channel closes) the run is aborted too.
+ */
+import { readConfig, SERVICE_ENV } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { serviceClientFromConfig } from '../src/service/client-from-config.js';
+import { runSync } from '../src/sync/engine.js';
+import { openMirror } from '../db/open.js';
+import { withSyncLease } from './sync-lease.js';
+import { ParentMessageSchema, type ChildMessage } from './sync-child-protocol.js';
+
+/** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
+export const SYNC_PROCESS_ENV = [
+  ...SERVICE_ENV,
+  'MIRROR_DB',
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_MAX_VERIFY',
+  'LOG_LEVEL',
+] as const;
+
+function post(message: ChildMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (process.send === undefined || !process.connected) resolve();
+    else process.send(message, undefined, {}, () => resolve());
+  });
+}
+
+async function main(): Promise<void> {
+  const abort = new AbortController();
+  const stop = (why: string) => () => abort.abort(new Error(why));
+  process.on('message', (raw) => {
+    if (ParentMessageSchema.safeParse(raw).success) stop('aborted by the daemon')();
+  });
+  process.once('disconnect', stop('the daemon went away'));
+  process.once('SIGTERM', stop('SIGTERM'));
+  process.on('SIGINT', () => undefined);
+
+  try {
+    const config = readConfig(SYNC_PROCESS_ENV);
+    const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    const db = openMirror(config.MIRROR_DB);
+    const client = serviceClientFromConfig(
+      // Every page in flight needs its own connection.
+      { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY) },
+      { onResponse: (event) => void post({ type: 'response', event }) },
+    );
+    try {
+      const outcome = await withSyncLease(
+        db,
+        {
+          signal: abort.signal,
+          onLost: () => logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
+        },
+        (signal) =>
+          runSync({
+            client,
+            db,
+            concurrency: config.SYNC_CONCURRENCY,
+            maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
+            pageAttempts: config.SYNC_PAGE_ATTEMPTS,
+            maxVerify: config.SYNC_MAX_VERIFY,
+            logger,
+            signal,
+          }),
+      );
+      await post({ type: 'done', outcome });
+    } finally {
+      await client.close().catch(() => undefined);
+      db.close();
+    }
+  } catch (err) {
+    await post({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+    process.exitCode = 1;
+  }
+  if (process.connected) process.disconnect();
+}
+
+void main();
