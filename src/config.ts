@@ -41,6 +41,8 @@ export const ENV = {
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
+  RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
