@@ -4,8 +4,9 @@
  * terms (see their files); this file only decides the order.
  *
  * Start-up:
- *  1. open the mirror (a bad path or a corrupt file ends the process: that
- *     needs a human, and pm2's backoff keeps the retries slow);
+ *  1. open the mirror and the removal audit (its own file, AUDIT_DB: see
+ *     db/open-audit.ts); a bad path or a corrupt file ends the process: that
+ *     needs a human, and pm2's backoff keeps the retries slow;
  *  2. serve /healthz, /readyz (503 for now) and /metrics;
  *  3. wait for Redis, retrying with backoff and logging, for as long as it
  *     takes. The process never exits for an unreachable Redis: exiting would
@@ -15,6 +16,11 @@
  *  4. start both workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog;
  *  5. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *
+ * Each sync job runs in a child process (jobs/sync-child.ts): a publish is
+ * seconds of synchronous SQLite, and this event loop must keep answering
+ * /healthz, renewing BullMQ locks and running removals meanwhile. This
+ * process only reads the mirror (readiness, metrics).
  *
  * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
  * `stop` below stops the schedule and the watchdog, closes both workers in
