@@ -23,21 +23,12 @@
 import { readConfig, SERVICE_ENV } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { serviceClientFromConfig } from '../src/service/client-from-config.js';
-import { runSync } from '../src/sync/engine.js';
 import { openMirror } from '../db/open.js';
-import { withSyncLease } from './sync-lease.js';
+import { LEASED_SYNC_ENV, runLeasedSync } from './leased-sync.js';
 import { ParentMessageSchema, type ChildMessage } from './sync-child-protocol.js';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
-export const SYNC_PROCESS_ENV = [
-  ...SERVICE_ENV,
-  'MIRROR_DB',
-  'SYNC_CONCURRENCY',
-  'SYNC_MAX_DELETE_RATIO',
-  'SYNC_PAGE_ATTEMPTS',
-  'SYNC_MAX_VERIFY',
-  'LOG_LEVEL',
-] as const;
+export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
 
 function post(message: ChildMessage): Promise<void> {
   return new Promise((resolve) => {
@@ -66,24 +57,7 @@ async function main(): Promise<void> {
       { onResponse: (event) => void post({ type: 'response', event }) },
     );
     try {
-      const outcome = await withSyncLease(
-        db,
-        {
-          signal: abort.signal,
-          onLost: () => logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
-        },
-        (signal) =>
-          runSync({
-            client,
-            db,
-            concurrency: config.SYNC_CONCURRENCY,
-            maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
-            pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-            maxVerify: config.SYNC_MAX_VERIFY,
-            logger,
-            signal,
-          }),
-      );
+      const outcome = await runLeasedSync({ config, db, client, logger, signal: abort.signal });
       await post({ type: 'done', outcome });
     } finally {
       await client.close().catch(() => undefined);
