@@ -21,6 +21,8 @@ export interface LeasedSyncParams {
   concurrency?: number;
   signal?: AbortSignal;
   onProgress?: (snapshot: ProgressSnapshot) => void;
+  /** Called once the lease is held, just before the run starts. */
+  onLeased?: () => void;
 }
 
 export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSummary>> {
@@ -30,8 +32,9 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
       signal: p.signal,
       onLost: () => p.logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
     },
-    (signal) =>
-      runSync({
+    (signal) => {
+      p.onLeased?.();
+      return runSync({
         client: p.client,
         db: p.db,
         concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
@@ -41,6 +44,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         logger: p.logger,
         signal,
         onProgress: p.onProgress,
-      }),
+      });
+    },
   );
 }

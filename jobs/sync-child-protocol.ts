@@ -66,6 +66,14 @@ export const ChildMessageSchema = z.discriminatedUnion('type', [
 ]);
 export type ChildMessage = z.infer<typeof ChildMessageSchema>;
 
+/** The job a sync process runs, for its log lines: its one command-line argument, as JSON. */
+export const SyncJobContextSchema = z.object({
+  jobId: z.string().optional(),
+  reason: z.string(),
+  tick: z.string(),
+});
+export type SyncJobContext = z.infer<typeof SyncJobContextSchema>;
+
 export const ParentMessageSchema = z.discriminatedUnion('type', [
   /** Stop the run: it is recorded as failed ('aborted') and nothing is published. */
   z.object({ type: z.literal('abort') }),

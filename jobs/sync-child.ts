@@ -25,7 +25,7 @@ import { createLogger } from '../src/log.js';
 import { serviceClientFromConfig } from '../src/service/client-from-config.js';
 import { openMirror } from '../db/open.js';
 import { LEASED_SYNC_ENV, runLeasedSync } from './leased-sync.js';
-import { ParentMessageSchema, type ChildMessage } from './sync-child-protocol.js';
+import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './sync-child-protocol.js';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
 export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
@@ -49,6 +49,7 @@ async function main(): Promise<void> {
 
   try {
     const config = readConfig(SYNC_PROCESS_ENV);
+    const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
     const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
     const db = openMirror(config.MIRROR_DB);
     const client = serviceClientFromConfig(
@@ -57,7 +58,14 @@ async function main(): Promise<void> {
       { onResponse: (event) => void post({ type: 'response', event }) },
     );
     try {
-      const outcome = await runLeasedSync({ config, db, client, logger, signal: abort.signal });
+      const outcome = await runLeasedSync({
+        config,
+        db,
+        client,
+        logger,
+        signal: abort.signal,
+        onLeased: () => logger.info({ event: 'sync.job_started', ...job }, 'sync job started'),
+      });
       await post({ type: 'done', outcome });
     } finally {
       await client.close().catch(() => undefined);

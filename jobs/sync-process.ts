@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import type { ResponseEvent } from '../src/service/client.js';
 import type { SyncSummary } from '../src/sync/engine.js';
 import type { LeasedOutcome } from './sync-lease.js';
-import { ChildMessageSchema } from './sync-child-protocol.js';
+import { ChildMessageSchema, type SyncJobContext } from './sync-child-protocol.js';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
@@ -27,15 +27,15 @@ export interface SyncProcessOptions {
   entry?: string;
 }
 
-export type LeasedSyncRunner = (signal: AbortSignal) => Promise<LeasedOutcome<SyncSummary>>;
+export type LeasedSyncRunner = (signal: AbortSignal, job: SyncJobContext) => Promise<LeasedOutcome<SyncSummary>>;
 
 const DEFAULT_ENTRY = fileURLToPath(new URL('./sync-child.js', import.meta.url));
 
 export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSyncRunner {
   const killAfterMs = options.killAfterMs ?? 30_000;
-  return (signal) =>
+  return (signal, job) =>
     new Promise((resolve, reject) => {
-      const child = fork(options.entry ?? DEFAULT_ENTRY, [], {
+      const child = fork(options.entry ?? DEFAULT_ENTRY, [JSON.stringify(job)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         // A debugger port cannot be shared with the parent.

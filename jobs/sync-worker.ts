@@ -24,8 +24,12 @@ import { RepeatThrottle } from '../src/daemon/repeat-throttle.js';
 import type { LeasedOutcome, LeaseRow } from './sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
 
-/** Runs one sync holding the sync lease, or reports who holds it; the daemon binds the process, the engine and the config. */
-export type SyncRunner = (signal: AbortSignal) => Promise<LeasedOutcome<SyncSummary>>;
+/**
+ * Runs one sync holding the sync lease, or reports who holds it; the daemon
+ * binds the process, the engine and the config. The runner logs
+ * `sync.job_started` once it holds the lease.
+ */
+export type SyncRunner = (signal: AbortSignal, job: { jobId?: string; reason: string; tick: string }) => Promise<LeasedOutcome<SyncSummary>>;
 
 export type SyncJobResult =
   | { outcome: 'ran'; summary: SyncSummary }
@@ -67,8 +71,7 @@ export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
     inFlight = controller;
     let outcome: LeasedOutcome<SyncSummary>;
     try {
-      log.info({ event: 'sync.job_started', jobId: job.id, reason: data.data.reason, tick: data.data.tick }, 'sync job started');
-      outcome = await options.run(controller.signal);
+      outcome = await options.run(controller.signal, { jobId: job.id, reason: data.data.reason, tick: data.data.tick });
     } finally {
       inFlight = undefined;
     }
