@@ -11,8 +11,13 @@
  * an HTTP round trip.
  *
  * If a batch fails, its writes are retried one by one, so a single bad write
- * rejects only its own promise.
+ * rejects only its own promise; unless it failed because the file was busy,
+ * which would fail each of them again, one busy timeout after another: then
+ * every write of the batch is rejected with that error, for the caller to
+ * retry later (see busy-retry.ts).
  */
+import { isBusy } from './busy-retry.js';
+
 export type TransactionRunner = (body: () => void) => void;
 
 export interface GroupCommit {
@@ -44,7 +49,11 @@ export function createGroupCommit(transaction: TransactionRunner, options: { max
           for (const p of batch) p.write();
         });
         for (const p of batch) p.resolve();
-      } catch {
+      } catch (err) {
+        if (isBusy(err)) {
+          for (const p of batch) p.reject(err);
+          continue;
+        }
         for (const p of batch) {
           try {
             transaction(p.write);

@@ -1,5 +1,6 @@
 /**
- * The member-removal audit trail (table `member_removals`, migration 2).
+ * The member-removal audit trail (table `member_removals`), in its own file
+ * (AUDIT_DB, db/open-audit.ts; audit migration 1).
  *
  * Written only by the removal worker: a row appears when a worker first runs
  * the job (so producers need no database), and each later run or outcome
@@ -13,6 +14,7 @@
  */
 import type { Db } from './open.js';
 import { createGroupCommit, type TransactionRunner } from './group-commit.js';
+import { retryWhileBusy, type BusyRetryOptions } from './busy-retry.js';
 
 export type RemovalStatus = 'requested' | 'succeeded' | 'already_absent' | 'failed';
 
@@ -82,26 +84,29 @@ export interface RemovalAuditWriter {
 /**
  * The audit as the worker writes it: concurrent jobs' writes share
  * transactions (group commit). Timestamps are taken when a write is
- * submitted, not when its batch commits.
+ * submitted, not when its batch commits. A write that finds the file busy is
+ * submitted again with backoff (busy-retry.ts) until it lands or `busy`'s
+ * budget runs out; only then does its promise reject.
  */
-export function groupCommittedAudit(audit: RemovalAudit): RemovalAuditWriter {
+export function groupCommittedAudit(audit: RemovalAudit, busy: BusyRetryOptions = {}): RemovalAuditWriter {
   const group = createGroupCommit(audit.transaction);
+  const submit = (write: () => void): Promise<void> => retryWhileBusy(() => group.submit(write), busy);
   return {
     started: (ref, request) => {
       const now = new Date();
-      return group.submit(() => audit.started(ref, request, now));
+      return submit(() => audit.started(ref, request, now));
     },
     finished: (ref, status) => {
       const now = new Date();
-      return group.submit(() => audit.finished(ref, status, now));
+      return submit(() => audit.finished(ref, status, now));
     },
     attemptFailed: (ref, error, final) => {
       const now = new Date();
-      return group.submit(() => audit.attemptFailed(ref, error, final, now));
+      return submit(() => audit.attemptFailed(ref, error, final, now));
     },
     rejected: (ref, fields, error) => {
       const now = new Date();
-      return group.submit(() => audit.rejected(ref, fields, error, now));
+      return submit(() => audit.rejected(ref, fields, error, now));
     },
     flush: () => group.flush(),
   };

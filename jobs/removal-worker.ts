@@ -42,6 +42,8 @@ export interface RemovalWorkerOptions {
    * the default is far above what the service is expected to take.
    */
   limiter?: RateLimiterOptions;
+  /** How long an audit write keeps retrying a busy audit file before the job fails (default: busy-retry.ts). */
+  auditBusyBudgetMs?: number;
   /** Record requests collapsed by deduplication in the audit (one extra Redis connection). Default: on when audited. */
   trackDuplicates?: boolean;
   /** Called once per run of a job, for metrics. */
@@ -89,7 +91,15 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
 
   // The processor needs the worker (to rate-limit it) and the worker needs the processor.
   let worker: Worker<unknown, RemovalResult, string> | undefined;
-  const auditWriter = audit === undefined ? undefined : groupCommittedAudit(audit);
+  const auditWriter =
+    audit === undefined
+      ? undefined
+      : groupCommittedAudit(audit, {
+          budgetMs: options.auditBusyBudgetMs,
+          onRetry: ({ attempt, delayMs, error }) => {
+            if (attempt === 1) logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
+          },
+        });
   const processor = createRemoveMemberProcessor({
     client: options.client,
     audit: auditWriter,

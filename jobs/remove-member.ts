@@ -105,8 +105,10 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     }
 
     const status = result.outcome === 'deleted' ? 'succeeded' : 'already_absent';
-    // The member is gone whatever the audit says; failing now would only re-run a finished removal.
-    await audit('finished', () => deps.audit?.finished(ref, status), false);
+    // A row left `requested` for a member who is gone would be a wrong audit. The writer has
+    // already retried a busy file for minutes; if it still fails, the job fails and its re-run
+    // (the DELETE then answers 404) records `already_absent`.
+    await audit('finished', () => deps.audit?.finished(ref, status), true);
     deps.logger.debug({ jobId: job.id, org_id, member_id, status }, 'member removed');
     deps.onOutcome?.(status);
     return { status, org_id, member_id };

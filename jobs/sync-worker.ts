@@ -7,7 +7,9 @@
  * - the SQLite sync lease (./sync-lease.ts), so no other process (a second
  *   daemon with the same MIRROR_ID, a `sync --once` by hand) writes the same
  *   file meanwhile. A job that finds the lease taken completes as `skipped`:
- *   the sync it asked for is already running.
+ *   the sync it asked for is already running. The runner takes the lease,
+ *   in the process that writes the mirror (the daemon's runs in a child
+ *   process: ./sync-process.ts).
  *
  * Failures do not crash anything: the engine records the run (sync_runs),
  * the job fails with the engine's reason, and the next tick is the retry
@@ -15,16 +17,19 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import type { Db } from '../db/open.js';
 import type { Logger } from '../src/log.js';
 import type { SyncSummary } from '../src/sync/engine.js';
 import { settleWithin } from '../src/daemon/settle-within.js';
 import { RepeatThrottle } from '../src/daemon/repeat-throttle.js';
-import { withSyncLease, type LeasedOutcome, type LeaseRow } from './sync-lease.js';
+import type { LeasedOutcome, LeaseRow } from './sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
 
-/** Runs one sync; the daemon binds the engine, the client and the config. */
-export type SyncRunner = (signal: AbortSignal) => Promise<SyncSummary>;
+/**
+ * Runs one sync holding the sync lease, or reports who holds it; the daemon
+ * binds the process, the engine and the config. The runner logs
+ * `sync.job_started` once it holds the lease.
+ */
+export type SyncRunner = (signal: AbortSignal, job: { jobId?: string; reason: string; tick: string }) => Promise<LeasedOutcome<SyncSummary>>;
 
 export type SyncJobResult =
   | { outcome: 'ran'; summary: SyncSummary }
@@ -34,13 +39,10 @@ export interface SyncWorkerOptions {
   connection: ConnectionOptions;
   prefix: string;
   mirrorId: string;
-  /** The mirror, for the lease; the same file the runner writes. */
-  db: Db;
   run: SyncRunner;
   logger: Logger;
   /** Every job's result, failed runs included, for metrics. */
   onResult?: (result: SyncJobResult) => void;
-  leaseTtlMs?: number;
 }
 
 export interface SyncWorkerHandle {
@@ -69,18 +71,7 @@ export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
     inFlight = controller;
     let outcome: LeasedOutcome<SyncSummary>;
     try {
-      outcome = await withSyncLease(
-        options.db,
-        {
-          ttlMs: options.leaseTtlMs,
-          signal: controller.signal,
-          onLost: () => log.error({ event: 'sync.lease_lost', jobId: job.id }, 'sync lease lost to another process; aborting this sync'),
-        },
-        (signal) => {
-          log.info({ event: 'sync.job_started', jobId: job.id, reason: data.data.reason, tick: data.data.tick }, 'sync job started');
-          return options.run(signal);
-        },
-      );
+      outcome = await options.run(controller.signal, { jobId: job.id, reason: data.data.reason, tick: data.data.tick });
     } finally {
       inFlight = undefined;
     }

@@ -40,6 +40,8 @@ export const ENV = {
   ALLOW_VOLATILE_REDIS: flag,
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('user-mirror'),
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
+  // The removal audit's own file; unset: next to MIRROR_DB (see src/audit-location.ts).
+  AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
   SYNC_CRON: z
     .string()
@@ -58,6 +60,8 @@ export const ENV = {
   SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
+  RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),

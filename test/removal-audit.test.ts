@@ -3,6 +3,13 @@ import { openMirror, type Db } from '../db/open.js';
 import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { mergeFailedRemovals } from '../jobs/failed-removals.js';
 import { createGroupCommit } from '../db/group-commit.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { auditPathFor, openAudit } from '../db/open-audit.js';
+import { busyRetryDelay, retryWhileBusy } from '../db/busy-retry.js';
+import { auditLocation } from '../src/audit-location.js';
+import { ConfigError } from '../src/config.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
@@ -150,5 +157,110 @@ describe('group commit', () => {
     );
     await Promise.all([group.submit(() => undefined), group.submit(() => undefined)]);
     expect(transactions).toBe(1);
+  });
+});
+
+/** An error as better-sqlite3 throws it when the file's write lock stays taken. */
+function busyError(): Error {
+  return Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+}
+
+describe('busy audit file', () => {
+  it('a batch that meets a busy file rejects every write at once, without retrying each one', async () => {
+    let transactions = 0;
+    const group = createGroupCommit(() => {
+      transactions += 1;
+      throw busyError();
+    });
+    const results = await Promise.allSettled([group.submit(() => undefined), group.submit(() => undefined), group.submit(() => undefined)]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(transactions).toBe(1);
+  });
+
+  it('retries busy writes with growing waits until they land; other errors at once', async () => {
+    let calls = 0;
+    const waits: number[] = [];
+    const value = await retryWhileBusy(
+      async () => {
+        calls += 1;
+        if (calls < 4) throw busyError();
+        return 'landed';
+      },
+      { firstDelayMs: 1, onRetry: ({ delayMs }) => waits.push(delayMs) },
+    );
+    expect(value).toBe('landed');
+    expect(waits).toEqual([1, 2, 4]);
+    await expect(retryWhileBusy(() => Promise.reject(new Error('no such table')))).rejects.toThrow('no such table');
+    await expect(retryWhileBusy(() => Promise.reject(busyError()), { budgetMs: 30, firstDelayMs: 5 })).rejects.toThrow('database is locked');
+  });
+
+  it('waits double, are capped, and never run past the deadline', () => {
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => busyRetryDelay(n, 50, 2_000, 60_000))).toEqual([50, 100, 200, 400, 800, 1_600, 2_000]);
+    expect(busyRetryDelay(3, 50, 2_000, 120)).toBe(120);
+  });
+});
+
+describe('the audit file (AUDIT_DB)', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'user-mirror-audit-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('defaults to a file next to the mirror, and may not be the mirror itself', () => {
+    expect(auditPathFor('./data/mirror.db')).toBe('./data/mirror-audit.db');
+    expect(auditPathFor('/var/lib/um/users.sqlite')).toBe('/var/lib/um/users-audit.db');
+    expect(auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: undefined })).toBe('./data/mirror-audit.db');
+    expect(auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: '/srv/audit.db' })).toBe('/srv/audit.db');
+    expect(() => auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: 'data/../data/mirror.db' })).toThrow(ConfigError);
+  });
+
+  it('has its own schema: the audit tables and nothing of the mirror', () => {
+    const a = openAudit(join(dir, 'audit.db'));
+    try {
+      const tables = a.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
+      expect(tables.map((t) => t.name)).toEqual(['legacy_audit_import', 'member_removal_duplicates', 'member_removals']);
+      expect(a.pragma('user_version', { simple: true })).toBe(1);
+    } finally {
+      a.close();
+    }
+  });
+
+  it("copies an older version's rows out of the mirror file once", () => {
+    const mirrorPath = join(dir, 'mirror.db');
+    const mirror = openMirror(mirrorPath);
+    const old = createRemovalAudit(mirror);
+    old.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops' }, at(1));
+    old.finished(ref, 'succeeded', at(2));
+    old.duplicate('1-0', 'job-1', 'dedup', at(1));
+    old.started({ jobId: 'job-2', enqueuedAt: ref.enqueuedAt }, { org_id: ORG, member_id: MEMBER }, at(3));
+    mirror.close();
+
+    const auditPath = auditPathFor(mirrorPath);
+    const first = openAudit(auditPath, { legacyMirror: mirrorPath });
+    const copied = createRemovalAudit(first);
+    expect(copied.get('job-1')).toMatchObject({ status: 'succeeded', requests: 2, requested_by: 'ops', finished_at: at(2).toISOString() });
+    expect(copied.list().map((r) => r.job_id)).toEqual(['job-2', 'job-1']);
+    expect(first.prepare('SELECT source, removals, duplicates FROM legacy_audit_import').get()).toEqual({ source: mirrorPath, removals: 2, duplicates: 1 });
+    copied.finished({ jobId: 'job-2', enqueuedAt: ref.enqueuedAt }, 'already_absent', at(4));
+    first.close();
+
+    // Opening again copies nothing: job-2 keeps the outcome written since.
+    const again = openAudit(auditPath, { legacyMirror: mirrorPath });
+    try {
+      expect(createRemovalAudit(again).list()).toHaveLength(2);
+      expect(createRemovalAudit(again).get('job-2')).toMatchObject({ status: 'already_absent' });
+    } finally {
+      again.close();
+    }
+  });
+
+  it('with no older rows, records that there was nothing to copy', () => {
+    const a = openAudit(join(dir, 'audit.db'), { legacyMirror: join(dir, 'absent.db') });
+    try {
+      expect(a.prepare('SELECT source, removals FROM legacy_audit_import').get()).toEqual({ source: null, removals: 0 });
+    } finally {
+      a.close();
+    }
   });
 });

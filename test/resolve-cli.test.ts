@@ -5,7 +5,8 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openMirror } from '../db/open.js';
+import Database from 'better-sqlite3';
+import { DEFAULT_BUSY_TIMEOUT_MS, openMirror } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
@@ -176,6 +177,50 @@ describe('--online', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/SERVICE_BASE_URL: is required/);
     expect(r.stderr).toMatch(/SERVICE_API_KEY: is required/);
+  });
+
+  /** Another connection holding the mirror's write lock, as a sync's publish does, for `ms`. */
+  function publishFor(ms: number): Promise<void> {
+    const holder = new Database(mirror);
+    holder.exec('BEGIN IMMEDIATE');
+    return new Promise((resolve) =>
+      setTimeout(() => {
+        holder.exec('ROLLBACK');
+        holder.close();
+        resolve();
+      }, ms),
+    );
+  }
+
+  function storedByResolve(userId: string): string[] {
+    const db = openMirror(mirror, { readonly: true });
+    try {
+      return db.prepare(`SELECT change FROM user_changes WHERE run_id IS NULL AND user_id = ?`).pluck().all(userId) as string[];
+    } finally {
+      db.close();
+    }
+  }
+
+  it('waits out a publish longer than the usual busy timeout, then stores the answer', { timeout: 30_000 }, async () => {
+    const clientUserId = String(known.client_user_id);
+    const publish = publishFor(DEFAULT_BUSY_TIMEOUT_MS + 2_000);
+    const r = await cli([clientUserId, '--online', '--json'], { ...env, MIRROR_DB: mirror });
+    await publish;
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(r.stdout)).toMatchObject({ found: true, source: 'service', user: { user_id: known.user_id } });
+    expect(storedByResolve(String(known.user_id))).toEqual(['created']);
+  });
+
+  it('a publish that outlasts RESOLVE_WRITE_WAIT_MS: the answer is printed, a warning says it was not stored, exit 0', async () => {
+    const clientUserId = String(known.client_user_id);
+    const publish = publishFor(3_000);
+    const r = await cli([clientUserId, '--online', '--json'], { ...env, MIRROR_DB: mirror, RESOLVE_WRITE_WAIT_MS: '300' });
+    await publish;
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ found: true, source: 'service', user: { user_id: known.user_id } });
+    expect(r.stderr).toMatch(/warning: the mirror was not refreshed.*RESOLVE_WRITE_WAIT_MS/);
+    expect(r.stderr).not.toMatch(/database is locked/);
+    expect(storedByResolve(String(known.user_id))).toEqual([]);
   });
 
   it('a wrong key is a failure (exit 1), not a "not found"', async () => {

@@ -1,7 +1,7 @@
 /**
  * `user-mirror removals`: the state of the member-removal queue.
  *
- *   removals                        job counts per state (and audit counts, if the DB exists)
+ *   removals                        job counts per state (and audit counts, if AUDIT_DB exists)
  *   removals --failed [--json] [--limit N]
  *                                   failed removals: BullMQ's failed set joined with the audit
  *   removals retry <job_id>         re-queue one failed job with a fresh attempt budget
@@ -13,7 +13,9 @@ import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { QUEUE_ENV, readConfig } from '../config.js';
-import { openMirror, type Db } from '../../db/open.js';
+import type { Db } from '../../db/open.js';
+import { openAudit } from '../../db/open-audit.js';
+import { AUDIT_LOCATION_ENV, auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
@@ -52,11 +54,12 @@ const Args = z
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, OPTIONS, Args);
-  const config = readConfig([...QUEUE_ENV, 'MIRROR_DB']);
+  const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV]);
+  const auditPath = auditLocation(config);
   const redis = createRedisConnection(config.REDIS_URL, { role: 'producer', connectionName: 'user-mirror:removals' });
   const queue = createRemovalQueue(redis, config.QUEUE_PREFIX);
-  // Read-only and optional: this command may run where the worker's database is not.
-  const db: Db | undefined = existsSync(config.MIRROR_DB) ? openMirror(config.MIRROR_DB, { readonly: true }) : undefined;
+  // Read-only and optional: this command may run where the worker's audit file is not.
+  const db: Db | undefined = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
   try {
     if (args.positionals[0] === 'retry') {
       const jobId = args.positionals[1];
@@ -94,7 +97,7 @@ async function reportCounts(queue: RemovalQueue, db: Db | undefined, json: boole
   }
   const lines = ['queue:', ...Object.entries(jobs).map(([state, n]) => `  ${state.padEnd(12)} ${n}`)];
   if (audit !== undefined) lines.push('audit:', ...Object.entries(audit).map(([status, n]) => `  ${status.padEnd(14)} ${n}`));
-  else lines.push('audit: (no database at MIRROR_DB)');
+  else lines.push('audit: (no audit database at AUDIT_DB)');
   process.stdout.write(`${lines.join('\n')}\n`);
   return 0;
 }

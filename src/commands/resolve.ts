@@ -7,6 +7,12 @@
  * answers into the mirror (MirrorWriter.refreshUser); a 404 there is printed
  * as not found and deletes nothing, because one miss is not a full scan.
  *
+ * The online answer is printed before it is stored: a sync's publish may hold
+ * the mirror's write lock for tens of seconds, and the answer does not depend
+ * on the store. The store then waits up to RESOLVE_WRITE_WAIT_MS for the
+ * lock; if it cannot land, a warning says so on stderr and the exit is still
+ * 0 (the answer is right; the next sync brings the mirror up to date anyway).
+ *
  * Output: pretty JSON of the User, as the service sent it, on stdout; with
  * --json, one line `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`,
  * and for --online also `"warnings":[{field, problem}]`: the fields that broke
@@ -19,7 +25,8 @@ import { parseCommandArgs } from '../cli-args.js';
 import { readConfig, SERVICE_ENV } from '../config.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
-import { MirrorWriter } from '../../db/mirror-writer.js';
+import { isBusy } from '../../db/busy-retry.js';
+import { MirrorWriter, type StagedRecord } from '../../db/mirror-writer.js';
 import { openResolver } from '../resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
@@ -57,14 +64,16 @@ export default async function resolve(argv: string[]): Promise<number> {
     Args,
   );
   const [clientUserId] = args.positionals as [string];
-  const found = args.online === true ? await resolveOnline(clientUserId, args.team) : resolveFromMirror(clientUserId, args);
-  if (found === undefined) {
-    const where = args.online === true ? 'the service' : 'the mirror';
-    process.stderr.write(`user-mirror resolve: ${JSON.stringify(clientUserId)} not found in ${where}\n`);
-    return EXIT_NOT_FOUND;
-  }
+  if (args.online === true) return resolveOnline(clientUserId, args.team, args.json === true);
+  const found = resolveFromMirror(clientUserId, args);
+  if (found === undefined) return notFound(clientUserId, 'the mirror');
   print(found, args.json === true);
   return 0;
+}
+
+function notFound(clientUserId: string, where: string): number {
+  process.stderr.write(`user-mirror resolve: ${JSON.stringify(clientUserId)} not found in ${where}\n`);
+  return EXIT_NOT_FOUND;
 }
 
 function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): Found | undefined {
@@ -78,8 +87,8 @@ function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): F
   }
 }
 
-async function resolveOnline(clientUserId: string, teamId: string | undefined): Promise<Found | undefined> {
-  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB']);
+async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {
+  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS']);
   const client = serviceClientFromConfig(config);
   let result: ResolveResult;
   try {
@@ -87,18 +96,32 @@ async function resolveOnline(clientUserId: string, teamId: string | undefined): 
   } finally {
     await client.close();
   }
-  if (!result.found) return undefined;
+  if (!result.found) return notFound(clientUserId, 'the service');
   const { user, rawJson, warnings } = result;
   // The team key decides the team; a --team that disagrees is a question about another directory.
-  if (teamId !== undefined && user.team_id !== teamId) return undefined;
-  const db = openMirror(config.MIRROR_DB);
+  if (teamId !== undefined && user.team_id !== teamId) return notFound(clientUserId, 'the service');
+  print({ source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings }, json);
+  storeInMirror({ user, rawJson, warnings }, config.MIRROR_DB, config.RESOLVE_WRITE_WAIT_MS);
+  return 0;
+}
+
+/** Stores an online answer; a mirror that stays write-locked only earns a warning. */
+function storeInMirror(record: StagedRecord, path: string, waitMs: number): void {
   try {
-    // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
-    new MirrorWriter(db).refreshUser({ user, rawJson, warnings });
-  } finally {
-    db.close();
+    const db = openMirror(path, { busyTimeoutMs: waitMs });
+    try {
+      // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
+      new MirrorWriter(db).refreshUser(record);
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    if (!isBusy(err)) throw err;
+    process.stderr.write(
+      `user-mirror resolve: warning: the mirror was not refreshed with this answer: its write lock stayed taken ` +
+        `for ${waitMs} ms (RESOLVE_WRITE_WAIT_MS; a sync is probably publishing). The next sync brings it up to date.\n`,
+    );
   }
-  return { source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings };
 }
 
 function print(found: Found, json: boolean): void {

@@ -18,6 +18,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
 import { openMirror, type Db } from '../../db/open.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
 import { syncQueueName } from '../../jobs/sync-queue.js';
@@ -44,10 +46,11 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
+  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
+  const auditPath = auditLocation(config);
 
   const [mirror, { queues, durability }] = await Promise.all([
-    Promise.resolve().then(() => readMirror(config.MIRROR_DB)),
+    Promise.resolve().then(() => readMirror(config.MIRROR_DB, auditPath)),
     readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
   ]);
   const report = buildStatusReport({
@@ -63,7 +66,7 @@ export default async function status(argv: string[]): Promise<number> {
   return mirror.available ? 0 : 1;
 }
 
-function readMirror(path: string): MirrorFacts {
+function readMirror(path: string, auditPath: string): MirrorFacts {
   if (path !== ':memory:' && !existsSync(path)) return { available: false, error: 'no mirror database at this path' };
   let db: Db | undefined;
   try {
@@ -87,7 +90,7 @@ function readMirror(path: string): MirrorFacts {
         candidates: r.candidates,
         error: r.error,
       })),
-      failedRemovalsInAudit: failedInAudit(db),
+      failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
     };
   } catch (err) {
@@ -97,10 +100,20 @@ function readMirror(path: string): MirrorFacts {
   }
 }
 
-function failedInAudit(db: Db): number | undefined {
-  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
-  if (table === undefined) return undefined;
-  return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+/** Failed removals in the audit file (AUDIT_DB); undefined when there is none (yet) or it cannot be read. */
+function failedInAudit(path: string): number | undefined {
+  if (!existsSync(path)) return undefined;
+  let db: Db | undefined;
+  try {
+    db = openAudit(path, { readonly: true });
+    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
+    if (table === undefined) return undefined;
+    return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
 }
 
 async function readQueues(

@@ -30,8 +30,9 @@ import { readConfig, SERVICE_ENV } from '../config.js';
 import { createLogger } from '../log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
-import { withSyncLease, type LeasedOutcome } from '../../jobs/sync-lease.js';
-import { runSync, type SyncStatus, type SyncSummary } from '../sync/engine.js';
+import type { LeasedOutcome } from '../../jobs/sync-lease.js';
+import { LEASED_SYNC_ENV, runLeasedSync } from '../../jobs/leased-sync.js';
+import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 
 const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
@@ -43,19 +44,7 @@ const Args = z.object({
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });
 
-const ENV_NAMES = [
-  ...SERVICE_ENV,
-  'MIRROR_DB',
-  'SYNC_CONCURRENCY',
-  'SYNC_MAX_DELETE_RATIO',
-  'SYNC_PAGE_ATTEMPTS',
-  'SYNC_PAGE_RETRY_BUDGET_MS',
-  'SYNC_MAX_DURATION_MS',
-  'SYNC_MAX_PAGE_BYTES',
-  'SYNC_MAX_RECORD_BYTES',
-  'SYNC_MAX_VERIFY',
-  'LOG_LEVEL',
-] as const;
+const ENV_NAMES = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
 
 export default async function sync(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { once: { type: 'boolean' }, concurrency: { type: 'string' } }, Args);
@@ -79,28 +68,7 @@ export default async function sync(argv: string[]): Promise<number> {
   process.once('SIGTERM', onSignal);
   let outcome: LeasedOutcome<SyncSummary>;
   try {
-    outcome = await withSyncLease(
-      db,
-      {
-        signal: abort.signal,
-        onLost: () => logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
-      },
-      (signal) =>
-        runSync({
-          client,
-          db,
-          concurrency,
-          maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
-          pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-          pageRetryBudgetMs: config.SYNC_PAGE_RETRY_BUDGET_MS,
-          maxDurationMs: config.SYNC_MAX_DURATION_MS,
-          maxRecordBytes: config.SYNC_MAX_RECORD_BYTES,
-          maxVerify: config.SYNC_MAX_VERIFY,
-          logger,
-          signal,
-          onProgress: (s) => progress.update(s),
-        }),
-    );
+    outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);

@@ -1,7 +1,8 @@
 /**
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
- * Needs REDIS_URL, MANAGEMENT_URL, MANAGEMENT_KEY and MIRROR_DB (the audit).
+ * Needs REDIS_URL, MANAGEMENT_URL and MANAGEMENT_KEY; writes the audit to
+ * AUDIT_DB (default: next to MIRROR_DB, see src/audit-location.ts).
  * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
  * other than noeviction): exits 2 with the reason and the fix, unless
  * ALLOW_VOLATILE_REDIS=1 (see jobs/redis-durability.ts).
@@ -13,7 +14,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { QUEUE_ENV, readConfig } from '../config.js';
 import { createLogger } from '../log.js';
-import { openMirror } from '../../db/open.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
@@ -35,6 +37,7 @@ export default async function main(argv: string[]): Promise<number> {
     ...MANAGEMENT_CLIENT_ENV,
     'ALLOW_VOLATILE_REDIS',
     'MIRROR_DB',
+    'AUDIT_DB',
     'REMOVAL_CONCURRENCY',
     'REMOVAL_BACKOFF_MS',
     'REMOVAL_LOCK_MS',
@@ -42,7 +45,7 @@ export default async function main(argv: string[]): Promise<number> {
     'LOG_LEVEL',
   ]);
   const logger = createLogger(config.LOG_LEVEL);
-  const db = openMirror(config.MIRROR_DB);
+  const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
   const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));

@@ -4,8 +4,9 @@
  * terms (see their files); this file only decides the order.
  *
  * Start-up:
- *  1. open the mirror (a bad path or a corrupt file ends the process: that
- *     needs a human, and pm2's backoff keeps the retries slow);
+ *  1. open the mirror and the removal audit (its own file, AUDIT_DB: see
+ *     db/open-audit.ts); a bad path or a corrupt file ends the process: that
+ *     needs a human, and pm2's backoff keeps the retries slow;
  *  2. serve /healthz, /readyz (503 for now) and /metrics;
  *  3. wait for Redis, retrying with backoff and logging, for as long as it
  *     takes. The process never exits for an unreachable Redis: exiting would
@@ -19,6 +20,11 @@
  *  5. start the workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog;
  *  6. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *
+ * Each sync job runs in a child process (jobs/sync-child.ts): a publish is
+ * seconds of synchronous SQLite, and this event loop must keep answering
+ * /healthz, renewing BullMQ locks and running removals meanwhile. This
+ * process only reads the mirror (readiness, metrics).
  *
  * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
  * `stop` below stops the schedule and the watchdog, closes both workers in
@@ -34,9 +40,10 @@ import type { Logger } from '../log.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
+import { openAudit } from '../../db/open-audit.js';
+import { auditLocation } from '../audit-location.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import type { ServiceClient } from '../service/client.js';
-import { runSync } from '../sync/engine.js';
 import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
@@ -45,6 +52,7 @@ import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durabili
 import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
+import { syncInChildProcess } from '../../jobs/sync-process.js';
 import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
@@ -71,6 +79,7 @@ export const DAEMON_ENV = [
   'ALLOW_VOLATILE_REDIS',
   'QUEUE_PREFIX',
   'MIRROR_DB',
+  'AUDIT_DB',
   'MIRROR_ID',
   'SYNC_CRON',
   'SYNC_CONCURRENCY',
@@ -113,6 +122,13 @@ export interface DaemonDeps {
   send?: (message: string) => void;
 }
 
+/**
+ * How long an aborted sync process may take to record its run before it is
+ * killed (only a publish, which cannot be interrupted, takes long; killing it
+ * rolls the publish back).
+ */
+const SYNC_KILL_AFTER_ABORT_MS = 30_000;
+
 /** How long a watchdog restart waits for the stuck worker before dropping it. */
 const RESTART_CLOSE_MS = 10_000;
 
@@ -126,6 +142,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       event: 'daemon.starting',
       mirrorId: config.MIRROR_ID,
       mirrorDb: config.MIRROR_DB,
+      auditDb: auditLocation(config),
       syncQueue: `${config.QUEUE_PREFIX}:${syncQueueName(config.MIRROR_ID)}`,
       removalQueue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
       cron: config.SYNC_CRON,
@@ -135,6 +152,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   );
 
   const db: Db = openMirror(config.MIRROR_DB);
+  let auditDb: Db;
+  try {
+    auditDb = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   const reader = new MirrorReader(db);
   const metrics = createMetrics();
   metrics.setSources({ mirror: () => mirrorFigures(reader) });
@@ -184,6 +208,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     control.disconnect();
     await Promise.all([syncClient.close(), managementClient.close()]).catch(() => undefined);
     db.close();
+    auditDb.close();
     throw err;
   }
 
@@ -208,30 +233,17 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
           connection: redis,
           prefix: config.QUEUE_PREFIX,
           mirrorId: config.MIRROR_ID,
-          db,
           logger: log,
           onResult: (r) => metrics.recordSync(r),
-          run: (signal) =>
-            runSync({
-              client: syncClient,
-              db,
-              concurrency: config.SYNC_CONCURRENCY,
-              maxDeleteRatio: config.SYNC_MAX_DELETE_RATIO,
-              pageAttempts: config.SYNC_PAGE_ATTEMPTS,
-              pageRetryBudgetMs: config.SYNC_PAGE_RETRY_BUDGET_MS,
-              maxDurationMs: config.SYNC_MAX_DURATION_MS,
-              maxRecordBytes: config.SYNC_MAX_RECORD_BYTES,
-              maxVerify: config.SYNC_MAX_VERIFY,
-              logger: log,
-              signal,
-            }),
+          // Off the event loop: a publish holds SQLite for seconds (jobs/sync-child.ts).
+          run: syncInChildProcess({ onResponse: (e) => metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
         });
         return { handle, dispose: () => redis.disconnect() };
       },
       close: (handle, ms) => handle.close(ms),
     });
 
-    const audit = createRemovalAudit(db);
+    const audit = createRemovalAudit(auditDb);
     if (gate.state === 'run') removalWorker = restartableWorker<RemovalWorkerHandle>({
       name: 'removals',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
@@ -323,6 +335,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     control.disconnect();
     await settleWithin(Promise.all([syncClient.close(), managementClient.close()]), 2_000);
     db.close();
+    auditDb.close();
     await status.close();
     log.info(
       { event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 },

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { openMirror, type Db } from '../../db/open.js';
+import type { Db } from '../../db/open.js';
+import { auditPathFor, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { silentLogger } from '../../src/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
@@ -45,8 +46,11 @@ export interface Rig {
   redisUrl: string;
   standIn: StandIn;
   queue: RemovalQueue;
+  /** The audit database (AUDIT_DB). */
   db: Db;
+  /** MIRROR_DB: the audit lives next to it, at `auditPath`. */
   dbPath: string;
+  auditPath: string;
   audit: RemovalAudit;
   /** A member that exists in the stand-in. */
   member(): { org_id: string; member_id: string };
@@ -63,7 +67,8 @@ export async function createRig(shared: Shared): Promise<Rig> {
   const prefix = `t${randomUUID().slice(0, 8)}`;
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-removals-'));
   const dbPath = join(dir, 'mirror.db');
-  const db = openMirror(dbPath);
+  const auditPath = auditPathFor(dbPath);
+  const db = openAudit(auditPath);
   const audit = createRemovalAudit(db);
   const producer = createRedisConnection(redis.url, { role: 'producer' });
   const queue = createRemovalQueue(producer, prefix);
@@ -76,6 +81,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
     queue,
     db,
     dbPath,
+    auditPath,
     audit,
     member() {
       const m = { org_id: randomUUID(), member_id: randomUUID() };
@@ -129,6 +135,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
         MANAGEMENT_URL: standIn.managementUrl,
         MANAGEMENT_KEY: standIn.managementKey,
         MIRROR_DB: dbPath,
+        AUDIT_DB: auditPath,
         LOG_LEVEL: 'info',
         ...extra,
       };

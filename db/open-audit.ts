@@ -1,0 +1,109 @@
+/**
+ * Opens the member-removal audit (AUDIT_DB): a SQLite file of its own, next
+ * to the mirror by default (`./data/mirror.db` -> `./data/mirror-audit.db`).
+ *
+ * Why not inside the mirror file, as before: SQLite has one write lock per
+ * file, and a sync's publish holds the mirror's for as long as it takes
+ * (12-29 s for 300k users). An audit write behind it either failed
+ * (`database is locked`: the row stayed `requested` although the member was
+ * gone) or, with a longer busy timeout, would stall the event loop of the
+ * process writing it, because better-sqlite3 waits synchronously. In a file
+ * of its own the audit shares its lock only with other removal workers,
+ * whose transactions last milliseconds.
+ *
+ * The busy timeout is short for the same reason: a removal worker writes the
+ * audit on its event loop. A longer wait is retried asynchronously, with
+ * backoff, by the audit writer (removal-audit.ts).
+ *
+ * Rows an older version wrote into the mirror's `member_removals` are copied
+ * over once, when the audit file is first opened for writing (see
+ * `legacy_audit_import`); the mirror keeps its copy, no longer written.
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { openMirror, type Db } from './open.js';
+import { AUDIT_MIGRATIONS } from './audit-migrations/index.js';
+
+export const AUDIT_BUSY_TIMEOUT_MS = 250;
+
+/** The default AUDIT_DB for a mirror file: `<mirror without .db>-audit.db` in the same directory. */
+export function auditPathFor(mirrorPath: string): string {
+  if (mirrorPath === ':memory:') return ':memory:';
+  return `${mirrorPath.replace(/\.(db|sqlite3?)$/i, '')}-audit.db`;
+}
+
+/** Whether two paths name one file as far as their text can tell (symlinks aside). */
+export function samePath(a: string, b: string): boolean {
+  return a !== ':memory:' && b !== ':memory:' && resolve(a) === resolve(b);
+}
+
+export interface OpenAuditOptions {
+  /** For `status` and `removals`: no migration, no import, the file must exist. */
+  readonly?: boolean;
+  /** The mirror file an older version kept the audit in; its rows are copied once. */
+  legacyMirror?: string;
+}
+
+export function openAudit(path: string, options: OpenAuditOptions = {}): Db {
+  const db = openMirror(path, { readonly: options.readonly, busyTimeoutMs: AUDIT_BUSY_TIMEOUT_MS, migrations: AUDIT_MIGRATIONS });
+  if (options.readonly !== true && options.legacyMirror !== undefined) {
+    try {
+      importLegacyAudit(db, options.legacyMirror);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+  return db;
+}
+
+export interface LegacyImport {
+  source: string | null;
+  removals: number;
+  duplicates: number;
+}
+
+const REMOVAL_COLUMNS = `id, job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, reason,
+  last_error, requested_at, started_at, finished_at, updated_at`;
+const DUPLICATE_COLUMNS = 'event_id, job_id, dedup_id, seen_at';
+
+/** Copies the mirror's audit rows into `db` unless that was done before; returns what was copied, or undefined. */
+export function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Date()): LegacyImport | undefined {
+  if (done(db)) return undefined;
+  const source = mirrorPath !== ':memory:' && existsSync(mirrorPath) && !samePath(mirrorPath, db.name) ? mirrorPath : null;
+  // ATTACH is refused inside a transaction, so it brackets the one that copies.
+  if (source !== null) db.prepare("ATTACH DATABASE ? AS legacy").run(source);
+  try {
+    return db
+      .transaction((): LegacyImport | undefined => {
+        if (done(db)) return undefined;
+        const copy = source !== null && hasLegacyTable(db);
+        const removals = copy
+          ? db.prepare(`INSERT OR IGNORE INTO main.member_removals (${REMOVAL_COLUMNS})
+              SELECT ${REMOVAL_COLUMNS} FROM legacy.member_removals ORDER BY id`).run().changes
+          : 0;
+        const duplicates = copy
+          ? db.prepare(`INSERT OR IGNORE INTO main.member_removal_duplicates (${DUPLICATE_COLUMNS})
+              SELECT ${DUPLICATE_COLUMNS} FROM legacy.member_removal_duplicates`).run().changes
+          : 0;
+        db.prepare('INSERT INTO legacy_audit_import (id, source, removals, duplicates, imported_at) VALUES (1, ?, ?, ?, ?)').run(
+          copy ? source : null,
+          removals,
+          duplicates,
+          now.toISOString(),
+        );
+        return { source: copy ? source : null, removals, duplicates };
+      })
+      .immediate();
+  } finally {
+    if (source !== null) db.exec('DETACH DATABASE legacy');
+  }
+}
+
+function done(db: Db): boolean {
+  return db.prepare('SELECT 1 FROM legacy_audit_import WHERE id = 1').get() !== undefined;
+}
+
+function hasLegacyTable(db: Db): boolean {
+  return db.prepare("SELECT 1 FROM legacy.sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
+}

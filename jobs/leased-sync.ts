@@ -1,0 +1,62 @@
+/**
+ * One sync run under the sync lease, with the engine's settings taken from
+ * configuration: what `sync --once` runs, and what the daemon's sync process
+ * (./sync-child.ts) runs, so the two cannot drift apart.
+ */
+import type { Config } from '../src/config.js';
+import type { Logger } from '../src/log.js';
+import type { Db } from '../db/open.js';
+import type { ProgressSnapshot } from '../src/sync/progress.js';
+import { runSync, type SyncOptions, type SyncSummary } from '../src/sync/engine.js';
+import { withSyncLease, type LeasedOutcome } from './sync-lease.js';
+
+export const LEASED_SYNC_ENV = [
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_PAGE_RETRY_BUDGET_MS',
+  'SYNC_MAX_DURATION_MS',
+  'SYNC_MAX_PAGE_BYTES',
+  'SYNC_MAX_RECORD_BYTES',
+  'SYNC_MAX_VERIFY',
+] as const;
+
+export interface LeasedSyncParams {
+  config: Config<(typeof LEASED_SYNC_ENV)[number]>;
+  db: Db;
+  client: SyncOptions['client'];
+  logger: Logger;
+  /** Overrides SYNC_CONCURRENCY (`sync --concurrency`). */
+  concurrency?: number;
+  signal?: AbortSignal;
+  onProgress?: (snapshot: ProgressSnapshot) => void;
+  /** Called once the lease is held, just before the run starts. */
+  onLeased?: () => void;
+}
+
+export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSummary>> {
+  return withSyncLease(
+    p.db,
+    {
+      signal: p.signal,
+      onLost: () => p.logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
+    },
+    (signal) => {
+      p.onLeased?.();
+      return runSync({
+        client: p.client,
+        db: p.db,
+        concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
+        maxDeleteRatio: p.config.SYNC_MAX_DELETE_RATIO,
+        pageAttempts: p.config.SYNC_PAGE_ATTEMPTS,
+        pageRetryBudgetMs: p.config.SYNC_PAGE_RETRY_BUDGET_MS,
+        maxDurationMs: p.config.SYNC_MAX_DURATION_MS,
+        maxRecordBytes: p.config.SYNC_MAX_RECORD_BYTES,
+        maxVerify: p.config.SYNC_MAX_VERIFY,
+        logger: p.logger,
+        signal,
+        onProgress: p.onProgress,
+      });
+    },
+  );
+}

@@ -1,0 +1,125 @@
+/**
+ * The audit is never wrong, however long someone else holds a write lock.
+ *
+ * A sync's publish holds the mirror's write lock for tens of seconds. The
+ * audit lives in a file of its own (AUDIT_DB), so a removal during a publish
+ * records its outcome as usual; and when the audit file itself is busy for
+ * longer than its busy timeout, the writer waits it out (asynchronously) and
+ * the row still ends right. Real Redis, the stand-in, real SQLite files; the
+ * locks are taken by other connections with BEGIN IMMEDIATE, as a publish does.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openMirror } from '../db/open.js';
+import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
+import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+
+/** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */
+const HOLD_MS = 6_000;
+
+let shared: Shared;
+let rig: Rig;
+beforeAll(async () => {
+  shared = await startShared();
+});
+afterAll(async () => {
+  await shared?.close();
+});
+beforeEach(async () => {
+  rig = await createRig(shared);
+});
+afterEach(async () => {
+  await rig?.close();
+});
+
+/** A connection holding `path`'s write lock, as a publish in progress does. */
+function holdWriteLock(path: string): { release(): void } {
+  const holder = new Database(path);
+  holder.exec('BEGIN IMMEDIATE');
+  return {
+    release() {
+      holder.exec('ROLLBACK');
+      holder.close();
+    },
+  };
+}
+
+function isLocked(path: string): boolean {
+  const probe = new Database(path, { timeout: 0 });
+  try {
+    probe.exec('BEGIN IMMEDIATE; ROLLBACK');
+    return false;
+  } catch (err) {
+    return (err as { code?: string }).code === 'SQLITE_BUSY';
+  } finally {
+    probe.close();
+  }
+}
+
+describe('audit writes during a long lock', () => {
+  it('a removal completed while a publish holds the mirror ends `succeeded` in the audit', { timeout: 30_000 }, async () => {
+    openMirror(rig.dbPath).close();
+    const publish = holdWriteLock(rig.dbPath);
+    const heldSince = Date.now();
+    try {
+      await rig.startWorker();
+      const m = rig.member();
+      const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+      const job = await rig.finished(jobId);
+      expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+      // Keep the lock past the mirror's busy timeout: the old failure came after 5 s of waiting.
+      await sleep(Math.max(0, HOLD_MS - (Date.now() - heldSince)));
+      expect(isLocked(rig.dbPath)).toBe(true);
+      expect(rig.audit.get(jobId)).toMatchObject({ status: 'succeeded', attempts: 1, last_error: null });
+      expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);
+    } finally {
+      publish.release();
+    }
+  });
+
+  it('an audit file busy for longer than its busy timeout delays the writes; the row still ends right', { timeout: 30_000 }, async () => {
+    await rig.startWorker();
+    // Slow DELETEs: the lock is taken after `started` landed and released long after the answer came.
+    rig.standIn.faults.set({ latencyMs: 500 });
+    const m = rig.member();
+    const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+    await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
+
+    const lock = holdWriteLock(rig.auditPath);
+    expect(isLocked(rig.auditPath)).toBe(true);
+    // The DELETE answers while the lock is held: the `finished` write meets the lock, again and again.
+    await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
+    await sleep(10 * AUDIT_BUSY_TIMEOUT_MS);
+    expect(rig.audit.get(jobId)).toMatchObject({ status: 'requested' });
+    const releasedAt = Date.now();
+    lock.release();
+
+    const job = await rig.finished(jobId);
+    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+    const row = rig.audit.get(jobId);
+    expect(row).toMatchObject({ status: 'succeeded', attempts: 1 });
+    // Written after the lock went, stamped with when the removal finished.
+    expect(Date.parse(row?.finished_at ?? '')).toBeLessThanOrEqual(releasedAt);
+    expect(job.finishedOn ?? 0).toBeGreaterThanOrEqual(releasedAt);
+  });
+
+  it('a write that cannot land within its budget fails the job; the re-run records already_absent', { timeout: 30_000 }, async () => {
+    await rig.startWorker({ auditBusyBudgetMs: 1_000 });
+    rig.standIn.faults.set({ latencyMs: 500 });
+    const m = rig.member();
+    const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+    await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
+
+    const lock = holdWriteLock(rig.auditPath);
+    await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
+    // Past the budget: the attempt fails rather than completing with a row that says `requested`.
+    await until(async () => ((await rig.queue.getJob(jobId))?.attemptsMade ?? 0) >= 1, 'the attempt to fail', 10_000);
+    lock.release();
+
+    const job = await rig.finished(jobId);
+    expect(job.returnvalue).toEqual({ status: 'already_absent', org_id: m.org_id, member_id: m.member_id });
+    expect(rig.audit.get(jobId)).toMatchObject({ status: 'already_absent', attempts: 2 });
+  });
+});
