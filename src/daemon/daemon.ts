@@ -42,8 +42,6 @@ import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
-import { serviceClientFromConfig } from '../service/client-from-config.js';
-import type { ServiceClient } from '../service/client.js';
 import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
@@ -163,10 +161,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const metrics = createMetrics();
   metrics.setSources({ mirror: () => mirrorFigures(reader) });
 
-  const syncClient: ServiceClient = serviceClientFromConfig(
-    { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY) },
-    { onResponse: (e) => metrics.recordHttp(e) },
-  );
   const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
     onResponse: (e) => metrics.recordHttp(e),
   });
@@ -206,7 +200,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
   } catch (err) {
     control.disconnect();
-    await Promise.all([syncClient.close(), managementClient.close()]).catch(() => undefined);
+    await managementClient.close().catch(() => undefined);
     db.close();
     auditDb.close();
     throw err;
@@ -333,7 +327,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     ]);
     await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close()]), 2_000);
     control.disconnect();
-    await settleWithin(Promise.all([syncClient.close(), managementClient.close()]), 2_000);
+    await settleWithin(managementClient.close(), 2_000);
     db.close();
     auditDb.close();
     await status.close();
