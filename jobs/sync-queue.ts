@@ -9,6 +9,14 @@
  * is still in Redis, hence completed and failed jobs are kept for a day
  * rather than removed at once.
  *
+ * Ticks never pile up behind a slow or stuck run: every add carries one
+ * fixed deduplication id per queue (BullMQ `deduplication` with
+ * `keepLastIfActive`). While a sync job waits, later adds fold into it;
+ * while one runs, the latest add is kept aside and becomes the one waiting
+ * job when the running one finishes. So a mirror has at most one job running
+ * and one waiting, however many ticks (or daemons) add. The id dedup above
+ * still decides between peers adding the same tick.
+ *
  * Attempts are 1: a failed sync is recorded by the engine, and the next tick
  * is the retry. Retrying a full directory scan at once rarely helps (the
  * service was just down) and would compete with the next tick.
@@ -26,6 +34,9 @@ export const SYNC_JOB_OPTIONS: JobsOptions = {
   removeOnComplete: KEEP_FINISHED,
   removeOnFail: KEEP_FINISHED,
 };
+
+/** The deduplication id every sync job carries; BullMQ scopes it to the queue, hence to the mirror. */
+export const SYNC_DEDUP_ID = 'next-sync';
 
 export function syncQueueName(mirrorId: string): string {
   return `sync-${mirrorId}`;
@@ -64,14 +75,26 @@ export function openSyncQueue(options: SyncQueueOptions): Queue<SyncJobData> {
   });
 }
 
+export type EnqueueOutcome =
+  /** This job is in the queue (added now, or by a peer that saw the same tick). */
+  | { outcome: 'enqueued'; jobId: string }
+  /** Another sync job was waiting or running; this add folded into it (`into`). */
+  | { outcome: 'coalesced'; jobId: string; into: string };
+
 /**
- * Adds the job for `tick`; a no-op when a job with the same id is already in
- * the queue (another daemon saw the same tick first). BullMQ does not tell
- * the two apart on add, so neither does this: callers log "enqueued or
- * already present".
+ * Adds the job for `tick`, unless a sync job is already waiting (the add
+ * folds into it) or running (the add becomes the one job that runs after
+ * it). An add whose id already exists is a no-op (a peer saw the same tick
+ * first); BullMQ does not tell that apart from adding it, so neither does
+ * this.
  */
-export async function enqueueSync(queue: Queue<SyncJobData>, data: SyncJobData): Promise<string> {
+export async function enqueueSync(queue: Queue<SyncJobData>, data: SyncJobData): Promise<EnqueueOutcome> {
   const jobId = syncJobId(data.reason, new Date(data.tick));
-  await queue.add(SYNC_JOB_NAME, data, { ...SYNC_JOB_OPTIONS, jobId });
-  return jobId;
+  const job = await queue.add(SYNC_JOB_NAME, data, {
+    ...SYNC_JOB_OPTIONS,
+    jobId,
+    deduplication: { id: SYNC_DEDUP_ID, keepLastIfActive: true },
+  });
+  // A deduplicated add answers with the id of the job that holds the deduplication id.
+  return job.id === undefined || job.id === jobId ? { outcome: 'enqueued', jobId } : { outcome: 'coalesced', jobId, into: job.id };
 }

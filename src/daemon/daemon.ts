@@ -244,8 +244,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       onTick: async (tick) => {
         const queue = syncQueue;
         if (queue === undefined) return;
-        const jobId = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
-        log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId }, 'sync enqueued (or already enqueued by a peer)');
+        const added = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
+        if (added.outcome === 'enqueued') {
+          log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId: added.jobId }, 'sync enqueued (or already enqueued by a peer)');
+        } else {
+          log.info(
+            { event: 'schedule.tick_coalesced', tick: tick.toISOString(), jobId: added.jobId, into: added.into },
+            'a sync is already waiting or running; this tick folds into it (at most one more waits)',
+          );
+        }
       },
     });
     const watched: WatchedWorker[] = [
@@ -350,8 +357,8 @@ async function enqueueCatchUpIfStale(
   }
   // The id names the coming tick, so daemons that start within one interval enqueue one catch-up between them.
   const slot = next[0] ?? new Date();
-  const jobId = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
-  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, jobId }, 'start-up sync enqueued');
+  const added = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
+  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, ...added }, 'start-up sync enqueued');
 }
 
 function describe(err: unknown): string {
