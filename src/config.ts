@@ -39,6 +39,8 @@ export const ENV = {
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // Age of the last succeeded sync beyond which the mirror is reported stale; unset: three SYNC_CRON intervals.
+  SYNC_STALE_AFTER_MS: z.coerce.number().int().min(1_000).max(90 * 24 * 3_600_000).optional(),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),

@@ -14,7 +14,10 @@
  *     /readyz says the truth (503) until Redis answers;
  *  4. start both workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog;
- *  5. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *  5. `process.send('ready')` (pm2 `wait_ready`). /readyz turns 200 once
+ *     the mirror is also fresh: a succeeded sync within SYNC_STALE_AFTER_MS
+ *     (see staleness.ts); a new, never-synced mirror is not ready until its
+ *     first sync succeeds.
  *
  * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
  * `stop` below stops the schedule and the watchdog, closes both workers in
@@ -41,13 +44,14 @@ import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.j
 import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
-import { intervalOf, startSchedule, type Schedule } from './schedule.js';
+import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
 import { settleWithin } from './settle-within.js';
 import { remainingBudget } from './shutdown.js';
 import { decideStartupSync } from './startup-sync.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
 import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
 import { mirrorFigures } from './mirror-age.js';
+import { assessStaleness, staleAfterMs } from './staleness.js';
 
 /** Every variable the daemon reads. */
 export const DAEMON_ENV = [
@@ -68,6 +72,7 @@ export const DAEMON_ENV = [
   'SYNC_MAX_DELETE_RATIO',
   'SYNC_PAGE_ATTEMPTS',
   'SYNC_MAX_VERIFY',
+  'SYNC_STALE_AFTER_MS',
   'REMOVAL_CONCURRENCY',
   'REMOVAL_BACKOFF_MS',
   'REMOVAL_LOCK_MS',
@@ -123,8 +128,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   const db: Db = openMirror(config.MIRROR_DB);
   const reader = new MirrorReader(db);
+  const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
-  metrics.setSources({ mirror: () => mirrorFigures(reader) });
+  metrics.setSources({ mirror: () => mirrorFigures(reader), staleAfterMs: staleAfter });
 
   const syncClient: ServiceClient = serviceClientFromConfig(
     { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY) },
@@ -149,6 +155,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       checks.db = 'ok';
     } catch (err) {
       checks.db = describe(err);
+    }
+    if (checks.db === 'ok') {
+      // A stale mirror is not fit to answer from, however healthy the process looks.
+      const s = assessStaleness({ ...mirrorFigures(reader), now: new Date(), staleAfterMs: staleAfter });
+      checks.mirror = s.stale ? `stale: ${s.reason ?? ''}` : 'ok';
     }
     const ping = control.ping();
     const answered = await settleWithin(ping, 1_000);
