@@ -261,7 +261,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         } else {
           log.info(
             { event: 'schedule.tick_coalesced', tick: tick.toISOString(), jobId: added.jobId, into: added.into },
-            'a sync is already waiting or running; this tick folds into it (at most one more waits)',
+            'a sync job is already waiting; this tick folds into it',
           );
         }
       },
