@@ -14,7 +14,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +21,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync-queue.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, eventually, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
+import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';
 
 const SLOW_PAGE_MS = 10_000;
 
@@ -30,31 +30,7 @@ let standIn: StandIn;
 let dir: string;
 let daemons: DaemonProcess[] = [];
 
-interface Run {
-  id: number;
-  status: string;
-  started_at: string;
-  finished_at: string | null;
-}
-
-function readRuns(file: string): Run[] {
-  const db = new Database(join(dir, file), { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, status, started_at, finished_at FROM sync_runs ORDER BY id').all() as Run[];
-  } finally {
-    db.close();
-  }
-}
-
-function expectNoOverlap(runs: Run[]): void {
-  for (let i = 1; i < runs.length; i++) {
-    const prev = runs[i - 1];
-    const cur = runs[i];
-    if (prev === undefined || cur === undefined) continue;
-    expect(prev.finished_at).not.toBeNull();
-    expect(cur.started_at >= (prev.finished_at ?? '')).toBe(true);
-  }
-}
+const readRuns = (file: string) => readMirrorRuns(join(dir, file));
 
 beforeAll(async () => {
   redis = await startTestRedis();
@@ -131,7 +107,7 @@ describe('a sync slower than the schedule', () => {
     await eventually(() => (readRuns('slow.db').filter((r) => r.status === 'succeeded').length >= 3 ? true : undefined), 40_000, 'three succeeded runs');
     expect(all(ds, 'watchdog.restart')).toEqual([]);
     expect(await ds[0]?.stop('SIGTERM')).toEqual({ code: 0, signal: null });
-    expectNoOverlap(readRuns('slow.db'));
+    expectRunsNeverOverlap(readRuns('slow.db'));
   });
 
   it('stays that way with two daemons sharing the mirror', async () => {
@@ -145,7 +121,7 @@ describe('a sync slower than the schedule', () => {
     await eventually(() => (readRuns('shared.db').filter((r) => r.status === 'succeeded').length >= 2 ? true : undefined), 40_000, 'two succeeded runs');
     const exits = await Promise.all(ds.map((d) => d.stop('SIGTERM')));
     expect(exits.every((e) => e.code === 0)).toBe(true);
-    expectNoOverlap(readRuns('shared.db'));
+    expectRunsNeverOverlap(readRuns('shared.db'));
     expect(all(ds, 'sync.job_started').length).toBe(readRuns('shared.db').length);
   });
 });
