@@ -90,6 +90,8 @@ export interface MirrorStats {
   deletedUsers: number;
   lastRun: SyncRun | undefined;
   lastSucceededRun: SyncRun | undefined;
+  /** The newest failed or partial run: why the mirror may be behind. */
+  lastProblemRun: SyncRun | undefined;
 }
 
 /** What field_warnings says about the active users. */
@@ -155,6 +157,9 @@ export class MirrorReader {
       lastSucceeded: db.prepare<[], unknown>(
         `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`,
       ),
+      lastProblem: db.prepare<[], unknown>(
+        `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status IN ('failed', 'partial') ORDER BY id DESC LIMIT 1`,
+      ),
       lastRuns: db.prepare<[number], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT ?`),
     };
   }
@@ -191,6 +196,7 @@ export class MirrorReader {
       deletedUsers: counts.deleted,
       lastRun: parseRun(this.s.lastRun.get()),
       lastSucceededRun: parseRun(this.s.lastSucceeded.get()),
+      lastProblemRun: parseRun(this.s.lastProblem.get()),
     };
   }
 

@@ -45,7 +45,7 @@ export interface OpenAuditOptions {
 }
 
 export function openAudit(path: string, options: OpenAuditOptions = {}): Db {
-  const db = openMirror(path, { readonly: options.readonly, busyTimeoutMs: AUDIT_BUSY_TIMEOUT_MS, migrations: AUDIT_MIGRATIONS });
+  const db = openMirror(path, { readonly: options.readonly, busyTimeoutMs: AUDIT_BUSY_TIMEOUT_MS, migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB' });
   if (options.readonly !== true && options.legacyMirror !== undefined) {
     try {
       importLegacyAudit(db, options.legacyMirror);

@@ -9,6 +9,19 @@
  * is still in Redis, hence completed and failed jobs are kept for a day
  * rather than removed at once.
  *
+ * Ticks never pile up behind a slow or stuck run: a tick that finds a sync
+ * job already waiting folds into it instead of adding one. So a mirror has
+ * at most one job waiting, and one running, however many ticks pass. Peers
+ * that see the same tick both find nothing waiting and both add, but the
+ * same id, so still one job. Only adds with different ids (a start-up
+ * catch-up and a tick in the same instant) could both slip through the
+ * check, leaving two waiting once; the next tick folds into them.
+ *
+ * Why not BullMQ's own `deduplication` id: it is held by the *active* job
+ * as well, and a job whose daemon was killed mid-run stays active until its
+ * lock expires and the stalled check returns it (up to a minute); every
+ * tick of the successor would fold into that dead job meanwhile.
+ *
  * Attempts are 1: a failed sync is recorded by the engine, and the next tick
  * is the retry. Retrying a full directory scan at once rarely helps (the
  * service was just down) and would compete with the next tick.
@@ -64,14 +77,25 @@ export function openSyncQueue(options: SyncQueueOptions): Queue<SyncJobData> {
   });
 }
 
+export type EnqueueOutcome =
+  /** This job is in the queue (added now, or by a peer that saw the same tick). */
+  | { outcome: 'enqueued'; jobId: string }
+  /** Another sync job was already waiting; this tick folded into it (`into`). */
+  | { outcome: 'coalesced'; jobId: string; into: string };
+
+/** Jobs that have not started: the ones a new tick would only queue behind. */
+const NOT_STARTED = ['wait', 'prioritized', 'delayed'] as const;
+
 /**
- * Adds the job for `tick`; a no-op when a job with the same id is already in
- * the queue (another daemon saw the same tick first). BullMQ does not tell
- * the two apart on add, so neither does this: callers log "enqueued or
- * already present".
+ * Adds the job for `tick`, unless another sync job is already waiting (the
+ * tick folds into it). An add whose id already exists is a no-op (a peer saw
+ * the same tick first); BullMQ does not tell that apart from adding it, so
+ * neither does this.
  */
-export async function enqueueSync(queue: Queue<SyncJobData>, data: SyncJobData): Promise<string> {
+export async function enqueueSync(queue: Queue<SyncJobData>, data: SyncJobData): Promise<EnqueueOutcome> {
   const jobId = syncJobId(data.reason, new Date(data.tick));
+  const [waiting] = await queue.getJobs([...NOT_STARTED], 0, 0, true);
+  if (waiting?.id !== undefined && waiting.id !== jobId) return { outcome: 'coalesced', jobId, into: waiting.id };
   await queue.add(SYNC_JOB_NAME, data, { ...SYNC_JOB_OPTIONS, jobId });
-  return jobId;
+  return { outcome: 'enqueued', jobId };
 }

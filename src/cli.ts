@@ -3,7 +3,7 @@
  * src/commands/<name>.ts and is loaded only when asked for, so `resolve`
  * never pays for BullMQ and `stand-in` never opens SQLite.
  *
- * Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 not found,
+ * Exit codes: 0 ok, 1 failed (status: needs attention), 2 usage or configuration error, 3 not found,
  * 4 partial (sync: published without deletions), 5 busy (sync: another sync
  * holds the mirror).
  */
@@ -16,6 +16,8 @@ interface Command {
   summary: string;
   /** The synopsis `<command> --help` prints; absent when the command prints its own help. */
   synopsis?: string;
+  /** More for `<command> --help`: exit codes a script should know. */
+  details?: string;
   load: () => Promise<{ default: CommandMain }>;
 }
 
@@ -55,6 +57,10 @@ const COMMANDS: Record<string, Command> = {
   status: {
     summary: 'last runs, mirror size and age, queue depths (--json for scripts)',
     synopsis: 'status [--json]',
+    details:
+      'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
+      '  or Redis is unreachable (the report, mirror part included, is printed all the same); 2 usage or configuration error\n' +
+      '  (a MIRROR_DB that cannot be a mirror included)\n',
     load: () => import('./commands/status.js'),
   },
 };
@@ -76,7 +82,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (command.synopsis !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
-    process.stdout.write(`usage: user-mirror ${command.synopsis}\n\n${command.summary}\nConfiguration comes from the environment: see README.md.\n`);
+    process.stdout.write(`usage: user-mirror ${command.synopsis}\n\n${command.summary}\n${command.details ?? ''}Configuration comes from the environment: see README.md.\n`);
     return 0;
   }
   try {

@@ -62,6 +62,8 @@ export const ENV = {
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
   // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
   RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
+  // Age of the last succeeded sync beyond which the mirror is reported stale; unset: three SYNC_CRON intervals.
+  SYNC_STALE_AFTER_MS: z.coerce.number().int().min(1_000).max(90 * 24 * 3_600_000).optional(),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),

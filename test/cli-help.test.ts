@@ -18,6 +18,11 @@ describe('user-mirror help', () => {
     expect(run.stdout).toContain(`usage: user-mirror ${name}`);
   });
 
+  it('status --help documents its exit codes', async () => {
+    const run = await runCli(['status', '--help'], { PATH: process.env.PATH });
+    expect(run.stdout).toMatch(/exit codes: 0 all well; 1 needs attention: the mirror is stale .* or Redis is unreachable/s);
+  });
+
   it('rejects an unknown command with exit 2', async () => {
     const run = await runCli(['frobnicate'], { PATH: process.env.PATH });
     expect(run.code).toBe(2);

@@ -24,6 +24,12 @@ describe('readConfig', () => {
     });
   });
 
+  it('leaves SYNC_STALE_AFTER_MS unset by default (three schedule intervals) and checks a given one', () => {
+    expect(readConfig(['SYNC_STALE_AFTER_MS'], {})).toEqual({ SYNC_STALE_AFTER_MS: undefined });
+    expect(readConfig(['SYNC_STALE_AFTER_MS'], { SYNC_STALE_AFTER_MS: '3600000' }).SYNC_STALE_AFTER_MS).toBe(3_600_000);
+    expect(problemsOf(() => readConfig(['SYNC_STALE_AFTER_MS'], { SYNC_STALE_AFTER_MS: '10' }))[0]).toMatch(/^SYNC_STALE_AFTER_MS: /);
+  });
+
   it('parses and normalises given values', () => {
     const c = readConfig([...SERVICE_ENV], {
       SERVICE_BASE_URL: 'https://api.example.com/',

@@ -54,9 +54,12 @@ afterAll(async () => {
 describe('user-mirror daemon', () => {
   it('sends ready over IPC once Redis and the mirror are up', async () => {
     await daemon.ready;
-    const ready = await getStatus(statusPort, '/readyz');
-    expect(ready.status).toBe(200);
-    expect(JSON.parse(ready.body)).toEqual({ ready: true, checks: { phase: 'ok', db: 'ok', redis: 'ok', removals: 'ok' } });
+    // Ready once the start-up sync has made the new mirror fresh.
+    const ready = await eventually(async () => {
+      const r = await getStatus(statusPort, '/readyz');
+      return r.status === 200 ? r : undefined;
+    }, 20_000, '/readyz 200');
+    expect(JSON.parse(ready.body)).toEqual({ ready: true, checks: { phase: 'ok', db: 'ok', mirror: 'ok', redis: 'ok', removals: 'ok' } });
     const health = await getStatus(statusPort, '/healthz');
     expect(health.status).toBe(200);
   });

@@ -10,7 +10,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +17,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync-queue.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
+import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';
 
 const USERS = 3_000;
 const PREFIX = 'peers';
@@ -27,22 +27,7 @@ let standIn: StandIn;
 let dir: string;
 const daemons: DaemonProcess[] = [];
 
-interface Run {
-  id: number;
-  status: string;
-  started_at: string;
-  finished_at: string | null;
-  error: string | null;
-}
-
-function readRuns(file: string): Run[] {
-  const db = new Database(join(dir, file), { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT id, status, started_at, finished_at, error FROM sync_runs ORDER BY id').all() as Run[];
-  } finally {
-    db.close();
-  }
-}
+const readRuns = (file: string) => readMirrorRuns(join(dir, file));
 
 const jobsStarted = (d: DaemonProcess): LogLine[] => d.logs.filter((l) => l.event === 'sync.job_started');
 
@@ -107,13 +92,7 @@ describe('daemons sharing one Redis', () => {
 
     // Never two at once: runs do not overlap, and none was cut short by a rival's beginRun.
     expect(shared.filter((r) => r.error === 'interrupted')).toEqual([]);
-    for (let i = 1; i < shared.length; i++) {
-      const prev = shared[i - 1];
-      const cur = shared[i];
-      if (prev === undefined || cur === undefined) continue;
-      expect(prev.finished_at).not.toBeNull();
-      expect(cur.started_at >= (prev.finished_at ?? '')).toBe(true);
-    }
+    expectRunsNeverOverlap(shared);
 
     // The other mirror kept itself fresh from its own queue.
     const other = readRuns('other.db');

@@ -76,8 +76,8 @@ describe('Redis outages', () => {
 
     await redis.restart();
     await d.ready;
-    expect((await getStatus(port, '/readyz')).status).toBe(200);
     await d.waitForLog((l) => l.event === 'sync.finished' && l.status === 'succeeded', 20_000, 'a sync once Redis is up');
+    expect((await getStatus(port, '/readyz')).status).toBe(200);
     expect(await d.stop('SIGTERM')).toEqual({ code: 0, signal: null });
   });
 

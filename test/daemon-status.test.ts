@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../src/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from '../src/daemon/status-server.js';
-import { buildStatusReport, formatStatusReport, type StatusFacts } from '../src/daemon/status-report.js';
+import { buildStatusReport, formatStatusReport, statusExitCode, type StatusFacts } from '../src/daemon/status-report.js';
+import { assessStaleness, staleAfterMs } from '../src/daemon/staleness.js';
 import { handleShutdownSignals, SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
 import type { SyncSummary } from '../src/sync/engine.js';
 
@@ -77,7 +78,7 @@ describe('metrics', () => {
     metrics.recordRemoval('retrying');
     metrics.recordWorkerRestart('sync', 'not-running');
     metrics.setSources({
-      mirror: () => ({ activeUsers: 1200, deletedUsers: 3, lastSucceededAt: new Date('2025-01-01T00:00:00Z') }),
+      mirror: () => ({ activeUsers: 1200, deletedUsers: 3, lastSucceededAt: new Date('2025-01-01T00:00:00Z'), lastProblem: undefined, running: undefined }),
       queues: async () => [
         { queue: 'sync', state: 'wait', count: 1 },
         { queue: 'removals', state: 'failed', count: 4 },
@@ -126,6 +127,7 @@ describe('status report', () => {
     mirrorId: 'host-a',
     now: new Date('2025-01-01T01:00:00Z'),
     scheduleIntervalMs: 15 * 60_000,
+    staleAfterMs: 45 * 60_000,
     mirror: {
       available: true,
       activeUsers: 10,
@@ -136,20 +138,31 @@ describe('status report', () => {
         { id: 1, status: 'succeeded', startedAt: '2025-01-01T00:49:00.000Z', finishedAt: '2025-01-01T00:50:00.000Z', usersSeen: 10, created: 10, updated: 0, deleted: 0, candidates: { candidates: 5, confirmedGone: 3, stillThere: 1, unverified: 1, deferred: 0 }, error: null },
       ],
       failedRemovalsInAudit: 1,
+      lastProblem: { runId: 2, status: 'failed', at: '2025-01-01T00:55:01.000Z', reason: 'first page failed:\nHTTP 503' },
     },
     queues: { reachable: true, sync: { waiting: 0, active: 1, delayed: 0, failed: 2, completed: 9 }, removals: { waiting: 3, active: 0, delayed: 1, failed: 1, completed: 5 } },
     ...over,
   });
 
-  it('works out age and staleness', () => {
+  it('works out age and staleness against SYNC_STALE_AFTER_MS, with the last failure as the reason', () => {
     const r = buildStatusReport(facts());
-    expect(r.mirror).toMatchObject({ available: true, ageSeconds: 600, stale: false, activeUsers: 10 });
+    expect(r.mirror).toMatchObject({ available: true, ageSeconds: 600, stale: false, staleAfterSeconds: 2700, staleReason: null, activeUsers: 10 });
     expect(r.failedRemovals).toEqual({ queue: 1, audit: 1 });
-    expect(buildStatusReport(facts({ now: new Date('2025-01-01T01:06:00Z') })).mirror.stale).toBe(true);
+    expect(statusExitCode(r)).toBe(0);
+    // Two missed intervals are not stale yet; past three they are.
+    expect(buildStatusReport(facts({ now: new Date('2025-01-01T01:30:00Z') })).mirror.stale).toBe(false);
+    const old = buildStatusReport(facts({ now: new Date('2025-01-01T01:36:00Z') }));
+    expect(old.mirror).toMatchObject({ stale: true, ageSeconds: 2760 });
+    expect(old.mirror.staleReason).toBe(
+      'last successful sync 46m ago, more than SYNC_STALE_AFTER_MS (45m); last failed run #2 (2025-01-01T00:55:01.000Z): first page failed: HTTP 503',
+    );
+    expect(formatStatusReport(old)).toContain('STALE         last successful sync 46m ago');
+    expect(statusExitCode(old)).toBe(1);
   });
 
-  it('still reports the mirror when Redis is unreachable', () => {
+  it('still reports the mirror when Redis is unreachable, and asks for attention', () => {
     const r = buildStatusReport(facts({ queues: { reachable: false, error: 'connect ECONNREFUSED 127.0.0.1:6379' } }));
+    expect(statusExitCode(r)).toBe(1);
     expect(r.failedRemovals).toEqual({ queue: null, audit: 1 });
     const text = formatStatusReport(r);
     expect(text).toContain('10 active, 2 deleted');
@@ -184,6 +197,49 @@ describe('status report', () => {
     });
     expect(formatStatusReport(r)).toContain('field warnings 5 users (connected_sources[].provider 4, ingestion_start 3, created_on 1)');
     expect(buildStatusReport(base).mirror.fieldWarnings).toBeNull();
+  });
+});
+
+describe('staleness', () => {
+  const at = (iso: string) => new Date(iso);
+  it('defaults to three schedule intervals, or SYNC_STALE_AFTER_MS when set', () => {
+    expect(staleAfterMs(undefined, 15 * 60_000)).toBe(45 * 60_000);
+    expect(staleAfterMs(10_000, 15 * 60_000)).toBe(10_000);
+  });
+
+  it('calls a never-synced mirror stale and names a run that is still running', () => {
+    const s = assessStaleness({
+      lastSucceededAt: undefined,
+      lastProblem: { runId: 1, status: 'partial', at: '2025-01-01T00:10:00.000Z', reason: 'listing incomplete' },
+      running: { runId: 2, status: 'running', at: '2025-01-01T00:20:00.000Z', reason: null },
+      now: at('2025-01-01T01:00:00Z'),
+      staleAfterMs: 60_000,
+    });
+    expect(s).toEqual({
+      stale: true,
+      ageSeconds: null,
+      staleAfterSeconds: 60,
+      reason: 'never synced successfully; last partial run #1 (2025-01-01T00:10:00.000Z): listing incomplete; run #2 running since 2025-01-01T00:20:00.000Z',
+    });
+  });
+
+  it('says so when nothing has run since the last success', () => {
+    const s = assessStaleness({ lastSucceededAt: at('2025-01-01T00:00:00Z'), lastProblem: undefined, running: undefined, now: at('2025-01-01T03:00:00Z'), staleAfterMs: 3_600_000 });
+    expect(s.reason).toBe('last successful sync 3h ago, more than SYNC_STALE_AFTER_MS (60m); no sync has run since');
+  });
+
+  it('is exported as gauges', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const figures = { activeUsers: 1, deletedUsers: 0, lastProblem: undefined, running: undefined };
+    let last: Date | undefined = new Date(Date.now() - 120_000);
+    metrics.setSources({ mirror: () => ({ ...figures, lastSucceededAt: last }), staleAfterMs: 60_000 });
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('user_mirror_mirror_stale 1');
+    expect(text).toMatch(/^user_mirror_mirror_age_seconds 12\d$/m);
+    expect(text).toContain('user_mirror_mirror_stale_after_seconds 60');
+    last = undefined;
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect(await metrics.registry.metrics()).toContain('user_mirror_mirror_age_seconds +Inf');
   });
 });
 

@@ -157,7 +157,8 @@ describe('under pm2', () => {
       return a?.status === 'online' ? a : undefined;
     }, 30_000, 'pm2 to show the app online');
     expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0 });
-    expect((await getStatus(statusPort, '/readyz')).status).toBe(200);
+    // Ready once the start-up sync has made the new mirror fresh.
+    await eventually(async () => ((await getStatus(statusPort, '/readyz')).status === 200 ? true : undefined), 30_000, '/readyz 200');
 
     const stopped = await pm2(['stop', APP]);
     expect(stopped.code, stopped.stderr).toBe(0);

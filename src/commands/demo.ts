@@ -71,13 +71,16 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
   if (sample === undefined) say('The mirror holds no active user, so there is nothing to resolve.');
   else await run(['resolve', sample], env);
 
-  if (await redisAnswers(config.REDIS_URL)) {
+  const redisUp = await redisAnswers(config.REDIS_URL);
+  if (redisUp) {
     await removalTour(env, standIn);
   } else {
     say(`No Redis answered at ${describeRedisUrl(config.REDIS_URL)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`);
   }
   // Status describes the Redis as the demo's worker used it.
-  return run(['status'], { ...env, ...DEMO_WORKER_ENV });
+  const code = await run(['status'], { ...env, ...DEMO_WORKER_ENV });
+  // Without Redis `status` exits 1 (needs attention); the tour has already said why.
+  return !redisUp && code === 1 ? 0 : code;
 }
 
 /** A development Redis usually has no persistence; a production worker refuses one (exit 2), the demo's may use it. */

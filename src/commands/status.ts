@@ -8,8 +8,12 @@
  * the SQLite file (opened read-only), and an unreachable Redis is reported
  * as such rather than waited for.
  *
- * Exit codes: 0 report printed (Redis may be unreachable: see `queues`);
- * 1 the mirror could not be read; 2 usage or configuration error.
+ * Exit codes (the report is printed in every case but usage errors):
+ *   0  all well: the mirror is readable and fresh, Redis answers;
+ *   1  needs attention: the mirror is stale (no succeeded sync within
+ *      SYNC_STALE_AFTER_MS) or unreadable, or Redis is unreachable;
+ *   2  usage or configuration error, MIRROR_DB naming something that cannot
+ *      be a mirror (a directory, a device, not a SQLite file) included.
  */
 import { existsSync } from 'node:fs';
 import { Queue } from 'bullmq';
@@ -17,7 +21,7 @@ import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
-import { openMirror, type Db } from '../../db/open.js';
+import { MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
@@ -28,9 +32,11 @@ import { readRedisDurability } from '../../jobs/redis-durability-probe.js';
 import { mirrorFigures } from '../daemon/mirror-age.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../daemon/settle-within.js';
+import { staleAfterMs } from '../daemon/staleness.js';
 import {
   buildStatusReport,
   formatStatusReport,
+  statusExitCode,
   type MirrorFacts,
   type QueueCounts,
   type QueueFacts,
@@ -46,27 +52,39 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
+  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'SYNC_STALE_AFTER_MS', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
   const auditPath = auditLocation(config);
 
-  const [mirror, { queues, durability }] = await Promise.all([
+  const [{ mirror, misconfigured }, { queues, durability }] = await Promise.all([
     Promise.resolve().then(() => readMirror(config.MIRROR_DB, auditPath)),
     readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
   ]);
+  const intervalMs = intervalOfExpression(config.SYNC_CRON);
   const report = buildStatusReport({
     mirrorPath: config.MIRROR_DB,
     mirrorId: config.MIRROR_ID,
     now: new Date(),
-    scheduleIntervalMs: intervalOfExpression(config.SYNC_CRON),
+    scheduleIntervalMs: intervalMs,
+    staleAfterMs: staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalMs),
     mirror,
     queues,
     removalGate: durability === undefined ? undefined : decideRemovalGate(judgeRedisDurability(durability), config.ALLOW_VOLATILE_REDIS),
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
-  return mirror.available ? 0 : 1;
+  return misconfigured ? 2 : statusExitCode(report);
 }
 
-function readMirror(path: string, auditPath: string): MirrorFacts {
+/** The mirror's facts; `misconfigured` when MIRROR_DB names something that cannot be a mirror at all. */
+function readMirror(path: string, auditPath: string): { mirror: MirrorFacts; misconfigured: boolean } {
+  try {
+    return { mirror: readMirrorFacts(path, auditPath), misconfigured: false };
+  } catch (err) {
+    if (!(err instanceof MirrorDbError)) throw err;
+    return { mirror: { available: false, error: err.problems.join('; ') }, misconfigured: true };
+  }
+}
+
+function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
   if (path !== ':memory:' && !existsSync(path)) return { available: false, error: 'no mirror database at this path' };
   let db: Db | undefined;
   try {
@@ -78,6 +96,8 @@ function readMirror(path: string, auditPath: string): MirrorFacts {
       activeUsers: figures.activeUsers,
       deletedUsers: figures.deletedUsers,
       lastSucceededAt: figures.lastSucceededAt,
+      lastProblem: figures.lastProblem,
+      running: figures.running,
       lastRuns: reader.lastRuns(RUNS_SHOWN).map((r) => ({
         id: r.id,
         status: r.status,
@@ -94,6 +114,7 @@ function readMirror(path: string, auditPath: string): MirrorFacts {
       fieldWarnings: reader.fieldWarningStats(),
     };
   } catch (err) {
+    if (err instanceof MirrorDbError) throw err;
     return { available: false, error: err instanceof Error ? err.message : String(err) };
   } finally {
     db?.close();

@@ -19,7 +19,10 @@
  *     the sync half runs regardless (see jobs/redis-durability.ts);
  *  5. start the workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog;
- *  6. `process.send('ready')` (pm2 `wait_ready`) and /readyz turns 200.
+ *  6. `process.send('ready')` (pm2 `wait_ready`). /readyz turns 200 once
+ *     the mirror is also fresh: a succeeded sync within SYNC_STALE_AFTER_MS
+ *     (see staleness.ts); a new, never-synced mirror is not ready until its
+ *     first sync succeeds.
  *
  * Each sync job runs in a child process (jobs/sync-child.ts): a publish is
  * seconds of synchronous SQLite, and this event loop must keep answering
@@ -54,13 +57,14 @@ import { syncInChildProcess } from '../../jobs/sync-process.js';
 import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
-import { intervalOf, startSchedule, type Schedule } from './schedule.js';
+import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
 import { settleWithin } from './settle-within.js';
 import { remainingBudget } from './shutdown.js';
 import { decideStartupSync } from './startup-sync.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
 import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
 import { mirrorFigures } from './mirror-age.js';
+import { assessStaleness, staleAfterMs } from './staleness.js';
 
 /** Every variable the daemon reads. */
 export const DAEMON_ENV = [
@@ -88,6 +92,7 @@ export const DAEMON_ENV = [
   'SYNC_MAX_PAGE_BYTES',
   'SYNC_MAX_RECORD_BYTES',
   'SYNC_MAX_VERIFY',
+  'SYNC_STALE_AFTER_MS',
   'REMOVAL_CONCURRENCY',
   'REMOVAL_BACKOFF_MS',
   'REMOVAL_LOCK_MS',
@@ -158,8 +163,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     throw err;
   }
   const reader = new MirrorReader(db);
+  const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
-  metrics.setSources({ mirror: () => mirrorFigures(reader) });
+  metrics.setSources({ mirror: () => mirrorFigures(reader), staleAfterMs: staleAfter });
 
   const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
     onResponse: (e) => metrics.recordHttp(e),
@@ -181,6 +187,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       checks.db = 'ok';
     } catch (err) {
       checks.db = describe(err);
+    }
+    if (checks.db === 'ok') {
+      // A stale mirror is not fit to answer from, however healthy the process looks.
+      const s = assessStaleness({ ...mirrorFigures(reader), now: new Date(), staleAfterMs: staleAfter });
+      checks.mirror = s.stale ? `stale: ${s.reason ?? ''}` : 'ok';
     }
     const ping = control.ping();
     const answered = await settleWithin(ping, 1_000);
@@ -272,8 +283,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       onTick: async (tick) => {
         const queue = syncQueue;
         if (queue === undefined) return;
-        const jobId = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
-        log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId }, 'sync enqueued (or already enqueued by a peer)');
+        const added = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
+        if (added.outcome === 'enqueued') {
+          log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId: added.jobId }, 'sync enqueued (or already enqueued by a peer)');
+        } else {
+          log.info(
+            { event: 'schedule.tick_coalesced', tick: tick.toISOString(), jobId: added.jobId, into: added.into },
+            'a sync job is already waiting; this tick folds into it',
+          );
+        }
       },
     });
     const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
@@ -393,8 +411,8 @@ async function enqueueCatchUpIfStale(
   }
   // The id names the coming tick, so daemons that start within one interval enqueue one catch-up between them.
   const slot = next[0] ?? new Date();
-  const jobId = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
-  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, jobId }, 'start-up sync enqueued');
+  const added = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
+  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, ...added }, 'start-up sync enqueued');
 }
 
 function describe(err: unknown): string {

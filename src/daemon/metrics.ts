@@ -18,12 +18,17 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync-worker.js';
 import { settleWithin } from './settle-within.js';
+import { assessStaleness, type RunTrouble, type Staleness } from './staleness.js';
 
 export interface MirrorFigures {
   activeUsers: number;
   deletedUsers: number;
   /** Finish time of the last succeeded run. */
   lastSucceededAt: Date | undefined;
+  /** The newest failed or partial run since then. */
+  lastProblem: RunTrouble | undefined;
+  /** The newest run, while it is marked running. */
+  running: RunTrouble | undefined;
 }
 
 export interface QueueDepth {
@@ -35,6 +40,8 @@ export interface QueueDepth {
 /** Where scrape-time state comes from; the daemon plugs these in once it has them. */
 export interface MetricSources {
   mirror?: () => MirrorFigures;
+  /** SYNC_STALE_AFTER_MS as resolved (see staleness.ts); without it no staleness gauges. */
+  staleAfterMs?: number;
   queues?: () => Promise<QueueDepth[]>;
   redisUp?: () => Promise<boolean>;
 }
@@ -51,6 +58,7 @@ export interface DaemonMetrics {
 }
 
 const SCRAPE_BUDGET_MS = 2_000;
+const MIRROR_CACHE_MS = 1_000;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): DaemonMetrics {
   const registry = new Registry();
@@ -89,6 +97,32 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     collect() {
       const at = readMirror()?.lastSucceededAt;
       lastSuccess.set(at === undefined ? 0 : at.getTime() / 1000);
+    },
+  });
+  const stale = new Gauge({
+    name: 'user_mirror_mirror_stale',
+    help: '1 if the last succeeded sync is older than SYNC_STALE_AFTER_MS (or there never was one), else 0.',
+    registers,
+    collect() {
+      const s = readStaleness();
+      if (s !== undefined) stale.set(s.stale ? 1 : 0);
+    },
+  });
+  const age = new Gauge({
+    name: 'user_mirror_mirror_age_seconds',
+    help: 'Seconds since the last succeeded sync finished (+Inf if there never was one).',
+    registers,
+    collect() {
+      const s = readStaleness();
+      if (s !== undefined) age.set(s.ageSeconds ?? Number.POSITIVE_INFINITY);
+    },
+  });
+  const staleAfter = new Gauge({
+    name: 'user_mirror_mirror_stale_after_seconds',
+    help: 'SYNC_STALE_AFTER_MS in seconds: the age beyond which the mirror counts as stale.',
+    registers,
+    collect() {
+      if (sources.staleAfterMs !== undefined) staleAfter.set(sources.staleAfterMs / 1000);
     },
   });
   const users = new Gauge({
@@ -178,13 +212,27 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     registers,
   });
 
+  function readStaleness(): Staleness | undefined {
+    const m = readMirror();
+    const staleAfterMs = sources.staleAfterMs;
+    if (m === undefined || staleAfterMs === undefined) return undefined;
+    return assessStaleness({ ...m, now: new Date(), staleAfterMs });
+  }
+
+  // Several gauges read the mirror on each scrape; the user counts are not free on a large one.
+  let cached: { at: number; figures: MirrorFigures | undefined } | undefined;
   function readMirror(): MirrorFigures | undefined {
+    const now = Date.now();
+    if (cached !== undefined && now - cached.at < MIRROR_CACHE_MS) return cached.figures;
+    let figures: MirrorFigures | undefined;
     try {
-      return sources.mirror?.();
+      figures = sources.mirror?.();
     } catch {
       // A closed or locked database during shutdown: leave the last values.
-      return undefined;
+      figures = undefined;
     }
+    cached = { at: now, figures };
+    return figures;
   }
 
   return {

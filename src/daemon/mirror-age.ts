@@ -1,18 +1,33 @@
 /**
- * What the daemon needs to know about the mirror's contents: its size and
- * when it was last completely refreshed, read on every scrape and at
- * start-up. "Completely" is a succeeded run: a partial one publishes changes
- * but no deletions (see src/sync/engine.ts).
+ * What the daemon needs to know about the mirror's contents: its size, when
+ * it was last completely refreshed, and what went wrong since; read on every
+ * scrape, every /readyz and at start-up. "Completely" is a succeeded run: a
+ * partial one publishes changes but no deletions (see src/sync/engine.ts).
  */
-import type { MirrorReader } from '../../db/mirror-reader.js';
+import type { MirrorReader, SyncRun } from '../../db/mirror-reader.js';
 import type { MirrorFigures } from './metrics.js';
+import type { RunTrouble } from './staleness.js';
 
 export function mirrorFigures(reader: MirrorReader): MirrorFigures {
   const stats = reader.stats();
   const finished = stats.lastSucceededRun?.finishedAt ?? null;
+  const sinceSuccess = (run: SyncRun | undefined) => run !== undefined && run.id > (stats.lastSucceededRun?.id ?? 0);
+  const problem = stats.lastProblemRun;
+  const last = stats.lastRun;
   return {
     activeUsers: stats.activeUsers,
     deletedUsers: stats.deletedUsers,
     lastSucceededAt: finished === null ? undefined : new Date(finished),
+    lastProblem: problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
+    running: last?.status === 'running' ? trouble(last, 'running') : undefined,
+  };
+}
+
+function trouble(run: SyncRun, status: RunTrouble['status']): RunTrouble {
+  return {
+    runId: run.id,
+    status,
+    at: run.finishedAt ?? run.startedAt,
+    reason: run.error ?? run.sweepSkippedReason,
   };
 }

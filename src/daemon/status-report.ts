@@ -6,6 +6,9 @@
  */
 import type { CandidateCounts } from '../../db/mirror-writer.js';
 import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
+import { formatAge } from './format-age.js';
+import { oneLine } from './one-line.js';
+import { assessStaleness, type RunTrouble } from './staleness.js';
 
 export interface RunFacts {
   id: number;
@@ -50,6 +53,9 @@ export type MirrorFacts =
       lastRuns: RunFacts[];
       /** Failed removals recorded in the audit; undefined when there is no audit table. */
       failedRemovalsInAudit: number | undefined;
+      /** What went wrong since the last success (see staleness.ts). */
+      lastProblem?: RunTrouble | undefined;
+      running?: RunTrouble | undefined;
     }
   | { available: false; error: string };
 
@@ -58,6 +64,8 @@ export interface StatusFacts {
   mirrorId: string;
   now: Date;
   scheduleIntervalMs: number;
+  /** SYNC_STALE_AFTER_MS as resolved (staleness.ts `staleAfterMs`). */
+  staleAfterMs: number;
   mirror: MirrorFacts;
   queues: QueueFacts;
   /** Whether Redis keeps queued removals; undefined when Redis could not be asked. */
@@ -85,8 +93,11 @@ export interface StatusReport {
     deletedUsers?: number;
     lastSucceededAt?: string | null;
     ageSeconds?: number | null;
-    /** No succeeded run within one schedule interval (or none at all). */
+    /** No succeeded run within SYNC_STALE_AFTER_MS (or none at all). */
     stale?: boolean;
+    staleAfterSeconds?: number;
+    /** Why it is stale: its age and what went wrong since the last success; null when fresh. */
+    staleReason?: string | null;
     lastRuns?: RunFacts[];
     /**
      * Active users with field warnings, and the most frequent fields, list
@@ -105,6 +116,9 @@ export interface StatusReport {
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
   const m = f.mirror;
+  const staleness = m.available
+    ? assessStaleness({ lastSucceededAt: m.lastSucceededAt, lastProblem: m.lastProblem, running: m.running, now: f.now, staleAfterMs: f.staleAfterMs })
+    : undefined;
   const mirror: StatusReport['mirror'] = m.available
     ? {
         path: f.mirrorPath,
@@ -113,8 +127,10 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         activeUsers: m.activeUsers,
         deletedUsers: m.deletedUsers,
         lastSucceededAt: m.lastSucceededAt?.toISOString() ?? null,
-        ageSeconds: m.lastSucceededAt === undefined ? null : Math.round((f.now.getTime() - m.lastSucceededAt.getTime()) / 1000),
-        stale: m.lastSucceededAt === undefined || f.now.getTime() - m.lastSucceededAt.getTime() > f.scheduleIntervalMs,
+        ageSeconds: staleness?.ageSeconds ?? null,
+        stale: staleness?.stale ?? true,
+        staleAfterSeconds: staleness?.staleAfterSeconds ?? 0,
+        staleReason: staleness?.reason ?? null,
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
       }
@@ -168,7 +184,8 @@ export function formatStatusReport(r: StatusReport): string {
   } else {
     lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
     const age = m.ageSeconds === null || m.ageSeconds === undefined ? 'never synced successfully' : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
-    lines.push(`  last success  ${age}${m.stale ? `  STALE: older than one schedule interval (${formatAge(r.schedule.intervalSeconds)})` : ''}`);
+    lines.push(`  last success  ${age}`);
+    if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
     const runs = m.lastRuns ?? [];
     if (runs.length === 0) lines.push('  runs          none yet');
@@ -225,15 +242,13 @@ function formatCounts(c: QueueCounts): string {
   return `waiting ${c.waiting}  active ${c.active}  delayed ${c.delayed}  failed ${c.failed}  completed ${c.completed}`;
 }
 
-export function formatAge(seconds: number): string {
-  if (seconds < 120) return `${seconds}s`;
-  if (seconds < 7_200) return `${Math.round(seconds / 60)}m`;
-  if (seconds < 172_800) return `${Math.round(seconds / 3_600)}h`;
-  return `${Math.round(seconds / 86_400)}d`;
-}
-
-/** Stored errors may carry newlines or escapes; one row per line. */
-function oneLine(text: string): string {
-  const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat;
+/**
+ * `status`'s exit code: 0 when nothing needs attention; 1 when something
+ * does: the mirror is unreadable or stale, or Redis is unreachable (the
+ * queues, and so the removals, are out of sight).
+ */
+export function statusExitCode(r: StatusReport): 0 | 1 {
+  const removalsHeld = r.removalQueue?.state === 'held';
+  const healthy = r.mirror.available && r.mirror.stale !== true && r.queues.reachable && !removalsHeld;
+  return healthy ? 0 : 1;
 }

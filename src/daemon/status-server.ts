@@ -7,8 +7,10 @@
  *                  Redis: a supervisor that restarts the daemon because Redis
  *                  is down would only add a restart loop to an outage.
  *   GET /readyz    readiness: 200 when started, not stopping, Redis answers a
- *                  PING and the mirror answers a query; 503 otherwise, with
- *                  the failing checks in the JSON body.
+ *                  PING, the mirror answers a query and is not stale (a
+ *                  succeeded sync within SYNC_STALE_AFTER_MS); 503
+ *                  otherwise, with the failing checks (and for a stale
+ *                  mirror its age and the last failure) in the JSON body.
  *   GET /metrics   Prometheus text exposition.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';

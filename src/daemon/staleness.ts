@@ -1,0 +1,73 @@
+/**
+ * Staleness: the mirror's last complete refresh (a succeeded run) is older
+ * than SYNC_STALE_AFTER_MS, or there never was one. /readyz, `status` and
+ * /metrics all decide it here, so they never disagree.
+ *
+ * The default threshold is three schedule intervals: one missed or failed
+ * tick is noise (the next tick is the retry), three in a row need a human.
+ * A partial run does not count as a refresh (it publishes no deletions), so
+ * a mirror that only ever ends partial goes stale too, with the reason.
+ *
+ * The reason names what went wrong since the last success: the newest failed
+ * or partial run's recorded error, and a run still marked running (a stuck
+ * one is exactly what an operator needs to see).
+ */
+import { formatAge } from './format-age.js';
+import { oneLine } from './one-line.js';
+
+export const DEFAULT_STALE_INTERVALS = 3;
+
+/** SYNC_STALE_AFTER_MS when set, else three schedule intervals. */
+export function staleAfterMs(configured: number | undefined, scheduleIntervalMs: number): number {
+  return configured ?? DEFAULT_STALE_INTERVALS * scheduleIntervalMs;
+}
+
+/** A run since the last success that did not succeed (yet). */
+export interface RunTrouble {
+  runId: number;
+  status: 'failed' | 'partial' | 'running';
+  /** Finished at, or started at for a running one (ISO 8601). */
+  at: string;
+  /** sync_runs.error or sweep_skipped_reason; null for a running one. */
+  reason: string | null;
+}
+
+export interface StalenessFacts {
+  lastSucceededAt: Date | undefined;
+  /** The newest failed or partial run after the last success. */
+  lastProblem: RunTrouble | undefined;
+  /** The newest run, if it is still marked running. */
+  running: RunTrouble | undefined;
+  now: Date;
+  staleAfterMs: number;
+}
+
+export interface Staleness {
+  stale: boolean;
+  /** Since the last succeeded run finished; null if there never was one. */
+  ageSeconds: number | null;
+  staleAfterSeconds: number;
+  /** One line on why, when stale; null when fresh. */
+  reason: string | null;
+}
+
+export function assessStaleness(f: StalenessFacts): Staleness {
+  const ageMs = f.lastSucceededAt === undefined ? undefined : Math.max(0, f.now.getTime() - f.lastSucceededAt.getTime());
+  const staleAfterSeconds = Math.round(f.staleAfterMs / 1000);
+  const ageSeconds = ageMs === undefined ? null : Math.round(ageMs / 1000);
+  const stale = ageMs === undefined || ageMs > f.staleAfterMs;
+  if (!stale) return { stale, ageSeconds, staleAfterSeconds, reason: null };
+  const age =
+    ageSeconds === null
+      ? 'never synced successfully'
+      : `last successful sync ${formatAge(ageSeconds)} ago, more than SYNC_STALE_AFTER_MS (${formatAge(staleAfterSeconds)})`;
+  const why = [age, describeTrouble(f.lastProblem), describeTrouble(f.running)].filter((x): x is string => x !== undefined);
+  if (f.lastProblem === undefined && f.running === undefined) why.push('no sync has run since');
+  return { stale, ageSeconds, staleAfterSeconds, reason: why.join('; ') };
+}
+
+function describeTrouble(t: RunTrouble | undefined): string | undefined {
+  if (t === undefined) return undefined;
+  if (t.status === 'running') return `run #${t.runId} running since ${t.at}`;
+  return `last ${t.status} run #${t.runId} (${t.at}): ${oneLine(t.reason ?? 'no reason recorded', 300)}`;
+}
