@@ -24,7 +24,10 @@ export interface LookupOptions {
 
 /** A user as the mirror holds it: the service's record plus what the mirror knows about it. */
 export interface MirrorEntry {
-  user: User;
+  /** The record parsed from `raw`, on first access: a lookup that only forwards `raw` never pays for it. */
+  readonly user: User;
+  /** The record exactly as stored (`users.raw`): JSON text as the service sent it. */
+  raw: string;
   deletedAt: string | null;
   firstSeenAt: string;
   lastSeenAt: string;
@@ -181,12 +184,24 @@ export class MirrorReader {
         ? (includeDeleted ? this.s.any : this.s.active).get(clientUserId)
         : (includeDeleted ? this.s.anyInTeam : this.s.activeInTeam).get(clientUserId, teamId);
     if (row === undefined) return undefined;
-    return {
-      user: decodeUser(row.raw, options.validate ?? false),
-      deletedAt: row.deleted_at,
-      firstSeenAt: row.first_seen_at,
-      lastSeenAt: row.last_seen_at,
-    };
+    // Validation reports a bad stored record at lookup time, where the caller asked for it.
+    const user = options.validate === true ? decodeUser(row.raw, true) : undefined;
+    return new StoredEntry(row, user);
+  }
+
+  /**
+   * Many lookups in one read transaction: every answer comes from the same
+   * snapshot, even while a sync publishes. Ids not found are absent from the map.
+   */
+  lookupMany(clientUserIds: Iterable<string>, options: LookupOptions = {}): Map<string, MirrorEntry> {
+    return this.db.transaction(() => {
+      const found = new Map<string, MirrorEntry>();
+      for (const id of clientUserIds) {
+        const entry = this.lookup(id, options);
+        if (entry !== undefined) found.set(id, entry);
+      }
+      return found;
+    })();
   }
 
   stats(): MirrorStats {
@@ -231,6 +246,33 @@ function parseRun(row: unknown): SyncRun | undefined {
  * keeps a lookup in the microseconds. Its other fields may break their rule
  * (see field_warnings); `validate` returns the parsed form without them.
  */
+/** A lookup's answer; parses the stored text only when `user` is read. */
+class StoredEntry implements MirrorEntry {
+  readonly raw: string;
+  readonly deletedAt: string | null;
+  readonly firstSeenAt: string;
+  readonly lastSeenAt: string;
+  private parsed: User | undefined;
+
+  constructor(row: EntryRow, parsed: User | undefined) {
+    this.raw = row.raw;
+    this.deletedAt = row.deleted_at;
+    this.firstSeenAt = row.first_seen_at;
+    this.lastSeenAt = row.last_seen_at;
+    this.parsed = parsed;
+  }
+
+  get user(): User {
+    this.parsed ??= decodeUser(this.raw, false);
+    return this.parsed;
+  }
+
+  /** As a plain object (JSON.stringify, test equality), with the user parsed. */
+  toJSON(): { user: User; raw: string; deletedAt: string | null; firstSeenAt: string; lastSeenAt: string } {
+    return { user: this.user, raw: this.raw, deletedAt: this.deletedAt, firstSeenAt: this.firstSeenAt, lastSeenAt: this.lastSeenAt };
+  }
+}
+
 function decodeUser(raw: string, validate: boolean): User {
   const parsed: unknown = JSON.parse(raw);
   if (!validate) return parsed as User;

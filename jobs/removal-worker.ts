@@ -13,6 +13,8 @@ import { KEEP_COMPLETED, REMOVAL_QUEUE, type RemovalResult } from './removal-que
 import { DEFAULT_QUEUE_PREFIX } from './removal-producer.js';
 import { createRemovalBackoff } from './removal-backoff.js';
 import { describeError } from './removal-failure.js';
+import { settleWithin } from './settle-within.js';
+import { throttledErrorLog } from './throttled-error-log.js';
 import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { TolerantWorker } from './tolerant-job.js';
 import { UnparsableJobData } from './unparsable-job-data.js';
@@ -142,7 +144,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
   worker.on('stalled', (jobId) => {
     logger.warn({ jobId }, 'removal job stalled (its worker stopped); re-queued');
   });
-  worker.on('error', throttledErrorLog(logger, 'removal worker error'));
+  worker.on('error', throttledErrorLog(logger, { event: 'removals.worker_error', msg: 'removal worker error' }));
 
   const events = audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, prefix, audit, logger) : undefined;
 
@@ -161,10 +163,10 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
         },
       );
       // The graceful close keeps going in the background after a timeout; the caller decides whether to exit.
-      const drained = await within(closing, timeoutMs, false);
+      const drained = (await settleWithin(closing, timeoutMs)) && (await closing);
       if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
       // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
-      if (events !== undefined) await within(events.close().catch(() => undefined), EVENTS_CLOSE_MS, undefined);
+      if (events !== undefined) await settleWithin(events.close(), EVENTS_CLOSE_MS);
       auditWriter?.flush();
       return { drained };
     },
@@ -211,34 +213,8 @@ function watchQueueEvents(options: RemovalWorkerOptions, prefix: string, audit: 
       logger.error({ err: describeError(err) }, 'removal audit write failed (stalled)');
     }
   });
-  events.on('error', throttledErrorLog(logger, 'removal queue events error'));
+  events.on('error', throttledErrorLog(logger, { event: 'removals.events_error', msg: 'removal queue events error' }));
   return events;
 }
 
 const EVENTS_CLOSE_MS = 2_000;
-
-/** `promise`'s value, or `fallback` if it takes longer than `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<T>((resolve) => {
-    timer = setTimeout(() => resolve(fallback), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** A Redis outage makes BullMQ emit the same error many times a second; one line per 10 s is enough. */
-function throttledErrorLog(logger: Logger, msg: string): (err: Error) => void {
-  let last = '';
-  let lastAt = 0;
-  return (err) => {
-    const now = Date.now();
-    if (err.message === last && now - lastAt < 10_000) return;
-    last = err.message;
-    lastAt = now;
-    logger.warn({ err: err.message }, msg);
-  };
-}

@@ -19,8 +19,8 @@
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from '../src/log.js';
 import type { SyncSummary } from '../src/sync/engine.js';
-import { settleWithin } from '../src/daemon/settle-within.js';
-import { RepeatThrottle } from '../src/daemon/repeat-throttle.js';
+import { settleWithin } from './settle-within.js';
+import { throttledErrorLog } from './throttled-error-log.js';
 import type { LeasedOutcome, LeaseRow } from './sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
 
@@ -101,14 +101,7 @@ export function startSyncWorker(options: SyncWorkerOptions): SyncWorkerHandle {
     name: `sync-worker-${options.mirrorId}`,
   });
 
-  // Without a listener an 'error' event would crash the process; with Redis
-  // down they come every reconnect attempt, hence the throttle.
-  const throttle = new RepeatThrottle(30_000);
-  worker.on('error', (err) => {
-    const code = (err as NodeJS.ErrnoException).code ?? err.name;
-    const verdict = throttle.hit(code);
-    if (verdict.log) log.warn({ event: 'sync.worker_error', err: err.message, suppressed: verdict.suppressed }, 'sync worker error');
-  });
+  worker.on('error', throttledErrorLog(log, { event: 'sync.worker_error', msg: 'sync worker error' }));
 
   worker.on('failed', (job, err) => {
     // SyncFailedError was already logged in detail by the engine.

@@ -28,7 +28,7 @@ export type { RemovalOutcome, MemberRemover } from '../jobs/remove-member.js';
 export { createRedisConnection } from '../jobs/redis-connection.js';
 
 // The mirror, for other processes: resolve a user offline, or run a sync from code.
-export { resolveOffline, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './resolve.js';
+export { resolveOffline, resolveOfflineMany, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './resolve.js';
 export { runSync, type SyncOptions, type SyncSummary } from './sync/engine.js';
 export { openMirror } from '../db/open.js';
 // The service client and its errors, for callers that talk to the service directly.

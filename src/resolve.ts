@@ -2,7 +2,9 @@
  * Offline resolve: client_user_id → the service's User, from the mirror file
  * alone, with no network and no key. Meant to be called many times from one
  * process: the mirror is opened readonly once per path and its statement is
- * reused, so each call costs one indexed lookup and one JSON.parse. The
+ * reused, so each call costs one indexed lookup; the record is parsed only
+ * when the caller reads `user` (`raw` is the stored text, for callers that
+ * forward it). The
  * readonly connection reads the last published snapshot while a sync writes
  * (WAL), and never blocks it.
  */
@@ -47,6 +49,18 @@ export function openResolver(dbPath: string): OpenReader {
  */
 export function resolveOffline(dbPath: string, clientUserId: string, options: ResolveOptions = {}): MirrorEntry | undefined {
   return (readers.get(dbPath) ?? readerFor(dbPath)).reader.lookup(clientUserId, options);
+}
+
+/**
+ * Many client_user_ids at once, answered from one snapshot of the mirror
+ * (one read transaction). Ids not found are absent from the map.
+ */
+export function resolveOfflineMany(
+  dbPath: string,
+  clientUserIds: Iterable<string>,
+  options: ResolveOptions = {},
+): Map<string, MirrorEntry> {
+  return (readers.get(dbPath) ?? readerFor(dbPath)).reader.lookupMany(clientUserIds, options);
 }
 
 /** Keyed by the path as given (the hot path) and as resolved (one connection per file). */

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { openMirror, type Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { MirrorNotReadyError } from '../db/mirror-reader.js';
-import { closeResolvers, MirrorMissingError, resolveOffline } from '../src/resolve.js';
+import { closeResolvers, MirrorMissingError, resolveOffline, resolveOfflineMany } from '../src/resolve.js';
 import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
@@ -41,6 +41,26 @@ describe('resolveOffline', () => {
       deletedAt: expect.any(String),
     });
     expect(resolveOffline(path, 'nobody', { includeDeleted: true })).toBeUndefined();
+  });
+
+  it('returns the stored text as raw, and the same record parsed as user', () => {
+    sync([1]);
+    const entry = resolveOffline(path, 'client-1');
+    const stored = db.prepare('SELECT raw FROM users WHERE user_id = ?').pluck().get(userId(1));
+    expect(entry?.raw).toBe(stored);
+    expect(entry?.user).toEqual(JSON.parse(String(stored)));
+    expect(JSON.parse(JSON.stringify(entry))).toMatchObject({ raw: stored, user: wireUser(1) });
+  });
+
+  it('answers a batch of ids from one snapshot; ids not found are absent', () => {
+    sync([1, 2, 3]);
+    sync([2, 3]);
+    const found = resolveOfflineMany(path, ['client-1', 'client-2', 'client-3', 'nobody']);
+    expect([...found.keys()].sort()).toEqual(['client-2', 'client-3']);
+    expect(found.get('client-3')?.user.user_id).toBe(userId(3));
+    const withDeleted = resolveOfflineMany(path, ['client-1', 'client-2'], { includeDeleted: true });
+    expect(withDeleted.get('client-1')?.deletedAt).toEqual(expect.any(String));
+    expect(withDeleted.get('client-2')?.deletedAt).toBeNull();
   });
 
   it('keeps its readonly connection, and sees what a sync publishes after it opened', () => {

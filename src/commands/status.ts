@@ -31,7 +31,7 @@ import { decideRemovalGate, judgeRedisDurability, type RedisDurabilityFacts } fr
 import { readRedisDurability } from '../../jobs/redis-durability-probe.js';
 import { mirrorFigures } from '../daemon/mirror-age.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
-import { settleWithin } from '../daemon/settle-within.js';
+import { settleWithin } from '../../jobs/settle-within.js';
 import { staleAfterMs } from '../daemon/staleness.js';
 import {
   buildStatusReport,

@@ -58,7 +58,7 @@ import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
 import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
-import { settleWithin } from './settle-within.js';
+import { settleWithin } from '../../jobs/settle-within.js';
 import { remainingBudget } from './shutdown.js';
 import { decideStartupSync } from './startup-sync.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
 import { describeRedisUrl, reconnectDelay } from '../../jobs/redis-connection.js';
-import { RepeatThrottle } from './repeat-throttle.js';
+import { RepeatThrottle } from '../../jobs/repeat-throttle.js';
 
 /** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
 export async function waitForRedis(redis: Redis, options: { logger: Logger; url: string; signal: AbortSignal }): Promise<boolean> {
