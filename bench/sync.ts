@@ -5,12 +5,19 @@
  *   1. first sync of BENCH_USERS (default 1,000,000) into a fresh mirror,
  *      with the peak RSS of this process
  *   2. re-sync of the same, unchanged
- *   3. a naive baseline on BENCH_BASELINE_USERS (default 100,000): one page
- *      at a time, one autocommitted INSERT OR REPLACE per user
+ *   3. the peer, on BENCH_PEER_USERS (default 200,000, at most BENCH_USERS):
+ *      what a competent user would write without this project. One page at
+ *      a time through the same client (so the same validation), then one
+ *      transaction per page upserting the users and replacing their sources.
+ *      Not autocommit per row: that would flatter us. Run in the same run as
+ *      the others, on the same stand-in, so that the ratio holds whatever
+ *      else loads the machine.
  *   4. 100 ms per request, concurrency 8, first sync of BENCH_LATENCY_USERS
  *      (default 200,000) into a fresh mirror: latency hiding, not CPU
  *
- * Prints a markdown table. Each scenario checks that the run succeeded and
+ * Prints a markdown table, with the machine's load average before and after
+ * (others share this 2-core machine: absolute figures move with it, the
+ * ratio to the peer much less). Each scenario checks that the run succeeded and
  * saw every user, so a fast wrong answer cannot pass.
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -18,7 +25,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadavg } from 'node:os';
 import { openMirror } from '../db/open.js';
+import { toSourceRows, toUtcTimestamp } from '../db/user-row.js';
 import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { PAGE_LIMIT } from '../src/sync/page-plan.js';
@@ -29,7 +38,7 @@ import type { SyncStandInReady, SyncStandInRequest } from './sync-stand-in.js';
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
 const LATENCY_USERS = Number(process.env.BENCH_LATENCY_USERS ?? 200_000);
-const BASELINE_USERS = Number(process.env.BENCH_BASELINE_USERS ?? 100_000);
+const PEER_USERS = Number(process.env.BENCH_PEER_USERS ?? 200_000);
 const MB = 1024 * 1024;
 
 interface Row {
@@ -116,12 +125,19 @@ async function syncScenario(
   }
 }
 
-/** What a first attempt would do: a page at a time, a write (and so a commit) per user. */
-async function naiveBaseline(client: ServiceClient, dbPath: string, users: number): Promise<Row> {
+/** The peer: a page at a time, parsed and validated, one transaction per page upserting users and their sources. */
+async function peer(client: ServiceClient, dbPath: string, users: number): Promise<Row> {
   const db = openMirror(dbPath);
-  const upsert = db.prepare(
-    `INSERT OR REPLACE INTO users (user_id, team_id, client_user_id, raw, content_hash, first_seen_at, last_seen_at)
-     VALUES (?, ?, ?, ?, '', ?, ?)`,
+  const upsertUser = db.prepare(
+    `INSERT INTO users (user_id, team_id, client_user_id, created_on, ingestion_start, ingestion_end, raw, content_hash, first_seen_at, last_seen_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?)
+     ON CONFLICT (user_id) DO UPDATE SET team_id = excluded.team_id, client_user_id = excluded.client_user_id,
+       created_on = excluded.created_on, ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end,
+       raw = excluded.raw, last_seen_at = excluded.last_seen_at`,
+  );
+  const dropSources = db.prepare(`DELETE FROM connected_sources WHERE user_id = ?`);
+  const insertSource = db.prepare(
+    `INSERT INTO connected_sources (user_id, slug, name, logo, created_on, descriptor) VALUES (?, ?, ?, ?, ?, ?)`,
   );
   try {
     const { seconds, peakRssMb } = await measured(async () => {
@@ -130,14 +146,19 @@ async function naiveBaseline(client: ServiceClient, dbPath: string, users: numbe
         // Retried like the sync's own requests, so a dropped keep-alive socket does not end the benchmark.
         const page = await callWithRetries(`offset ${offset}`, () => client.listUsersPage(params), { attempts: 5 });
         const now = new Date().toISOString();
-        for (const record of page.records) {
-          if (!record.ok) continue;
-          const u = record.user;
-          upsert.run(u.user_id, u.team_id, u.client_user_id, JSON.stringify(page.raw[record.index]), now, now);
-        }
+        db.transaction(() => {
+          for (const record of page.records) {
+            if (!record.ok) continue;
+            const u = record.user;
+            const raw = JSON.stringify(page.raw[record.index]);
+            upsertUser.run(u.user_id, u.team_id, u.client_user_id, toUtcTimestamp(u.created_on), u.ingestion_start ?? null, u.ingestion_end ?? null, raw, now, now);
+            dropSources.run(u.user_id);
+            for (const s of toSourceRows(u)) insertSource.run(s.user_id, s.slug, s.name, s.logo, s.created_on, s.descriptor);
+          }
+        })();
       }
     });
-    return report({ scenario: 'naive baseline (page at a time, autocommit per user)', users, seconds, rate: users / seconds, peakRssMb, goal: 'reference', pass: undefined });
+    return report({ scenario: 'peer: page at a time, one transaction per page', users, seconds, rate: users / seconds, peakRssMb, goal: 'reference', pass: undefined });
   } finally {
     db.close();
   }
@@ -159,6 +180,7 @@ function table(rows: readonly Row[]): string {
 }
 
 async function main(): Promise<void> {
+  const loadBefore = loadavg().map((l) => l.toFixed(2)).join(' ');
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-sync-'));
   const rows: Row[] = [];
   process.stderr.write(`bench:sync: starting the stand-in with ${USERS.toLocaleString('en-US')} users (child process)\n`);
@@ -166,20 +188,21 @@ async function main(): Promise<void> {
   const bigClient = clientOf(big.ready, 8);
   try {
     process.stderr.write('bench:sync: 1/4 first sync\n');
-    const first = await syncScenario(`first sync (concurrency 4)`, bigClient, join(dir, 'mirror.db'), USERS, 4, '>= 60,000 users/s, RSS <= 300 MB', 60_000);
+    const first = await syncScenario(`first sync (concurrency 4)`, bigClient, join(dir, 'mirror.db'), USERS, 4, '>= 40,000 users/s', 40_000);
     // ru_maxrss: the process's true peak, which the sampler may have missed between ticks.
     first.peakRssMb = Math.max(first.peakRssMb, (process.resourceUsage().maxRSS * 1024) / MB);
-    first.pass = first.pass === true && first.peakRssMb <= 300;
     rows.push(first);
 
     process.stderr.write('bench:sync: 2/4 re-sync, unchanged\n');
     rows.push(await syncScenario('re-sync unchanged (concurrency 4)', bigClient, join(dir, 'mirror.db'), USERS, 4, '>= 150,000 users/s', 150_000));
 
-    process.stderr.write('bench:sync: 3/4 naive baseline\n');
-    const baselineClient = clientOf(big.ready, 1);
-    const baseline = await naiveBaseline(baselineClient, join(dir, 'baseline.db'), Math.min(BASELINE_USERS, USERS)).finally(() => baselineClient.close());
-    first.goal += `, >= 5x baseline (${(first.rate / baseline.rate).toFixed(1)}x)`;
-    first.pass = first.pass && first.rate >= 5 * baseline.rate;
+    process.stderr.write('bench:sync: 3/4 the peer\n');
+    const peerClient = clientOf(big.ready, 1);
+    const peerRow = await peer(peerClient, join(dir, 'peer.db'), Math.min(PEER_USERS, USERS)).finally(() => peerClient.close());
+    first.goal += `, >= 5x the peer (${(first.rate / peerRow.rate).toFixed(1)}x)`;
+    first.pass = first.pass === true && first.rate >= 5 * peerRow.rate;
+    const second = rows[1];
+    if (second !== undefined) second.goal += ` (${(second.rate / peerRow.rate).toFixed(1)}x the peer's first sync)`;
 
     await bigClient.close();
     await big.close();
@@ -194,11 +217,12 @@ async function main(): Promise<void> {
       await slowClient.close();
       await slow.close();
     }
-    rows.push(baseline);
+    rows.push(peerRow);
+    for (const r of rows) if (r.pass !== undefined) r.pass = r.pass && r.peakRssMb <= 200;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  process.stdout.write(`\n${table(rows)}\n\nnode ${process.version}, ${(await import('node:os')).cpus().length} CPUs; stand-in in a child process; users/s end to end (HTTP, validation, staging, publish).\n`);
+  process.stdout.write(`\n${table(rows)}\n\nnode ${process.version}, ${(await import('node:os')).cpus().length} CPUs; stand-in in a child process; users/s end to end (HTTP, validation, staging, publish); every goal also needs peak RSS <= 200 MB.\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
 }
 
 await main();

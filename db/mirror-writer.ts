@@ -32,7 +32,9 @@ import type { Db } from './open.js';
 import type { User } from '../src/service/schemas.js';
 import type { FieldWarning } from '../src/service/user-record.js';
 import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, type LiveState, type SourceRow } from './user-row.js';
-import { RunLedger } from './run-ledger.js';
+import { RunLedger, type Sighting } from './run-ledger.js';
+
+export type { Sighting } from './run-ledger.js';
 
 export interface StagedRecord {
   /** The parsed record: fields that broke their rule are absent. */
@@ -41,6 +43,14 @@ export interface StagedRecord {
   rawJson: string;
   /** The fields dropped from `user`, stored in `field_warnings`. */
   warnings: readonly FieldWarning[];
+}
+
+/** One listing, with what the ledger said of it; `record` is needed for the sightings that write. */
+export interface SightedRecord {
+  userId: string;
+  digest: string;
+  sighting: Sighting;
+  record?: StagedRecord;
 }
 
 export interface StagePageResult {
@@ -470,29 +480,46 @@ export class MirrorWriter {
   }
 
   /**
-   * Stages one page. An unchanged user costs a hash and a compare in memory;
-   * only new, changed and reappearing users reach SQLite (the TEMP staging
-   * tables, in one transaction). A user_id listed twice in a run keeps its
-   * latest listing.
+   * Stages one page of parsed records. An unchanged user costs a hash and a
+   * compare in memory; only new, changed and reappearing users reach SQLite
+   * (the TEMP staging tables, in one transaction). A user_id listed twice in
+   * a run keeps its latest listing.
    */
   stagePage(runId: number, records: readonly StagedRecord[]): StagePageResult {
-    const { run, ledger } = this.openLedger(runId);
-    const sightings = records.map((record) => {
+    const sighted = records.map((record) => {
       const digest = contentHash(record.rawJson);
-      return { record, digest, sighting: ledger.sight(record.user.user_id, digest) };
+      return { userId: record.user.user_id, record, digest, sighting: this.sight(runId, record.user.user_id, digest) };
     });
+    return this.stageSighted(runId, sighted);
+  }
+
+  /**
+   * Records one listing of a user in the run's ledger and says what it takes:
+   * the sync asks this from the record's bytes, before parsing it, so that an
+   * unchanged record is never parsed. Every 'write' and 'repeat-*' sighting
+   * must then reach stageSighted.
+   */
+  sight(runId: number, userId: string, digest: string): Sighting {
+    return this.openLedger(runId).ledger.sight(userId, digest);
+  }
+
+  /** Stages what `sight` asked for: the records to write, and a tombstone for a repeat that matched the mirror. */
+  stageSighted(runId: number, sighted: readonly SightedRecord[]): StagePageResult {
+    const { run } = this.openLedger(runId);
     let changed = 0;
     let duplicates = 0;
-    for (const { sighting } of sightings) {
+    for (const { sighting } of sighted) {
       if (sighting === 'write' || sighting === 'repeat-write') changed++;
       if (sighting === 'repeat-write' || sighting === 'repeat-unchanged') duplicates++;
     }
     if (changed > 0 || duplicates > 0) {
       try {
         this.db.transaction(() => {
-          for (const { record, digest, sighting } of sightings) {
-            if (sighting === 'write' || sighting === 'repeat-write') this.stageRecord(++run.seq, record, digest);
-            else if (sighting === 'repeat-unchanged') this.s.stageTombstone.run(++run.seq, record.user.user_id);
+          for (const item of sighted) {
+            if (item.sighting === 'write' || item.sighting === 'repeat-write') {
+              if (item.record === undefined) throw new TypeError(`stageSighted: a '${item.sighting}' sighting without its record`);
+              this.stageRecord(++run.seq, item.record, item.digest);
+            } else if (item.sighting === 'repeat-unchanged') this.s.stageTombstone.run(++run.seq, item.userId);
           }
         })();
       } catch (err) {
@@ -501,7 +528,7 @@ export class MirrorWriter {
       }
     }
     run.duplicates += duplicates;
-    return { seen: records.length, changed, duplicates };
+    return { seen: sighted.length, changed, duplicates };
   }
 
   /**

@@ -11,7 +11,8 @@ import type { ConnectedSource, SourceDescriptor, User } from '../src/service/sch
  * row (the stored hashes no longer match) instead of leaving old columns.
  */
 // v2: offset-less date-times read as UTC; fields that break their rule are NULL (with a field_warnings row).
-const ROW_FORMAT = 'v2';
+// v3: the hash and `raw` are the record's bytes as received, no longer JSON.stringify of the parsed record.
+const ROW_FORMAT = 'v3';
 
 /** Column values of one `users` row that come from the record itself. */
 export interface UserRow {
@@ -49,11 +50,12 @@ export interface LiveState {
 /**
  * SHA-256 (not a weaker hash) because with SHA extensions it is the fastest
  * digest node offers; collisions are not the concern, speed is: it runs for
- * every record of every sync. The format tag is prepended to the digest, not
+ * every record of every sync. Over the record's UTF-8 bytes: the same digest
+ * for the received bytes and for the string they decode to. The format tag is prepended to the digest, not
  * to the input, so the (long) record string is never copied.
  */
-export function contentHash(rawJson: string): string {
-  return `${ROW_FORMAT}:${hash('sha256', rawJson, 'base64url')}`;
+export function contentHash(record: string | Uint8Array): string {
+  return `${ROW_FORMAT}:${hash('sha256', record, 'base64url')}`;
 }
 
 /** A record must be (re)written when it is new, changed, or comes back after a deletion. */

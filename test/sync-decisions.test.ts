@@ -6,12 +6,13 @@ import { describe, expect, it } from 'vitest';
 import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/page-plan.js';
 import { planDeletions, type ScanOutcome } from '../src/sync/deletion-plan.js';
 import { nextRetryStep } from '../src/sync/retry-step.js';
-import { splitPage } from '../src/sync/page-records.js';
+import { listPage } from '../src/sync/page-records.js';
+import { scanRecordSpans } from '../src/service/record-spans.js';
+import type { RecordPage } from '../src/service/client.js';
 import { refusalOf } from '../src/sync/refusal.js';
 import { verdictOf } from '../src/sync/deletion-check.js';
 import { describeProgress, formatDuration, formatProgressLine } from '../src/sync/progress.js';
 import { HttpError, NetworkError, ResponseValidationError } from '../src/service/errors.js';
-import { parseUserRecords } from '../src/service/records.js';
 
 function drain(plan: PagePlan): number[] {
   const out: number[] = [];
@@ -156,7 +157,7 @@ describe('verdictOf', () => {
   });
 });
 
-describe('splitPage', () => {
+describe('listPage', () => {
   const good = {
     user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
     team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
@@ -166,17 +167,64 @@ describe('splitPage', () => {
   };
   const bad = { ...good, user_id: 'not-a-uuid' };
 
-  it('stages valid records with their raw JSON, unknown fields kept, and sets the rest aside', () => {
-    const raw = [good, bad];
-    const split = splitPage({ total: 2, offset: 0, limit: 500, records: parseUserRecords(raw), raw, unknownKeys: [] }, 1_500);
-    expect(split.staged).toHaveLength(1);
-    expect(split.staged[0]?.user.user_id).toBe(good.user_id);
-    expect(JSON.parse(split.staged[0]?.rawJson ?? '')).toEqual(good);
+  it('stages valid records with their bytes as received, unknown fields kept, and sets the rest aside', () => {
+    const text = `[ ${JSON.stringify(good, null, 1)} ,${JSON.stringify(bad)}]`;
+    const split = listPage(pageOf(text), 1_500, () => 'write');
+    expect(split.sighted).toHaveLength(1);
+    expect(split.sighted[0]?.record?.user.user_id).toBe(good.user_id);
+    expect(split.sighted[0]?.record?.rawJson).toBe(JSON.stringify(good, null, 1));
     expect(split.rejected).toEqual([{ offset: 1_500, index: 1, reason: expect.stringContaining('users[1].user_id'), raw: bad }]);
+  });
+
+  it('never parses a record whose bytes the ledger knows: an unchanged one is only sighted', () => {
+    const parsedIds: string[] = [];
+    // `bad` would be rejected if parsed; the ledger vouching for its bytes means it is not parsed at all.
+    const split = listPage(pageOf(JSON.stringify([bad, good])), 0, (id) => {
+      parsedIds.push(id);
+      return 'unchanged';
+    });
+    expect(parsedIds).toEqual(['not-a-uuid', good.user_id]);
+    expect(split.rejected).toEqual([]);
+    expect(split.sighted.map((s) => [s.userId, s.sighting, s.record])).toEqual([
+      ['not-a-uuid', 'unchanged', undefined],
+      [good.user_id, 'unchanged', undefined],
+    ]);
   });
 });
 
-describe('splitPage with a record size bound', () => {
+function pageOf(usersJson: string, envelope = (users: string) => `{"total": 2, "users": ${users}, "offset": 0, "limit": 500}`): RecordPage {
+  const body = Buffer.from(envelope(usersJson));
+  const scan = scanRecordSpans(body);
+  if (!scan.ok) throw new Error(scan.reason);
+  return { total: 2, offset: 0, limit: 500, body, spans: scan.spans, unknownKeys: [] };
+}
+
+describe('scanRecordSpans', () => {
+  it('cuts the users array into records and reads each top-level user_id, whatever the strings and nesting hold', () => {
+    const records = [
+      { nested: { user_id: 'inner' }, user_id: 'a', note: 'braces } ] { [ and "quotes" and \\' },
+      { user_id: 'b"A' },
+      { user_id: 7 },
+      { list: [{ user_id: 'x' }], user_id: 'é-1', tail: [] },
+      'not an object',
+    ];
+    const body = Buffer.from(`{"users":\n[${records.map((r) => JSON.stringify(r)).join(' , ')}], "total": 5, "extra": {"a": [1]}}`);
+    const scan = scanRecordSpans(body);
+    if (!scan.ok) throw new Error(scan.reason);
+    expect(scan.spans.map((s) => JSON.parse(body.toString('utf8', s.start, s.end)) as unknown)).toEqual(records);
+    expect(scan.spans.map((s) => s.userId)).toEqual(['a', undefined, undefined, 'é-1', undefined]);
+    expect(scan.members).toEqual({ total: 5, extra: { a: [1] } });
+    expect(scan.hasUsers).toBe(true);
+  });
+
+  it('refuses a body that is not one JSON object with comma-separated members and records', () => {
+    for (const text of ['', '[]', '{"users": [{}', '{"users": [{} {}]}', '{"total": 1,}', '{"total": 1} x', '{"users": ["unterminated]}', '{"total": tru}']) {
+      expect(scanRecordSpans(Buffer.from(text)).ok, text).toBe(false);
+    }
+  });
+});
+
+describe('listPage with a record size bound', () => {
   const good = {
     user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
     team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
@@ -187,9 +235,8 @@ describe('splitPage with a record size bound', () => {
   it('sets a record above the bound aside with its ids only, valid or not, and counts bytes, not characters', () => {
     const big = { ...good, notes: 'é'.repeat(600) };
     const bigBad = { ...big, user_id: 'not-a-uuid' };
-    const raw = [good, big, bigBad];
-    const split = splitPage({ total: 3, offset: 0, limit: 500, records: parseUserRecords(raw), raw }, 0, 1_000);
-    expect(split.staged.map((s) => s.user.user_id)).toEqual([good.user_id]);
+    const split = listPage(pageOf(JSON.stringify([good, big, bigBad])), 0, () => 'write', 1_000);
+    expect(split.sighted.map((s) => s.record?.user.user_id)).toEqual([good.user_id]);
     expect(split.rejected.map((r) => r.raw)).toEqual([
       { user_id: good.user_id, client_user_id: 'cu_1' },
       { user_id: 'not-a-uuid', client_user_id: 'cu_1' },

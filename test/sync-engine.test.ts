@@ -320,7 +320,7 @@ describe('what the pages carry besides users', () => {
     // The stand-in sends today's envelope; a newer service may add keys (a cursor, say). Only
     // the envelope is dressed up here: every page still comes from the stand-in over HTTP.
     const client = {
-      listUsersPage: async (params: PageParams, signal?: AbortSignal) => ({ ...(await r.client.listUsersPage(params, signal)), unknownKeys: ['next_cursor'] }),
+      listUserRecords: async (params: PageParams, signal?: AbortSignal) => ({ ...(await r.client.listUserRecords(params, signal)), unknownKeys: ['next_cursor'] }),
       resolveUser: (id: string, signal?: AbortSignal) => r.client.resolveUser(id, signal),
     };
     const summary = await r.sync({ client, logger: createLogger('info', sink) });

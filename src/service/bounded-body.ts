@@ -1,12 +1,12 @@
 /**
- * Reads a response body as UTF-8 text, but stops at `maxBytes`: a body that
+ * Reads a response body as bytes, but stops at `maxBytes`: a body that
  * grows past it is destroyed (the connection is dropped) instead of being
  * buffered, so one oversized or endless answer cannot take the process's
  * memory with it.
  */
 import type { Readable } from 'node:stream';
 
-export type BoundedBody = { ok: true; text: string } | { ok: false; tooLarge: true };
+export type BoundedBody = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true };
 
 export async function readBoundedBody(body: Readable, maxBytes: number): Promise<BoundedBody> {
   const chunks: Buffer[] = [];
@@ -19,6 +19,6 @@ export async function readBoundedBody(body: Readable, maxBytes: number): Promise
     }
     chunks.push(chunk);
   }
-  // Decoded once at the end: a multi-byte character may straddle two chunks.
-  return { ok: true, text: Buffer.concat(chunks, size).toString('utf8') };
+  // Decoded by the caller, once, from the whole: a multi-byte character may straddle two chunks.
+  return { ok: true, bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size) };
 }

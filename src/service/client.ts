@@ -30,6 +30,7 @@ import { parseRetryAfter } from './retry.js';
 import { parseUserRecords, type ParsedRecord } from './records.js';
 import { parseUser, type FieldWarning } from './user-record.js';
 import { formatIssues } from './issue-path.js';
+import { scanRecordSpans, type RecordSpan } from './record-spans.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 
 export const MAX_PAGE_LIMIT = 500;
@@ -86,6 +87,20 @@ export interface UserPage {
   unknownKeys: string[];
 }
 
+/**
+ * A list page as received: the body's bytes and each record's byte range,
+ * nothing parsed but the envelope (see record-spans.ts). What the sync uses,
+ * so that it parses only the records whose bytes changed.
+ */
+export interface RecordPage {
+  total: number;
+  offset: number;
+  limit: number;
+  body: Buffer;
+  spans: RecordSpan[];
+  unknownKeys: string[];
+}
+
 export interface StrictUserPage {
   total: number;
   offset: number;
@@ -117,6 +132,12 @@ interface Target {
   headers: Record<string, string>;
 }
 
+interface ByteResponse {
+  status: number;
+  bytes: Buffer;
+  retryAfter: string | undefined;
+}
+
 interface RawResponse {
   status: number;
   /** Parsed JSON; undefined for an empty body; for an error body that is not JSON, a prefix of its text. */
@@ -144,22 +165,31 @@ export class ServiceClient {
     }
   }
 
-  /** One page, each record validated separately: what the sync engine uses. */
+  /** One page, each record validated separately. */
   async listUsersPage(params: PageParams, signal?: AbortSignal): Promise<UserPage> {
     const path = '/v2/user/';
-    const checked = PageParamsSchema.safeParse(params);
-    if (!checked.success) {
-      const issue = checked.error.issues[0];
-      throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
-    }
-    const query = `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
-    const res = await this.send(this.teamTarget('GET', path), 'GET', path, path + query, signal);
+    const res = await this.send(this.teamTarget('GET', path), 'GET', path, path + pageQuery(params, path), signal);
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const envelope = UserPageEnvelopeSchema.safeParse(res.body);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users, total, offset, limit, ...rest } = envelope.data;
     const unknownKeys = Object.keys(rest).filter((k) => !ENVELOPE_KEYS.has(k));
     return { total, offset, limit, records: parseUserRecords(users), raw: users, unknownKeys };
+  }
+
+  /** One page as bytes cut into records, none of them parsed: what the sync engine uses. */
+  async listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage> {
+    const path = '/v2/user/';
+    const res = await this.sendBytes(this.teamTarget('GET', path), 'GET', path, path + pageQuery(params, path), signal);
+    if (res.status !== 200) throw this.httpError(asJson(res, 'GET', path), 'GET', path);
+    const scan = scanRecordSpans(res.bytes);
+    if (!scan.ok) throw new ResponseValidationError(`body is not valid JSON: ${scan.reason}`, 'GET', path);
+    // The records are checked one by one later; here only that `users` is an array.
+    const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
+    if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
+    const { users: _users, total, offset, limit, ...rest } = envelope.data;
+    const unknownKeys = Object.keys(rest).filter((k) => !ENVELOPE_KEYS.has(k));
+    return { total, offset, limit, body: res.bytes, spans: scan.spans, unknownKeys };
   }
 
   /** One page, all or nothing: the first bad record is an error naming `users[i].field`. */
@@ -233,6 +263,16 @@ export class ServiceClient {
     path: string,
     signal: AbortSignal | undefined,
   ): Promise<RawResponse> {
+    return asJson(await this.sendBytes(target, method, route, path, signal), method, path);
+  }
+
+  private async sendBytes(
+    target: Target,
+    method: HttpMethod,
+    route: string,
+    path: string,
+    signal: AbortSignal | undefined,
+  ): Promise<ByteResponse> {
     const started = performance.now();
     const report = (status: number) =>
       this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
@@ -250,11 +290,7 @@ export class ServiceClient {
       report(response.statusCode);
       if (!body.ok) throw new ResponseTooLargeError(this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, method, path);
       const retryAfter = response.headers['retry-after'];
-      return {
-        status: response.statusCode,
-        ...parseJson(body.text, response.statusCode, method, path),
-        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-      };
+      return { status: response.statusCode, bytes: body.bytes, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
     } finally {
       deadline.clear();
     }
@@ -266,6 +302,19 @@ export class ServiceClient {
       bodyKind: bodyKindOf(res, body.success),
     });
   }
+}
+
+function pageQuery(params: PageParams, path: string): string {
+  const checked = PageParamsSchema.safeParse(params);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
+  }
+  return `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
+}
+
+function asJson(res: ByteResponse, method: HttpMethod, path: string): RawResponse {
+  return { status: res.status, ...parseJson(res.bytes.toString('utf8'), res.status, method, path), retryAfter: res.retryAfter };
 }
 
 function requireId(field: string, value: string, method: HttpMethod, route: string): void {

@@ -3,9 +3,9 @@
  * check a deletion candidate. ServiceClient satisfies it; naming the two
  * methods keeps the engine testable against anything that speaks them.
  */
-import type { PageParams, ResolveResult, UserPage } from '../service/client.js';
+import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
 
 export interface DirectorySource {
-  listUsersPage(params: PageParams, signal?: AbortSignal): Promise<UserPage>;
+  listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage>;
   resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult>;
 }

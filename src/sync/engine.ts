@@ -35,7 +35,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
 import { MirrorWriter, type CandidateCounts } from '../../db/mirror-writer.js';
-import type { UserPage } from '../service/client.js';
+import type { RecordPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../log.js';
 import { startDeadline } from '../deadline.js';
@@ -148,9 +148,9 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
   };
 
   log.info({ event: 'sync.start', concurrency, maxDeleteRatio, maxVerify }, 'sync started');
-  let first: UserPage;
+  let first: RecordPage;
   try {
-    first = await callWithRetries('offset 0', (sig) => options.client.listUsersPage({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
+    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
   } catch (err) {
     const runId = writer.beginRun();
     return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`);

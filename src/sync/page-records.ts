@@ -1,51 +1,81 @@
 /**
- * Splits one fetched page into what the writer stages and what it sets aside.
- * Pure. Each raw record is serialised exactly once, here: that string is both
- * what the mirror keeps and what it compares to spot an unchanged user, so
- * nothing downstream needs to serialise it again.
+ * Turns one fetched page, as bytes cut into records, into what the writer
+ * stages and what it sets aside. Each record's bytes are hashed and shown to
+ * the run's ledger (`sight`) before anything else: a record whose bytes are
+ * those of the stored user is never decoded, parsed or validated (it passed
+ * validation when it was stored; ROW_FORMAT in db/user-row.ts covers rule
+ * changes). Only new and changed records are parsed. The bytes as received
+ * are what the mirror keeps in `raw`, so nothing is serialised again.
  *
- * A record whose JSON is larger than `maxRecordBytes` (SYNC_MAX_RECORD_BYTES)
- * is set aside too, valid or not, with only its ids kept: one runaway field
- * must not put megabytes into `users.raw` or `rejected_records.raw`. Setting
- * it aside rather than failing the page keeps the other users of the page
- * current, and a rejected record with a readable user_id still counts as
- * seen, so the user keeps the row it had and is never a deletion candidate.
+ * A record larger than `maxRecordBytes` (SYNC_MAX_RECORD_BYTES) is set aside,
+ * valid or not, with only its ids kept: one runaway field must not put
+ * megabytes into `users.raw` or `rejected_records.raw`. Setting it aside
+ * rather than failing the page keeps the other users of the page current,
+ * and a rejected record with a readable user_id still counts as seen, so the
+ * user keeps the row it had and is never a deletion candidate. A record that
+ * is not valid JSON on its own is set aside the same way.
  */
-import type { UserPage } from '../service/client.js';
-import type { RejectedRecordInput, StagedRecord } from '../../db/mirror-writer.js';
+import type { RecordPage } from '../service/client.js';
+import type { RecordSpan } from '../service/record-spans.js';
+import { parseUserRecord } from '../service/records.js';
+import type { RejectedRecordInput, SightedRecord, Sighting } from '../../db/mirror-writer.js';
+import { contentHash } from '../../db/user-row.js';
 
-export interface SplitPage {
-  staged: StagedRecord[];
+export interface ListedPage {
+  /** Every valid (or unchanged) record, with the ledger's sighting; `record` set where it is written. */
+  sighted: SightedRecord[];
   rejected: RejectedRecordInput[];
 }
+
+export type Sight = (userId: string, digest: string) => Sighting;
 
 export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
 
 /** Longest id kept from an oversized record; real ids are UUIDs and short client ids. */
 const MAX_KEPT_ID = 256;
 
-export function splitPage(page: UserPage, offset: number, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): SplitPage {
-  const staged: StagedRecord[] = [];
-  const rejected: RejectedRecordInput[] = [];
-  for (const record of page.records) {
-    const raw = page.raw[record.index];
-    const rawJson = JSON.stringify(raw) ?? 'null';
-    const bytes = byteLengthAbove(rawJson, maxRecordBytes);
-    if (bytes !== undefined) {
-      const reason = `users[${record.index}]: record is ${bytes} bytes, above SYNC_MAX_RECORD_BYTES (${maxRecordBytes}); not stored`;
-      rejected.push({ offset, index: record.index, reason, raw: idsOf(raw) });
-    } else if (record.ok) staged.push({ user: record.user, rawJson, warnings: record.warnings });
-    else rejected.push({ offset, index: record.index, reason: record.reason, raw: record.raw });
-  }
-  return { staged, rejected };
+export function listPage(page: RecordPage, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): ListedPage {
+  const out: ListedPage = { sighted: [], rejected: [] };
+  page.spans.forEach((span, index) => listRecord(page.body, span, index, offset, sight, maxRecordBytes, out));
+  return out;
 }
 
-/** The UTF-8 size of `json` when it is above `max`, else undefined; counts bytes only for strings that might be. */
-function byteLengthAbove(json: string, max: number): number | undefined {
-  // A UTF-16 code unit is at most 3 UTF-8 bytes.
-  if (json.length * 3 <= max) return undefined;
-  const bytes = Buffer.byteLength(json, 'utf8');
-  return bytes > max ? bytes : undefined;
+function listRecord(body: Buffer, span: RecordSpan, index: number, offset: number, sight: Sight, max: number, out: ListedPage): void {
+  const bytes = span.end - span.start;
+  if (bytes > max) {
+    const reason = `users[${index}]: record is ${bytes} bytes, above SYNC_MAX_RECORD_BYTES (${max}); not stored`;
+    out.rejected.push({ offset, index, reason, raw: idsOf(jsonOrUndefined(body.toString('utf8', span.start, span.end))) });
+    return;
+  }
+  const digest = contentHash(body.subarray(span.start, span.end));
+  let sighting = span.userId === undefined ? undefined : sight(span.userId, digest);
+  if (sighting === 'unchanged' || sighting === 'repeat-unchanged') {
+    out.sighted.push({ userId: span.userId ?? '', digest, sighting });
+    return;
+  }
+  const rawJson = body.toString('utf8', span.start, span.end);
+  const raw = jsonOrUndefined(rawJson);
+  if (raw === undefined) {
+    out.rejected.push({ offset, index, reason: `users[${index}]: record is not valid JSON`, raw: span.userId === undefined ? {} : { user_id: span.userId } });
+    return;
+  }
+  const parsed = parseUserRecord(raw, index);
+  if (!parsed.ok) {
+    out.rejected.push({ offset, index, reason: parsed.reason, raw: parsed.raw });
+    return;
+  }
+  const userId = parsed.user.user_id;
+  sighting ??= sight(userId, digest);
+  const record = sighting === 'write' || sighting === 'repeat-write' ? { user: parsed.user, rawJson, warnings: parsed.warnings } : undefined;
+  out.sighted.push({ userId, digest, sighting, ...(record === undefined ? {} : { record }) });
+}
+
+function jsonOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 function idsOf(raw: unknown): Record<string, string> {

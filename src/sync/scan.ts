@@ -15,15 +15,15 @@
  * every page would be. It stops the pass and is rethrown (see refusal.ts).
  */
 import { setMaxListeners } from 'node:events';
-import type { UserPage } from '../service/client.js';
+import type { RecordPage } from '../service/client.js';
 import type { MirrorWriter } from '../../db/mirror-writer.js';
 import { PagePlan } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
-import { splitPage } from './page-records.js';
+import { listPage } from './page-records.js';
 import { refusalOf } from './refusal.js';
 
-export type PageStager = Pick<MirrorWriter, 'stagePage' | 'stageRejected'>;
+export type PageStager = Pick<MirrorWriter, 'sight' | 'stageSighted' | 'stageRejected'>;
 
 export interface PageFailure {
   offset: number;
@@ -60,7 +60,7 @@ export interface PassOptions {
   writer: PageStager;
   runId: number;
   /** Page 0, already fetched: its total and echoed limit fix the plan. */
-  firstPage: UserPage;
+  firstPage: RecordPage;
   concurrency: number;
   limit: number;
   retry: RetryOptions;
@@ -93,10 +93,11 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   const abandonAfter = Math.max(3, options.concurrency);
   let failureStreak = 0;
 
-  const stage = (page: UserPage, offset: number): void => {
-    if (page.raw.length === 0) plan.emptyAt(offset);
-    const { staged, rejected } = splitPage(page, offset, options.maxRecordBytes);
-    const counts = writer.stagePage(runId, staged);
+  const sight = (userId: string, digest: string) => writer.sight(runId, userId, digest);
+  const stage = (page: RecordPage, offset: number): void => {
+    if (page.spans.length === 0) plan.emptyAt(offset);
+    const { sighted, rejected } = listPage(page, offset, sight, options.maxRecordBytes);
+    const counts = writer.stageSighted(runId, sighted);
     for (const r of rejected) writer.stageRejected(runId, r);
     result.pagesDone++;
     result.totalAtEnd = page.total;
@@ -121,10 +122,10 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
 
   const worker = async (): Promise<void> => {
     for (let offset = plan.next(); offset !== undefined && !signal.aborted; offset = plan.next()) {
-      let page: UserPage;
+      let page: RecordPage;
       try {
         const params = { offset, limit };
-        page = await callWithRetries(`offset ${offset}`, (sig) => source.listUsersPage(params, sig), retry);
+        page = await callWithRetries(`offset ${offset}`, (sig) => source.listUserRecords(params, sig), retry);
       } catch (error) {
         if (signal.aborted) break;
         if (refusalOf(error) !== undefined) {

@@ -1,0 +1,229 @@
+/**
+ * Cuts a list page's body into the byte ranges of its records, without
+ * parsing them. Pure: no I/O.
+ *
+ * Why: on a re-sync nearly every record is byte-for-byte what the mirror
+ * already holds. Parsing, validating and re-serialising such a record costs
+ * ~15 µs; finding its bounds and its user_id in the bytes costs ~1 µs
+ * (issue 10). The sync hashes each range, asks its ledger, and parses only
+ * the records whose bytes changed: a byte-identical record already passed
+ * validation when it was stored.
+ *
+ * What is checked here, and what is left to the parse: the envelope is
+ * walked strictly (an object; members separated by commas; `users` an array
+ * of values separated by commas; nothing after the object), and every
+ * envelope member other than `users` is handed to JSON.parse. The inside of
+ * a record is only walked for its bounds (strings, brackets): a record the
+ * sync does not parse is one whose bytes hash to a stored, valid record; any
+ * other record is parsed with JSON.parse, which rejects what this walk let through.
+ */
+
+export interface RecordSpan {
+  start: number;
+  end: number;
+  /**
+   * The record's top-level `user_id` when it is a plain string (no escapes),
+   * the last one if repeated (as JSON.parse keeps); undefined otherwise: the
+   * record must then be parsed to learn who it is.
+   */
+  userId: string | undefined;
+}
+
+export type SpanScan =
+  | { ok: true; spans: RecordSpan[]; members: Record<string, unknown>; hasUsers: boolean }
+  | { ok: false; reason: string };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+/** `user_id` as bytes, for a compare without decoding every key. */
+const USER_ID_KEY = Buffer.from('user_id');
+
+class Malformed extends Error {}
+
+export function scanRecordSpans(body: Buffer): SpanScan {
+  try {
+    return scanEnvelope(body);
+  } catch (err) {
+    if (err instanceof Malformed || err instanceof SyntaxError) return { ok: false, reason: err.message };
+    throw err;
+  }
+}
+
+function scanEnvelope(b: Buffer): SpanScan {
+  let i = expect(b, skipWs(b, 0), OPEN_OBJECT);
+  const members: Record<string, unknown> = {};
+  const spans: RecordSpan[] = [];
+  let hasUsers = false;
+  i = skipWs(b, i);
+  if (b[i] === CLOSE_OBJECT) i++;
+  else {
+    for (;;) {
+      if (b[i] !== QUOTE) throw new Malformed(`expected a member name at byte ${i}`);
+      const keyEnd = stringEnd(b, i);
+      const key = JSON.parse(b.toString('utf8', i, keyEnd + 1)) as string;
+      i = skipWs(b, expect(b, skipWs(b, keyEnd + 1), COLON));
+      if (key === 'users' && b[i] === OPEN_ARRAY) {
+        // A repeated `users` member: JSON.parse keeps the last one.
+        spans.length = 0;
+        hasUsers = true;
+        i = scanUsers(b, i, spans);
+      } else {
+        const end = valueEnd(b, i);
+        members[key] = JSON.parse(b.toString('utf8', i, end));
+        if (key === 'users') hasUsers = false;
+        i = end;
+      }
+      i = skipWs(b, i);
+      if (b[i] === COMMA) {
+        i = skipWs(b, i + 1);
+        continue;
+      }
+      i = expect(b, i, CLOSE_OBJECT);
+      break;
+    }
+  }
+  if (skipWs(b, i) !== b.length) throw new Malformed(`unexpected bytes after the page object at byte ${i}`);
+  return { ok: true, spans, members, hasUsers };
+}
+
+/** `i` at `[`; pushes each element's span; returns the index after `]`. */
+function scanUsers(b: Buffer, i: number, spans: RecordSpan[]): number {
+  i = skipWs(b, i + 1);
+  if (b[i] === CLOSE_ARRAY) return i + 1;
+  for (;;) {
+    const start = i;
+    let userId: string | undefined;
+    if (b[i] === OPEN_OBJECT) {
+      const scanned = scanRecord(b, i);
+      i = scanned.end;
+      userId = scanned.userId;
+    } else i = valueEnd(b, i);
+    spans.push({ start, end: i, userId });
+    i = skipWs(b, i);
+    if (b[i] === COMMA) {
+      i = skipWs(b, i + 1);
+      continue;
+    }
+    return expect(b, i, CLOSE_ARRAY);
+  }
+}
+
+/**
+ * `i` at a record's `{`. Tracks depth and, at depth 1, whether a string is
+ * a member name, to find `"user_id": "<value>"`. One loop with no calls: it
+ * runs over every byte of every record, and a native call per string
+ * (indexOf) cost more than the bytes themselves (measured: 3.6 vs ~1 µs per record).
+ */
+function scanRecord(b: Buffer, i: number): { end: number; userId: string | undefined } {
+  const n = b.length;
+  let depth = 0;
+  let expectName = false;
+  let nextIsUserId = false;
+  let afterColon = false;
+  let userId: string | undefined;
+  for (; i < n; i++) {
+    const c = b[i];
+    if (c === QUOTE) {
+      const start = i + 1;
+      let escaped = false;
+      for (i = start; i < n; i++) {
+        const d = b[i];
+        if (d === QUOTE) break;
+        if (d === BACKSLASH) {
+          escaped = true;
+          i++;
+        }
+      }
+      if (i >= n) throw new Malformed(`unterminated string at byte ${start - 1}`);
+      if (depth === 1) {
+        if (expectName) {
+          nextIsUserId = !escaped && i - start === USER_ID_KEY.length && b.compare(USER_ID_KEY, 0, USER_ID_KEY.length, start, i) === 0;
+          expectName = false;
+        } else if (afterColon && nextIsUserId) {
+          // An escaped id would need decoding: leave it to the parse.
+          userId = escaped ? undefined : b.toString('utf8', start, i);
+          nextIsUserId = false;
+        }
+      }
+      afterColon = false;
+    } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      if (depth === 1 && afterColon && nextIsUserId) {
+        userId = undefined;
+        nextIsUserId = false;
+      }
+      depth++;
+      expectName = depth === 1 && c === OPEN_OBJECT;
+      afterColon = false;
+    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+      depth--;
+      if (depth === 0) return { end: i + 1, userId };
+    } else if (depth === 1) {
+      if (c === COMMA) {
+        expectName = true;
+        afterColon = false;
+      } else if (c === COLON) afterColon = true;
+      else if (afterColon && nextIsUserId && !isWs(c ?? 0)) {
+        // A non-string user_id: the parse will reject the record; who it is stays unknown.
+        userId = undefined;
+        nextIsUserId = false;
+      }
+    }
+  }
+  throw new Malformed('unterminated record');
+}
+
+/** The index of the quote closing the string whose opening quote is at `i`. */
+function stringEnd(b: Buffer, i: number): number {
+  for (let j = b.indexOf(QUOTE, i + 1); j !== -1; j = b.indexOf(QUOTE, j + 1)) {
+    let slashes = 0;
+    while (b[j - 1 - slashes] === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return j;
+  }
+  throw new Malformed(`unterminated string at byte ${i}`);
+}
+
+/** The index just after the value starting at `i` (any JSON value; only bounds are checked). */
+function valueEnd(b: Buffer, i: number): number {
+  const c = b[i];
+  if (c === QUOTE) return stringEnd(b, i) + 1;
+  if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+    let depth = 0;
+    for (; i < b.length; i++) {
+      const d = b[i];
+      if (d === QUOTE) i = stringEnd(b, i);
+      else if (d === OPEN_OBJECT || d === OPEN_ARRAY) depth++;
+      else if (d === CLOSE_OBJECT || d === CLOSE_ARRAY) {
+        if (--depth === 0) return i + 1;
+      }
+    }
+    throw new Malformed('unterminated value');
+  }
+  let j = i;
+  while (j < b.length) {
+    const d = b[j] ?? 0;
+    if (d === COMMA || d === CLOSE_OBJECT || d === CLOSE_ARRAY || isWs(d)) break;
+    j++;
+  }
+  if (j === i) throw new Malformed(`expected a value at byte ${i}`);
+  return j;
+}
+
+function expect(b: Buffer, i: number, byte: number): number {
+  if (b[i] !== byte) throw new Malformed(`expected '${String.fromCharCode(byte)}' at byte ${i}`);
+  return i + 1;
+}
+
+function skipWs(b: Buffer, i: number): number {
+  while (i < b.length && isWs(b[i] ?? 0)) i++;
+  return i;
+}
+
+function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
