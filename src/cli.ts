@@ -49,6 +49,11 @@ const COMMANDS: Record<string, Command> = {
     synopsis: 'daemon',
     load: () => import('./commands/daemon.js'),
   },
+  serve: {
+    summary: 'answer GET /v2/user and /v2/user/resolve/{id} from the mirror (a read-only replica)',
+    synopsis: 'serve',
+    load: () => import('./commands/serve.js'),
+  },
   demo: {
     summary: 'stand-in + sync + offline resolve + removal + status: the guided tour',
     synopsis: 'demo [--users N] [--legacy-records R]',

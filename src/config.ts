@@ -80,6 +80,15 @@ export const ENV = {
   WATCHDOG_STALL_MS: positiveInt(120_000, 3_600_000),
   STATUS_PORT: nonNegativeInt(9464, 65535),
   STATUS_HOST: z.string().min(1).default('127.0.0.1'),
+  // The replica (src/replica): `serve` listens on 8788 when unset; the daemon serves one only when it is set.
+  REPLICA_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  REPLICA_HOST: z.string().min(1).default('127.0.0.1'),
+  // Required by the daemon's replica; `serve` generates one (printed once) when unset. Never the service's key.
+  REPLICA_API_KEY: secret.optional(),
+  // Unset: the SERVICE_API_KEY_HEADER value, so a client of the service changes only its base URL and key.
+  REPLICA_API_KEY_HEADER: headerName.optional(),
+  // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
+  REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 } as const;
 
@@ -87,7 +96,7 @@ export type EnvName = keyof typeof ENV;
 export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
 
 /** Variables whose values must never be printed. */
-export const SECRET_ENV: ReadonlySet<EnvName> = new Set(['SERVICE_API_KEY', 'MANAGEMENT_KEY', 'REDIS_URL']);
+export const SECRET_ENV: ReadonlySet<EnvName> = new Set(['SERVICE_API_KEY', 'MANAGEMENT_KEY', 'REDIS_URL', 'REPLICA_API_KEY']);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -125,3 +134,12 @@ export const SERVICE_ENV = [
 ] as const satisfies readonly EnvName[];
 export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
 export const QUEUE_ENV = ['REDIS_URL', 'QUEUE_PREFIX'] as const satisfies readonly EnvName[];
+export const REPLICA_ENV = [
+  'REPLICA_PORT',
+  'REPLICA_HOST',
+  'REPLICA_API_KEY',
+  'REPLICA_API_KEY_HEADER',
+  'REPLICA_MAX_STALENESS_S',
+  'SERVICE_API_KEY_HEADER',
+  'MIRROR_DB',
+] as const satisfies readonly EnvName[];

@@ -19,6 +19,7 @@ const REDACT = [
   '*.headers["x-service-api-key"]',
   'SERVICE_API_KEY',
   'MANAGEMENT_KEY',
+  'REPLICA_API_KEY',
 ];
 
 export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { parseCommandArgs, UsageError } from '../cli-args.js';
 import { readConfig } from '../config.js';
 import { NO_FAULTS, UsersFileError, startStandIn, type FaultPlan, type RequestLogEntry, type StandIn } from '../stand-in/index.js';
+import { untilStopSignal } from '../stop-signal.js';
 
 const USAGE = `usage: user-mirror stand-in [options]
 
@@ -218,16 +219,4 @@ function logRequest(entry: RequestLogEntry): void {
   const query = entry.query === '' ? '' : `?${entry.query}`;
   const fault = entry.fault === undefined ? '' : ` [${entry.fault}]`;
   process.stderr.write(`${entry.method} ${entry.path}${query} ${entry.status}${fault} ${entry.durationMs.toFixed(1)}ms\n`);
-}
-
-function untilStopSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const stop = (signal: NodeJS.Signals) => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve(signal);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
 }

@@ -65,6 +65,7 @@ import { startStatusServer, type ReadinessReport, type StatusServer } from './st
 import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
 import { mirrorFigures } from './mirror-age.js';
 import { assessStaleness, staleAfterMs } from './staleness.js';
+import { daemonReplicaSettings, startReplica, type Replica } from '../replica/start.js';
 
 /** Every variable the daemon reads. */
 export const DAEMON_ENV = [
@@ -101,6 +102,11 @@ export const DAEMON_ENV = [
   'WATCHDOG_STALL_MS',
   'STATUS_PORT',
   'STATUS_HOST',
+  'REPLICA_PORT',
+  'REPLICA_HOST',
+  'REPLICA_API_KEY',
+  'REPLICA_API_KEY_HEADER',
+  'REPLICA_MAX_STALENESS_S',
   'LOG_LEVEL',
 ] as const;
 export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]>;
@@ -137,6 +143,7 @@ const RESTART_CLOSE_MS = 10_000;
 
 export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
   const log = deps.logger;
+  const replicaSettings = daemonReplicaSettings(config);
   const startAbort = new AbortController();
   let phase: Phase = 'starting';
 
@@ -200,7 +207,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
   };
 
-  let status: StatusServer;
+  let status: StatusServer | undefined;
+  let replica: Replica | undefined;
   try {
     status = await startStatusServer({
       host: config.STATUS_HOST,
@@ -209,7 +217,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       readiness,
       logger: log,
     });
+    // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
+    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log);
   } catch (err) {
+    await status?.close();
     control.disconnect();
     await managementClient.close().catch(() => undefined);
     db.close();
@@ -346,6 +357,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close()]), 2_000);
     control.disconnect();
     await settleWithin(managementClient.close(), 2_000);
+    await replica?.close();
     db.close();
     auditDb.close();
     await status.close();

@@ -14,9 +14,9 @@
  *   GET /metrics   Prometheus text exposition.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../log.js';
+import { closeNow, listen } from '../listen.js';
 
 export interface ReadinessReport {
   ready: boolean;
@@ -50,23 +50,12 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
   });
   // Keep-alive from a scraper must not hold shutdown open.
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  const port = await listen(server, options.port, options.host);
   server.on('error', (err) => log.error({ event: 'status.server_error', err: err.message }, 'status server error'));
-  const port = (server.address() as AddressInfo).port;
   log.info({ event: 'status.listening', host: options.host, port }, `status endpoint on http://${options.host}:${port}`);
   return {
     port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    close: () => closeNow(server),
   };
 }
 

@@ -5,7 +5,7 @@
  * header — is a 403 (known key, wrong resource); anything else missing or
  * wrong is a 401. Comparisons are constant-time, out of habit.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { keyDigest, offeredKeyMatches } from '../wire/same-key.js';
 import type { IncomingHttpHeaders } from 'node:http';
 
 export const MANAGEMENT_KEY_HEADER = 'x-management-key';
@@ -31,10 +31,5 @@ export function authorizeManagement(headers: IncomingHttpHeaders, keys: Keys): A
 }
 
 function sameKey(offered: string | string[] | undefined, expected: string): boolean {
-  if (typeof offered !== 'string') return false;
-  return timingSafeEqual(digest(offered), digest(expected));
-}
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
+  return offeredKeyMatches(offered, keyDigest(expected));
 }

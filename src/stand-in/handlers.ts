@@ -9,10 +9,10 @@ import type { Directory } from './directory.js';
 import type { Members } from './members.js';
 import { detailReply, jsonReply, type Reply } from './respond.js';
 import type { Route } from './routes.js';
-import { pathUuid, queryInt, validationErrorBody, type ValidationItem } from './validation.js';
+import { failedItems, pathUuid, validationErrorBody, type ValidationItem } from '../wire/validation.js';
+import { parseListQuery } from '../wire/list-query.js';
 
-export const MAX_LIMIT = 500;
-export const DEFAULT_LIMIT = 100;
+export { MAX_LIMIT, DEFAULT_LIMIT } from '../wire/list-query.js';
 /** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
 const BYTES_PER_USER_GUESS = 1024;
 
@@ -37,13 +37,12 @@ export function answer(domain: Domain, route: Route, query: URLSearchParams): Re
 }
 
 function listUsers(directory: Directory, query: URLSearchParams): Reply {
-  const offset = queryInt(query, 'offset', { default: 0, ge: 0 });
-  const limit = queryInt(query, 'limit', { default: DEFAULT_LIMIT, ge: 1, le: MAX_LIMIT });
-  if (!offset.ok || !limit.ok) return unprocessable(invalid([offset, limit]));
+  const q = parseListQuery(query);
+  if (!q.ok) return unprocessable(q.items);
   const total = directory.size;
-  const out = new ByteBuilder(limit.value * BYTES_PER_USER_GUESS).append('{"users":');
-  directory.writePage(offset.value, limit.value, out);
-  out.append(`,"total":${total},"offset":${offset.value},"limit":${limit.value}}`);
+  const out = new ByteBuilder(q.limit * BYTES_PER_USER_GUESS).append('{"users":');
+  directory.writePage(q.offset, q.limit, out);
+  out.append(`,"total":${total},"offset":${q.offset},"limit":${q.limit}}`);
   return jsonReply(200, out.toBuffer());
 }
 
@@ -55,7 +54,7 @@ function resolveUser(directory: Directory, clientUserId: string): Reply {
 function deleteMember(members: Members, rawOrgId: string, rawMemberId: string): Reply {
   const orgId = pathUuid(rawOrgId, 'org_id');
   const memberId = pathUuid(rawMemberId, 'member_id');
-  if (!orgId.ok || !memberId.ok) return unprocessable(invalid([orgId, memberId]));
+  if (!orgId.ok || !memberId.ok) return unprocessable(failedItems([orgId, memberId]));
   if (!members.remove(orgId.value, memberId.value)) return detailReply(404, 'Member not found');
   return jsonReply(200, { org_id: orgId.value, member_id: memberId.value, removed: true });
 }
@@ -68,10 +67,6 @@ export function faultReply(status: number, retryAfter: string | undefined, body:
   // Starlette's ServerErrorMiddleware answers an unhandled exception in plain text.
   if (status === 500) return { status, body: 'Internal Server Error', contentType: 'text/plain; charset=utf-8', headers };
   return detailReply(status, STATUS_CODES[status] ?? 'Error', headers);
-}
-
-function invalid(checks: ReadonlyArray<{ ok: true } | { ok: false; item: ValidationItem }>): ValidationItem[] {
-  return checks.flatMap((c) => (c.ok ? [] : [c.item]));
 }
 
 function unprocessable(items: readonly ValidationItem[]): Reply {

@@ -5,8 +5,7 @@
  * `stand-in` command runs it as a daemon.
  */
 import { randomBytes } from 'node:crypto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen } from '../listen.js';
 import { MANAGEMENT_KEY_HEADER, type Keys } from './auth.js';
 import { Directory } from './directory.js';
 import { Churn } from './drift.js';
@@ -86,8 +85,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   const counts = new RouteCounts();
   const deps = { directory, members, faults, keys, requests, counts, churn: new Churn(seed), onRequest: options.onRequest };
   const { server, shutdown } = createStandInServer(deps);
-  await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
-  const { port } = server.address() as AddressInfo;
+  const port = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
   const baseUrl = `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`;
   return { baseUrl, managementUrl: baseUrl, ...keys, port, directory, members, faults, requests, counts, close: shutdown };
 }
@@ -102,16 +100,6 @@ function resolveKeys(options: StandInOptions): Keys {
   if (keys.apiKey === keys.managementKey) throw new RangeError('the team API key and the management key must differ');
   if (keys.apiKeyHeader === MANAGEMENT_KEY_HEADER) throw new RangeError(`the team API key header cannot be ${MANAGEMENT_KEY_HEADER}`);
   return keys;
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
 }
 
 function urlHost(host: string): string {

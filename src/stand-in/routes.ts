@@ -1,10 +1,9 @@
 /**
- * Routing on the raw request path. The path is split on `/` *before* any
- * decoding and each segment is decoded on its own, so an encoded `/`, `?`,
- * `#`, `%` or `..` inside a client_user_id stays inside its segment, and
- * dot segments are never normalized away.
+ * Routing on the raw request path, split before decoding (see
+ * ../wire/path-segment.ts).
  */
 import type { RouteName } from './request-log.js';
+import { decodeSegment } from '../wire/path-segment.js';
 
 /** Which key a path needs: the team key (/v2), the management key (/v1), or none. */
 export type Area = 'team' | 'management' | 'none';
@@ -67,14 +66,4 @@ function capture(pattern: ReadonlyArray<string | null>, segments: readonly strin
 function areaOf(first: string | undefined): Area {
   if (first === 'v2') return 'team';
   return first === 'v1' ? 'management' : 'none';
-}
-
-/** Lenient like Python's `unquote`: a malformed escape is left as written. */
-function decodeSegment(segment: string): string {
-  if (!segment.includes('%')) return segment;
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
 }

@@ -72,6 +72,11 @@ function uuidProblem(raw: string): string | undefined {
   return at === -1 ? undefined : `invalid group length in group ${at}: expected ${GROUP_LENGTHS[at]}, found ${groups[at]?.length}`;
 }
 
+/** The items of the checks that failed, in order. */
+export function failedItems(checks: ReadonlyArray<Checked<unknown>>): ValidationItem[] {
+  return checks.flatMap((c) => (c.ok ? [] : [c.item]));
+}
+
 export function validationErrorBody(items: readonly ValidationItem[]): string {
   return JSON.stringify({ detail: items });
 }

@@ -1,0 +1,170 @@
+/**
+ * What the replica (src/replica) reads: pages of active users and resolves,
+ * each with the sync runs they reflect, on its own readonly connection.
+ *
+ * Consistency: a resolve is one statement and a page is one read
+ * transaction, and each sees one committed snapshot (WAL), so a sync that
+ * publishes mid-request shows up entirely in the next request, never half
+ * in this one. A reader never blocks the writer and is never blocked by it.
+ *
+ * Order: active users by `users.rowid`, the order in which the mirror first
+ * stored them (the first sync stores them by user_id; later ones append).
+ * A restored user keeps its place. SQL's OFFSET walks every skipped row, so
+ * paging a big mirror by offset would cost O(n²); instead a position → rowid
+ * index of the active users is kept in memory, rebuilt inside the page's own
+ * transaction whenever the set of active users may have changed.
+ *
+ * Raw records are read as BLOBs: the UTF-8 bytes SQLite holds go onto the
+ * wire as they are, never decoded into a JS string and encoded again.
+ */
+import type { Db } from './open.js';
+import { MirrorNotReadyError } from './mirror-reader.js';
+
+export interface Freshness {
+  /** The latest run that published (succeeded or partial): what the answer reflects. */
+  runId: number | null;
+  /** When the latest succeeded (complete) run finished. */
+  syncedAt: string | null;
+}
+
+export interface ResolveAnswer extends Freshness {
+  /** The user's record exactly as last received, or undefined if no active user has that id. */
+  raw: Buffer | undefined;
+}
+
+export interface PageAnswer extends Freshness {
+  /** The records of the page, as received, in order. */
+  users: Buffer[];
+  /** Active users in the snapshot. */
+  total: number;
+}
+
+interface FreshnessRow {
+  run_id: number | null;
+  synced_at: string | null;
+}
+
+const FRESHNESS = `
+  (SELECT id FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id DESC LIMIT 1) AS run_id,
+  (SELECT finished_at FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1) AS synced_at`;
+
+/**
+ * Every write that changes which users are active, or adds one, also writes
+ * a user_changes row in the same transaction (MirrorWriter: publish and
+ * refreshUser), and its ids only grow: so an unchanged max id means an
+ * unchanged set of active rowids. Sync lease renewals and run bookkeeping
+ * commit often during a sync and leave it alone, which PRAGMA data_version
+ * would not.
+ */
+const CHANGE_KEY = `(SELECT max(id) FROM user_changes) AS change_key`;
+
+/** The in-memory position → rowid index of the active users, for one change key. */
+interface ActiveIndex {
+  key: number | null | undefined;
+  rowids: Float64Array;
+}
+
+const SCHEMA_VERSION = 1;
+
+export interface ReplicaReaderOptions {
+  /**
+   * Called inside a page's read transaction, between its first read and the
+   * page's rows. Tests commit a write there, from another connection, to
+   * show the page ignores it: the window is too short to hit by timing.
+   */
+  midRead?: () => void;
+}
+
+export class ReplicaReader {
+  private readonly s;
+  private index: ActiveIndex = { key: undefined, rowids: new Float64Array(0) };
+  private readonly pageTx: (offset: number, limit: number) => PageAnswer;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: ReplicaReaderOptions = {},
+  ) {
+    const version = db.pragma('user_version', { simple: true });
+    if (typeof version !== 'number' || version < SCHEMA_VERSION) {
+      throw new MirrorNotReadyError(`${db.name} holds no mirror yet (schema version ${String(version)}); run a sync first`);
+    }
+    this.s = {
+      resolve: db.prepare<[string], ResolveRow>(
+        `SELECT (SELECT CAST(raw AS BLOB) FROM users INDEXED BY users_client_user_id
+                 WHERE client_user_id = ? AND deleted_at IS NULL LIMIT 1) AS raw, ${FRESHNESS}`,
+      ),
+      freshness: db.prepare<[], FreshnessRow>(`SELECT ${FRESHNESS}`),
+      head: db.prepare<[], FreshnessRow & { change_key: number | null }>(`SELECT ${FRESHNESS}, ${CHANGE_KEY}`),
+      activeCount: db
+        .prepare<[], number>(`SELECT count(*) FROM users INDEXED BY users_active_client_user WHERE deleted_at IS NULL`)
+        .pluck(),
+      // The partial index holds exactly the active users and is a fraction of the table's size;
+      // its order is not rowid order, so the ids are sorted here.
+      activeRowids: db
+        .prepare<[], number>(`SELECT rowid FROM users INDEXED BY users_active_client_user WHERE deleted_at IS NULL`)
+        .pluck(),
+      range: db
+        .prepare<[number, number, number], Buffer>(
+          `SELECT CAST(raw AS BLOB) FROM users WHERE rowid BETWEEN ? AND ? AND deleted_at IS NULL ORDER BY rowid LIMIT ?`,
+        )
+        .pluck(),
+    };
+    this.pageTx = db.transaction((offset: number, limit: number) => this.readPage(offset, limit));
+  }
+
+  resolve(clientUserId: string): ResolveAnswer {
+    const row = this.s.resolve.get(clientUserId) ?? { raw: null, run_id: null, synced_at: null };
+    return { raw: row.raw ?? undefined, runId: row.run_id, syncedAt: row.synced_at };
+  }
+
+  freshness(): Freshness {
+    const row = this.s.freshness.get() ?? { run_id: null, synced_at: null };
+    return { runId: row.run_id, syncedAt: row.synced_at };
+  }
+
+  /** One read transaction: BEGIN … COMMIT on this readonly connection. */
+  page(offset: number, limit: number): PageAnswer {
+    return this.pageTx(offset, limit);
+  }
+
+  private readPage(offset: number, limit: number): PageAnswer {
+    const head = this.s.head.get() ?? { run_id: null, synced_at: null, change_key: null };
+    const freshness = { runId: head.run_id, syncedAt: head.synced_at };
+    if (head.change_key !== this.index.key) this.rebuildIndex(head.change_key);
+    this.options.midRead?.();
+    let slice = this.slice(offset, limit);
+    if (slice === undefined) {
+      // The index disagrees with the snapshot: some writer broke the invariant above. Heal.
+      this.rebuildIndex(head.change_key);
+      slice = this.slice(offset, limit);
+      if (slice === undefined) throw new Error('replica index does not match the mirror snapshot');
+    }
+    return { ...freshness, ...slice };
+  }
+
+  /** Undefined when the snapshot holds fewer active users in the range than the index says. */
+  private slice(offset: number, limit: number): { users: Buffer[]; total: number } | undefined {
+    const { rowids } = this.index;
+    const total = rowids.length;
+    const end = Math.min(offset + limit, total);
+    if (offset >= end) return { users: [], total };
+    const users = this.s.range.all(rowids[offset] ?? 0, rowids[end - 1] ?? 0, end - offset);
+    return users.length === end - offset ? { users, total } : undefined;
+  }
+
+  private rebuildIndex(key: number | null): void {
+    const rowids = new Float64Array(this.s.activeCount.get() ?? 0);
+    let n = 0;
+    for (const rowid of this.s.activeRowids.iterate()) rowids[n++] = rowid;
+    rowids.sort();
+    this.index = { key, rowids: n === rowids.length ? rowids : rowids.subarray(0, n) };
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+interface ResolveRow extends FreshnessRow {
+  raw: Buffer | null;
+}

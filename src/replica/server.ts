@@ -1,0 +1,116 @@
+/**
+ * The replica's HTTP server: routing, the key check, headers. The two read
+ * endpoints of the service (list, resolve) in its wire format, plus
+ * /healthz (liveness) and /readyz (a succeeded sync no older than
+ * REPLICA_MAX_STALENESS_S); see ./freshness.ts for the headers.
+ *
+ * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
+ * 401 reads nothing from the mirror and carries no mirror headers. Probes
+ * need no key. Nothing a client sends is ever echoed in an error or a log.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { ReplicaReader } from '../../db/replica-reader.js';
+import type { Logger } from '../log.js';
+import { closeNow, listen } from '../listen.js';
+import { keyDigest, offeredKeyMatches } from '../wire/same-key.js';
+import {
+  INTERNAL_ERROR,
+  NOT_FOUND,
+  UNAUTHORIZED,
+  detail,
+  listQueryOrAnswer,
+  notServing,
+  pageAnswer,
+  readinessAnswer,
+  resolveAnswer,
+  type Answer,
+} from './answers.js';
+import { judgeFreshness, type FreshnessVerdict } from './freshness.js';
+import { matchReplicaRoute, type ReplicaRoute } from './routes.js';
+import type { ReplicaSettings } from './settings.js';
+
+export interface ReplicaServerOptions {
+  settings: ReplicaSettings;
+  reader: ReplicaReader;
+  logger: Logger;
+  now?: () => number;
+}
+
+export interface ReplicaServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Longer than common client pools keep an idle socket (undici: 4 s), so the client closes first. */
+const KEEP_ALIVE_MS = 65_000;
+
+export async function startReplicaServer(options: ReplicaServerOptions): Promise<ReplicaServer> {
+  const { settings, logger: log } = options;
+  const handler = requestHandler(options);
+  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS, noDelay: true }, (req, res) => {
+    let answer: Answer;
+    try {
+      answer = handler(req);
+    } catch (err) {
+      log.error({ event: 'replica.error', err: err instanceof Error ? err.message : String(err) }, 'replica request failed');
+      answer = INTERNAL_ERROR;
+    }
+    send(res, answer);
+  });
+  const port = await listen(server, settings.port, settings.host);
+  server.on('error', (err) => log.error({ event: 'replica.server_error', err: err.message }, 'replica server error'));
+  log.info(
+    { event: 'replica.listening', host: settings.host, port, keyHeader: settings.apiKeyHeader },
+    `replica on http://${settings.host}:${port}`,
+  );
+  return {
+    port,
+    close: () => closeNow(server),
+  };
+}
+
+function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) => Answer {
+  const { settings, reader } = options;
+  const now = options.now ?? Date.now;
+  const expectedKey = keyDigest(settings.apiKey);
+  const judge = (f: Parameters<typeof judgeFreshness>[0]) => judgeFreshness(f, now(), settings.maxStalenessMs);
+
+  return (req) => {
+    const route: ReplicaRoute = matchReplicaRoute(req.method ?? 'GET', req.url ?? '/');
+    switch (route.name) {
+      case 'healthz':
+        return { status: 200, body: '{"status":"ok"}', headers: judge(reader.freshness()).headers };
+      case 'readyz': {
+        const f = reader.freshness();
+        return readinessAnswer(judge(f), settings.maxStalenessMs, f.runId, f.syncedAt);
+      }
+      case 'method-not-allowed':
+        return detail(405, 'Method Not Allowed', ['allow', route.allow]);
+      default:
+    }
+    if (!offeredKeyMatches(req.headers[settings.apiKeyHeader], expectedKey)) return UNAUTHORIZED;
+    switch (route.name) {
+      case 'resolve': {
+        const found = reader.resolve(route.clientUserId);
+        const verdict = judge(found);
+        return verdict.serving ? resolveAnswer(found, verdict) : notServing(verdict);
+      }
+      case 'list': {
+        let verdict: FreshnessVerdict | undefined;
+        const q = listQueryOrAnswer(route.query, () => (verdict ??= judge(reader.freshness())).headers);
+        if ('status' in q) return q;
+        const page = reader.page(q.offset, q.limit);
+        verdict = judge(page);
+        return verdict.serving ? pageAnswer(page, q.offset, q.limit, verdict) : notServing(verdict);
+      }
+      default:
+        return NOT_FOUND;
+    }
+  };
+}
+
+function send(res: ServerResponse, answer: Answer): void {
+  const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
+  res.writeHead(answer.status, ['content-type', 'application/json', 'content-length', String(length), ...answer.headers]);
+  res.end(answer.body);
+}

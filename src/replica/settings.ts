@@ -1,0 +1,45 @@
+/**
+ * The replica's settings, from the configuration registry (src/config.ts).
+ * Pure: the caller reads the environment, and a `serve` without a key passes
+ * the one it generated.
+ */
+import { ConfigError, type Config, type REPLICA_ENV } from '../config.js';
+
+export type ReplicaConfig = Config<(typeof REPLICA_ENV)[number]>;
+
+export interface ReplicaSettings {
+  host: string;
+  /** 0 picks a free port (tests). */
+  port: number;
+  apiKey: string;
+  /** Lowercase header name. */
+  apiKeyHeader: string;
+  maxStalenessMs: number;
+}
+
+export const SERVE_DEFAULT_PORT = 8788;
+
+export interface SettingsSources {
+  /** The service's team key, when this process knows it: the replica must never accept it. */
+  serviceApiKey: string | undefined;
+  /** Used when REPLICA_PORT is unset. */
+  defaultPort: number;
+  /** Used when REPLICA_API_KEY is unset (`serve`); without it the key is required. */
+  generatedKey?: string;
+}
+
+export function replicaSettings(config: ReplicaConfig, sources: SettingsSources): ReplicaSettings {
+  const apiKey = config.REPLICA_API_KEY ?? sources.generatedKey;
+  if (apiKey === undefined) throw new ConfigError(['REPLICA_API_KEY: is required when REPLICA_PORT is set']);
+  // A replica that took the team key would hand it a second, unaudited door; equal keys are a mistake.
+  if (apiKey === sources.serviceApiKey) {
+    throw new ConfigError(['REPLICA_API_KEY: must differ from SERVICE_API_KEY (the replica never accepts the service key)']);
+  }
+  return {
+    host: config.REPLICA_HOST,
+    port: config.REPLICA_PORT ?? sources.defaultPort,
+    apiKey,
+    apiKeyHeader: config.REPLICA_API_KEY_HEADER ?? config.SERVICE_API_KEY_HEADER,
+    maxStalenessMs: config.REPLICA_MAX_STALENESS_S * 1000,
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * One read transaction per request: while a `sync --once` child publishes an
+ * update to every user, readers of the replica (in this process, on its own
+ * readonly connection) page through the mirror over and over. Every page
+ * must come wholly from the run before or wholly from the run after, and say
+ * which in X-Mirror-Run-Id. Needs `npm run build` first.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openMirror } from '../db/open.js';
+import { ReplicaReader } from '../db/replica-reader.js';
+import { UserSchema } from '../src/service/schemas.js';
+import { requireBuiltCli, startCli } from './support/cli-process.js';
+import { createReplicaRig, type ReplicaRig } from './support/replica-rig.js';
+import { createSyncRig, directoryView, type SyncRig } from './support/sync-rig.js';
+
+const USERS = 20_000;
+const PAGE = 500;
+const READERS = 3;
+
+type Version = 'before' | 'after' | 'neither';
+
+interface SeenPage {
+  offset: number;
+  runId: string;
+  versions: Set<Version>;
+}
+
+const normal = (json: string) => JSON.stringify(JSON.parse(json));
+
+describe('a reader while a sync publishes', () => {
+  let rig: ReplicaRig;
+  beforeAll(async () => {
+    requireBuiltCli('src/commands/sync.js');
+    rig = await createReplicaRig({ users: USERS, seed: 5 });
+    expect((await rig.sync.sync()).status).toBe('succeeded');
+  });
+  afterAll(() => rig?.close());
+
+  it('never sees a page that mixes two runs', async () => {
+    const firstRun = String(rig.sync.db.prepare('SELECT max(id) FROM sync_runs').pluck().get());
+    const before = new Map<string, string>();
+    for (const [id, v] of directoryView(rig.sync.standIn)) before.set(id, normal(v.raw));
+    for (let i = 0; i < USERS; i++) rig.sync.standIn.directory.update(i);
+    const after = new Map<string, string>();
+    for (const [id, v] of directoryView(rig.sync.standIn)) after.set(id, normal(v.raw));
+
+    const seen: SeenPage[] = [];
+    let stop = false;
+    const readPage = async (offset: number) => {
+      const res = await rig.get(`/v2/user?offset=${offset}&limit=${PAGE}`);
+      expect(res.status).toBe(200);
+      const users = (JSON.parse(res.text) as { users: Array<{ user_id: string }> }).users;
+      const versions = new Set<Version>(
+        users.map((u) => {
+          const text = JSON.stringify(u);
+          if (before.get(u.user_id) === text) return 'before';
+          return after.get(u.user_id) === text ? 'after' : 'neither';
+        }),
+      );
+      seen.push({ offset, runId: String(res.headers['x-mirror-run-id']), versions });
+    };
+    const reader = async (start: number) => {
+      for (let round = 0; !stop || round < 1; round++) {
+        for (let offset = start * PAGE; offset < USERS; offset += PAGE * READERS) await readPage(offset);
+      }
+    };
+    const readers = Array.from({ length: READERS }, (_, i) => reader(i));
+    const child = startCli(['sync', '--once'], rig.sync.env({ LOG_LEVEL: 'warn' }));
+    const code = await child.exited(120_000);
+    expect(code, child.stderr()).toBe(0);
+    stop = true;
+    await Promise.all(readers);
+    // One more round after the run, so the published state has been read.
+    for (let offset = 0; offset < USERS; offset += PAGE) await readPage(offset);
+
+    const secondRun = String(rig.sync.db.prepare('SELECT max(id) FROM sync_runs').pluck().get());
+    expect(secondRun).not.toBe(firstRun);
+    const mixed = seen.filter((p) => p.versions.size !== 1 || p.versions.has('neither'));
+    expect(mixed.map((p) => ({ offset: p.offset, versions: [...p.versions] }))).toEqual([]);
+    for (const p of seen) expect(p.runId).toBe(p.versions.has('before') ? firstRun : secondRun);
+    expect(seen.some((p) => p.versions.has('before'))).toBe(true);
+    expect(seen.some((p) => p.versions.has('after'))).toBe(true);
+  });
+});
+
+describe('a publish committed in the middle of a page read', () => {
+  let rig: SyncRig;
+  beforeAll(async () => {
+    rig = await createSyncRig({ users: 2_000, seed: 9 });
+    expect((await rig.sync()).status).toBe('succeeded');
+  });
+  afterAll(() => rig?.close());
+
+  it('is not seen by that page, and is seen whole by the next', () => {
+    const oldRun = Number(rig.db.prepare('SELECT max(id) FROM sync_runs').pluck().get());
+    const directory = rig.standIn.directory;
+    const before = new Map([...directoryView(rig.standIn)].map(([id, v]) => [id, normal(v.raw)]));
+    for (let i = 0; i < directory.size; i++) directory.update(i);
+    directory.add(1);
+    // A run staged like the sync stages it, published from inside the reader's transaction.
+    const runId = rig.writer.beginRun();
+    const records = [...directory.records()].map((r) => ({ user: UserSchema.parse(r), rawJson: JSON.stringify(r), warnings: [] }));
+    rig.writer.stagePage(runId, records);
+    let published = false;
+    const reader = new ReplicaReader(openMirror(rig.dbPath, { readonly: true }), {
+      midRead: () => {
+        if (published) return;
+        published = true;
+        rig.writer.publish(runId, { deletionsChecked: false, deletions: [] });
+        rig.writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: records.length });
+      },
+    });
+    try {
+      const during = reader.page(1_500, 500);
+      expect(published).toBe(true);
+      expect(during).toMatchObject({ runId: oldRun, total: 2_000 });
+      expect(during.users).toHaveLength(500);
+      for (const raw of during.users) {
+        const user = JSON.parse(raw.toString()) as { user_id: string };
+        expect(normal(raw.toString())).toBe(before.get(user.user_id));
+      }
+      const next = reader.page(1_500, 501);
+      expect(next).toMatchObject({ runId, total: 2_001 });
+      expect(next.users).toHaveLength(501);
+      const after = new Map([...directoryView(rig.standIn)].map(([id, v]) => [id, normal(v.raw)]));
+      for (const raw of next.users) {
+        const user = JSON.parse(raw.toString()) as { user_id: string };
+        expect(normal(raw.toString())).toBe(after.get(user.user_id));
+      }
+    } finally {
+      reader.close();
+    }
+  });
+});

@@ -1,0 +1,105 @@
+/**
+ * The replica as operators run it: `user-mirror serve` on its own, and the
+ * daemon with REPLICA_PORT set, as child processes over a mirror synced from
+ * the stand-in. The official SDK keeps resolving from the daemon's replica
+ * once the service is gone. Needs `npm run build` first.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { VitalClient } from '@tryvital/vital-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { requireBuiltCli, startCli } from './support/cli-process.js';
+import { daemonEnv, eventually, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
+import { createSyncRig, type SyncRig } from './support/sync-rig.js';
+import { SDK_KEY_HEADER } from './support/replica-rig.js';
+
+const sdkAt = (port: number, apiKey: string) => new VitalClient({ apiKey, baseUrl: `http://127.0.0.1:${port}`, maxRetries: 0 });
+
+describe('user-mirror serve', () => {
+  let rig: SyncRig;
+  beforeAll(async () => {
+    requireBuiltCli('src/commands/serve.js');
+    rig = await createSyncRig({ users: 300, seed: 4 });
+    await rig.sync();
+  });
+  afterAll(() => rig?.close());
+
+  it('generates a key when none is set, prints it once, and serves the SDK with it', async () => {
+    const port = await freePort();
+    const env = { PATH: process.env.PATH, MIRROR_DB: rig.dbPath, REPLICA_PORT: String(port), REPLICA_API_KEY_HEADER: SDK_KEY_HEADER };
+    const serve = startCli(['serve'], env);
+    try {
+      const line = await serve.line(/^REPLICA_API_KEY=/);
+      await serve.line(/"event":"replica.listening"/);
+      const key = line.slice('REPLICA_API_KEY='.length);
+      expect(key).toMatch(/^rk_[0-9a-f]{48}$/);
+      const [first] = rig.standIn.directory.page(0, 1);
+      const user = await sdkAt(port, key).user.getByClientUserId(String(first?.client_user_id));
+      expect(user.userId).toBe(first?.user_id);
+      await expect(sdkAt(port, 'rk_other').user.getAll({})).rejects.toMatchObject({ statusCode: 401 });
+      expect(serve.stdout().split(key).length - 1).toBe(1);
+    } finally {
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited()).toBe(0);
+    }
+  });
+
+  it('refuses to start with the service key as its key (exit 2, the key never printed)', async () => {
+    const key = rig.standIn.apiKey;
+    const run = await runCli(['serve'], { MIRROR_DB: rig.dbPath, REPLICA_PORT: '0', REPLICA_API_KEY: key, SERVICE_API_KEY: key });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('REPLICA_API_KEY: must differ from SERVICE_API_KEY');
+    expect(run.stdout + run.stderr).not.toContain(key);
+  });
+});
+
+describe('the daemon with REPLICA_PORT set', () => {
+  let redis: TestRedis;
+  let standIn: StandIn | undefined;
+  let dir: string;
+  let daemon: DaemonProcess | undefined;
+
+  beforeAll(async () => {
+    requireBuiltCli();
+    redis = await startTestRedis();
+    standIn = await startStandIn({ port: 0, users: 800, seed: 12 });
+    dir = mkdtempSync(join(tmpdir(), 'user-mirror-replica-daemon-'));
+  });
+  afterAll(async () => {
+    await daemon?.stop('SIGKILL').catch(() => undefined);
+    await standIn?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const envFor = async (s: StandIn, extra: Record<string, string>) =>
+    daemonEnv({ redisUrl: redis.url, standIn: s, mirrorDb: join(dir, 'mirror.db'), queuePrefix: `r${Date.now()}`, statusPort: await freePort(), extra });
+
+  it('refuses to start without REPLICA_API_KEY (exit 2)', async () => {
+    const s = standIn as StandIn;
+    const run = await runCli(['daemon'], await envFor(s, { REPLICA_PORT: '0' }));
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('REPLICA_API_KEY: is required when REPLICA_PORT is set');
+  });
+
+  it('serves the replica; the SDK resolves from it with the service unreachable', async () => {
+    const s = standIn as StandIn;
+    const port = await freePort();
+    const key = 'rk_daemon_replica_key';
+    daemon = spawnDaemon(await envFor(s, { REPLICA_PORT: String(port), REPLICA_API_KEY: key, REPLICA_API_KEY_HEADER: SDK_KEY_HEADER }));
+    await daemon.ready;
+    await eventually(async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined), 30_000, 'replica ready');
+    const wanted = s.directory.page(0, 20).map((u) => ({ clientUserId: String(u.client_user_id), userId: String(u.user_id) }));
+    await s.close();
+    standIn = undefined;
+    const sdk = sdkAt(port, key);
+    for (const w of wanted) expect((await sdk.user.getByClientUserId(w.clientUserId)).userId).toBe(w.userId);
+    const page = await sdk.user.getAll({ limit: 5 });
+    expect(page.total).toBe(800);
+    const exit = await daemon.stop('SIGTERM');
+    expect(exit.code).toBe(0);
+  });
+});
