@@ -185,6 +185,13 @@ interface RejectedRow {
   at: string;
 }
 
+/** A first sync's state (see OpenRun.bulk). */
+interface BulkLoad {
+  indexes: SecondaryIndex[];
+  /** Users listed again in the run: their earlier sources are still in bulk_sources. */
+  repeats: number;
+}
+
 /** The run open on this writer. */
 interface OpenRun {
   id: number;
@@ -201,7 +208,7 @@ interface OpenRun {
    * inserted plainly, and key conflicts are settled before the indexes are
    * built again at publish.
    */
-  bulk: SecondaryIndex[] | undefined;
+  bulk: BulkLoad | undefined;
   /** Rejected records, written by finishRun after the run's transaction ends (see stageRejected). */
   rejected: RejectedRow[];
   rejectedBytes: number;
@@ -222,6 +229,22 @@ const CACHE_KIB = 16_384;
 const REJECTED_KEPT = 10_000;
 const REJECTED_KEPT_BYTES = 32 * 1024 * 1024;
 
+/**
+ * A first sync's source rows, in arrival order, until publish inserts them
+ * into connected_sources sorted: its primary key is (user_id, slug), and rows
+ * inserted in random user_id order each land on a random page, which costs
+ * several times an append once the table outgrows the page cache. TEMP: in
+ * this connection, and inside the run's transaction like everything else.
+ * `owner` is the users rowid the row was written for, so a repeat listing's
+ * earlier rows can be told apart without an index.
+ */
+const BULK_SOURCES_SQL = /* sql */ `
+CREATE TEMP TABLE IF NOT EXISTS bulk_sources (
+  owner INTEGER NOT NULL, user_id TEXT NOT NULL, slug TEXT NOT NULL, name TEXT NOT NULL,
+  logo TEXT, created_on TEXT, descriptor TEXT NOT NULL
+);
+`;
+
 const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 /** Rows per statement when loading the active users and when sweeping. */
@@ -240,6 +263,7 @@ export class MirrorWriter {
     db.pragma(`cache_size = -${options.cacheKiB ?? CACHE_KIB}`);
     // A first sync commits a WAL the size of the mirror; once checkpointed, give the disk back.
     db.pragma('journal_size_limit = 67108864');
+    db.exec(BULK_SOURCES_SQL);
     this.s = {
       // --- runs ---
       interruptRuns: db.prepare<Bind>(
@@ -335,7 +359,30 @@ export class MirrorWriter {
       setChange: db.prepare<[string, string, number]>(`UPDATE user_changes SET change = ?, at = ? WHERE id = ?`),
       dropChange: db.prepare<[number]>(`DELETE FROM user_changes WHERE id = ?`),
 
+      bulkSource: db.prepare<[Cell[]]>(
+        `INSERT INTO bulk_sources (owner, ${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length + 1)})`,
+      ),
+      clearBulkSources: db.prepare(`DELETE FROM bulk_sources`),
+
       // --- publish ---
+      // In (user_id, slug) order: appends only. The owner test drops what a repeat listing replaced;
+      // it probes the users primary key in order, without reading the rows.
+      loadBulkSources: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS)} FROM bulk_sources ORDER BY user_id, slug`,
+      ),
+      loadBulkSourcesOfLatest: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS, 's.')} FROM bulk_sources AS s
+         WHERE s.owner = (SELECT rowid FROM users WHERE user_id = s.user_id)
+         ORDER BY s.user_id, s.slug`,
+      ),
+      // Every user of a first sync is new: 'created', unless it lost its key (no visible change).
+      // Through the covering index, in user_id order, so that user_changes_user only appends.
+      recordBulkCreated: db.prepare<Bind>(
+        `INSERT INTO user_changes (run_id, user_id, change, at)
+         SELECT @run, user_id, 'created', @now FROM users INDEXED BY users_content WHERE deleted_at IS NULL ORDER BY user_id`,
+      ),
       // Two users of one key, in a first sync: the later write (higher rowid: a repeat listing is
       // deleted and inserted again) keeps the key.
       keyLosers: db
@@ -387,7 +434,7 @@ export class MirrorWriter {
     this.db.exec('BEGIN IMMEDIATE');
     try {
       const ledger = new RunLedger(this.activeUsers());
-      const bulk = this.s.isEmpty.get() === 1 ? this.dropSecondaryIndexes() : undefined;
+      const bulk = this.s.isEmpty.get() === 1 ? { indexes: this.dropSecondaryIndexes(), repeats: 0 } : undefined;
       this.run = { id, duplicates: 0, ledger, broken: false, open: true, bulk, rejected: [], rejectedBytes: 0 };
     } catch (err) {
       this.db.exec('ROLLBACK');
@@ -515,7 +562,7 @@ export class MirrorWriter {
         throw new Error(`sync run ${runId} is not a running, unpublished run`);
       }
       const now = this.now();
-      if (run.bulk !== undefined) this.restoreSecondaryIndexes(run.bulk, runId, now);
+      if (run.bulk !== undefined) this.finishBulkLoad(run.bulk, runId, now);
       let swept = 0;
       for (const batch of batches(new Set(opts.deletions), BATCH)) {
         const ids = JSON.stringify(batch);
@@ -610,28 +657,31 @@ export class MirrorWriter {
   private applySighted(run: OpenRun, item: SightedRecord, now: string): void {
     const { record } = item;
     if (record === undefined) throw new TypeError(`stageSighted: a '${item.sighting}' sighting without its record`);
-    if (run.bulk !== undefined) this.insertPlainly(run, record, item.digest, item.sighting !== 'write', now);
+    if (run.bulk !== undefined) this.insertPlainly(run, run.bulk, record, item.digest, item.sighting !== 'write', now);
     else this.applyUser(run, record, item.digest, item.sighting, now);
   }
 
   /**
-   * A first sync: nothing was there, so a first listing is an insert and
-   * 'created'. A repeat replaces the earlier listing's rows (delete, insert:
+   * A first sync: nothing was there, so a listing is an insert. Its sources
+   * wait in bulk_sources and its change row is written at publish (both
+   * sorted). A repeat replaces the earlier listing's row (delete, insert:
    * the later listing gets the higher rowid, which settles key conflicts at
-   * publish) and keeps its change row.
+   * publish).
    */
-  private insertPlainly(run: OpenRun, record: StagedRecord, digest: string, repeat: boolean, now: string): void {
+  private insertPlainly(run: OpenRun, bulk: BulkLoad, record: StagedRecord, digest: string, repeat: boolean, now: string): void {
     const userId = record.user.user_id;
-    let known = false;
     if (repeat) {
-      known = this.s.deleteUser.run(userId).changes > 0;
-      this.s.dropSources.run(userId);
+      bulk.repeats++;
+      this.s.deleteUser.run(userId);
       this.s.dropWarnings.run(userId);
     }
-    this.s.insertUser.run(this.userValues(record, digest, now));
-    this.insertDetails(record, run.id, now);
-    // A fingerprint collision can make a first listing look like a repeat: it still needs its row.
-    if (!known) this.s.insertChange.run(run.id, userId, 'created', now);
+    const owner = this.s.insertUser.run(this.userValues(record, digest, now)).lastInsertRowid;
+    for (const source of toSourceRows(record.user)) {
+      const values: Cell[] = [Number(owner)];
+      for (const c of SOURCE_COLUMNS) values.push(source[c]);
+      this.s.bulkSource.run(values);
+    }
+    for (const w of record.warnings) this.s.insertWarning.run(userId, w.field, w.problem, run.id, now);
   }
 
   /**
@@ -710,23 +760,27 @@ export class MirrorWriter {
   }
 
   /**
-   * Builds the dropped indexes again. Two users listed with one key make the
-   * unique key index fail: then the later-written one keeps the key, the
-   * others are soft-deleted (new in this run: no change row, as before), and
-   * the index is built again.
+   * Ends a first sync's load: the sources, sorted, then the dropped indexes
+   * built again, then a change row per active user. Two users listed with
+   * one key make the unique key index fail: then the later-written one keeps
+   * the key, the others are soft-deleted (new in this run: no change row),
+   * and the index is built again.
    */
-  private restoreSecondaryIndexes(indexes: readonly SecondaryIndex[], runId: number, now: string): void {
+  private finishBulkLoad(bulk: BulkLoad, runId: number, now: string): void {
+    (bulk.repeats > 0 ? this.s.loadBulkSourcesOfLatest : this.s.loadBulkSources).run();
+    this.s.clearBulkSources.run();
     let settled = false;
-    for (const { sql } of indexes) {
+    for (const { sql } of bulk.indexes) {
       try {
         this.db.exec(sql);
       } catch (err) {
         if (settled || (err as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw err;
         settled = true;
-        for (const userId of this.s.keyLosers.all()) this.retire(runId, userId, now);
+        for (const userId of this.s.keyLosers.all()) this.s.softDelete.run(now, userId);
         this.db.exec(sql);
       }
     }
+    this.s.recordBulkCreated.run({ run: runId, now });
   }
 
   private openLedger(runId: number): { run: OpenRun; ledger: RunLedger } {
