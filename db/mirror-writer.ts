@@ -1,16 +1,25 @@
 /**
- * The only code that writes the mirror. A sync run stages what it reads,
- * page by page, then publishes it in one transaction, so analytics and
- * offline resolve see the previous complete mirror or the new one, never a
- * half-applied run.
+ * The only code that writes the mirror. A sync run writes what it reads
+ * straight into the mirror's tables, page by page as the pages arrive, all
+ * inside one write transaction (BEGIN IMMEDIATE) opened by `beginRun` and
+ * committed by `publish`: the SQLite work overlaps the requests still in
+ * flight, and there is no copy of the whole directory after the scan. In WAL
+ * mode readers keep their snapshot of the previous committed mirror until
+ * that COMMIT, so analytics and offline resolve see the previous complete
+ * mirror or the new one, never a half-applied run. A failed run is rolled
+ * back; after a kill -9 SQLite discards the uncommitted frames on the next
+ * open, leaving the run's row, which `beginRun` marks interrupted.
  *
- * Staging lives in this process: which users the scan listed, and the
- * content hash of every user active at the start, as fingerprints in a
- * RunLedger (an unchanged user costs a compare, no SQLite call); the rows to write, in
- * TEMP tables of this connection. Neither reaches the mirror file or its WAL,
- * and both vanish with the process: after a kill -9 there is nothing to clean
- * up but the run's row, which `beginRun` marks interrupted. One consequence:
- * stage and publish a run on the same MirrorWriter.
+ * What the run has seen lives in this process: which users the scan listed,
+ * and the content hash of every user active at the start, as fingerprints in
+ * a RunLedger (an unchanged user costs a compare, no SQLite call). Stage and
+ * publish a run on the same MirrorWriter.
+ *
+ * The write lock is held for the whole run. Other writers of the mirror wait
+ * for it: an online resolve up to RESOLVE_WRITE_WAIT_MS, a second sync's
+ * lease claim (which takes it as "held", jobs/sync-lease.ts). The lease's
+ * renewals run on this connection, inside the transaction. Rejected records
+ * are buffered and written after the transaction ends (see stageRejected).
  *
  * Decisions (documented for analytics in db/SCHEMA.md):
  * - `last_seen_at` is when the row was last written from upstream data, not
@@ -18,6 +27,8 @@
  *   rewrite the whole table into the WAL each time. That an active user was
  *   present upstream is told by the last run with `swept = 1`.
  * - A soft-deleted user seen again is restored and recorded as 'created'.
+ * - One change row per user and run, from the state before the run to the
+ *   state after it; a user listed twice keeps its latest listing.
  * - At most one active user per (team_id, client_user_id). When a record
  *   claims a key an active user holds, the newer record wins and the holder
  *   is soft-deleted ('deleted', counted as superseded), whatever the run's status:
@@ -31,7 +42,7 @@ import { hostname } from 'node:os';
 import type { Db } from './open.js';
 import type { User } from '../src/service/schemas.js';
 import type { FieldWarning } from '../src/service/user-record.js';
-import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, type LiveState, type SourceRow } from './user-row.js';
+import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, type LiveState } from './user-row.js';
 import { RunLedger, type Sighting } from './run-ledger.js';
 
 export type { Sighting } from './run-ledger.js';
@@ -128,56 +139,9 @@ export interface RefreshResult {
 }
 
 export interface MirrorWriterOptions {
-  /** Page cache of the mirror, KiB; also bounds publish's in-memory sorts. */
+  /** Page cache of the mirror, KiB. The run's dirty pages beyond it spill into the WAL (uncommitted). */
   cacheKiB?: number;
-  /** Page cache of the staging tables, KiB; beyond it they spill to an unlinked temp file. */
-  stagingCacheKiB?: number;
 }
-
-const STAGING_INDEXES = /* sql */ `
-CREATE INDEX IF NOT EXISTS temp.stage_users_id ON stage_users (user_id, seq);
--- Covers every key question publish asks, so none of them reads the (large) staged rows.
-CREATE INDEX IF NOT EXISTS temp.stage_users_key ON stage_users (team_id, client_user_id, seq, user_id);
-`;
-
-/**
- * Staged rows are appended in listing order (`seq`, shared with tombstones);
- * a later listing of the same user supersedes an earlier one at publish. The
- * two indexes exist only while publishing: maintained row by row they cost
- * more than the inserts themselves (random keys), built in one go they are
- * cheap. They are created here too, so that statements naming them prepare.
- */
-const STAGING_SQL = /* sql */ `
-CREATE TEMP TABLE IF NOT EXISTS stage_users (
-  seq INTEGER PRIMARY KEY,
-  user_id TEXT NOT NULL,
-  team_id TEXT NOT NULL,
-  client_user_id TEXT NOT NULL,
-  created_on TEXT,
-  fallback_time_zone_id TEXT,
-  fallback_time_zone_source_slug TEXT,
-  fallback_time_zone_updated_at TEXT,
-  fallback_birth_date TEXT,
-  fallback_birth_date_source_slug TEXT,
-  fallback_birth_date_updated_at TEXT,
-  ingestion_start TEXT,
-  ingestion_end TEXT,
-  content_hash TEXT NOT NULL,
-  -- JSON array of [slug, name, logo, created_on, descriptor]: one column instead of a row per source.
-  sources TEXT NOT NULL,
-  -- JSON array of [field, problem]; '[]' for a clean record.
-  warnings TEXT NOT NULL,
-  raw TEXT NOT NULL
-);
--- Few records carry warnings: publish reads just those through this (partial, so cheap to keep up)
--- index instead of scanning every staged row once more.
-CREATE INDEX IF NOT EXISTS temp.stage_users_warned ON stage_users (seq) WHERE warnings <> '[]';
--- A later listing that matched the mirror: drops any earlier staged row of the user.
-CREATE TEMP TABLE IF NOT EXISTS stage_tombstones (seq INTEGER PRIMARY KEY, user_id TEXT NOT NULL);
-${STAGING_INDEXES}
-CREATE TEMP TABLE IF NOT EXISTS stage_losers (seq INTEGER PRIMARY KEY);
-CREATE TEMP TABLE IF NOT EXISTS stage_deleted (user_id TEXT PRIMARY KEY, superseded INTEGER NOT NULL) WITHOUT ROWID;
-`;
 
 const USER_COLUMNS = [
   'user_id',
@@ -206,37 +170,80 @@ const updateFromExcluded = USER_COLUMNS.filter((c) => c !== 'user_id')
 type Cell = string | number | null;
 type Bind = Record<string, Cell>;
 
-/** Staged form of a record's warnings, expanded like the sources. */
-function warningsJson(warnings: readonly FieldWarning[]): string {
-  return warnings.length === 0 ? '[]' : JSON.stringify(warnings.map((w) => [w.field, w.problem]));
+interface SecondaryIndex {
+  name: string;
+  sql: string;
 }
 
-/** Staged form of a user's sources, expanded again with json_each at publish. */
-function sourcesJson(rows: readonly SourceRow[]): string {
-  return JSON.stringify(rows.map((r) => [r.slug, r.name, r.logo, r.created_on, r.descriptor]));
+interface RejectedRow {
+  offset: number;
+  index: number;
+  userId: string | null;
+  clientUserId: string | null;
+  reason: string;
+  raw: string;
+  at: string;
 }
 
-/** The run being staged on this writer. */
+/** A first sync's state (see OpenRun.bulk). */
+interface BulkLoad {
+  indexes: SecondaryIndex[];
+  /** Users listed again in the run: their earlier sources are still in bulk_sources. */
+  repeats: number;
+}
+
+/** The run open on this writer. */
 interface OpenRun {
   id: number;
-  /** Listing order of staged rows and tombstones. */
-  seq: number;
   duplicates: number;
   /** Undefined once published: the run can only be finished then. */
   ledger: RunLedger | undefined;
-  /** A staging write failed after the ledger counted its records: publishing would lie. */
+  /** A page failed to apply after the ledger counted its records: publishing would lie. */
   broken: boolean;
+  /** The run's write transaction is open (from beginRun to publish's COMMIT or finishRun's ROLLBACK). */
+  open: boolean;
+  /**
+   * The mirror was empty at the start: the secondary indexes of users and
+   * connected_sources were dropped inside the run's transaction, rows are
+   * inserted plainly, and key conflicts are settled before the indexes are
+   * built again at publish.
+   */
+  bulk: BulkLoad | undefined;
+  /** Rejected records, written by finishRun after the run's transaction ends (see stageRejected). */
+  rejected: RejectedRow[];
+  rejectedBytes: number;
 }
 
 /**
- * Default page caches, KiB. Both fill up on a large run and stay resident, so
- * they count fully in its RSS. Measured on 1M users (bench/sync.ts, 2 cores):
- * 64/128 MiB peaked at 464 MB RSS, 32/64 at 346 MB, 16/32 at 265 MB, with no
- * loss of speed from the smaller ones (change detection runs in the
- * RunLedger, not in SQLite; staged rows are appended, then read in order).
+ * Default page cache, KiB. It fills up on a large run and stays resident, so
+ * it counts fully in the run's RSS; a first sync writes mostly appended pages,
+ * which gain nothing from a larger cache.
  */
 const CACHE_KIB = 16_384;
-const STAGING_CACHE_KIB = 32_768;
+
+/**
+ * Rejected records kept per run, in memory until the run's transaction ends.
+ * Beyond either bound they are counted (sync_runs.rejected) but not stored:
+ * a run where every record is malformed must not hold them all in memory.
+ */
+const REJECTED_KEPT = 10_000;
+const REJECTED_KEPT_BYTES = 32 * 1024 * 1024;
+
+/**
+ * A first sync's source rows, in arrival order, until publish inserts them
+ * into connected_sources sorted: its primary key is (user_id, slug), and rows
+ * inserted in random user_id order each land on a random page, which costs
+ * several times an append once the table outgrows the page cache. TEMP: in
+ * this connection, and inside the run's transaction like everything else.
+ * `owner` is the users rowid the row was written for, so a repeat listing's
+ * earlier rows can be told apart without an index.
+ */
+const BULK_SOURCES_SQL = /* sql */ `
+CREATE TEMP TABLE IF NOT EXISTS bulk_sources (
+  owner INTEGER NOT NULL, user_id TEXT NOT NULL, slug TEXT NOT NULL, name TEXT NOT NULL,
+  logo TEXT, created_on TEXT, descriptor TEXT NOT NULL
+);
+`;
 
 const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
@@ -254,14 +261,9 @@ export class MirrorWriter {
     options: MirrorWriterOptions = {},
   ) {
     db.pragma(`cache_size = -${options.cacheKiB ?? CACHE_KIB}`);
-    // A first sync publishes a WAL the size of the mirror; once checkpointed, give the disk back.
+    // A first sync commits a WAL the size of the mirror; once checkpointed, give the disk back.
     db.pragma('journal_size_limit = 67108864');
-    // Staged rows are large and appended: bigger pages mean fewer writes when they spill to the
-    // temp file, but publish reads them in user_id order, where big pages cost. 16 KiB measured
-    // best of 4/16/64 KiB. Only takes effect before the connection's temp database exists.
-    db.pragma('temp.page_size = 16384');
-    db.exec(STAGING_SQL);
-    db.pragma(`temp.cache_size = -${options.stagingCacheKiB ?? STAGING_CACHE_KIB}`);
+    db.exec(BULK_SOURCES_SQL);
     this.s = {
       // --- runs ---
       interruptRuns: db.prepare<Bind>(
@@ -285,8 +287,12 @@ export class MirrorWriter {
            unverified = @unverified, deferred = @deferred
          WHERE id = @run`,
       ),
+      insertRejected: db.prepare<Bind>(
+        `INSERT INTO rejected_records (run_id, page_offset, record_index, user_id, client_user_id, reason, raw, at)
+         VALUES (@run, @offset, @index, @userId, @clientUserId, @reason, @raw, @at)`,
+      ),
 
-      // --- staging ---
+      // --- the ledger and the deletion candidates ---
       // Keyset pages over the covering index: bounded memory, no table rows read. One string per
       // row, split in JS, costs about half of two columns.
       activeHashes: db
@@ -301,139 +307,22 @@ export class MirrorWriter {
           `SELECT user_id FROM users INDEXED BY users_content WHERE user_id > ? ORDER BY user_id LIMIT ${BATCH}`,
         )
         .pluck(),
-      // Positional binds: on a first sync this runs once per user, and named ones cost more.
-      stageUser: db.prepare<[Cell[]]>(
-        `INSERT INTO stage_users (seq, ${cols(USER_COLUMNS)}, sources, warnings) VALUES (${marks(USER_COLUMNS.length + 3)})`,
-      ),
-      stageTombstone: db.prepare<[number, string]>(`INSERT INTO stage_tombstones (seq, user_id) VALUES (?, ?)`),
-      insertRejected: db.prepare<Bind>(
-        `INSERT INTO rejected_records (run_id, page_offset, record_index, user_id, client_user_id, reason, raw, at)
-         VALUES (@run, @offset, @index, @userId, @clientUserId, @reason, @raw, @now)`,
-      ),
-
-      // --- publish, in this order ---
-      dropSupersededListings: db.prepare(
-        `DELETE FROM stage_users WHERE seq IN (
-           SELECT s.seq FROM stage_users AS s INDEXED BY stage_users_id
-           WHERE EXISTS (SELECT 1 FROM stage_users AS t WHERE t.user_id = s.user_id AND t.seq > s.seq)
-              OR EXISTS (SELECT 1 FROM stage_tombstones AS d WHERE d.user_id = s.user_id AND d.seq > s.seq))`,
-      ),
-      // Two staged users claiming one key: the one listed last wins, the others are "losers".
-      findLosers: db.prepare(
-        `INSERT INTO stage_losers (seq)
-         SELECT s.seq FROM stage_users AS s
-         WHERE EXISTS (SELECT 1 FROM stage_users AS t
-                       WHERE t.team_id = s.team_id AND t.client_user_id = s.client_user_id AND t.seq > s.seq)`,
-      ),
-      // Active before -> after: no/yes 'created', yes/yes 'updated', yes/no 'deleted'; no/no (a
-      // losing claim by an inactive user) changes nothing anyone can see and gets no change row.
-      recordStagedChanges: db.prepare<Bind>(
-        `INSERT INTO user_changes (run_id, user_id, change, at)
-         SELECT @run, s.user_id,
-                CASE WHEN l.seq IS NOT NULL THEN 'deleted'
-                     WHEN u.user_id IS NOT NULL AND u.deleted_at IS NULL THEN 'updated'
-                     ELSE 'created' END,
-                @now
-         FROM stage_users AS s INDEXED BY stage_users_id
-         LEFT JOIN users AS u INDEXED BY users_content ON u.user_id = s.user_id
-         LEFT JOIN stage_losers AS l ON l.seq = s.seq
-         WHERE l.seq IS NULL OR (u.user_id IS NOT NULL AND u.deleted_at IS NULL)`,
-      ),
-      // Takes out of the unique index every staged active user whose key moves (or who loses its
-      // key), so that applying the staged rows can never collide with a stale key.
-      parkMovingUsers: db.prepare<Bind>(
-        `UPDATE users SET deleted_at = @now
-         WHERE user_id IN (
-           SELECT s.user_id FROM stage_users AS s INDEXED BY stage_users_key CROSS JOIN users AS u
-           WHERE u.user_id = s.user_id AND u.deleted_at IS NULL
-             AND (u.team_id <> s.team_id OR u.client_user_id <> s.client_user_id
-                  OR s.seq IN (SELECT seq FROM stage_losers)))`,
-      ),
-      findSuperseded: db.prepare(
-        `INSERT OR IGNORE INTO stage_deleted (user_id, superseded)
-         SELECT u.user_id, 1 FROM stage_users AS s INDEXED BY stage_users_key
-         CROSS JOIN users AS u INDEXED BY users_active_client_user
-         WHERE u.team_id = s.team_id AND u.client_user_id = s.client_user_id AND u.deleted_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM stage_users AS x WHERE x.user_id = u.user_id)`,
-      ),
-      // Still active: a user soft-deleted since the run began (an online resolve) stays as it is.
-      deleteIds: db.prepare<[string]>(
-        `INSERT OR IGNORE INTO stage_deleted (user_id, superseded)
-         SELECT u.user_id, 0 FROM json_each(?) AS j JOIN users AS u ON u.user_id = j.value
-         WHERE u.deleted_at IS NULL`,
-      ),
-      recordDeletions: db.prepare<Bind>(
-        `INSERT INTO user_changes (run_id, user_id, change, at)
-         SELECT @run, user_id, 'deleted', @now FROM stage_deleted`,
-      ),
-      applyDeletions: db.prepare<Bind>(
-        `UPDATE users SET deleted_at = @now WHERE user_id IN (SELECT user_id FROM stage_deleted)`,
-      ),
-      applyStagedUsers: db.prepare<Bind>(
-        `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
-         SELECT ${cols(USER_COLUMNS, 's.')}, @now, @now,
-                CASE WHEN s.seq IN (SELECT seq FROM stage_losers) THEN @now END
-         FROM stage_users AS s WHERE true
-         ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded},
-           last_seen_at = excluded.last_seen_at, deleted_at = excluded.deleted_at`,
-      ),
-      // Into an empty table: in primary-key order, so its b-tree only ever appends. `+` keeps the
-      // planner off stage_users_id: a sort reads the staged rows in sequence, the index reads them
-      // at random, which at a million rows costs more (measured).
-      loadStagedUsers: db.prepare<Bind>(
-        `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
-         SELECT ${cols(USER_COLUMNS, 's.')}, @now, @now,
-                CASE WHEN s.seq IN (SELECT seq FROM stage_losers) THEN @now END
-         FROM stage_users AS s ORDER BY +s.user_id`,
+      clientIdsOf: db.prepare<[string], { user_id: string; client_user_id: string }>(
+        `SELECT u.user_id, u.client_user_id FROM json_each(?) AS j JOIN users AS u ON u.user_id = j.value`,
       ),
       isEmpty: db
         .prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`)
         .pluck(),
-      secondaryIndexes: db
-        .prepare<[], { name: string; sql: string }>(
-          `SELECT name, sql FROM sqlite_schema
-           WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
-        ),
-      dropStagedUsersSources: db.prepare(
-        `DELETE FROM connected_sources WHERE user_id IN (SELECT user_id FROM stage_users)`,
-      ),
-      // In user_id order: connected_sources is clustered on it, and ordered inserts are cheap ones
-      // (sorted, not read through the index: see loadStagedUsers).
-      applyStagedSources: db.prepare(
-        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
-         SELECT s.user_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4
-         FROM stage_users AS s, json_each(s.sources) AS j
-         ORDER BY +s.user_id`,
-      ),
-      // Probes the covering index per warning row: costs what field_warnings holds, not what was staged.
-      dropStagedUsersWarnings: db.prepare(
-        `DELETE FROM field_warnings
-         WHERE EXISTS (SELECT 1 FROM stage_users AS s INDEXED BY stage_users_id WHERE s.user_id = field_warnings.user_id)`,
-      ),
-      applyStagedWarnings: db.prepare<Bind>(
-        `INSERT INTO field_warnings (user_id, field, problem, run_id, at)
-         SELECT s.user_id, j.value ->> 0, j.value ->> 1, @run, @now
-         FROM stage_users AS s INDEXED BY stage_users_warned, json_each(s.warnings) AS j
-         WHERE s.warnings <> '[]'`,
-      ),
-      countChanges: db.prepare<[number], { change: string; n: number }>(
-        `SELECT change, count(*) AS n FROM user_changes WHERE run_id = ? GROUP BY change`,
-      ),
-      countSwept: db.prepare<[], number>(`SELECT count(*) FROM stage_deleted WHERE superseded = 0`).pluck(),
-      markPublished: db.prepare<Bind>(
-        `UPDATE sync_runs SET created = @created, updated = @updated, deleted = @deleted, superseded = @superseded,
-           swept = @swept, published_at = @now
-         WHERE id = @run`,
+      secondaryIndexes: db.prepare<[], SecondaryIndex>(
+        `SELECT name, sql FROM sqlite_schema
+         WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
       ),
 
-      clientIdsOf: db.prepare<[string], { user_id: string; client_user_id: string }>(
-        `SELECT u.user_id, u.client_user_id FROM json_each(?) AS j JOIN users AS u ON u.user_id = j.value`,
-      ),
-
-      // --- refresh (online resolve) ---
+      // --- one user, applied as its page arrives (and by refreshUser) ---
       liveUser: db.prepare<[string], LiveState & { raw: string }>(
         `SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`,
       ),
+      isDeleted: db.prepare<[string], number>(`SELECT deleted_at IS NOT NULL FROM users WHERE user_id = ?`).pluck(),
       parkUser: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ? AND deleted_at IS NULL`),
       holdersOfKey: db
         .prepare<[string, string, string], string>(
@@ -441,31 +330,99 @@ export class MirrorWriter {
         )
         .pluck(),
       softDelete: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ?`),
-      upsertUser: db.prepare<Cell[]>(
+      // Positional binds: on a first sync this runs once per user, and named ones cost more.
+      insertUser: db.prepare<[Cell[]]>(
+        `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
+         VALUES (${marks(USER_COLUMNS.length + 2)}, NULL)`,
+      ),
+      upsertUser: db.prepare<[Cell[]]>(
         `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
          VALUES (${marks(USER_COLUMNS.length + 2)}, NULL)
          ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded}, last_seen_at = excluded.last_seen_at, deleted_at = NULL`,
       ),
+      deleteUser: db.prepare<[string]>(`DELETE FROM users WHERE user_id = ?`),
       dropSources: db.prepare<[string]>(`DELETE FROM connected_sources WHERE user_id = ?`),
-      dropWarnings: db.prepare<[string]>(`DELETE FROM field_warnings WHERE user_id = ?`),
-      insertWarning: db.prepare<[string, string, string, string]>(
-        `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, NULL, ?)`,
-      ),
-      insertSource: db.prepare<Cell[]>(
+      insertSource: db.prepare<[Cell[]]>(
         `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length)})`,
+      ),
+      dropWarnings: db.prepare<[string]>(`DELETE FROM field_warnings WHERE user_id = ?`),
+      insertWarning: db.prepare<[string, string, string, number | null, string]>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, ?, ?)`,
       ),
       insertChange: db.prepare<[number | null, string, string, string]>(
         `INSERT INTO user_changes (run_id, user_id, change, at) VALUES (?, ?, ?, ?)`,
+      ),
+      // Through user_changes_user: a user's change rows, few, then the run's among them.
+      runChange: db.prepare<[string, number], { id: number; change: string }>(
+        `SELECT id, change FROM user_changes WHERE user_id = ? AND run_id = ?`,
+      ),
+      setChange: db.prepare<[string, string, number]>(`UPDATE user_changes SET change = ?, at = ? WHERE id = ?`),
+      dropChange: db.prepare<[number]>(`DELETE FROM user_changes WHERE id = ?`),
+
+      bulkSource: db.prepare<[Cell[]]>(
+        `INSERT INTO bulk_sources (owner, ${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length + 1)})`,
+      ),
+      clearBulkSources: db.prepare(`DELETE FROM bulk_sources`),
+
+      // --- publish ---
+      // In (user_id, slug) order: appends only. The owner test drops what a repeat listing replaced;
+      // it probes the users primary key in order, without reading the rows.
+      loadBulkSources: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS)} FROM bulk_sources ORDER BY user_id, slug`,
+      ),
+      loadBulkSourcesOfLatest: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS, 's.')} FROM bulk_sources AS s
+         WHERE s.owner = (SELECT rowid FROM users WHERE user_id = s.user_id)
+         ORDER BY s.user_id, s.slug`,
+      ),
+      // Every user of a first sync is new: 'created', unless it lost its key (no visible change).
+      // Through the covering index, in user_id order, so that user_changes_user only appends.
+      recordBulkCreated: db.prepare<Bind>(
+        `INSERT INTO user_changes (run_id, user_id, change, at)
+         SELECT @run, user_id, 'created', @now FROM users INDEXED BY users_content WHERE deleted_at IS NULL ORDER BY user_id`,
+      ),
+      // Two users of one key, in a first sync: the later write (higher rowid: a repeat listing is
+      // deleted and inserted again) keeps the key.
+      keyLosers: db
+        .prepare<[], string>(
+          `SELECT user_id FROM (
+             SELECT user_id, row_number() OVER (PARTITION BY team_id, client_user_id ORDER BY rowid DESC) AS rank
+             FROM users WHERE deleted_at IS NULL)
+           WHERE rank > 1`,
+        )
+        .pluck(),
+      // Still active: a user soft-deleted since the run began (superseded, or online) stays as it is.
+      recordDeletions: db.prepare<Bind>(
+        `INSERT INTO user_changes (run_id, user_id, change, at)
+         SELECT @run, u.user_id, 'deleted', @now FROM json_each(@ids) AS j JOIN users AS u ON u.user_id = j.value
+         WHERE u.deleted_at IS NULL`,
+      ),
+      applyDeletions: db.prepare<Bind>(
+        `UPDATE users SET deleted_at = @now WHERE user_id IN (SELECT value FROM json_each(@ids)) AND deleted_at IS NULL`,
+      ),
+      countChanges: db.prepare<[number], { change: string; n: number }>(
+        `SELECT change, count(*) AS n FROM user_changes WHERE run_id = ? GROUP BY change`,
+      ),
+      markPublished: db.prepare<Bind>(
+        `UPDATE sync_runs SET created = @created, updated = @updated, deleted = @deleted, superseded = @superseded,
+           swept = @swept, published_at = @now
+         WHERE id = @run`,
       ),
     };
   }
 
   /**
-   * Starts a run. Any run still 'running' is left over from a process that
-   * died (one writer per mirror file is assumed) and becomes 'failed' /
-   * 'interrupted'. Staging left by an unfinished run on this connection is dropped.
+   * Starts a run: commits its row, then opens the run's write transaction
+   * (BEGIN IMMEDIATE), which stays open until publish commits it or
+   * finishRun rolls it back. Any run still 'running' is left over from a
+   * process that died (one writer per mirror file is assumed) and becomes
+   * 'failed' / 'interrupted'; a run left open on this connection is rolled back.
    */
   beginRun(totalAtStart?: number): number {
+    if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    this.run = undefined;
     const now = this.now();
     const id = this.db
       .transaction(() => {
@@ -474,16 +431,23 @@ export class MirrorWriter {
         return Number(inserted.lastInsertRowid);
       })
       .immediate();
-    this.clearStaging();
-    this.run = { id, seq: 0, duplicates: 0, ledger: new RunLedger(this.activeUsers()), broken: false };
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const ledger = new RunLedger(this.activeUsers());
+      const bulk = this.s.isEmpty.get() === 1 ? { indexes: this.dropSecondaryIndexes(), repeats: 0 } : undefined;
+      this.run = { id, duplicates: 0, ledger, broken: false, open: true, bulk, rejected: [], rejectedBytes: 0 };
+    } catch (err) {
+      this.db.exec('ROLLBACK');
+      throw err;
+    }
     return id;
   }
 
   /**
-   * Stages one page of parsed records. An unchanged user costs a hash and a
-   * compare in memory; only new, changed and reappearing users reach SQLite
-   * (the TEMP staging tables, in one transaction). A user_id listed twice in
-   * a run keeps its latest listing.
+   * Writes one page of parsed records into the run's transaction. An
+   * unchanged user costs a hash and a compare in memory; only new, changed
+   * and reappearing users reach SQLite. A user_id listed twice in a run
+   * keeps its latest listing.
    */
   stagePage(runId: number, records: readonly StagedRecord[]): StagePageResult {
     const sighted = records.map((record) => {
@@ -496,14 +460,19 @@ export class MirrorWriter {
   /**
    * Records one listing of a user in the run's ledger and says what it takes:
    * the sync asks this from the record's bytes, before parsing it, so that an
-   * unchanged record is never parsed. Every 'write' and 'repeat-*' sighting
-   * must then reach stageSighted.
+   * unchanged record is never parsed. Every sighting but 'unchanged' must
+   * then reach stageSighted with its record.
    */
   sight(runId: number, userId: string, digest: string): Sighting {
     return this.openLedger(runId).ledger.sight(userId, digest);
   }
 
-  /** Stages what `sight` asked for: the records to write, and a tombstone for a repeat that matched the mirror. */
+  /**
+   * Applies what `sight` asked for to the mirror's tables, inside the run's
+   * transaction: readers see none of it until publish commits. A page is
+   * applied whole or not at all (a savepoint); a page that fails breaks the
+   * run, which can then only fail.
+   */
   stageSighted(runId: number, sighted: readonly SightedRecord[]): StagePageResult {
     const { run } = this.openLedger(runId);
     let changed = 0;
@@ -513,14 +482,10 @@ export class MirrorWriter {
       if (sighting === 'repeat-write' || sighting === 'repeat-unchanged') duplicates++;
     }
     if (changed > 0 || duplicates > 0) {
+      const now = this.now();
       try {
         this.db.transaction(() => {
-          for (const item of sighted) {
-            if (item.sighting === 'write' || item.sighting === 'repeat-write') {
-              if (item.record === undefined) throw new TypeError(`stageSighted: a '${item.sighting}' sighting without its record`);
-              this.stageRecord(++run.seq, item.record, item.digest);
-            } else if (item.sighting === 'repeat-unchanged') this.s.stageTombstone.run(++run.seq, item.userId);
-          }
+          for (const item of sighted) if (item.sighting !== 'unchanged') this.applySighted(run, item, now);
         })();
       } catch (err) {
         run.broken = true;
@@ -532,26 +497,27 @@ export class MirrorWriter {
   }
 
   /**
-   * Keeps a record that failed validation, for diagnosis. Written to the
-   * mirror at once, not staged: it describes the run even if the run fails.
+   * Keeps a record that failed validation, for diagnosis. Buffered and
+   * written by finishRun, after the run's transaction ends, so that it
+   * describes the run whether it published or rolled back (up to
+   * REJECTED_KEPT records or REJECTED_KEPT_BYTES; beyond, only counted).
    */
   stageRejected(runId: number, rejected: RejectedRecordInput): void {
     const { run, ledger } = this.openLedger(runId);
     const userId = stringField(rejected.raw, 'user_id');
-    this.db
-      .transaction(() => {
-        this.s.insertRejected.run({
-          run: runId,
-          offset: rejected.offset,
-          index: rejected.index,
-          userId: userId ?? null,
-          clientUserId: stringField(rejected.raw, 'client_user_id') ?? null,
-          reason: rejected.reason,
-          raw: JSON.stringify(rejected.raw) ?? 'null',
-          now: this.now(),
-        });
-      })
-      .immediate();
+    const raw = JSON.stringify(rejected.raw) ?? 'null';
+    if (run.rejected.length < REJECTED_KEPT && run.rejectedBytes + raw.length <= REJECTED_KEPT_BYTES) {
+      run.rejected.push({
+        offset: rejected.offset,
+        index: rejected.index,
+        userId: userId ?? null,
+        clientUserId: stringField(rejected.raw, 'client_user_id') ?? null,
+        reason: rejected.reason,
+        raw,
+        at: this.now(),
+      });
+      run.rejectedBytes += raw.length;
+    }
     if (userId !== undefined) ledger.sightUnparsed(userId);
   }
 
@@ -562,7 +528,8 @@ export class MirrorWriter {
 
   /** Every deletion candidate's user_id: for callers that know them all gone (tests, tools). */
   listUnseenActive(runId: number): string[] {
-    return [...this.unseenActiveIds(this.openLedger(runId).ledger)];
+    const { ledger } = this.openLedger(runId);
+    return ledger.unseenActiveCount === 0 ? [] : [...this.unseenActiveIds(ledger)];
   }
 
   /**
@@ -572,70 +539,65 @@ export class MirrorWriter {
    */
   pickUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {
     const { ledger } = this.openLedger(runId);
+    if (ledger.unseenActiveCount === 0) return [];
     const picked = reservoirSample(this.unseenActiveIds(ledger), Math.max(0, Math.floor(limit)));
     if (picked.length === 0) return [];
     return this.s.clientIdsOf.all(JSON.stringify(picked));
   }
 
   /**
-   * Applies the staged run in one IMMEDIATE transaction: staged users and
-   * their sources, change rows, superseded holders of a key, and the
-   * deletions the service confirmed. Staging is cleared in the same
-   * transaction, so a publish that throws leaves mirror and staging as they were.
+   * Ends the run's transaction with what is left to do: on a first sync,
+   * settle key conflicts and build the secondary indexes again; apply the
+   * deletions the service confirmed; count the changes; mark the run
+   * published; COMMIT. Readers see the previous mirror until that COMMIT and
+   * the whole run after it. If anything before the COMMIT throws, the run is
+   * left as it was before publish, still open, for finishRun to roll back.
    */
   publish(runId: number, opts: PublishDeletions): PublishResult {
-    const { run, ledger } = this.openLedger(runId);
-    if (run.broken) throw new Error(`sync run ${runId}: a page failed to stage; discard the staging first`);
-    const result = this.db
-      .transaction((): PublishResult => {
-        const state = this.s.runState.get(runId);
-        if (state === undefined || state.status !== 'running' || state.published_at !== null) {
-          throw new Error(`sync run ${runId} is not a running, unpublished run`);
-        }
-        const now = this.now();
-        const at = { run: runId, now };
-        this.db.exec(STAGING_INDEXES);
-        if (run.duplicates > 0) this.s.dropSupersededListings.run();
-        this.s.findLosers.run();
-        this.s.recordStagedChanges.run(at);
-        this.s.parkMovingUsers.run({ now });
-        this.s.findSuperseded.run();
-        for (const batch of batches(opts.deletions, BATCH)) this.s.deleteIds.run(JSON.stringify(batch));
-        this.s.recordDeletions.run(at);
-        this.s.applyDeletions.run({ now });
-        if (this.s.isEmpty.get() === 1) {
-          this.withoutSecondaryIndexes(() => {
-            this.s.loadStagedUsers.run({ now });
-            this.s.applyStagedSources.run();
-          });
-        } else {
-          this.s.applyStagedUsers.run({ now });
-          this.s.dropStagedUsersSources.run();
-          this.s.applyStagedSources.run();
-        }
-        this.s.dropStagedUsersWarnings.run();
-        this.s.applyStagedWarnings.run(at);
-
-        const counts = { created: 0, updated: 0, deleted: 0 };
-        for (const { change, n } of this.s.countChanges.all(runId)) {
-          if (change === 'created' || change === 'updated' || change === 'deleted') counts[change] = n;
-        }
-        // Every deletion not confirmed upstream was a key taken over.
-        const superseded = counts.deleted - (this.s.countSwept.get() ?? 0);
-        this.s.markPublished.run({ ...at, ...counts, superseded, swept: opts.deletionsChecked ? 1 : 0 });
-        this.clearStaging();
-        return { ...counts, superseded };
-      })
-      .immediate();
+    const { run } = this.openLedger(runId);
+    if (run.broken) throw new Error(`sync run ${runId}: a page failed to stage; the run can only fail`);
+    const result = this.db.transaction((): PublishResult => {
+      const state = this.s.runState.get(runId);
+      if (state === undefined || state.status !== 'running' || state.published_at !== null) {
+        throw new Error(`sync run ${runId} is not a running, unpublished run`);
+      }
+      const now = this.now();
+      if (run.bulk !== undefined) this.finishBulkLoad(run.bulk, runId, now);
+      let swept = 0;
+      for (const batch of batches(new Set(opts.deletions), BATCH)) {
+        const ids = JSON.stringify(batch);
+        this.s.recordDeletions.run({ run: runId, now, ids });
+        swept += this.s.applyDeletions.run({ now, ids }).changes;
+      }
+      const counts = { created: 0, updated: 0, deleted: 0 };
+      for (const { change, n } of this.s.countChanges.all(runId)) {
+        if (change === 'created' || change === 'updated' || change === 'deleted') counts[change] = n;
+      }
+      // Every deletion not confirmed upstream was a key taken over.
+      const superseded = counts.deleted - swept;
+      this.s.markPublished.run({ run: runId, now, ...counts, superseded, swept: opts.deletionsChecked ? 1 : 0 });
+      return { ...counts, superseded };
+    })();
+    this.db.exec('COMMIT');
+    run.open = false;
     run.ledger = undefined;
     return result;
   }
 
+  /**
+   * Records how the run ended. A run not published by now is rolled back:
+   * nothing of it reaches the mirror. Its rejected records are written here,
+   * with the run's row, in one short transaction.
+   */
   finishRun(runId: number, result: FinishRunInput): void {
     const run = this.run?.id === runId ? this.run : undefined;
-    if (run !== undefined && result.status === 'failed') this.clearStaging();
+    if (run?.open === true) {
+      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      run.open = false;
+    }
     this.db
       .transaction(() => {
+        for (const r of run?.rejected ?? []) this.s.insertRejected.run({ run: runId, ...r });
         this.s.finishRun.run({
           run: runId,
           now: this.now(),
@@ -678,19 +640,13 @@ export class MirrorWriter {
         if (live !== undefined && live.deleted_at === null && sameContent(JSON.parse(live.raw), JSON.parse(rawJson))) {
           return { change: 'unchanged', superseded: [] };
         }
-        // Out of the unique index first, in case this user's own key moves onto a taken one.
-        this.s.parkUser.run(now, user.user_id);
-        const superseded = this.s.holdersOfKey.all(user.team_id, user.client_user_id, user.user_id);
+        const superseded = this.takeKey(user, now);
         for (const id of superseded) {
           this.s.softDelete.run(now, id);
           this.s.insertChange.run(null, id, 'deleted', now);
         }
-        const row = toUserRow(user, rawJson, digest);
-        this.s.upsertUser.run(...USER_COLUMNS.map((c) => row[c]), now, now);
-        this.s.dropSources.run(user.user_id);
-        for (const source of toSourceRows(user)) this.s.insertSource.run(...SOURCE_COLUMNS.map((c) => source[c]));
-        this.s.dropWarnings.run(user.user_id);
-        for (const w of record.warnings) this.s.insertWarning.run(user.user_id, w.field, w.problem, now);
+        this.s.upsertUser.run(this.userValues(record, digest, now));
+        this.replaceDetails(record, null, now);
         const change: RefreshChange = live === undefined || live.deleted_at !== null ? 'created' : 'updated';
         this.s.insertChange.run(null, user.user_id, change, now);
         return { change, superseded };
@@ -698,33 +654,133 @@ export class MirrorWriter {
       .immediate();
   }
 
-  private stageRecord(seq: number, record: StagedRecord, digest: string): void {
-    const row = toUserRow(record.user, record.rawJson, digest);
-    const values: Cell[] = [seq];
-    for (const c of USER_COLUMNS) values.push(row[c]);
-    values.push(sourcesJson(toSourceRows(record.user)), warningsJson(record.warnings));
-    // One array binds as the anonymous parameters, without spreading every column as an argument.
-    this.s.stageUser.run(values);
+  private applySighted(run: OpenRun, item: SightedRecord, now: string): void {
+    const { record } = item;
+    if (record === undefined) throw new TypeError(`stageSighted: a '${item.sighting}' sighting without its record`);
+    if (run.bulk !== undefined) this.insertPlainly(run, run.bulk, record, item.digest, item.sighting !== 'write', now);
+    else this.applyUser(run, record, item.digest, item.sighting, now);
   }
 
   /**
-   * The first sync fills empty tables: dropping their secondary indexes and
-   * building them again afterwards (by sorting) costs about half of keeping
-   * them up to date row by row. Inside publish's transaction, so readers see
-   * the indexes throughout, and a crash leaves them as they were.
+   * A first sync: nothing was there, so a listing is an insert. Its sources
+   * wait in bulk_sources and its change row is written at publish (both
+   * sorted). A repeat replaces the earlier listing's row (delete, insert:
+   * the later listing gets the higher rowid, which settles key conflicts at
+   * publish).
    */
-  private withoutSecondaryIndexes(load: () => void): void {
-    const indexes = this.s.secondaryIndexes.all();
-    for (const { name } of indexes) this.db.exec(`DROP INDEX main."${name.replaceAll('"', '""')}"`);
-    load();
-    for (const { sql } of indexes) this.db.exec(sql);
+  private insertPlainly(run: OpenRun, bulk: BulkLoad, record: StagedRecord, digest: string, repeat: boolean, now: string): void {
+    const userId = record.user.user_id;
+    if (repeat) {
+      bulk.repeats++;
+      this.s.deleteUser.run(userId);
+      this.s.dropWarnings.run(userId);
+    }
+    const owner = this.s.insertUser.run(this.userValues(record, digest, now)).lastInsertRowid;
+    for (const source of toSourceRows(record.user)) {
+      const values: Cell[] = [Number(owner)];
+      for (const c of SOURCE_COLUMNS) values.push(source[c]);
+      this.s.bulkSource.run(values);
+    }
+    for (const w of record.warnings) this.s.insertWarning.run(userId, w.field, w.problem, run.id, now);
   }
 
-  private clearStaging(): void {
-    this.db.exec(
-      `DELETE FROM stage_users; DELETE FROM stage_tombstones; DELETE FROM stage_losers; DELETE FROM stage_deleted;
-       DROP INDEX IF EXISTS temp.stage_users_id; DROP INDEX IF EXISTS temp.stage_users_key;`,
-    );
+  /**
+   * One user into a mirror that had users, as refreshUser does it, with the
+   * change kept to one row per user and run: the state before the run
+   * against the state after it (no/yes 'created', yes/yes 'updated', yes/no
+   * 'deleted', no/no none).
+   */
+  private applyUser(run: OpenRun, record: StagedRecord, digest: string, sighting: Sighting, now: string): void {
+    const userId = record.user.user_id;
+    const deleted = this.s.isDeleted.get(userId);
+    // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
+    const prior = sighting !== 'write' || deleted === 1 ? this.s.runChange.get(userId, run.id) : undefined;
+    const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
+    for (const holder of this.takeKey(record.user, now)) this.retire(run.id, holder, now);
+    this.s.upsertUser.run(this.userValues(record, digest, now));
+    this.replaceDetails(record, run.id, now);
+    // A later listing equal to the mirror at the start (the ledger says so): the run changes nothing of this user.
+    const change = sighting === 'repeat-unchanged' ? undefined : activeBefore ? 'updated' : 'created';
+    this.recordChange(run.id, userId, prior, change, now);
+  }
+
+  /** Soft-deletes the holder of a key another user takes, as 'deleted' unless this run created it. */
+  private retire(runId: number, userId: string, now: string): void {
+    this.s.softDelete.run(now, userId);
+    const prior = this.s.runChange.get(userId, runId);
+    this.recordChange(runId, userId, prior, prior?.change === 'created' ? undefined : 'deleted', now);
+  }
+
+  private recordChange(runId: number, userId: string, prior: { id: number } | undefined, change: string | undefined, now: string): void {
+    if (prior === undefined) {
+      if (change !== undefined) this.s.insertChange.run(runId, userId, change, now);
+    } else if (change === undefined) this.s.dropChange.run(prior.id);
+    else this.s.setChange.run(change, now, prior.id);
+  }
+
+  /**
+   * Takes the user out of the unique key index (its own key may move onto a
+   * taken one), and returns the other active holders of its new key: the
+   * newer record wins, the caller retires them.
+   */
+  private takeKey(user: User, now: string): string[] {
+    this.s.parkUser.run(now, user.user_id);
+    return this.s.holdersOfKey.all(user.team_id, user.client_user_id, user.user_id);
+  }
+
+  private userValues(record: StagedRecord, digest: string, now: string): Cell[] {
+    const row = toUserRow(record.user, record.rawJson, digest);
+    const values: Cell[] = [];
+    for (const c of USER_COLUMNS) values.push(row[c]);
+    values.push(now, now);
+    return values;
+  }
+
+  private replaceDetails(record: StagedRecord, runId: number | null, now: string): void {
+    this.s.dropSources.run(record.user.user_id);
+    this.s.dropWarnings.run(record.user.user_id);
+    this.insertDetails(record, runId, now);
+  }
+
+  private insertDetails(record: StagedRecord, runId: number | null, now: string): void {
+    for (const source of toSourceRows(record.user)) this.s.insertSource.run(SOURCE_COLUMNS.map((c) => source[c]));
+    for (const w of record.warnings) this.s.insertWarning.run(record.user.user_id, w.field, w.problem, runId, now);
+  }
+
+  /**
+   * A first sync fills empty tables: dropping their secondary indexes and
+   * building them again at publish (by sorting) costs about half of keeping
+   * them up row by row. Inside the run's transaction: readers keep seeing the
+   * indexes, and a crash or a failed run leaves them as they were.
+   */
+  private dropSecondaryIndexes(): SecondaryIndex[] {
+    const indexes = this.s.secondaryIndexes.all();
+    for (const { name } of indexes) this.db.exec(`DROP INDEX main."${name.replaceAll('"', '""')}"`);
+    return indexes;
+  }
+
+  /**
+   * Ends a first sync's load: the sources, sorted, then the dropped indexes
+   * built again, then a change row per active user. Two users listed with
+   * one key make the unique key index fail: then the later-written one keeps
+   * the key, the others are soft-deleted (new in this run: no change row),
+   * and the index is built again.
+   */
+  private finishBulkLoad(bulk: BulkLoad, runId: number, now: string): void {
+    (bulk.repeats > 0 ? this.s.loadBulkSourcesOfLatest : this.s.loadBulkSources).run();
+    this.s.clearBulkSources.run();
+    let settled = false;
+    for (const { sql } of bulk.indexes) {
+      try {
+        this.db.exec(sql);
+      } catch (err) {
+        if (settled || (err as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw err;
+        settled = true;
+        for (const userId of this.s.keyLosers.all()) this.s.softDelete.run(now, userId);
+        this.db.exec(sql);
+      }
+    }
+    this.s.recordBulkCreated.run({ run: runId, now });
   }
 
   private openLedger(runId: number): { run: OpenRun; ledger: RunLedger } {

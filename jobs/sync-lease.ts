@@ -9,6 +9,11 @@
  * takes SQLite's write lock, so the read-decide-write below is atomic across
  * processes.
  *
+ * A sync holds the mirror's write lock for its whole run (db/mirror-writer.ts),
+ * so its renewals are uncommitted until the run ends: to another process the
+ * lease may look expired. Taking it needs the write lock, though, which waits
+ * for the run's COMMIT; when the wait runs out (SQLITE_BUSY) the lease is held.
+ *
  * A lease, not a lock: it expires unless renewed, so a holder that died
  * without releasing (SIGKILL, OOM, power) does not block the mirror forever.
  * On the same host a dead holder's pid frees the lease at once; a holder on
@@ -25,6 +30,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/open.js';
+import { isBusy } from '../db/busy-retry.js';
 
 export interface LeaseRow {
   holder: string;
@@ -83,14 +89,7 @@ export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): Acquir
   const holder = `${host}:${process.pid}:${randomUUID()}`;
 
   const claim = db.transaction((): LeaseRow | undefined => {
-    const row = db.prepare<[], LeaseDbRow>('SELECT holder, host, pid, acquired_at, expires_at FROM sync_lease WHERE id = 1').get();
-    const current = row && {
-      holder: row.holder,
-      host: row.host,
-      pid: row.pid,
-      acquiredAt: row.acquired_at,
-      expiresAt: row.expires_at,
-    };
+    const current = readLease(db);
     const t = now();
     if (!leaseIsFree(current, { host }, t, pidAlive)) return current;
     db.prepare(
@@ -101,7 +100,15 @@ export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): Acquir
     return undefined;
   });
 
-  const heldBy = claim.immediate();
+  let heldBy: LeaseRow | undefined;
+  try {
+    heldBy = claim.immediate();
+  } catch (err) {
+    // A sync holds the mirror's write lock for its whole run, lease renewals included (uncommitted):
+    // the lease it shows may look expired, but the lock says it is held.
+    if (!isBusy(err)) throw err;
+    heldBy = readLease(db) ?? { holder: 'unknown (the mirror is write-locked)', host: '', pid: 0, acquiredAt: 0, expiresAt: 0 };
+  }
   if (heldBy !== undefined) return { acquired: false, heldBy };
 
   let released = false;
@@ -177,6 +184,11 @@ export async function withSyncLease<T>(
   } finally {
     claim.lease.release();
   }
+}
+
+function readLease(db: Db): LeaseRow | undefined {
+  const row = db.prepare<[], LeaseDbRow>('SELECT holder, host, pid, acquired_at, expires_at FROM sync_lease WHERE id = 1').get();
+  return row && { holder: row.holder, host: row.host, pid: row.pid, acquiredAt: row.acquired_at, expiresAt: row.expires_at };
 }
 
 function pidAlive(pid: number): boolean {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { acquireSyncLease, withSyncLease } from '../jobs/sync-lease.js';
+import { MirrorWriter } from '../db/mirror-writer.js';
 
 let dir: string;
 let a: Db;
@@ -64,6 +65,22 @@ describe('acquireSyncLease', () => {
     expect(late.acquired).toBe(true);
     if (late.acquired) late.lease.release();
     if (first.acquired) first.lease.release();
+  });
+
+  it('a sync holding the write lock keeps the lease, even when its (uncommitted) renewals make it look expired', () => {
+    const first = acquireSyncLease(a, { ttlMs: 1_000, now: () => 0, host: 'other-host' });
+    if (!first.acquired) throw new Error('expected the lease');
+    const writer = new MirrorWriter(a);
+    const runId = writer.beginRun();
+    // As the holder's renewals would, inside the run's open transaction: invisible to b.
+    a.prepare('UPDATE sync_lease SET expires_at = 10000').run();
+    b.pragma('busy_timeout = 100');
+    const claim = acquireSyncLease(b, { now: () => 5_000 });
+    expect(claim).toMatchObject({ acquired: false, heldBy: { holder: first.lease.holder, expiresAt: 1_000 } });
+    writer.publish(runId, { deletionsChecked: false, deletions: [] });
+    writer.finishRun(runId, { status: 'partial', pages: 0, usersSeen: 0 });
+    expect(acquireSyncLease(b, { now: () => 5_000 })).toMatchObject({ acquired: false, heldBy: { expiresAt: 10_000 } });
+    first.lease.release();
   });
 
   it('tells the holder when its lease was taken', async () => {

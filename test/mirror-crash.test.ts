@@ -1,5 +1,5 @@
 /**
- * kill -9 of a sync process, mid-staging and mid-publish: the mirror must
+ * kill -9 of a sync process, mid-scan and mid-publish: the mirror must
  * open, pass integrity_check, hold one complete snapshot (the previous one,
  * or the new one if the publish had committed), and the next run must succeed.
  */
@@ -16,8 +16,11 @@ const N = 6_000;
 const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).href);
 
 /**
- * Runs sync generation 1 (every user changed, a quarter new) in a loop of
- * runs, announcing each phase on stdout so the parent can aim its kill.
+ * Runs sync generation 1 (every user changed, a quarter new), announcing
+ * each phase on stdout so the parent can aim its kill. The writer holds the
+ * run's write transaction open from beginRun on, with every page written
+ * into the mirror's tables as it is staged: mode 'scan' pauses between pages
+ * as a scan waiting on the network does, so the kill lands mid-scan.
  */
 const CHILD = `
 import { openMirror } from ${dist('db/open.js')};
@@ -43,8 +46,9 @@ for (;;) {
   for (const [i, page] of pages.entries()) {
     writer.stagePage(runId, page);
     if (i === 2) say('staging');
+    if (mode === 'scan') await new Promise((r) => setTimeout(r, 5));
   }
-  if (mode === 'staging') { say('staged'); setInterval(() => {}, 1000); break; }
+  if (mode === 'staging' || mode === 'scan') { say('staged'); setInterval(() => {}, 1000); break; }
   say('publishing');
   writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
@@ -81,8 +85,8 @@ function snapshot(db: Db) {
 }
 
 /** Starts the child and SIGKILLs it `delayMs` after it prints `cue`. */
-async function killAfter(mode: string, cue: string, delayMs: number): Promise<string> {
-  const child = spawn(process.execPath, [dir.file('child.mjs'), path, mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function killAfter(mode: string, cue: string, delayMs: number, file = path): Promise<string> {
+  const child = spawn(process.execPath, [dir.file('child.mjs'), file, mode], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
   await new Promise<void>((resolve, reject) => {
@@ -96,6 +100,10 @@ async function killAfter(mode: string, cue: string, delayMs: number): Promise<st
   child.kill('SIGKILL');
   await exited;
   return out;
+}
+
+function schema(db: Db): unknown[] {
+  return db.prepare(`SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name`).all();
 }
 
 function checkRecovers(db: Db): void {
@@ -115,19 +123,49 @@ function checkRecovers(db: Db): void {
 }
 
 describe('kill -9', () => {
-  it('while staging: the mirror is exactly the previous snapshot, and the next run succeeds', async () => {
+  /** Kills the child as `killAfter` does; the mirror must be exactly the snapshot before it, and recover. */
+  async function expectPreviousSnapshot(mode: string, cue: string, delayMs: number): Promise<string> {
     const before = (() => {
       const db = openMirror(path, { readonly: true });
       const s = snapshot(db);
       db.close();
       return s;
     })();
-    await killAfter('staging', 'staging', 50);
+    const out = await killAfter(mode, cue, delayMs);
     const db = openMirror(path);
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(snapshot(db)).toEqual(before);
       checkRecovers(db);
+    } finally {
+      db.close();
+    }
+    return out;
+  }
+
+  it('with the run open and every page written, before publish: the previous snapshot, and the next run succeeds', async () => {
+    await expectPreviousSnapshot('staging', 'staging', 50);
+  });
+
+  it.each([0, 25, 60])('mid-scan (kill %i ms after page 3), pages written into the open transaction: the previous snapshot', async (delay) => {
+    const out = await expectPreviousSnapshot('scan', 'staging', delay);
+    expect(out).not.toContain('staged');
+  });
+
+  it('mid-scan of a first sync (secondary indexes dropped in the open transaction): an empty mirror with its schema', async () => {
+    const empty = dir.file('empty.db');
+    const fresh = openMirror(empty);
+    const before = schema(fresh);
+    fresh.close();
+    await killAfter('scan', 'staging', 25, empty);
+    const db = openMirror(empty);
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(schema(db)).toEqual(before);
+      expect(db.prepare('SELECT count(*) FROM users').pluck().get()).toBe(0);
+      expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(0);
+      checkRecovers(db);
+      expect(schema(db)).toEqual(before);
     } finally {
       db.close();
     }

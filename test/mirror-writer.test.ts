@@ -270,11 +270,12 @@ describe('stagePage + publish', () => {
 
   it('refuses to publish a run whose staging failed half-way; the run can only fail', () => {
     const runId = writer.beginRun();
-    const internals = writer as unknown as { s: { stageUser: { run: (values: unknown[]) => unknown } } };
-    const real = internals.s.stageUser;
-    internals.s.stageUser = { run: () => { throw new Error('disk full'); } };
+    // The mirror is empty: a first sync inserts plainly.
+    const internals = writer as unknown as { s: { insertUser: { run: (values: unknown[]) => unknown } } };
+    const real = internals.s.insertUser;
+    internals.s.insertUser = { run: () => { throw new Error('disk full'); } };
     expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/disk full/);
-    internals.s.stageUser = real;
+    internals.s.insertUser = real;
     expect(() => writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toThrow(/failed to stage/);
     writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'disk full' });
     expect(active()).toBe(0);
@@ -319,6 +320,8 @@ describe('stagePage + publish', () => {
   it('marks a run left running by a dead process as interrupted, and starts clean', () => {
     const first = writer.beginRun(10);
     writer.stagePage(first, stagedUsers([1]));
+    // The run's write transaction dies with its process; its committed row stays 'running'.
+    db.exec('ROLLBACK');
     const other = new MirrorWriter(db, steppingClock());
     const second = other.beginRun();
     expect(db.prepare('SELECT status, error, total_at_start FROM sync_runs WHERE id = ?').get(first)).toEqual({

@@ -1,15 +1,17 @@
 /**
- * One sync run: scan the service's directory into staging, confirm upstream
- * which missing users are really gone, publish in one short transaction,
- * record the run.
+ * One sync run: scan the service's directory, writing each page's changed
+ * users into the run's open write transaction as the page arrives (the
+ * SQLite work overlaps the requests in flight), confirm upstream which
+ * missing users are really gone, apply those deletions and COMMIT (publish),
+ * record the run. Readers see the previous mirror until the COMMIT.
  *
  * Outcomes, and why:
  * - `failed`, nothing published: the first page could not be fetched (the
  *   service is down: nothing is known), the service refused the key on any
  *   request (401/403: never retried, and no other page would succeed), the
  *   run was aborted or passed its deadline (SYNC_MAX_DURATION_MS), or
- *   something unexpected broke (the database). Staging is discarded, the
- *   mirror is exactly as before.
+ *   something unexpected broke (the database). The run's transaction is
+ *   rolled back, the mirror is exactly as before.
  * - `partial`, creates and updates published, nothing deleted: pages failed
  *   (after their retries, or at once when not retryable: a page larger than
  *   SYNC_MAX_PAGE_BYTES, a malformed body), or the mass-delete breaker held (deletion-plan.ts). Every
@@ -278,7 +280,7 @@ function fail(
   totalAtStart: number | undefined,
   reason: string,
 ): SyncSummary {
-  // Finishing a run as failed also drops its staging: nothing of it is published.
+  // Finishing an unpublished run rolls its transaction back: nothing of it is published.
   writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: reason });
   const summary: SyncSummary = {
     runId,

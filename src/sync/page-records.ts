@@ -4,7 +4,10 @@
  * the run's ledger (`sight`) before anything else: a record whose bytes are
  * those of the stored user is never decoded, parsed or validated (it passed
  * validation when it was stored; ROW_FORMAT in db/user-row.ts covers rule
- * changes). Only new and changed records are parsed. The bytes as received
+ * changes). Only new and changed records are parsed, and a repeat listing
+ * (the directory moved under the scan) even when it matches the mirror: the
+ * earlier listing is already written into the run, and this one restores
+ * the user as it was. The bytes as received
  * are what the mirror keeps in `raw`, so nothing is serialised again.
  *
  * A record larger than `maxRecordBytes` (SYNC_MAX_RECORD_BYTES) is set aside,
@@ -49,7 +52,7 @@ function listRecord(body: Buffer, span: RecordSpan, index: number, offset: numbe
   }
   const digest = contentHash(body.subarray(span.start, span.end));
   let sighting = span.userId === undefined ? undefined : sight(span.userId, digest);
-  if (sighting === 'unchanged' || sighting === 'repeat-unchanged') {
+  if (sighting === 'unchanged') {
     out.sighted.push({ userId: span.userId ?? '', digest, sighting });
     return;
   }
@@ -66,7 +69,7 @@ function listRecord(body: Buffer, span: RecordSpan, index: number, offset: numbe
   }
   const userId = parsed.user.user_id;
   sighting ??= sight(userId, digest);
-  const record = sighting === 'write' || sighting === 'repeat-write' ? { user: parsed.user, rawJson, warnings: parsed.warnings } : undefined;
+  const record = sighting !== 'unchanged' ? { user: parsed.user, rawJson, warnings: parsed.warnings } : undefined;
   out.sighted.push({ userId, digest, sighting, ...(record === undefined ? {} : { record }) });
 }
 

@@ -1,7 +1,8 @@
 /**
  * One pass over the directory: given the first page (which fixed `total`),
- * fetch the remaining pages with `concurrency` fetchers and stage each page
- * the moment it arrives, in whatever order. Memory is bounded by the pages in
+ * fetch the remaining pages with `concurrency` fetchers and write each page
+ * into the run's open transaction the moment it arrives, in whatever order,
+ * while the other requests are in flight. Memory is bounded by the pages in
  * flight; the directory itself only ever accumulates in SQLite.
  *
  * A page that still fails after its retries is counted and skipped: the pass
