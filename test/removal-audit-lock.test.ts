@@ -10,28 +10,20 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
-import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 /** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */
 const HOLD_MS = 6_000;
 
 let shared: Shared;
 let rig: Rig;
-beforeAll(async () => {
-  shared = await startShared();
-});
-afterAll(async () => {
-  await shared?.close();
-});
-beforeEach(async () => {
-  rig = await createRig(shared);
-});
-afterEach(async () => {
-  await rig?.close();
+useRemovalRig((s, r) => {
+  shared = s;
+  rig = r;
 });
 
 /** A connection holding `path`'s write lock, as a publish in progress does. */

@@ -3,23 +3,15 @@
  * does no second delete, and 404 means "already removed".
  * Real Redis (its own redis-server) and the stand-in; no mocks.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
-import { createRig, deleteRequests, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 let shared: Shared;
 let rig: Rig;
-beforeAll(async () => {
-  shared = await startShared();
-});
-afterAll(async () => {
-  await shared?.close();
-});
-beforeEach(async () => {
-  rig = await createRig(shared);
-});
-afterEach(async () => {
-  await rig?.close();
+useRemovalRig((s, r) => {
+  shared = s;
+  rig = r;
 });
 
 describe('idempotent removals', () => {

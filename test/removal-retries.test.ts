@@ -3,25 +3,17 @@
  * service's detail; 5xx, resets and 429 are retried, honouring Retry-After;
  * 429 pauses the queue without burning attempts.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
 import { DEFAULT_LIMITER } from '../jobs/removal-worker.js';
-import { createRig, deleteRequests, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 let shared: Shared;
 let rig: Rig;
-beforeAll(async () => {
-  shared = await startShared();
-});
-afterAll(async () => {
-  await shared?.close();
-});
-beforeEach(async () => {
-  rig = await createRig(shared);
-});
-afterEach(async () => {
-  await rig?.close();
+useRemovalRig((s, r) => {
+  shared = s;
+  rig = r;
 });
 
 const policy = { attempts: 5, backoffMs: 20 };

@@ -58,6 +58,7 @@ import { waitForRedis } from './wait-for-redis.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
 import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
+import { LEASED_SYNC_ENV } from '../../jobs/leased-sync.js';
 import { settleWithin } from '../../jobs/settle-within.js';
 import { remainingBudget } from './shutdown.js';
 import { decideStartupSync } from './startup-sync.js';
@@ -85,14 +86,8 @@ export const DAEMON_ENV = [
   'AUDIT_DB',
   'MIRROR_ID',
   'SYNC_CRON',
-  'SYNC_CONCURRENCY',
-  'SYNC_MAX_DELETE_RATIO',
-  'SYNC_PAGE_ATTEMPTS',
-  'SYNC_PAGE_RETRY_BUDGET_MS',
-  'SYNC_MAX_DURATION_MS',
-  'SYNC_MAX_PAGE_BYTES',
-  'SYNC_MAX_RECORD_BYTES',
-  'SYNC_MAX_VERIFY',
+  // What the sync child reads: checked here too, so a bad value stops the daemon at start.
+  ...LEASED_SYNC_ENV,
   'SYNC_STALE_AFTER_MS',
   'REMOVAL_CONCURRENCY',
   'REMOVAL_BACKOFF_MS',

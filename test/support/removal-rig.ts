@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Db } from '../../db/open.js';
@@ -168,4 +169,28 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
 /** DELETE requests the stand-in received for one member (or for any). */
 export function deleteRequests(standIn: StandIn, memberId?: string): number {
   return standIn.requests.entries().filter((e) => e.method === 'DELETE' && (memberId === undefined || e.path.includes(memberId))).length;
+}
+
+/**
+ * The lifecycle every removal test file shares: one Redis and stand-in per
+ * file, a fresh rig (queue, worker, audit) per test, all closed afterwards.
+ * `onReady` receives them before each test.
+ */
+export function useRemovalRig(onReady: (shared: Shared, rig: Rig) => void): void {
+  let shared: Shared | undefined;
+  let rig: Rig | undefined;
+  beforeAll(async () => {
+    shared = await startShared();
+  });
+  afterAll(async () => {
+    await shared?.close();
+  });
+  beforeEach(async () => {
+    if (shared === undefined) throw new Error('useRemovalRig: the shared Redis and stand-in did not start');
+    rig = await createRig(shared);
+    onReady(shared, rig);
+  });
+  afterEach(async () => {
+    await rig?.close();
+  });
 }
