@@ -72,7 +72,7 @@ describe('dedup id and job options', () => {
   });
 
   it('keeps failed jobs, retries with the removal backoff, deduplicates', () => {
-    const opts = removalJobOptions({ org_id: ORG, member_id: MEMBER }, 'job-1', { attempts: 7, backoffMs: 250 });
+    const opts = removalJobOptions({ org_id: ORG, member_id: MEMBER, requested_by: undefined, reason: undefined }, 'job-1', { attempts: 7, backoffMs: 250 });
     expect(opts).toMatchObject({
       jobId: 'job-1',
       attempts: 7,

@@ -150,10 +150,10 @@ describe('verdictOf', () => {
   const user = (user_id: string) => ({ user_id, team_id: candidate.user_id, client_user_id: 'cu_1', connected_sources: [] });
 
   it('is alive only when the client id still names the same user', () => {
-    expect(verdictOf(candidate, { found: true, user: user(candidate.user_id.toUpperCase()) })).toBe('alive');
+    expect(verdictOf(candidate, { found: true, user: user(candidate.user_id.toUpperCase()), rawJson: '{}', warnings: [] })).toBe('alive');
     expect(verdictOf(candidate, { found: false })).toBe('gone');
     // Upstream reuses a client_user_id after a deletion: another user under the same client id.
-    expect(verdictOf(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d') })).toBe('gone');
+    expect(verdictOf(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d'), rawJson: '{}', warnings: [] })).toBe('gone');
   });
 });
 

@@ -1,5 +1,5 @@
 /** Which legacy shapes a user record shows, read off the wire JSON alone (as an observer would). */
-type Descriptor = { slug?: unknown };
+type Descriptor = { slug?: unknown; logo?: unknown };
 export type WireConnectedSource = { created_on?: unknown; provider?: Descriptor; source?: Descriptor };
 
 export function connectedSourcesOf(user: Record<string, unknown>): WireConnectedSource[] {
