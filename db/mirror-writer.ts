@@ -42,7 +42,7 @@ import { hostname } from 'node:os';
 import type { Db } from './open.js';
 import type { User } from '../src/service/schemas.js';
 import type { FieldWarning } from '../src/service/user-record.js';
-import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, type LiveState } from './user-row.js';
+import { contentHash, needsWrite, sameContent, SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type LiveState } from './user-row.js';
 import { RunLedger, type Sighting } from './run-ledger.js';
 
 export type { Sighting } from './run-ledger.js';
@@ -142,24 +142,6 @@ export interface MirrorWriterOptions {
   /** Page cache of the mirror, KiB. The run's dirty pages beyond it spill into the WAL (uncommitted). */
   cacheKiB?: number;
 }
-
-const USER_COLUMNS = [
-  'user_id',
-  'team_id',
-  'client_user_id',
-  'created_on',
-  'fallback_time_zone_id',
-  'fallback_time_zone_source_slug',
-  'fallback_time_zone_updated_at',
-  'fallback_birth_date',
-  'fallback_birth_date_source_slug',
-  'fallback_birth_date_updated_at',
-  'ingestion_start',
-  'ingestion_end',
-  'content_hash',
-  'raw',
-] as const;
-const SOURCE_COLUMNS = ['user_id', 'slug', 'name', 'logo', 'created_on', 'descriptor'] as const;
 
 const cols = (names: readonly string[], prefix = '') => names.map((c) => prefix + c).join(', ');
 const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');

@@ -14,23 +14,35 @@ import type { ConnectedSource, SourceDescriptor, User } from '../src/service/sch
 // v3: the hash and `raw` are the record's bytes as received, no longer JSON.stringify of the parsed record.
 const ROW_FORMAT = 'v3';
 
+/**
+ * The `users` columns that come from the record itself, in the order the
+ * writer binds them: the one list SQL and mapping are built from (the table
+ * itself is migration 1's, which never changes).
+ */
+export const USER_COLUMNS = [
+  'user_id',
+  'team_id',
+  'client_user_id',
+  'created_on',
+  'fallback_time_zone_id',
+  'fallback_time_zone_source_slug',
+  'fallback_time_zone_updated_at',
+  'fallback_birth_date',
+  'fallback_birth_date_source_slug',
+  'fallback_birth_date_updated_at',
+  'ingestion_start',
+  'ingestion_end',
+  'content_hash',
+  'raw',
+] as const;
+
+type UserColumn = (typeof USER_COLUMNS)[number];
+type Identity = 'user_id' | 'team_id' | 'client_user_id' | 'raw' | 'content_hash';
+
 /** Column values of one `users` row that come from the record itself. */
-export interface UserRow {
-  user_id: string;
-  team_id: string;
-  client_user_id: string;
-  created_on: string | null;
-  fallback_time_zone_id: string | null;
-  fallback_time_zone_source_slug: string | null;
-  fallback_time_zone_updated_at: string | null;
-  fallback_birth_date: string | null;
-  fallback_birth_date_source_slug: string | null;
-  fallback_birth_date_updated_at: string | null;
-  ingestion_start: string | null;
-  ingestion_end: string | null;
-  raw: string;
-  content_hash: string;
-}
+export type UserRow = { [C in Identity]: string } & { [C in Exclude<UserColumn, Identity>]: string | null };
+
+export const SOURCE_COLUMNS = ['user_id', 'slug', 'name', 'logo', 'created_on', 'descriptor'] as const;
 
 export interface SourceRow {
   user_id: string;
