@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { VitalClient } from '@tryvital/vital-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../src/config.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
@@ -86,6 +87,8 @@ describe('under pm2', () => {
   let dir: string;
   let env: Record<string, string>;
   let statusPort: number;
+  let replicaPort: number;
+  const replicaKey = `rk_pm2_${process.pid}`;
 
   const pm2 = (args: readonly string[], timeoutMs = 60_000) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
@@ -121,12 +124,17 @@ describe('under pm2', () => {
     standIn = await startStandIn({ port: 0, users: 600, seed: 33 });
     dir = mkdtempSync(join(tmpdir(), 'user-mirror-pm2-'));
     statusPort = await freePort();
+    replicaPort = await freePort();
     env = {
       ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'mirror.db'), queuePrefix: 'pm2', statusPort, cron: '*/5 * * * * *' }),
       HOME: dir,
       PM2_HOME: join(dir, 'pm2-home'),
       USER_MIRROR_LOG_DIR: join(dir, 'logs'),
       USER_MIRROR_APP_NAME: APP,
+      // The daemon's replica, keyed the way the official SDK sends its key.
+      REPLICA_PORT: String(replicaPort),
+      REPLICA_API_KEY: replicaKey,
+      REPLICA_API_KEY_HEADER: 'x-vital-api-key',
     };
   });
 
@@ -137,7 +145,7 @@ describe('under pm2', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('starts the daemon, sees it online and ready, stops it gracefully, and is killed', async () => {
+  it('starts the daemon, sees it online and ready, serves the replica with the service down, stops it gracefully, and is killed', async () => {
     const started = await pm2(['start', ECOSYSTEM]);
     expect(started.code, started.stderr).toBe(0);
 
@@ -159,6 +167,13 @@ describe('under pm2', () => {
     expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0 });
     // Ready once the start-up sync has made the new mirror fresh.
     await eventually(async () => ((await getStatus(statusPort, '/readyz')).status === 200 ? true : undefined), 30_000, '/readyz 200');
+
+    // The real service goes away; the official SDK, pointed at the replica, still resolves users.
+    const someone = [...standIn.directory.records()][7];
+    await standIn.close();
+    const sdk = new VitalClient({ apiKey: replicaKey, baseUrl: `http://127.0.0.1:${replicaPort}`, maxRetries: 0 });
+    const resolved = await sdk.user.getByClientUserId(String(someone?.client_user_id));
+    expect(resolved.userId).toBe(someone?.user_id);
 
     const stopped = await pm2(['stop', APP]);
     expect(stopped.code, stopped.stderr).toBe(0);
