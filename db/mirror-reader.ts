@@ -88,9 +88,12 @@ export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
 }));
 export type SyncRun = z.output<typeof SyncRunSchema>;
 
-export interface MirrorStats {
+export interface MirrorStats extends RunHistory {
   activeUsers: number;
   deletedUsers: number;
+}
+
+export interface RunHistory {
   lastRun: SyncRun | undefined;
   lastSucceededRun: SyncRun | undefined;
   /** The newest failed or partial run: why the mirror may be behind. */
@@ -206,9 +209,12 @@ export class MirrorReader {
 
   stats(): MirrorStats {
     const counts = this.s.counts.get() ?? { active: 0, deleted: 0 };
+    return { activeUsers: counts.active, deletedUsers: counts.deleted, ...this.runHistory() };
+  }
+
+  /** The runs that tell how fresh the mirror is: three indexed lookups, no count of users. */
+  runHistory(): RunHistory {
     return {
-      activeUsers: counts.active,
-      deletedUsers: counts.deleted,
       lastRun: parseRun(this.s.lastRun.get()),
       lastSucceededRun: parseRun(this.s.lastSucceeded.get()),
       lastProblemRun: parseRun(this.s.lastProblem.get()),

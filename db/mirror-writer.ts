@@ -50,7 +50,7 @@ export type { Sighting } from './run-ledger.js';
 export interface StagedRecord {
   /** The parsed record: fields that broke their rule are absent. */
   user: User;
-  /** JSON.stringify of the record as received, unknown fields included. */
+  /** The record's text exactly as received (its bytes, from a sync), unknown fields included. */
   rawJson: string;
   /** The fields dropped from `user`, stored in `field_warnings`. */
   warnings: readonly FieldWarning[];
@@ -178,12 +178,10 @@ interface BulkLoad {
 interface OpenRun {
   id: number;
   duplicates: number;
-  /** Undefined once published: the run can only be finished then. */
+  /** Set while the run's write transaction is open; undefined once published (or rolled back). */
   ledger: RunLedger | undefined;
   /** A page failed to apply after the ledger counted its records: publishing would lie. */
   broken: boolean;
-  /** The run's write transaction is open (from beginRun to publish's COMMIT or finishRun's ROLLBACK). */
-  open: boolean;
   /**
    * The mirror was empty at the start: the secondary indexes of users and
    * connected_sources were dropped inside the run's transaction, rows are
@@ -227,7 +225,8 @@ CREATE TEMP TABLE IF NOT EXISTS bulk_sources (
 );
 `;
 
-const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
+/** A run with no deletion candidates, or one that never got to count them. */
+export const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 /** Rows per statement when loading the active users and when sweeping. */
 const BATCH = 20_000;
@@ -417,7 +416,7 @@ export class MirrorWriter {
     try {
       const ledger = new RunLedger(this.activeUsers());
       const bulk = this.s.isEmpty.get() === 1 ? { indexes: this.dropSecondaryIndexes(), repeats: 0 } : undefined;
-      this.run = { id, duplicates: 0, ledger, broken: false, open: true, bulk, rejected: [], rejectedBytes: 0 };
+      this.run = { id, duplicates: 0, ledger, broken: false, bulk, rejected: [], rejectedBytes: 0 };
     } catch (err) {
       this.db.exec('ROLLBACK');
       throw err;
@@ -561,7 +560,6 @@ export class MirrorWriter {
       return { ...counts, superseded };
     })();
     this.db.exec('COMMIT');
-    run.open = false;
     run.ledger = undefined;
     return result;
   }
@@ -573,9 +571,10 @@ export class MirrorWriter {
    */
   finishRun(runId: number, result: FinishRunInput): void {
     const run = this.run?.id === runId ? this.run : undefined;
-    if (run?.open === true) {
+    // Still holding its ledger: never published, so its transaction is rolled back.
+    if (run?.ledger !== undefined) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
-      run.open = false;
+      run.ledger = undefined;
     }
     this.db
       .transaction(() => {

@@ -4,17 +4,17 @@
  * break their rule become NULL columns and field_warnings rows, the raw
  * record stays as received.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseUser } from '../src/service/user-record.js';
 import { parseUserRecord } from '../src/service/records.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';
-import { openMirror, type Db } from '../db/open.js';
+import type { Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { MirrorReader } from '../db/mirror-reader.js';
 import { recordingServer } from './support/canned-server.js';
-import { staged, steppingClock, tempDir, userId, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
+import { staged, userId, wireUser, type TempDir, type WireRecord, useTempMirror } from './support/mirror-fixtures.js';
 
 /**
  * Shaped like the user the official Node SDK's own wire tests list: valid
@@ -189,14 +189,8 @@ describe('the mirror', () => {
   let db: Db;
   let writer: MirrorWriter;
 
-  beforeEach(() => {
-    dir = tempDir();
-    db = openMirror(dir.file('mirror.db'));
-    writer = new MirrorWriter(db, steppingClock());
-  });
-  afterEach(() => {
-    db.close();
-    dir.remove();
+  useTempMirror((m) => {
+    ({ dir, db, writer } = m);
   });
 
   const row = (id: string) =>

@@ -1,24 +1,18 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { openMirror, type Db } from '../db/open.js';
+import type { Db } from '../db/open.js';
 import { MirrorWriter } from '../db/mirror-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
-import { OTHER_TEAM, staged, stagedUsers, steppingClock, tempDir, TEAM, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
+import { OTHER_TEAM, staged, stagedUsers, TEAM, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
 let writer: MirrorWriter;
 let reader: MirrorReader;
 
-beforeEach(() => {
-  dir = tempDir();
-  db = openMirror(dir.file('mirror.db'));
-  writer = new MirrorWriter(db, steppingClock());
+useTempMirror((m) => {
+  ({ dir, db, writer } = m);
   reader = new MirrorReader(db);
-});
-afterEach(() => {
-  db.close();
-  dir.remove();
 });
 
 function sync(records: ReturnType<typeof staged>[], sweep = true): number {

@@ -1,21 +1,15 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openMirror, type Db } from '../db/open.js';
+import { describe, expect, it } from 'vitest';
+import type { Db } from '../db/open.js';
 import { MirrorWriter, type PublishResult, type StagedRecord } from '../db/mirror-writer.js';
 import { contentHash } from '../db/user-row.js';
-import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
+import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
 let writer: MirrorWriter;
 
-beforeEach(() => {
-  dir = tempDir();
-  db = openMirror(dir.file('mirror.db'));
-  writer = new MirrorWriter(db, steppingClock());
-});
-afterEach(() => {
-  db.close();
-  dir.remove();
+useTempMirror((m) => {
+  ({ dir, db, writer } = m);
 });
 
 /** One complete run: stage the pages, publish, finish. */

@@ -5,26 +5,16 @@
  * with a reason, before any I/O.
  */
 import { Queue } from 'bullmq';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidRemovalRequest, enqueueMemberRemoval } from '../jobs/removal-producer.js';
 import { REMOVAL_QUEUE, REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removal-queue.js';
 import { createRedisConnection } from '../jobs/redis-connection.js';
-import { createRig, deleteRequests, startShared, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 
-let shared: Shared;
 let rig: Rig;
-beforeAll(async () => {
-  shared = await startShared();
-});
-afterAll(async () => {
-  await shared?.close();
-});
-beforeEach(async () => {
-  rig = await createRig(shared);
+useRemovalRig((_shared, r) => {
+  rig = r;
   rig.standIn.requests.clear();
-});
-afterEach(async () => {
-  await rig?.close();
 });
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';

@@ -7,33 +7,23 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisConnection } from '../jobs/redis-connection.js';
 import { REMOVAL_QUEUE, REMOVE_MEMBER_JOB } from '../jobs/removal-queue.js';
 import { listFailedRemovals } from '../jobs/failed-removals.js';
-import { createRig, deleteRequests, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, until, type Rig, useRemovalRig } from './support/removal-rig.js';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 
-let shared: Shared;
 let rig: Rig;
 let raw: Redis;
-beforeAll(async () => {
-  requireBuiltCli('src/commands/removals.js');
-  shared = await startShared();
-});
-afterAll(async () => {
-  await shared?.close();
-});
-beforeEach(async () => {
-  rig = await createRig(shared);
+beforeAll(() => requireBuiltCli('src/commands/removals.js'));
+useRemovalRig((_shared, r) => {
+  rig = r;
   rig.standIn.requests.clear();
   raw = createRedisConnection(rig.redisUrl, { role: 'producer' });
 });
-afterEach(async () => {
-  raw.disconnect();
-  await rig?.close();
-});
+afterEach(() => raw.disconnect());
 
 /** What a hand-rolled producer writes: the job hash, the id on the wait list, the wake-up marker. */
 async function writeForeignJob(id: string, fields: Record<string, string>): Promise<string> {

@@ -64,7 +64,7 @@ import { remainingBudget } from './shutdown.js';
 import { decideStartupSync } from './startup-sync.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
 import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
-import { mirrorFigures } from './mirror-age.js';
+import { mirrorFigures, mirrorFreshness } from './mirror-age.js';
 import { assessStaleness, staleAfterMs } from './staleness.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/start.js';
 
@@ -192,7 +192,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     }
     if (checks.db === 'ok') {
       // A stale mirror is not fit to answer from, however healthy the process looks.
-      const s = assessStaleness({ ...mirrorFigures(reader), now: new Date(), staleAfterMs: staleAfter });
+      const s = assessStaleness({ ...mirrorFreshness(reader), now: new Date(), staleAfterMs: staleAfter });
       checks.mirror = s.stale ? `stale: ${s.reason ?? ''}` : 'ok';
     }
     const ping = control.ping();
@@ -311,7 +311,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
 
     try {
-      await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFigures(reader).lastSucceededAt, log);
+      await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFreshness(reader).lastSucceededAt, log);
     } catch (err) {
       // Redis went away again, or the mirror is busy: the next tick syncs anyway.
       log.warn({ event: 'startup_sync.failed', err: describe(err) }, 'could not check for a start-up sync');

@@ -118,8 +118,6 @@ export type ResolveResult = { found: true; user: User; rawJson: string; warnings
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
 
-const ENVELOPE_KEYS: ReadonlySet<string> = new Set(Object.keys(UserPageEnvelopeSchema.shape));
-
 const PageParamsSchema = z.object({
   offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
   limit: z.number().int('must be an integer').min(1, 'must be >= 1').max(MAX_PAGE_LIMIT, `must be <= ${MAX_PAGE_LIMIT}`),
@@ -173,8 +171,7 @@ export class ServiceClient {
     const envelope = UserPageEnvelopeSchema.safeParse(res.body);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users, total, offset, limit, ...rest } = envelope.data;
-    const unknownKeys = Object.keys(rest).filter((k) => !ENVELOPE_KEYS.has(k));
-    return { total, offset, limit, records: parseUserRecords(users), raw: users, unknownKeys };
+    return { total, offset, limit, unknownKeys: Object.keys(rest), records: parseUserRecords(users), raw: users };
   }
 
   /** One page as bytes cut into records, none of them parsed: what the sync engine uses. */
@@ -188,8 +185,7 @@ export class ServiceClient {
     const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
-    const unknownKeys = Object.keys(rest).filter((k) => !ENVELOPE_KEYS.has(k));
-    return { total, offset, limit, body: res.bytes, spans: scan.spans, unknownKeys };
+    return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans };
   }
 
   /** One page, all or nothing: the first bad record is an error naming `users[i].field`. */

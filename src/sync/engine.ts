@@ -36,7 +36,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
-import { MirrorWriter, type CandidateCounts } from '../../db/mirror-writer.js';
+import { MirrorWriter, NO_CANDIDATES, type CandidateCounts } from '../../db/mirror-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -109,8 +109,6 @@ export const SYNC_DEFAULTS = {
   pageRetryBudgetMs: 120_000,
   maxDurationMs: 7_200_000,
 } as const;
-
-const NO_CANDIDATES: CandidateCounts = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
 
 export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const maxDurationMs = options.maxDurationMs ?? SYNC_DEFAULTS.maxDurationMs;

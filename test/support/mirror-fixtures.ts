@@ -8,8 +8,10 @@ import { mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach } from 'vitest';
 import { parseUser } from '../../src/service/user-record.js';
-import type { StagedRecord } from '../../db/mirror-writer.js';
+import { openMirror, type Db } from '../../db/open.js';
+import { MirrorWriter, type StagedRecord } from '../../db/mirror-writer.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -119,4 +121,29 @@ export function ensureBuilt(): void {
   } finally {
     rmdirSync(lock);
   }
+}
+
+export interface TempMirror {
+  dir: TempDir;
+  db: Db;
+  writer: MirrorWriter;
+}
+
+/**
+ * A fresh mirror file and a writer on a stepping clock for each test, closed
+ * and removed after it: the set-up the mirror's own tests share. `onReady`
+ * receives them before each test.
+ */
+export function useTempMirror(onReady: (m: TempMirror) => void): void {
+  let m: TempMirror | undefined;
+  beforeEach(() => {
+    const dir = tempDir();
+    const db = openMirror(dir.file('mirror.db'));
+    m = { dir, db, writer: new MirrorWriter(db, steppingClock()) };
+    onReady(m);
+  });
+  afterEach(() => {
+    m?.db.close();
+    m?.dir.remove();
+  });
 }
