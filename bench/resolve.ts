@@ -2,7 +2,7 @@
  * `npm run bench:resolve`: offline resolve throughput.
  *
  * Builds a mirror of BENCH_RESOLVE_USERS (default 200,000) users, a tenth of
- * them deleted, through MirrorWriter, then times resolveOffline in this
+ * them deleted, through the sync's RunWriter, then times resolveOffline in this
  * process (goal: >= 100,000 lookups/s for hits) and the `user-mirror resolve`
  * command as a fresh process per lookup (when dist/cli.js is built).
  *
@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openMirror } from '../db/open.js';
-import { MirrorWriter, type StagedRecord } from '../db/mirror-writer.js';
+import type { StagedRecord } from '../db/user-writes.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { closeResolvers, resolveOffline, resolveOfflineMany, type ResolveOptions } from '../src/resolve.js';
 
@@ -50,7 +51,7 @@ function record(n: number): Record<string, unknown> {
 
 function buildMirror(path: string): void {
   const db = openMirror(path);
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   const runPages = (from: number, to: number, sweep: boolean) => {
     const runId = writer.beginRun();
     for (let p = from; p < to; p += 500) {

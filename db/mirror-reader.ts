@@ -248,7 +248,7 @@ function parseRun(row: unknown): SyncRun | undefined {
 
 /**
  * `raw` is the record exactly as the service sent it, written only by
- * MirrorWriter after its identity passed: trusting it by default is what
+ * sync (db/user-writes.ts) after its identity passed: trusting it by default is what
  * keeps a lookup in the microseconds. Its other fields may break their rule
  * (see field_warnings); `validate` returns the parsed form without them.
  */

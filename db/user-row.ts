@@ -1,9 +1,9 @@
 /**
  * How a service User becomes mirror rows: the column values of `users` and
- * `connected_sources`, and the content hash that tells a changed record from
- * an unchanged one. Pure: no I/O, no clock.
+ * `connected_sources`. Pure: no I/O, no clock. The content hash that tells a
+ * changed record from an unchanged one is the sync's (src/sync/content-hash.ts),
+ * tagged with ROW_FORMAT from here.
  */
-import { hash } from 'node:crypto';
 import type { ConnectedSource, SourceDescriptor, User } from '../src/service/schemas.js';
 
 /**
@@ -12,7 +12,7 @@ import type { ConnectedSource, SourceDescriptor, User } from '../src/service/sch
  */
 // v2: offset-less date-times read as UTC; fields that break their rule are NULL (with a field_warnings row).
 // v3: the hash and `raw` are the record's bytes as received, no longer JSON.stringify of the parsed record.
-const ROW_FORMAT = 'v3';
+export const ROW_FORMAT = 'v3';
 
 /**
  * The `users` columns that come from the record itself, in the order the
@@ -59,17 +59,6 @@ export interface LiveState {
   deleted_at: string | null;
 }
 
-/**
- * SHA-256 (not a weaker hash) because with SHA extensions it is the fastest
- * digest node offers; collisions are not the concern, speed is: it runs for
- * every record of every sync. Over the record's UTF-8 bytes: the same digest
- * for the received bytes and for the string they decode to. The format tag is prepended to the digest, not
- * to the input, so the (long) record string is never copied.
- */
-export function contentHash(record: string | Uint8Array): string {
-  return `${ROW_FORMAT}:${hash('sha256', record, 'base64url')}`;
-}
-
 /** A record must be (re)written when it is new, changed, or comes back after a deletion. */
 export function needsWrite(live: LiveState | undefined, hashOfRecord: string): boolean {
   return live === undefined || live.deleted_at !== null || live.content_hash !== hashOfRecord;
@@ -95,7 +84,7 @@ export function sameContent(a: unknown, b: unknown): boolean {
   return ka.length === keys(rb).length && ka.every((k) => Object.hasOwn(rb, k) && sameContent(ra[k], rb[k]));
 }
 
-export function toUserRow(user: User, rawJson: string, hashOfRecord: string = contentHash(rawJson)): UserRow {
+export function toUserRow(user: User, rawJson: string, hashOfRecord: string): UserRow {
   const tz = user.fallback_time_zone ?? undefined;
   const birth = user.fallback_birth_date ?? undefined;
   return {

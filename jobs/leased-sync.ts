@@ -5,7 +5,7 @@
  */
 import type { Config } from '../src/config.js';
 import type { Logger } from '../src/log.js';
-import type { Db } from '../db/open.js';
+import { checkpointMirror, type Db } from '../db/open.js';
 import type { ProgressSnapshot } from '../src/sync/progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from '../src/sync/engine.js';
 import { withSyncLease, type LeasedOutcome } from './sync-lease.js';
@@ -59,4 +59,20 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
       });
     },
   );
+}
+
+/**
+ * Once a run's result is delivered: copies the WAL into the mirror file
+ * (the run's writer leaves that out of its COMMIT, db/mirror-store.ts).
+ * Readers are never blocked by it; one holding an old snapshot only leaves
+ * part of the WAL for the next checkpoint, which is logged.
+ */
+export function checkpointAfterSync(db: Db, logger: Logger): void {
+  try {
+    const r = checkpointMirror(db);
+    if (r.busy) logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
+    else logger.info({ event: 'sync.checkpoint', ...r }, 'WAL copied into the mirror file');
+  } catch (err) {
+    logger.warn({ event: 'sync.checkpoint_failed', err: err instanceof Error ? err.message : String(err) }, 'WAL checkpoint failed; the next one copies it');
+  }
 }

@@ -24,7 +24,7 @@ import { readConfig, SERVICE_ENV } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { serviceClientFromConfig } from '../src/service/client-from-config.js';
 import { openMirror } from '../db/open.js';
-import { LEASED_SYNC_ENV, runLeasedSync } from './leased-sync.js';
+import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from './leased-sync.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './sync-child-protocol.js';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
@@ -67,6 +67,7 @@ async function main(): Promise<void> {
         onLeased: () => logger.info({ event: 'sync.job_started', ...job }, 'sync job started'),
       });
       await post({ type: 'done', outcome });
+      checkpointAfterSync(db, logger);
     } finally {
       await client.close().catch(() => undefined);
       db.close();

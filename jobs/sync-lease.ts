@@ -9,7 +9,7 @@
  * takes SQLite's write lock, so the read-decide-write below is atomic across
  * processes.
  *
- * A sync holds the mirror's write lock for its whole run (db/mirror-writer.ts),
+ * A sync holds the mirror's write lock for its whole run (db/mirror-store.ts),
  * so its renewals are uncommitted until the run ends: to another process the
  * lease may look expired. Taking it needs the write lock, though, which waits
  * for the run's COMMIT; when the wait runs out (SQLITE_BUSY) the lease is held.

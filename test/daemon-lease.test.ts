@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { acquireSyncLease, withSyncLease } from '../jobs/sync-lease.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
 
 let dir: string;
 let a: Db;
@@ -70,7 +70,7 @@ describe('acquireSyncLease', () => {
   it('a sync holding the write lock keeps the lease, even when its (uncommitted) renewals make it look expired', () => {
     const first = acquireSyncLease(a, { ttlMs: 1_000, now: () => 0, host: 'other-host' });
     if (!first.acquired) throw new Error('expected the lease');
-    const writer = new MirrorWriter(a);
+    const writer = sqliteRunWriter(a);
     const runId = writer.beginRun();
     // As the holder's renewals would, inside the run's open transaction: invisible to b.
     a.prepare('UPDATE sync_lease SET expires_at = 10000').run();

@@ -11,10 +11,10 @@ import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';
 import type { Db } from '../db/open.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorReader } from '../db/mirror-reader.js';
 import { recordingServer } from './support/canned-server.js';
-import { staged, userId, wireUser, type TempDir, type WireRecord, useTempMirror } from './support/mirror-fixtures.js';
+import { staged, userId, wireUser, type TempDir, type TempMirror, type WireRecord, useTempMirror } from './support/mirror-fixtures.js';
 
 /**
  * Shaped like the user the official Node SDK's own wire tests list: valid
@@ -187,10 +187,11 @@ describe('the client', () => {
 describe('the mirror', () => {
   let dir: TempDir;
   let db: Db;
-  let writer: MirrorWriter;
+  let writer: RunWriter;
+  let refresh: TempMirror['refresh'];
 
   useTempMirror((m) => {
-    ({ dir, db, writer } = m);
+    ({ dir, db, writer, refresh } = m);
   });
 
   const row = (id: string) =>
@@ -256,14 +257,14 @@ describe('the mirror', () => {
   it('stores the record and its warnings through refreshUser (online resolve)', () => {
     const record = sdkWireFixtureUser();
     const id = String(record.user_id);
-    expect(writer.refreshUser(staged(record)).change).toBe('created');
+    expect(refresh(staged(record)).change).toBe('created');
     expect(row(id)).toMatchObject({ ingestion_start: null, ingestion_end: null, raw: JSON.stringify(record) });
     expect(warnings(id).map((w) => [w.field, w.run_id])).toEqual([
       ['ingestion_end', null],
       ['ingestion_start', null],
     ]);
     const fixed = { ...record, ingestion_start: '2024-01-01', ingestion_end: null };
-    expect(writer.refreshUser(staged(fixed)).change).toBe('updated');
+    expect(refresh(staged(fixed)).change).toBe('updated');
     expect(row(id)).toMatchObject({ ingestion_start: '2024-01-01', ingestion_end: null });
     expect(warnings(id)).toEqual([]);
   });

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
-import { MirrorWriter, type StagedRecord } from '../db/mirror-writer.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
+import type { StagedRecord } from '../db/user-writes.js';
 import { range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 8_000;
@@ -68,7 +69,7 @@ loop();
 `;
 
 it('a reader process never sees a half-published run', async () => {
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   const publish = (g: number) => {
     const runId = writer.beginRun(N);
     for (const page of generation(g)) writer.stagePage(runId, page);

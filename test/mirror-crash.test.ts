@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { ensureBuilt, range, ROOT, stagedUsers, tempDir, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 6_000;
@@ -23,12 +23,12 @@ const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).
  * as a scan waiting on the network does, so the kill lands mid-scan.
  */
 const CHILD = `
-import { openMirror } from ${dist('db/open.js')};
-import { MirrorWriter } from ${dist('db/mirror-writer.js')};
+import { checkpointMirror, openMirror } from ${dist('db/open.js')};
+import { sqliteRunWriter } from ${dist('src/sync/run-writer.js')};
 import { UserSchema } from ${dist('src/service/schemas.js')};
 const [path, mode] = process.argv.slice(2);
 const db = openMirror(path);
-const writer = new MirrorWriter(db);
+const writer = sqliteRunWriter(db);
 const rec = (n, g) => ({
   user_id: '00000000-0000-4000-8000-' + n.toString(16).padStart(12, '0'),
   team_id: '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b',
@@ -53,6 +53,9 @@ for (;;) {
   writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
   say('published');
+  // The run is visible at its COMMIT; the WAL is copied into the file after (jobs/leased-sync.ts).
+  if (mode === 'after-publish') { setInterval(() => {}, 1000); break; }
+  if (mode === 'checkpoint') { say('checkpointing'); checkpointMirror(db); say('checkpointed'); setInterval(() => {}, 1000); }
   break;
 }
 `;
@@ -64,7 +67,7 @@ beforeEach(() => {
   dir = tempDir();
   path = dir.file('mirror.db');
   const db = openMirror(path);
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   const runId = writer.beginRun(N);
   for (let p = 0; p < N; p += 500) {
     writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 0 })));
@@ -109,7 +112,7 @@ function schema(db: Db): unknown[] {
 function checkRecovers(db: Db): void {
   expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
   expect(db.pragma('foreign_key_check')).toEqual([]);
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   const runId = writer.beginRun(N);
   expect(db.prepare(`SELECT status, error FROM sync_runs WHERE id < ? ORDER BY id DESC LIMIT 1`).get(runId)).toMatchObject({
     status: 'failed',
@@ -166,6 +169,23 @@ describe('kill -9', () => {
       expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(0);
       checkRecovers(db);
       expect(schema(db)).toEqual(before);
+    } finally {
+      db.close();
+    }
+  });
+
+  it.each([
+    ['after publish, before the WAL is checkpointed', 'after-publish', 'published', 20],
+    ['during the checkpoint after publish', 'checkpoint', 'checkpointing', 0],
+    ['during the checkpoint after publish (later)', 'checkpoint', 'checkpointing', 15],
+  ])('%s: the new snapshot, whole', async (_what, mode, cue, delay) => {
+    await killAfter(mode, cue, delay);
+    const db = openMirror(path);
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(db.prepare(`SELECT raw ->> '$.gen' AS gen, count(*) AS n FROM active_users GROUP BY 1`).all()).toEqual([{ gen: 1, n: N }]);
+      expect(db.prepare(`SELECT DISTINCT slug FROM connected_sources JOIN active_users USING (user_id)`).pluck().all()).toEqual(['src-1']);
+      expect(db.prepare(`SELECT status FROM sync_runs ORDER BY id DESC LIMIT 1`).pluck().get()).toBe('succeeded');
     } finally {
       db.close();
     }

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
 import { OTHER_TEAM, staged, stagedUsers, TEAM, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
-let writer: MirrorWriter;
+let writer: RunWriter;
 let reader: MirrorReader;
 
 useTempMirror((m) => {

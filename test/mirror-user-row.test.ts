@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { contentHash, needsWrite, sameContent, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
+import { needsWrite, sameContent, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
+import { contentHash } from '../src/sync/content-hash.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { userId, wireUser } from './support/mirror-fixtures.js';
 
@@ -41,7 +42,7 @@ describe('toUserRow', () => {
   it('flattens the record and keeps the raw text', () => {
     const record = wireUser(1, { fallback_birth_date: { value: '1990-05-01', source_slug: 'garmin', updated_at: '2024-01-01T00:00:00Z' } });
     const raw = JSON.stringify(record);
-    const row = toUserRow(parse(record), raw);
+    const row = toUserRow(parse(record), raw, contentHash(raw));
     expect(row).toEqual({
       user_id: userId(1),
       team_id: record.team_id,
@@ -63,7 +64,7 @@ describe('toUserRow', () => {
   it('turns absent and null optional parts into NULL columns', () => {
     const record = wireUser(2);
     for (const k of ['created_on', 'fallback_time_zone', 'fallback_birth_date', 'ingestion_start', 'ingestion_end']) delete record[k];
-    const row = toUserRow(parse(record), JSON.stringify(record));
+    const row = toUserRow(parse(record), JSON.stringify(record), contentHash(JSON.stringify(record)));
     expect(row.created_on).toBeNull();
     expect(row.fallback_time_zone_id).toBeNull();
     expect(row.fallback_birth_date).toBeNull();

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { DEFAULT_BUSY_TIMEOUT_MS, openMirror } from '../db/open.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
 
@@ -39,7 +39,7 @@ beforeEach(() => {
   dir = tempDir();
   mirror = dir.file('mirror.db');
   const db = openMirror(mirror);
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   for (const ns of [
     [1, 2, 3],
     [2, 3],

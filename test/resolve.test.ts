@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import { openMirror, type Db } from '../db/open.js';
-import { MirrorWriter } from '../db/mirror-writer.js';
+import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError } from '../db/mirror-reader.js';
 import { closeResolvers, MirrorMissingError, resolveOffline, resolveOfflineMany } from '../src/resolve.js';
 import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
@@ -9,7 +9,7 @@ import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './s
 let dir: TempDir;
 let path: string;
 let db: Db;
-let writer: MirrorWriter;
+let writer: RunWriter;
 
 function sync(ns: number[]): void {
   const runId = writer.beginRun();
@@ -22,7 +22,7 @@ beforeEach(() => {
   dir = tempDir();
   path = dir.file('mirror.db');
   db = openMirror(path);
-  writer = new MirrorWriter(db);
+  writer = sqliteRunWriter(db);
 });
 afterEach(() => {
   closeResolvers();

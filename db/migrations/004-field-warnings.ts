@@ -7,7 +7,7 @@ import type { Migration } from '../migrate.js';
  * replaced. `run_id` is NULL for a row written by an online resolve.
  *
  * No foreign keys, as with connected_sources: users are never hard-deleted,
- * and MirrorWriter writes a user and its warnings in one transaction.
+ * and the writer (db/user-writes.ts) writes a user and its warnings in one transaction.
  */
 export const fieldWarnings: Migration = {
   version: 4,

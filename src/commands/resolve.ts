@@ -4,7 +4,7 @@
  * Prints the service's User object for a client_user_id, from the mirror
  * (MIRROR_DB) without touching the network; deleted users only with
  * --include-deleted. --online asks the service instead and writes what it
- * answers into the mirror (MirrorWriter.refreshUser); a 404 there is printed
+ * answers into the mirror (db/user-refresh.ts); a 404 there is printed
  * as not found and deletes nothing, because one miss is not a full scan.
  *
  * The online answer is printed before it is stored: a sync's publish may hold
@@ -26,7 +26,9 @@ import { readConfig, SERVICE_ENV } from '../config.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import { isBusy } from '../../db/busy-retry.js';
-import { MirrorWriter, type StagedRecord } from '../../db/mirror-writer.js';
+import { UserRefresh } from '../../db/user-refresh.js';
+import type { StagedRecord } from '../../db/user-writes.js';
+import { contentHash } from '../sync/content-hash.js';
 import { openResolver } from '../resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
@@ -111,7 +113,7 @@ function storeInMirror(record: StagedRecord, path: string, waitMs: number): void
     const db = openMirror(path, { busyTimeoutMs: waitMs });
     try {
       // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
-      new MirrorWriter(db).refreshUser(record);
+      new UserRefresh(db).refresh(record, contentHash(record.rawJson));
     } finally {
       db.close();
     }

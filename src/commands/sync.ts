@@ -31,7 +31,7 @@ import { createLogger } from '../log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import type { LeasedOutcome } from '../../jobs/sync-lease.js';
-import { LEASED_SYNC_ENV, runLeasedSync } from '../../jobs/leased-sync.js';
+import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from '../../jobs/leased-sync.js';
 import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 
@@ -74,6 +74,7 @@ export default async function sync(argv: string[]): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await client.close();
+    checkpointAfterSync(db, logger);
     db.close();
   }
   if (!outcome.ran) {

@@ -4,7 +4,7 @@
  * and how they read. The JSON form is the report object itself, so scripts
  * and people see the same facts.
  */
-import type { CandidateCounts } from '../../db/mirror-writer.js';
+import type { CandidateCounts } from '../../db/run-records.js';
 import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import { formatAge } from './format-age.js';
 import { oneLine } from './one-line.js';

@@ -36,7 +36,8 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
-import { MirrorWriter, NO_CANDIDATES, type CandidateCounts } from '../../db/mirror-writer.js';
+import { NO_CANDIDATES, type CandidateCounts } from '../../db/run-records.js';
+import { RunWriter, sqliteRunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -54,9 +55,9 @@ export type SyncStatus = 'succeeded' | 'partial' | 'failed';
 
 export interface SyncOptions {
   client: DirectorySource;
-  /** The mirror to write: an open database, or a writer over one. */
+  /** The mirror to write: an open database, or a run writer over a store. */
   db?: Db;
-  writer?: MirrorWriter;
+  writer?: RunWriter;
   /** Requests in flight after the first page, for pages and for checks (SYNC_CONCURRENCY). */
   concurrency?: number;
   /** Largest share of active users one run may find missing and still delete (SYNC_MAX_DELETE_RATIO). */
@@ -128,7 +129,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
 
 /** `stopReason` names an ending that is no plain error: the deadline, an abort, a refused key. */
 async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReason: (err: unknown) => string | undefined): Promise<SyncSummary> {
-  const writer = options.writer ?? (options.db !== undefined ? new MirrorWriter(options.db) : undefined);
+  const writer = options.writer ?? (options.db !== undefined ? sqliteRunWriter(options.db) : undefined);
   if (writer === undefined) throw new TypeError('runSync needs `db` or `writer`');
   const log = options.logger ?? silentLogger;
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
@@ -221,7 +222,7 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
 /** Checks the candidates the plan allows, and counts what became of all of them. */
 async function settleCandidates(
   source: DirectorySource,
-  writer: MirrorWriter,
+  writer: RunWriter,
   runId: number,
   plan: DeletionPlan,
   candidates: number,
@@ -271,7 +272,7 @@ function firstFailure(scan: PassResult): string {
 
 /** Records a failed run and leaves the published mirror as it was. */
 function fail(
-  writer: MirrorWriter,
+  writer: RunWriter,
   log: Logger,
   runId: number,
   started: number,

@@ -21,8 +21,8 @@
 import type { RecordPage } from '../service/client.js';
 import type { RecordSpan } from '../service/record-spans.js';
 import { parseUserRecord } from '../service/records.js';
-import type { RejectedRecordInput, SightedRecord, Sighting } from '../../db/mirror-writer.js';
-import { contentHash } from '../../db/user-row.js';
+import type { RejectedRecordInput, SightedRecord, Sighting } from './run-writer.js';
+import { contentHash } from './content-hash.js';
 
 export interface ListedPage {
   /** Every valid (or unchanged) record, with the ledger's sighting; `record` set where it is written. */

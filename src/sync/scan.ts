@@ -17,14 +17,14 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { RecordPage } from '../service/client.js';
-import type { MirrorWriter } from '../../db/mirror-writer.js';
+import type { RunWriter } from './run-writer.js';
 import { PagePlan } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
 import { callWithRetries, type RetryOptions } from './retrying-call.js';
 import { listPage } from './page-records.js';
 import { refusalOf } from './refusal.js';
 
-export type PageStager = Pick<MirrorWriter, 'sight' | 'stageSighted' | 'stageRejected'>;
+export type PageStager = Pick<RunWriter, 'sight' | 'stageSighted' | 'stageRejected'>;
 
 export interface PageFailure {
   offset: number;

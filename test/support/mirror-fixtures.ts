@@ -11,7 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach } from 'vitest';
 import { parseUser } from '../../src/service/user-record.js';
 import { openMirror, type Db } from '../../db/open.js';
-import { MirrorWriter, type StagedRecord } from '../../db/mirror-writer.js';
+import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
+import type { StagedRecord } from '../../db/user-writes.js';
+import { UserRefresh, type RefreshResult } from '../../db/user-refresh.js';
+import { contentHash } from '../../src/sync/content-hash.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -74,7 +77,8 @@ export function steppingClock(start = Date.parse('2026-02-01T00:00:00.000Z')): (
 }
 
 const BUILT = [
-  'db/mirror-writer',
+  'db/mirror-store',
+  'src/sync/run-writer',
   'db/mirror-reader',
   'db/user-row',
   'db/migrations/001-mirror',
@@ -126,7 +130,9 @@ export function ensureBuilt(): void {
 export interface TempMirror {
   dir: TempDir;
   db: Db;
-  writer: MirrorWriter;
+  writer: RunWriter;
+  /** The online resolve's write (db/user-refresh.ts), on the same clock. */
+  refresh: (record: StagedRecord) => RefreshResult;
 }
 
 /**
@@ -139,7 +145,10 @@ export function useTempMirror(onReady: (m: TempMirror) => void): void {
   beforeEach(() => {
     const dir = tempDir();
     const db = openMirror(dir.file('mirror.db'));
-    m = { dir, db, writer: new MirrorWriter(db, steppingClock()) };
+    const clock = steppingClock();
+    const refresher = new UserRefresh(db, clock);
+    const refresh = (record: StagedRecord) => refresher.refresh(record, contentHash(record.rawJson));
+    m = { dir, db, writer: sqliteRunWriter(db, clock), refresh };
     onReady(m);
   });
   afterEach(() => {

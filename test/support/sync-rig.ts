@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openMirror, type Db } from '../../db/open.js';
-import { MirrorWriter } from '../../db/mirror-writer.js';
+import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
 import { ServiceClient } from '../../src/service/client.js';
 import { startStandIn, type StandIn, type StandInOptions } from '../../src/stand-in/index.js';
 import { runSync, type SyncOptions, type SyncSummary } from '../../src/sync/engine.js';
@@ -22,7 +22,7 @@ export interface SyncRig {
   dir: string;
   dbPath: string;
   db: Db;
-  writer: MirrorWriter;
+  writer: RunWriter;
   /** One run with the rig's client and writer; options override the test defaults (no retry time budget). */
   sync(options?: Partial<SyncOptions>): Promise<SyncSummary>;
   /** Env for a child `node dist/cli.js sync` against this rig. */
@@ -36,7 +36,7 @@ export async function createSyncRig(standInOptions: StandInOptions = {}): Promis
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-sync-'));
   const dbPath = join(dir, 'mirror.db');
   const db = openMirror(dbPath);
-  const writer = new MirrorWriter(db);
+  const writer = sqliteRunWriter(db);
   return {
     standIn,
     client,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RunLedger, type Fingerprint64 } from '../db/run-ledger.js';
+import { RunLedger, type Fingerprint64 } from '../src/sync/run-ledger.js';
 
 const ledger = (fingerprint?: Fingerprint64) =>
   new RunLedger(

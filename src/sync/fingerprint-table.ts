@@ -25,7 +25,8 @@ const MIN_CAPACITY = 1024;
 export class FingerprintTable {
   /** Key halves of slot i at 2i (hi) and 2i+1 (lo); values likewise. */
   private keys: Uint32Array;
-  private values: Uint32Array;
+  /** Allocated by the first setValue: a table that never holds values (a first sync's ledger) saves a third. */
+  private values: Uint32Array | undefined;
   private flags: Uint8Array;
   private mask: number;
   private count = 0;
@@ -34,7 +35,6 @@ export class FingerprintTable {
     let capacity = MIN_CAPACITY;
     while (capacity < expectedKeys * 2) capacity *= 2;
     this.keys = new Uint32Array(capacity * 2);
-    this.values = new Uint32Array(capacity * 2);
     this.flags = new Uint8Array(capacity);
     this.mask = capacity - 1;
   }
@@ -77,10 +77,13 @@ export class FingerprintTable {
   }
 
   valueEquals(slot: number, hi: number, lo: number): boolean {
-    return this.values[slot * 2] === hi >>> 0 && this.values[slot * 2 + 1] === lo >>> 0;
+    const values = this.values;
+    if (values === undefined) return hi >>> 0 === 0 && lo >>> 0 === 0;
+    return values[slot * 2] === hi >>> 0 && values[slot * 2 + 1] === lo >>> 0;
   }
 
   setValue(slot: number, hi: number, lo: number): void {
+    this.values ??= new Uint32Array(this.flags.length * 2);
     this.values[slot * 2] = hi;
     this.values[slot * 2 + 1] = lo;
   }
@@ -106,7 +109,7 @@ export class FingerprintTable {
     const { keys, values, flags } = this;
     const capacity = flags.length * 2;
     this.keys = new Uint32Array(capacity * 2);
-    this.values = new Uint32Array(capacity * 2);
+    this.values = values === undefined ? undefined : new Uint32Array(capacity * 2);
     this.flags = new Uint8Array(capacity);
     this.mask = capacity - 1;
     for (let i = 0; i < flags.length; i++) {
@@ -114,8 +117,10 @@ export class FingerprintTable {
       const slot = this.probe(keys[i * 2] ?? 0, keys[i * 2 + 1] ?? 0);
       this.keys[slot * 2] = keys[i * 2] ?? 0;
       this.keys[slot * 2 + 1] = keys[i * 2 + 1] ?? 0;
-      this.values[slot * 2] = values[i * 2] ?? 0;
-      this.values[slot * 2 + 1] = values[i * 2 + 1] ?? 0;
+      if (values !== undefined && this.values !== undefined) {
+        this.values[slot * 2] = values[i * 2] ?? 0;
+        this.values[slot * 2 + 1] = values[i * 2 + 1] ?? 0;
+      }
       this.flags[slot] = flags[i] ?? 0;
     }
   }

@@ -42,15 +42,24 @@ const SEEN = 2;
 const SHARED = 4;
 
 export class RunLedger {
-  private readonly table = new FingerprintTable();
+  private readonly table: FingerprintTable;
   private readonly key = new Uint32Array(2);
   private readonly content = new Uint32Array(2);
   private activeSlots = 0;
   private unseenActive = 0;
   private seen = 0;
 
-  /** `active`: [user_id, content_hash] of every user active in the mirror at the start, streamed. */
-  constructor(active: Iterable<readonly [string, string]>, private readonly fingerprint: Fingerprint64 = fingerprint64) {
+  /**
+   * `active`: [user_id, content_hash] of every user active in the mirror at
+   * the start, streamed. `expectedUsers` (the listing's total) sizes the
+   * table once: growing it mid-run holds the old and the new arrays at once.
+   */
+  constructor(
+    active: Iterable<readonly [string, string]>,
+    private readonly fingerprint: Fingerprint64 = fingerprint64,
+    expectedUsers = 0,
+  ) {
+    this.table = new FingerprintTable(expectedUsers);
     for (const [userId, hash] of active) this.addActive(userId, hash);
     this.unseenActive = this.activeSlots;
   }

@@ -1,15 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import type { Db } from '../db/open.js';
-import { MirrorWriter, type PublishResult, type StagedRecord } from '../db/mirror-writer.js';
-import { contentHash } from '../db/user-row.js';
+import Database from 'better-sqlite3';
+import { checkpointMirror, type Db } from '../db/open.js';
+import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
+import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
+import type { RefreshResult } from '../db/user-refresh.js';
+import { contentHash } from '../src/sync/content-hash.js';
 import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
-let writer: MirrorWriter;
+let writer: RunWriter;
+let refresh: (record: StagedRecord) => RefreshResult;
 
 useTempMirror((m) => {
-  ({ dir, db, writer } = m);
+  ({ dir, db, writer, refresh } = m);
 });
 
 /** One complete run: stage the pages, publish, finish. */
@@ -64,6 +68,23 @@ describe('stagePage + publish', () => {
     expect(user(3)?.deleted_at).toBeNull();
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(3);
+  });
+
+  it('publishes without copying the WAL into the file; the checkpoint after it does, and readers see the run either way', () => {
+    // More than SQLite's default auto-checkpoint (1,000 pages of WAL), which would copy it on COMMIT.
+    sync(range(0, 40).map((p) => stagedUsers(range(p * 500 + 1, p * 500 + 501))));
+    const reader = new Database(dir.file('mirror.db'), { readonly: true });
+    try {
+      expect(reader.prepare('SELECT count(*) FROM users').pluck().get()).toBe(20_000);
+      const first = checkpointMirror(db);
+      expect(first.walFrames).toBeGreaterThan(0);
+      expect(first).toMatchObject({ busy: false, copiedFrames: first.walFrames });
+      expect(first.walFrames).toBeGreaterThan(1_000);
+      expect(checkpointMirror(db).walFrames).toBe(0);
+      expect(reader.prepare('SELECT count(*) FROM users').pluck().get()).toBe(20_000);
+    } finally {
+      reader.close();
+    }
   });
 
   it('stages only what changed, and writes nothing for an unchanged re-sync', () => {
@@ -140,9 +161,9 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     writer.stagePage(runId, stagedUsers([1]));
     const created = staged(wireUser(9));
-    writer.refreshUser(created);
+    refresh(created);
     const thief = staged(wireUser(8, { client_user_id: 'client-2' }));
-    expect(writer.refreshUser(thief).superseded).toEqual([userId(2)]);
+    expect(refresh(thief).superseded).toEqual([userId(2)]);
     expect(writer.countUnseenActive(runId)).toBe(3);
     expect(writer.pickUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
     expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toMatchObject({ deleted: 2 });
@@ -264,12 +285,12 @@ describe('stagePage + publish', () => {
 
   it('refuses to publish a run whose staging failed half-way; the run can only fail', () => {
     const runId = writer.beginRun();
-    // The mirror is empty: a first sync inserts plainly.
-    const internals = writer as unknown as { s: { insertUser: { run: (values: unknown[]) => unknown } } };
-    const real = internals.s.insertUser;
-    internals.s.insertUser = { run: () => { throw new Error('disk full'); } };
-    expect(() => writer.stagePage(runId, stagedUsers([1]))).toThrow(/disk full/);
-    internals.s.insertUser = real;
+    // A real SQLite failure half-way through a page: user 1 is written, user 2's insert aborts.
+    db.exec(`CREATE TEMP TRIGGER full_disk BEFORE INSERT ON main.users WHEN NEW.client_user_id = 'client-2'
+             BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    expect(() => writer.stagePage(runId, stagedUsers([1, 2]))).toThrow(/disk full/);
+    db.exec('DROP TRIGGER temp.full_disk');
+    expect(db.prepare('SELECT count(*) FROM users').pluck().get()).toBe(0);
     expect(() => writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) })).toThrow(/failed to stage/);
     writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'disk full' });
     expect(active()).toBe(0);
@@ -303,7 +324,7 @@ describe('stagePage + publish', () => {
     const first = writer.beginRun();
     writer.stagePage(first, stagedUsers([1]));
     writer.publish(first, { deletionsChecked: true, deletions: writer.listUnseenActive(first) });
-    new MirrorWriter(db, steppingClock()).beginRun();
+    sqliteRunWriter(db, steppingClock()).beginRun();
     expect(db.prepare('SELECT status, error FROM sync_runs WHERE id = ?').get(first)).toEqual({
       status: 'failed',
       error: 'interrupted after publish',
@@ -316,7 +337,7 @@ describe('stagePage + publish', () => {
     writer.stagePage(first, stagedUsers([1]));
     // The run's write transaction dies with its process; its committed row stays 'running'.
     db.exec('ROLLBACK');
-    const other = new MirrorWriter(db, steppingClock());
+    const other = sqliteRunWriter(db, steppingClock());
     const second = other.beginRun();
     expect(db.prepare('SELECT status, error, total_at_start FROM sync_runs WHERE id = ?').get(first)).toEqual({
       status: 'failed',
@@ -330,10 +351,10 @@ describe('stagePage + publish', () => {
 describe('refreshUser (online resolve)', () => {
   it('creates, updates, and leaves an unchanged user alone, with run_id NULL changes', () => {
     const u = staged(wireUser(1));
-    expect(writer.refreshUser(u)).toEqual({ change: 'created', superseded: [] });
-    expect(writer.refreshUser(u)).toEqual({ change: 'unchanged', superseded: [] });
+    expect(refresh(u)).toEqual({ change: 'created', superseded: [] });
+    expect(refresh(u)).toEqual({ change: 'unchanged', superseded: [] });
     const v = staged(wireUser(1, { ingestion_end: '2030-01-01' }));
-    expect(writer.refreshUser(v).change).toBe('updated');
+    expect(refresh(v).change).toBe('updated');
     expect(changes(null)).toEqual([
       { user_id: userId(1), change: 'created' },
       { user_id: userId(1), change: 'updated' },
@@ -345,9 +366,9 @@ describe('refreshUser (online resolve)', () => {
     sync([stagedUsers([1, 2])]);
     sync([stagedUsers([2])]);
     const back = staged(wireUser(1));
-    expect(writer.refreshUser(back).change).toBe('created');
+    expect(refresh(back).change).toBe('created');
     const thief = staged(wireUser(3, { client_user_id: 'client-2' }));
-    expect(writer.refreshUser(thief)).toEqual({ change: 'created', superseded: [userId(2)] });
+    expect(refresh(thief)).toEqual({ change: 'created', superseded: [userId(2)] });
     expect(user(2)?.deleted_at).not.toBeNull();
     expect(active()).toBe(2);
   });
@@ -358,14 +379,14 @@ describe('refreshUser (online resolve)', () => {
     const reordered = Object.fromEntries(Object.entries(wireUser(1)).reverse());
     const parsed = staged(reordered);
     expect(parsed.rawJson).not.toBe(listed.rawJson);
-    expect(writer.refreshUser(parsed)).toEqual({ change: 'unchanged', superseded: [] });
+    expect(refresh(parsed)).toEqual({ change: 'unchanged', superseded: [] });
     expect(user(1)?.raw).toBe(listed.rawJson);
     expect(changes(null)).toEqual([]);
   });
 
   it('keeps the hash contract with stagePage: a refreshed record listed unchanged is not rewritten', () => {
     const u = staged(wireUser(1));
-    writer.refreshUser(u);
+    refresh(u);
     expect(db.prepare('SELECT content_hash FROM users').pluck().get()).toBe(contentHash(u.rawJson));
     const r = sync([[u]]);
     expect(r).toMatchObject({ created: 0, updated: 0 });

@@ -1,0 +1,162 @@
+/**
+ * A first sync, into an empty mirror: every listing is an insert, so the
+ * rows go in plainly and the work that indexes do row by row is done once,
+ * sorted, at the end. Inside the run's transaction: readers keep seeing the
+ * (empty) mirror with its indexes, and a crash or a failed run leaves it so.
+ *
+ * - Every index of users and connected_sources but the latter's primary key
+ *   is dropped at the start and built again at the end, by sorting, which
+ *   costs a fraction of keeping them up row by row. `users_user_id` (the
+ *   unique user_id key, migration 6) is one of them: random UUIDs inserted
+ *   one by one into it were the largest single cost of a first sync.
+ * - Source rows wait in a TEMP table, in arrival order, and go into
+ *   connected_sources sorted at the end: its primary key is (user_id, slug),
+ *   and rows inserted in random user_id order each land on a random page,
+ *   which costs several times an append once the table outgrows the cache.
+ * - Change rows ('created') are written at the end, in user_id order.
+ * - A repeat listing (the directory moved under the scan) is inserted like
+ *   the first, with a higher rowid; with no user_id index to find the earlier
+ *   row by, the earlier rows are removed at the end, in one pass, before the
+ *   key is built. Two users listed with one client key make the unique key
+ *   index fail when it is built again: the later-written one keeps the key,
+ *   the others are soft-deleted (new in this run: no change row).
+ */
+import type { Db } from './open.js';
+import { SOURCE_COLUMNS, toSourceRows } from './user-row.js';
+import { cols, INSERT_USER_SQL, marks, userValues, type Cell, type UserWrite, type UserWrites } from './user-writes.js';
+
+interface SecondaryIndex {
+  name: string;
+  tbl_name: string;
+  sql: string;
+}
+
+/** The unique user_id index of migration 6. */
+const USER_KEY = 'users_user_id';
+
+/** One first sync's state, from `begin` to `finish`. */
+export interface BulkLoad {
+  indexes: SecondaryIndex[];
+  /** Users listed again in the run: their earlier sources are still in bulk_sources. */
+  repeats: number;
+}
+
+/** `owner` is the users rowid the row was written for, so a repeat listing's earlier rows can be told apart without an index. */
+const BULK_SOURCES_SQL = /* sql */ `
+CREATE TEMP TABLE IF NOT EXISTS bulk_sources (
+  owner INTEGER NOT NULL, user_id TEXT NOT NULL, slug TEXT NOT NULL, name TEXT NOT NULL,
+  logo TEXT, created_on TEXT, descriptor TEXT NOT NULL
+);
+`;
+
+export class FirstSyncLoad {
+  private readonly s;
+
+  constructor(
+    private readonly db: Db,
+    private readonly writes: UserWrites,
+  ) {
+    db.exec(BULK_SOURCES_SQL);
+    this.s = {
+      isEmpty: db
+        .prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`)
+        .pluck(),
+      secondaryIndexes: db.prepare<[], SecondaryIndex>(
+        `SELECT name, tbl_name, sql FROM sqlite_schema
+         WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
+      ),
+      insertUser: db.prepare<[Cell[]]>(INSERT_USER_SQL),
+      // A user listed twice keeps its latest row (highest rowid).
+      dropEarlierListings: db.prepare(
+        `DELETE FROM users WHERE rowid IN (
+           SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY user_id ORDER BY rowid DESC) AS rank FROM users)
+           WHERE rank > 1)`,
+      ),
+      bulkSource: db.prepare<[Cell[]]>(
+        `INSERT INTO bulk_sources (owner, ${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length + 1)})`,
+      ),
+      clearBulkSources: db.prepare(`DELETE FROM bulk_sources`),
+      // In (user_id, slug) order: appends only.
+      loadBulkSources: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS)} FROM bulk_sources ORDER BY user_id, slug`,
+      ),
+      // The owner test drops what a repeat listing replaced; it probes users_user_id in order.
+      loadBulkSourcesOfLatest: db.prepare(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
+         SELECT ${cols(SOURCE_COLUMNS, 's.')} FROM bulk_sources AS s
+         WHERE s.owner = (SELECT rowid FROM users WHERE user_id = s.user_id)
+         ORDER BY s.user_id, s.slug`,
+      ),
+      // Every user of a first sync is new: 'created', unless it lost its key (no visible change).
+      // Through the covering index, in user_id order, so that user_changes_user only appends.
+      recordCreated: db.prepare<{ run: number; now: string }>(
+        `INSERT INTO user_changes (run_id, user_id, change, at)
+         SELECT @run, user_id, 'created', @now FROM users INDEXED BY users_content WHERE deleted_at IS NULL ORDER BY user_id`,
+      ),
+      keyLosers: db
+        .prepare<[], string>(
+          `SELECT user_id FROM (
+             SELECT user_id, row_number() OVER (PARTITION BY team_id, client_user_id ORDER BY rowid DESC) AS rank
+             FROM users WHERE deleted_at IS NULL)
+           WHERE rank > 1`,
+        )
+        .pluck(),
+    };
+  }
+
+  /** Whether a run starting now may load in bulk. Call inside the run's transaction. */
+  mirrorIsEmpty(): boolean {
+    return this.s.isEmpty.get() === 1;
+  }
+
+  /** Drops the secondary indexes, inside the run's transaction. */
+  begin(): BulkLoad {
+    const indexes = this.s.secondaryIndexes.all();
+    for (const { name } of indexes) this.db.exec(`DROP INDEX main."${name.replaceAll('"', '""')}"`);
+    return { indexes, repeats: 0 };
+  }
+
+  insert(load: BulkLoad, runId: number, write: UserWrite, now: string): void {
+    const { record } = write;
+    const userId = record.user.user_id;
+    if (write.repeat) {
+      load.repeats++;
+      this.writes.dropWarnings(userId);
+    }
+    const owner = this.s.insertUser.run(userValues(record, write.digest, now)).lastInsertRowid;
+    for (const source of toSourceRows(record.user)) {
+      const values: Cell[] = [Number(owner)];
+      for (const c of SOURCE_COLUMNS) values.push(source[c]);
+      this.s.bulkSource.run(values);
+    }
+    this.writes.insertWarnings(record, runId, now);
+  }
+
+  /**
+   * The users indexes, built again (the user_id key first: what follows
+   * looks users up by it), settling client key conflicts; the sources,
+   * sorted, then their indexes; the change rows.
+   */
+  finish(load: BulkLoad, runId: number, now: string): void {
+    if (load.repeats > 0) this.s.dropEarlierListings.run();
+    const ofUsers = load.indexes.filter((i) => i.tbl_name === 'users');
+    ofUsers.sort((a, b) => Number(b.name === USER_KEY) - Number(a.name === USER_KEY));
+    for (const index of ofUsers) this.buildSettlingKeys(index.sql, now);
+    (load.repeats > 0 ? this.s.loadBulkSourcesOfLatest : this.s.loadBulkSources).run();
+    this.s.clearBulkSources.run();
+    for (const index of load.indexes) if (index.tbl_name !== 'users') this.db.exec(index.sql);
+    this.s.recordCreated.run({ run: runId, now });
+  }
+
+  /** Builds an index; if two active users hold one client key, the later-written keeps it and the build is retried. */
+  private buildSettlingKeys(sql: string, now: string): void {
+    try {
+      this.db.exec(sql);
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw err;
+      for (const userId of this.s.keyLosers.all()) this.writes.softDelete(userId, now);
+      this.db.exec(sql);
+    }
+  }
+}

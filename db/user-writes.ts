@@ -1,0 +1,183 @@
+/**
+ * Writing one user into a mirror that already has users: its `users` row,
+ * its `connected_sources` and `field_warnings`, its `user_changes` row, and
+ * the (team_id, client_user_id) key it may take from another active user.
+ * Used by a sync run for each new or changed listing (inside the run's
+ * transaction) and by the online resolve (db/user-refresh.ts).
+ *
+ * Decisions (documented for analytics in db/SCHEMA.md):
+ * - At most one active user per (team_id, client_user_id). When a record
+ *   claims a key an active user holds, the newer record wins and the holder
+ *   is soft-deleted ('deleted', counted as superseded), whatever the run's
+ *   status: the index cannot hold both, and the claim is upstream's word.
+ * - One change row per user and run, from the state before the run to the
+ *   state after it: no/yes 'created', yes/yes 'updated', yes/no 'deleted',
+ *   no/no none. A soft-deleted user seen again is restored as 'created'.
+ * - `field_warnings` holds the warnings of each user's stored record: they
+ *   are replaced whenever the user's row is written, and only then.
+ */
+import type { Db } from './open.js';
+import type { User } from '../src/service/schemas.js';
+import type { FieldWarning } from '../src/service/user-record.js';
+import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type LiveState } from './user-row.js';
+
+/** A parsed record, ready to be written. */
+export interface StagedRecord {
+  /** The parsed record: fields that broke their rule are absent. */
+  user: User;
+  /** The record's text exactly as received (its bytes, from a sync), unknown fields included. */
+  rawJson: string;
+  /** The fields dropped from `user`, stored in `field_warnings`. */
+  warnings: readonly FieldWarning[];
+}
+
+/** One listing a sync run writes. */
+export interface UserWrite {
+  record: StagedRecord;
+  /** Its content hash (src/sync/content-hash.ts), stored in users.content_hash. */
+  digest: string;
+  /** The user was listed before in this run: this later listing replaces the earlier one. */
+  repeat: boolean;
+  /** A repeat whose content is what the mirror held at the run's start: the run changes nothing of this user. */
+  sameAsStart: boolean;
+}
+
+export type Cell = string | number | null;
+
+/** `a, b, c`, each with `prefix`: column lists for SQL built from USER_COLUMNS and SOURCE_COLUMNS. */
+export const cols = (names: readonly string[], prefix = '') => names.map((c) => prefix + c).join(', ');
+export const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+const updateFromExcluded = USER_COLUMNS.filter((c) => c !== 'user_id')
+  .map((c) => `${c} = excluded.${c}`)
+  .join(', ');
+
+/** The users row's INSERT: the record's columns, then first_seen_at and last_seen_at. Positional: named binds cost more per row. */
+export const INSERT_USER_SQL = `INSERT INTO users (${cols(USER_COLUMNS)}, first_seen_at, last_seen_at, deleted_at)
+  VALUES (${marks(USER_COLUMNS.length + 2)}, NULL)`;
+
+/** The values INSERT_USER_SQL binds. */
+export function userValues(record: StagedRecord, digest: string, now: string): Cell[] {
+  const row = toUserRow(record.user, record.rawJson, digest);
+  const values: Cell[] = [];
+  for (const c of USER_COLUMNS) values.push(row[c]);
+  values.push(now, now);
+  return values;
+}
+
+export class UserWrites {
+  private readonly s;
+
+  constructor(db: Db) {
+    this.s = {
+      liveUser: db.prepare<[string], LiveState & { raw: string }>(`SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`),
+      isDeleted: db.prepare<[string], number>(`SELECT deleted_at IS NOT NULL FROM users WHERE user_id = ?`).pluck(),
+      parkUser: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ? AND deleted_at IS NULL`),
+      holdersOfKey: db
+        .prepare<[string, string, string], string>(
+          `SELECT user_id FROM users WHERE team_id = ? AND client_user_id = ? AND deleted_at IS NULL AND user_id <> ?`,
+        )
+        .pluck(),
+      softDelete: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ?`),
+      upsertUser: db.prepare<[Cell[]]>(
+        `${INSERT_USER_SQL}
+         ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded}, last_seen_at = excluded.last_seen_at, deleted_at = NULL`,
+      ),
+      dropSources: db.prepare<[string]>(`DELETE FROM connected_sources WHERE user_id = ?`),
+      insertSource: db.prepare<[Cell[]]>(`INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length)})`),
+      dropWarnings: db.prepare<[string]>(`DELETE FROM field_warnings WHERE user_id = ?`),
+      insertWarning: db.prepare<[string, string, string, number | null, string]>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, ?, ?)`,
+      ),
+      insertChange: db.prepare<[number | null, string, string, string]>(
+        `INSERT INTO user_changes (run_id, user_id, change, at) VALUES (?, ?, ?, ?)`,
+      ),
+      // Through user_changes_user: a user's change rows, few, then the run's among them.
+      runChange: db.prepare<[string, number], { id: number; change: string }>(
+        `SELECT id, change FROM user_changes WHERE user_id = ? AND run_id = ?`,
+      ),
+      setChange: db.prepare<[string, string, number]>(`UPDATE user_changes SET change = ?, at = ? WHERE id = ?`),
+      dropChange: db.prepare<[number]>(`DELETE FROM user_changes WHERE id = ?`),
+    };
+  }
+
+  /** What the mirror holds for the user, as far as "must we write it?" needs. */
+  live(userId: string): (LiveState & { raw: string }) | undefined {
+    return this.s.liveUser.get(userId);
+  }
+
+  /** One listing of a sync run, with the change kept to one row per user and run. */
+  applyListed(runId: number, write: UserWrite, now: string): void {
+    const { record } = write;
+    const userId = record.user.user_id;
+    const deleted = this.s.isDeleted.get(userId);
+    // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
+    const prior = write.repeat || deleted === 1 ? this.s.runChange.get(userId, runId) : undefined;
+    const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
+    for (const holder of this.takeKey(record.user, now)) this.retire(runId, holder, now);
+    this.s.upsertUser.run(userValues(record, write.digest, now));
+    this.replaceDetails(record, runId, now);
+    const change = write.sameAsStart ? undefined : activeBefore ? 'updated' : 'created';
+    this.recordChange(runId, userId, prior, change, now);
+  }
+
+  /**
+   * One record outside any run (online resolve): change rows carry run_id
+   * NULL. `created`: the user was absent or deleted before. Returns the
+   * users whose key it took; the caller has decided it must be written.
+   */
+  applyRefreshed(record: StagedRecord, digest: string, now: string, created: boolean): string[] {
+    const superseded = this.takeKey(record.user, now);
+    for (const id of superseded) {
+      this.s.softDelete.run(now, id);
+      this.s.insertChange.run(null, id, 'deleted', now);
+    }
+    this.s.upsertUser.run(userValues(record, digest, now));
+    this.replaceDetails(record, null, now);
+    this.s.insertChange.run(null, record.user.user_id, created ? 'created' : 'updated', now);
+    return superseded;
+  }
+
+  /** A user's field warnings, for a writer that inserts the users row itself. */
+  insertWarnings(record: StagedRecord, runId: number | null, now: string): void {
+    for (const w of record.warnings) this.s.insertWarning.run(record.user.user_id, w.field, w.problem, runId, now);
+  }
+
+  dropWarnings(userId: string): void {
+    this.s.dropWarnings.run(userId);
+  }
+
+  softDelete(userId: string, now: string): void {
+    this.s.softDelete.run(now, userId);
+  }
+
+  /** Soft-deletes the holder of a key another user takes, as 'deleted' unless this run created it. */
+  private retire(runId: number, userId: string, now: string): void {
+    this.s.softDelete.run(now, userId);
+    const prior = this.s.runChange.get(userId, runId);
+    this.recordChange(runId, userId, prior, prior?.change === 'created' ? undefined : 'deleted', now);
+  }
+
+  private recordChange(runId: number, userId: string, prior: { id: number } | undefined, change: string | undefined, now: string): void {
+    if (prior === undefined) {
+      if (change !== undefined) this.s.insertChange.run(runId, userId, change, now);
+    } else if (change === undefined) this.s.dropChange.run(prior.id);
+    else this.s.setChange.run(change, now, prior.id);
+  }
+
+  /**
+   * Takes the user out of the unique key index (its own key may move onto a
+   * taken one), and returns the other active holders of its new key: the
+   * newer record wins, the caller retires them.
+   */
+  private takeKey(user: User, now: string): string[] {
+    this.s.parkUser.run(now, user.user_id);
+    return this.s.holdersOfKey.all(user.team_id, user.client_user_id, user.user_id);
+  }
+
+  private replaceDetails(record: StagedRecord, runId: number | null, now: string): void {
+    this.s.dropSources.run(record.user.user_id);
+    this.s.dropWarnings.run(record.user.user_id);
+    for (const source of toSourceRows(record.user)) this.s.insertSource.run(SOURCE_COLUMNS.map((c) => source[c]));
+    this.insertWarnings(record, runId, now);
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * One sync run's writes, decided here and applied through a MirrorStore
+ * (db/mirror-store.ts). The run's ledger (run-ledger.ts) lives here, in this
+ * process: which users the scan listed, and a fingerprint of the content hash
+ * of every user active at the start. So an unchanged listing costs a compare
+ * in memory and never reaches the store; the store only sees what changed.
+ *
+ * - A user listed twice in a run keeps its latest listing.
+ * - A rejected record whose user_id can be read still counts as seen, so its
+ *   user is never a deletion candidate only because its latest record was
+ *   malformed.
+ * - Rejected records are kept in memory and handed to the store with the
+ *   run's final row, so that they describe the run whether it published or
+ *   rolled back (up to REJECTED_KEPT records or REJECTED_KEPT_BYTES; beyond,
+ *   only counted).
+ * - A page that fails to apply breaks the run: the ledger has counted its
+ *   records, so publishing would lie. The run can then only fail.
+ */
+import type { Db } from '../../db/open.js';
+import {
+  SqliteMirrorStore,
+  type MirrorStore,
+  type PublishDeletions,
+  type PublishResult,
+  type SqliteMirrorStoreOptions,
+  type StagedRecord,
+  type UserWrite,
+} from '../../db/mirror-store.js';
+import type { FinishRunInput, RejectedRow } from '../../db/run-records.js';
+import { contentHash } from './content-hash.js';
+import { RunLedger, type Sighting } from './run-ledger.js';
+
+export type { Sighting } from './run-ledger.js';
+
+/** One listing, with what the ledger said of it; `record` is needed for every sighting but 'unchanged'. */
+export interface SightedRecord {
+  userId: string;
+  digest: string;
+  sighting: Sighting;
+  record?: StagedRecord;
+}
+
+export interface StagePageResult {
+  /** Records processed: every record of the page. */
+  seen: number;
+  /** Records written: new, changed or reappearing users (a repeat listing counts again). */
+  changed: number;
+  /** Records whose user_id was already seen in this run, this page included: drift. */
+  duplicates: number;
+}
+
+export interface RejectedRecordInput {
+  offset: number;
+  index: number;
+  reason: string;
+  raw: unknown;
+}
+
+/** Rejected records kept per run: a run where every record is malformed must not hold them all in memory. */
+const REJECTED_KEPT = 10_000;
+const REJECTED_KEPT_BYTES = 32 * 1024 * 1024;
+
+interface OpenRun {
+  id: number;
+  duplicates: number;
+  /** Set while the run can still publish; undefined once published. */
+  ledger: RunLedger | undefined;
+  broken: boolean;
+  rejected: RejectedRow[];
+  rejectedBytes: number;
+}
+
+export class RunWriter {
+  private run: OpenRun | undefined;
+
+  constructor(
+    readonly store: MirrorStore,
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
+
+  /** Starts a run: its row, its transaction, and its ledger from the mirror's active users. */
+  beginRun(totalAtStart?: number): number {
+    this.run = undefined;
+    const id = this.store.beginRun(totalAtStart);
+    let ledger: RunLedger;
+    try {
+      ledger = new RunLedger(this.store.activeUsers(), undefined, totalAtStart);
+    } catch (err) {
+      // The run's transaction is open: roll it back and record why, rather than leave it to the next run.
+      this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
+      throw err;
+    }
+    this.run = { id, duplicates: 0, ledger, broken: false, rejected: [], rejectedBytes: 0 };
+    return id;
+  }
+
+  /**
+   * Records one listing of a user in the run's ledger and says what it takes:
+   * asked from the record's bytes, before parsing it, so that an unchanged
+   * record is never parsed. Every sighting but 'unchanged' must then reach
+   * stageSighted with its record.
+   */
+  sight(runId: number, userId: string, digest: string): Sighting {
+    return this.openLedger(runId).ledger.sight(userId, digest);
+  }
+
+  /** Hashes and sights parsed records, then stages them: for callers that hold parsed records (tests, tools). */
+  stagePage(runId: number, records: readonly StagedRecord[]): StagePageResult {
+    const sighted = records.map((record) => {
+      const digest = contentHash(record.rawJson);
+      return { userId: record.user.user_id, record, digest, sighting: this.sight(runId, record.user.user_id, digest) };
+    });
+    return this.stageSighted(runId, sighted);
+  }
+
+  /** Writes what `sight` asked for into the run's transaction: readers see none of it until publish. */
+  stageSighted(runId: number, sighted: readonly SightedRecord[]): StagePageResult {
+    const { run } = this.openLedger(runId);
+    const writes: UserWrite[] = [];
+    let duplicates = 0;
+    let changed = 0;
+    for (const { sighting, record, digest } of sighted) {
+      const repeat = sighting === 'repeat-write' || sighting === 'repeat-unchanged';
+      if (repeat) duplicates++;
+      if (sighting === 'unchanged') continue;
+      if (record === undefined) throw new TypeError(`stageSighted: a '${sighting}' sighting without its record`);
+      const sameAsStart = sighting === 'repeat-unchanged';
+      if (!sameAsStart) changed++;
+      writes.push({ record, digest, repeat, sameAsStart });
+    }
+    try {
+      this.store.writeUsers(runId, writes);
+    } catch (err) {
+      run.broken = true;
+      throw err;
+    }
+    run.duplicates += duplicates;
+    return { seen: sighted.length, changed, duplicates };
+  }
+
+  /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
+  stageRejected(runId: number, rejected: RejectedRecordInput): void {
+    const { run, ledger } = this.openLedger(runId);
+    const userId = stringField(rejected.raw, 'user_id');
+    const raw = JSON.stringify(rejected.raw) ?? 'null';
+    if (run.rejected.length < REJECTED_KEPT && run.rejectedBytes + raw.length <= REJECTED_KEPT_BYTES) {
+      run.rejected.push({
+        offset: rejected.offset,
+        index: rejected.index,
+        userId: userId ?? null,
+        clientUserId: stringField(rejected.raw, 'client_user_id') ?? null,
+        reason: rejected.reason,
+        raw,
+        at: this.clock().toISOString(),
+      });
+      run.rejectedBytes += raw.length;
+    }
+    if (userId !== undefined) ledger.sightUnparsed(userId);
+  }
+
+  /** Active users not seen in this run so far: the deletion candidates. */
+  countUnseenActive(runId: number): number {
+    return this.openLedger(runId).ledger.unseenActiveCount;
+  }
+
+  /** Every deletion candidate's user_id: for callers that know them all gone (tests, tools). */
+  listUnseenActive(runId: number): string[] {
+    const { ledger } = this.openLedger(runId);
+    return ledger.unseenActiveCount === 0 ? [] : [...this.unseenActiveIds(ledger)];
+  }
+
+  /**
+   * Up to `limit` of the deletion candidates, for the sync to check upstream
+   * (deletion-check.ts). Picked at random, so that when there are more than
+   * a run may check, each is reached by some later run.
+   */
+  pickUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {
+    const { ledger } = this.openLedger(runId);
+    if (ledger.unseenActiveCount === 0) return [];
+    const picked = reservoirSample(this.unseenActiveIds(ledger), Math.max(0, Math.floor(limit)));
+    return this.store.clientIdsOf(picked);
+  }
+
+  publish(runId: number, deletions: PublishDeletions): PublishResult {
+    const { run } = this.openLedger(runId);
+    if (run.broken) throw new Error(`sync run ${runId}: a page failed to stage; the run can only fail`);
+    // Nothing asks the ledger past this point; let its tens of MB go before the publish's index sorts.
+    run.ledger = undefined;
+    return this.store.publish(runId, deletions);
+  }
+
+  /** Records how the run ended, with its rejected records; an unpublished run is rolled back. */
+  finishRun(runId: number, result: FinishRunInput): void {
+    const run = this.run?.id === runId ? this.run : undefined;
+    this.store.finishRun(runId, {
+      ...result,
+      duplicates: result.duplicates ?? run?.duplicates ?? 0,
+      rejectedRecords: run?.rejected ?? [],
+    });
+    if (run !== undefined) this.run = undefined;
+  }
+
+  private openLedger(runId: number): { run: OpenRun; ledger: RunLedger } {
+    const run = this.run;
+    if (run?.id !== runId) throw new Error(`sync run ${runId} is not the run staged on this writer (${run?.id ?? 'none'})`);
+    if (run.ledger === undefined) throw new Error(`sync run ${runId} is already published`);
+    return { run, ledger: run.ledger };
+  }
+
+  /**
+   * Active users at the start not listed so far. The ledger holds
+   * fingerprints, not user_ids, so the candidates are read back from the
+   * mirror, deleted rows included: one deleted online since the start is
+   * still a candidate (the deletion skips it, the check may sample it).
+   */
+  private *unseenActiveIds(ledger: RunLedger): Generator<string> {
+    for (const userId of this.store.userIds()) if (ledger.isUnseenActive(userId)) yield userId;
+  }
+}
+
+/** A uniform sample of up to `k` items, in one pass (Algorithm R). */
+function reservoirSample<T>(items: Iterable<T>, k: number): T[] {
+  const sample: T[] = [];
+  if (k === 0) return sample;
+  let n = 0;
+  for (const item of items) {
+    n++;
+    if (sample.length < k) sample.push(item);
+    else {
+      const j = Math.floor(Math.random() * n);
+      if (j < k) sample[j] = item;
+    }
+  }
+  return sample;
+}
+
+function stringField(raw: unknown, key: string): string | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const value: unknown = (raw as Record<string, unknown>)[key];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** A RunWriter over a SQLite mirror: what the daemon and the CLI use. */
+export function sqliteRunWriter(db: Db, clock?: () => Date, options: Omit<SqliteMirrorStoreOptions, 'clock'> = {}): RunWriter {
+  return new RunWriter(new SqliteMirrorStore(db, { ...options, ...(clock === undefined ? {} : { clock }) }), clock);
+}

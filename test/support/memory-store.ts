@@ -1,0 +1,127 @@
+/**
+ * A MirrorStore in memory, for the engine's decision tests: what a run
+ * wrote, deleted and published, with no SQLite. It keeps the contract the
+ * SQLite store keeps (db/mirror-store.ts): nothing is visible before
+ * publish, an unpublished run leaves the mirror as it was, one change per
+ * user and run (state before the run against state after), one active user
+ * per (team_id, client_user_id), the newer record winning. Whether the
+ * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
+ */
+import type { MirrorStore, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
+import type { FinishRunInput } from '../../db/run-records.js';
+
+export interface MemoryUser {
+  userId: string;
+  teamId: string;
+  clientUserId: string;
+  contentHash: string;
+  rawJson: string;
+  deleted: boolean;
+}
+
+export interface MemoryRun {
+  id: number;
+  published: boolean;
+  finished?: FinishRunInput;
+}
+
+export class MemoryMirrorStore implements MirrorStore {
+  /** The published mirror. */
+  users = new Map<string, MemoryUser>();
+  readonly runs: MemoryRun[] = [];
+  /** Every listing handed to writeUsers, over all runs: what reached the store. */
+  readonly written: UserWrite[] = [];
+  private open: { id: number; working: Map<string, MemoryUser> } | undefined;
+
+  beginRun(_totalAtStart?: number): number {
+    const id = this.runs.length + 1;
+    this.runs.push({ id, published: false });
+    this.open = { id, working: clone(this.users) };
+    return id;
+  }
+
+  activeUsers(): Iterable<readonly [string, string]> {
+    return [...this.users.values()]
+      .filter((u) => !u.deleted)
+      .map((u) => [u.userId, u.contentHash] as const)
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  }
+
+  userIds(): Iterable<string> {
+    return [...this.users.keys()].sort();
+  }
+
+  clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }> {
+    return userIds.flatMap((id) => {
+      const u = this.users.get(id);
+      return u === undefined ? [] : [{ user_id: id, client_user_id: u.clientUserId }];
+    });
+  }
+
+  writeUsers(runId: number, writes: readonly UserWrite[]): void {
+    const { working } = this.openRun(runId);
+    for (const w of writes) {
+      this.written.push(w);
+      const { user, rawJson } = w.record;
+      for (const other of working.values()) {
+        const sameKey = other.teamId === user.team_id && other.clientUserId === user.client_user_id;
+        if (sameKey && other.userId !== user.user_id) other.deleted = true;
+      }
+      working.set(user.user_id, {
+        userId: user.user_id,
+        teamId: user.team_id,
+        clientUserId: user.client_user_id,
+        contentHash: w.digest,
+        rawJson,
+        deleted: false,
+      });
+    }
+  }
+
+  publish(runId: number, opts: PublishDeletions): PublishResult {
+    const { working } = this.openRun(runId);
+    let swept = 0;
+    for (const id of opts.deletions) {
+      const u = working.get(id);
+      if (u !== undefined && !u.deleted) {
+        u.deleted = true;
+        swept++;
+      }
+    }
+    const counts = { created: 0, updated: 0, deleted: 0 };
+    for (const [id, after] of working) {
+      const before = this.users.get(id);
+      const wasActive = before !== undefined && !before.deleted;
+      if (!wasActive && !after.deleted) counts.created++;
+      else if (wasActive && after.deleted) counts.deleted++;
+      else if (wasActive && before.contentHash !== after.contentHash) counts.updated++;
+    }
+    this.users = working;
+    this.open = undefined;
+    const run = this.runs[runId - 1];
+    if (run !== undefined) run.published = true;
+    return { ...counts, superseded: counts.deleted - swept };
+  }
+
+  finishRun(runId: number, result: FinishRunInput): void {
+    if (this.open?.id === runId) this.open = undefined;
+    const run = this.runs[runId - 1];
+    if (run !== undefined) run.finished = result;
+  }
+
+  /** Active users as client_user_id → user_id, for comparisons. */
+  activeByClientId(): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const u of this.users.values()) if (!u.deleted) out.set(u.clientUserId, u.userId);
+    return out;
+  }
+
+  private openRun(runId: number): { working: Map<string, MemoryUser> } {
+    if (this.open?.id !== runId) throw new Error(`run ${runId} is not open`);
+    return this.open;
+  }
+}
+
+function clone(users: Map<string, MemoryUser>): Map<string, MemoryUser> {
+  return new Map([...users].map(([id, u]) => [id, { ...u }]));
+}
