@@ -63,29 +63,30 @@ export interface LegacyImport {
   duplicates: number;
 }
 
-const REMOVAL_COLUMNS = `id, job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, reason,
-  last_error, requested_at, started_at, finished_at, updated_at`;
-const DUPLICATE_COLUMNS = 'event_id, job_id, dedup_id, seen_at';
+const REMOVAL_COLUMNS = [
+  'id', 'job_id', 'enqueued_at', 'org_id', 'member_id', 'status', 'attempts', 'requests', 'requested_by', 'reason',
+  'last_error', 'requested_at', 'started_at', 'finished_at', 'updated_at',
+] as const;
+const DUPLICATE_COLUMNS = ['event_id', 'job_id', 'dedup_id', 'seen_at'] as const;
 
-/** Copies the mirror's audit rows into `db` unless that was done before; returns what was copied, or undefined. */
+/**
+ * Copies the mirror's audit rows into `db` unless that was done before; returns what was copied, or undefined.
+ *
+ * The mirror is read through a readonly connection of its own, not ATTACHed: BEGIN IMMEDIATE takes the
+ * write lock of every attached file, and a sync holds the mirror's for its whole run. A second daemon
+ * starting beside a running sync then failed with `database is locked` after the audit's 250 ms wait.
+ */
 export function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Date()): LegacyImport | undefined {
   if (done(db)) return undefined;
   const source = mirrorPath !== ':memory:' && existsSync(mirrorPath) && !samePath(mirrorPath, db.name) ? mirrorPath : null;
-  // ATTACH is refused inside a transaction, so it brackets the one that copies.
-  if (source !== null) db.prepare("ATTACH DATABASE ? AS legacy").run(source);
+  const legacy = source === null ? undefined : openMirror(source, { readonly: true });
   try {
     return db
       .transaction((): LegacyImport | undefined => {
         if (done(db)) return undefined;
-        const copy = source !== null && hasLegacyTable(db);
-        const removals = copy
-          ? db.prepare(`INSERT OR IGNORE INTO main.member_removals (${REMOVAL_COLUMNS})
-              SELECT ${REMOVAL_COLUMNS} FROM legacy.member_removals ORDER BY id`).run().changes
-          : 0;
-        const duplicates = copy
-          ? db.prepare(`INSERT OR IGNORE INTO main.member_removal_duplicates (${DUPLICATE_COLUMNS})
-              SELECT ${DUPLICATE_COLUMNS} FROM legacy.member_removal_duplicates`).run().changes
-          : 0;
+        const copy = legacy !== undefined && hasLegacyTable(legacy);
+        const removals = copy ? copyRows(legacy, db, 'member_removals', REMOVAL_COLUMNS, 'ORDER BY id') : 0;
+        const duplicates = copy ? copyRows(legacy, db, 'member_removal_duplicates', DUPLICATE_COLUMNS, '') : 0;
         db.prepare('INSERT INTO legacy_audit_import (id, source, removals, duplicates, imported_at) VALUES (1, ?, ?, ?, ?)').run(
           copy ? source : null,
           removals,
@@ -96,14 +97,25 @@ export function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Da
       })
       .immediate();
   } finally {
-    if (source !== null) db.exec('DETACH DATABASE legacy');
+    legacy?.close();
   }
+}
+
+/** Rows of `table` from one connection into the same table of another; rows already there are kept. */
+function copyRows(from: Db, to: Db, table: string, columns: readonly string[], order: string): number {
+  const list = columns.join(', ');
+  const insert = to.prepare(`INSERT OR IGNORE INTO main.${table} (${list}) VALUES (${columns.map(() => '?').join(', ')})`);
+  let copied = 0;
+  for (const row of from.prepare(`SELECT ${list} FROM ${table} ${order}`).raw().iterate() as Iterable<unknown[]>) {
+    copied += insert.run(...row).changes;
+  }
+  return copied;
 }
 
 function done(db: Db): boolean {
   return db.prepare('SELECT 1 FROM legacy_audit_import WHERE id = 1').get() !== undefined;
 }
 
-function hasLegacyTable(db: Db): boolean {
-  return db.prepare("SELECT 1 FROM legacy.sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
+function hasLegacyTable(legacy: Db): boolean {
+  return legacy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
 }

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { openMirror, type Db } from '../db/open.js';
-import { migrate } from '../db/migrate.js';
+import { applyMigration, migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations/index.js';
 import { mirrorSchema } from '../db/migrations/001-mirror.js';
 import { TEAM, tempDir, userId, type TempDir } from './support/mirror-fixtures.js';
@@ -41,6 +41,22 @@ describe('migration 1: the mirror schema', () => {
     db.close();
     db = openMirror(dir.file('mirror.db'));
     expect(schema()).toEqual(before);
+  });
+
+  it('opens beside a running sync: a migration another process applied meanwhile is not waited for', () => {
+    // The race: this process read an old version, the other migrated and began a sync (write lock held).
+    db.exec('BEGIN IMMEDIATE');
+    const late = openMirror(dir.file('mirror.db'), { busyTimeoutMs: 50 });
+    try {
+      const newest = MIGRATIONS.find((m) => m.version === LATEST);
+      expect(newest).toBeDefined();
+      expect(applyMigration(late, newest!)).toBe(LATEST);
+      // A migration that is really missing still fails, naming the lock.
+      expect(() => applyMigration(late, { version: LATEST + 1, name: 'next', sql: 'CREATE TABLE later (x)' })).toThrow(/locked/);
+    } finally {
+      late.close();
+      db.exec('ROLLBACK');
+    }
   });
 
   it('applies only the missing versions on a file left at version 1', () => {

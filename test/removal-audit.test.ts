@@ -255,6 +255,28 @@ describe('the audit file (AUDIT_DB)', () => {
     }
   });
 
+  it("copies while a sync holds the mirror's write lock (a second daemon starting beside a running one)", () => {
+    const mirrorPath = join(dir, 'mirror.db');
+    const mirror = openMirror(mirrorPath);
+    const old = createRemovalAudit(mirror);
+    old.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    // The running sync: the mirror's write lock, held for the whole scan.
+    mirror.exec('BEGIN IMMEDIATE');
+    mirror.prepare("INSERT INTO sync_runs (started_at, status) VALUES ('2026-01-01T00:00:00.000Z', 'running')").run();
+    try {
+      const a = openAudit(join(dir, 'audit.db'), { legacyMirror: mirrorPath });
+      try {
+        expect(a.prepare('SELECT source, removals FROM legacy_audit_import').get()).toEqual({ source: mirrorPath, removals: 1 });
+        expect(createRemovalAudit(a).get('job-1')).toMatchObject({ status: 'requested' });
+      } finally {
+        a.close();
+      }
+    } finally {
+      mirror.exec('ROLLBACK');
+      mirror.close();
+    }
+  });
+
   it('with no older rows, records that there was nothing to copy', () => {
     const a = openAudit(join(dir, 'audit.db'), { legacyMirror: join(dir, 'absent.db') });
     try {

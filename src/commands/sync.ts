@@ -67,14 +67,17 @@ export default async function sync(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let outcome: LeasedOutcome<SyncSummary>;
+  let ran = false;
   try {
     outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
+    ran = outcome.ran;
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await client.close();
-    checkpointAfterSync(db, logger);
+    // Only after a run of ours: beside another process's run, TRUNCATE would wait out the busy timeout for its lock.
+    if (ran) checkpointAfterSync(db, logger);
     db.close();
   }
   if (!outcome.ran) {
