@@ -122,4 +122,26 @@ describe('the sync engine, in memory', () => {
     expect(store.activeByClientId().get('client-1')).toBe(userId(2));
     expect(store.users.get(userId(1))?.deleted).toBe(true);
   });
+
+  it('asks for the next page before staging the one that came, keeping one request per worker in flight', async () => {
+    const { directory, store, sync } = rig(2_000);
+    // Users already staged when each page was asked for.
+    const stagedAtRequest = new Map<number, number>();
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const list = directory.listUserRecords.bind(directory);
+    directory.listUserRecords = async (params, signal) => {
+      stagedAtRequest.set(params.offset, store.written.length);
+      maxInFlight = Math.max(maxInFlight, ++inFlight);
+      try {
+        return await list(params, signal);
+      } finally {
+        inFlight--;
+      }
+    };
+    expect(await sync({ concurrency: 1 })).toMatchObject({ status: 'succeeded', usersSeen: 2_000 });
+    expect(maxInFlight).toBe(1);
+    // With one worker: offset 1000 is asked for while offset 500 waits to be staged, and so on.
+    expect([...stagedAtRequest]).toEqual([[0, 0], [500, 500], [1_000, 500], [1_500, 1_000]]);
+  });
 });
