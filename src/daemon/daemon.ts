@@ -6,7 +6,9 @@
  * Start-up:
  *  1. open the mirror and the removal audit (its own file, AUDIT_DB: see
  *     db/open-audit.ts); a bad path or a corrupt file ends the process: that
- *     needs a human, and pm2's backoff keeps the retries slow;
+ *     needs a human, and pm2's backoff keeps the retries slow. A file
+ *     write-locked by another process's sync is waited for, logged
+ *     (open-when-unlocked.ts);
  *  2. serve /healthz, /readyz (503 for now) and /metrics;
  *  3. wait for Redis, retrying with backoff and logging, for as long as it
  *     takes. The process never exits for an unreachable Redis: exiting would
@@ -41,6 +43,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { openMirror, type Db } from '../../db/open.js';
+import { openWhenUnlocked } from './open-when-unlocked.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { openAudit } from '../../db/open-audit.js';
@@ -156,10 +159,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     'daemon starting',
   );
 
-  const db: Db = openMirror(config.MIRROR_DB);
+  const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB), log);
   let auditDb: Db;
   try {
-    auditDb = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
+    auditDb = await openWhenUnlocked('audit', () => openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB }), log);
   } catch (err) {
     db.close();
     throw err;
