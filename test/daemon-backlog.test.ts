@@ -10,13 +10,19 @@
  * With two daemons on one MIRROR_ID and one file, the idle peer takes each
  * tick's job and skips it (the lease is held), so nothing waits either; the
  * runs still never overlap.
+ *
+ * And a daemon that starts while another process's sync holds the mirror's
+ * write lock waits for it instead of exiting.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
+import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../db/migrate.js';
+import { MIGRATIONS } from '../db/migrations/index.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync-queue.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
@@ -24,6 +30,7 @@ import { daemonEnv, eventually, spawnDaemon, type DaemonProcess, type LogLine } 
 import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';
 
 const SLOW_PAGE_MS = 10_000;
+const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));
 
 let redis: TestRedis;
 let standIn: StandIn;
@@ -123,5 +130,48 @@ describe('a sync slower than the schedule', () => {
     expect(exits.every((e) => e.code === 0)).toBe(true);
     expectRunsNeverOverlap(readRuns('shared.db'));
     expect(all(ds, 'sync.job_started').length).toBe(readRuns('shared.db').length);
+  });
+});
+
+/**
+ * A daemon starting while another process's sync holds the mirror's write
+ * lock, on a file one migration behind (so the open needs the lock): it waits
+ * and says so, rather than exit into a pm2 restart loop, and starts once the
+ * lock is released.
+ */
+describe('a daemon starting beside a running sync', () => {
+  it('waits for the write lock its migration needs, logs it, then starts', { timeout: 60_000 }, async () => {
+    const path = join(dir, 'locked.db');
+    const older = new Database(path);
+    older.pragma('journal_mode = WAL');
+    migrate(older, MIGRATIONS.filter((m) => m.version < LATEST));
+    older.close();
+
+    // The other process's sync: the mirror's write lock, held across the daemon's first attempts.
+    const sync = new Database(path);
+    sync.exec('BEGIN IMMEDIATE');
+    let held = true;
+    const env = daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: path, queuePrefix: 'locked-start', statusPort: await freePort(), cron: '0 0 1 1 *' });
+    const daemon = spawnDaemon(env);
+    daemons.push(daemon);
+    try {
+      const waiting = await daemon.waitForLog((l) => l.event === 'daemon.db_locked_at_start', 30_000, 'the wait for the lock');
+      expect(waiting).toMatchObject({ file: 'mirror', attempt: 1 });
+      expect(daemon.logs.some((l) => l.event === 'daemon.ready')).toBe(false);
+      sync.exec('COMMIT');
+      held = false;
+      await daemon.ready;
+    } finally {
+      if (held) sync.exec('ROLLBACK');
+      sync.close();
+    }
+
+    const check = new Database(path, { readonly: true });
+    try {
+      expect(check.pragma('user_version', { simple: true })).toBe(LATEST);
+    } finally {
+      check.close();
+    }
+    expect(await daemon.stop('SIGTERM')).toMatchObject({ code: 0 });
   });
 });
