@@ -66,8 +66,13 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
  * (the run's writer leaves that out of its COMMIT, db/mirror-store.ts).
  * Readers are never blocked by it; one holding an old snapshot only leaves
  * part of the WAL for the next checkpoint, which is logged.
+ *
+ * Only after a run of ours (`outcome.ran`): a run skipped because another
+ * process holds the lease has nothing to copy, and its TRUNCATE would wait
+ * out the busy timeout on that process's write lock.
  */
-export function checkpointAfterSync(db: Db, logger: Logger): void {
+export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutcome<unknown> | undefined): void {
+  if (outcome?.ran !== true) return;
   try {
     const r = checkpointMirror(db);
     if (r.busy) logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');

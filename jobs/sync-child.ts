@@ -67,8 +67,7 @@ async function main(): Promise<void> {
         onLeased: () => logger.info({ event: 'sync.job_started', ...job }, 'sync job started'),
       });
       await post({ type: 'done', outcome });
-      // A skipped run (the lease held elsewhere) has nothing to copy, and its checkpoint would wait on the holder's lock.
-      if (outcome.ran) checkpointAfterSync(db, logger);
+      checkpointAfterSync(db, logger, outcome);
     } finally {
       await client.close().catch(() => undefined);
       db.close();

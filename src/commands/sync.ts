@@ -66,18 +66,15 @@ export default async function sync(argv: string[]): Promise<number> {
   const onSignal = () => abort.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  let outcome: LeasedOutcome<SyncSummary>;
-  let ran = false;
+  let outcome: LeasedOutcome<SyncSummary> | undefined;
   try {
     outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
-    ran = outcome.ran;
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await client.close();
-    // Only after a run of ours: beside another process's run, TRUNCATE would wait out the busy timeout for its lock.
-    if (ran) checkpointAfterSync(db, logger);
+    checkpointAfterSync(db, logger, outcome);
     db.close();
   }
   if (!outcome.ran) {

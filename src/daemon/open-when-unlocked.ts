@@ -17,17 +17,11 @@ import type { Logger } from '../log.js';
 /** Longer than a first sync of a large directory is expected to hold the mirror. */
 export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
 
-export interface OpenWaitOptions {
-  budgetMs?: number;
-  firstDelayMs?: number;
-  maxDelayMs?: number;
-}
-
-export function openWhenUnlocked(file: 'mirror' | 'audit', open: () => Db, logger: Logger, options: OpenWaitOptions = {}): Promise<Db> {
+export function openWhenUnlocked(file: 'mirror' | 'audit', open: () => Db, logger: Logger): Promise<Db> {
   return retryWhileBusy(async () => open(), {
-    budgetMs: options.budgetMs ?? OPEN_WAIT_BUDGET_MS,
-    firstDelayMs: options.firstDelayMs ?? 200,
-    maxDelayMs: options.maxDelayMs ?? 5_000,
+    budgetMs: OPEN_WAIT_BUDGET_MS,
+    firstDelayMs: 200,
+    maxDelayMs: 5_000,
     onRetry: ({ attempt, delayMs }) =>
       logger.warn(
         { event: 'daemon.db_locked_at_start', file, attempt, retryInMs: delayMs },
