@@ -90,7 +90,7 @@ async function main(): Promise<void> {
       const prefix = `bench${randomUUID().slice(0, 6)}`;
       const worker = startWorker(redis.url, prefix, standIn, join(dir, `${prefix}.db`));
       const producer = createRedisConnection(redis.url, { role: 'producer' });
-      const queue = createRemovalQueue(producer, prefix);
+      const queue = createRemovalQueue(producer, { target: standIn.managementUrl, prefix });
       try {
         await waitForLine(worker, /removal worker started/);
         rows.push(await run(scenario, queue, standIn));

@@ -18,6 +18,8 @@ export interface FailedRemoval {
   requested_at: string | null;
   /** Still in BullMQ's failed set, so `removals retry` can re-run it. */
   in_queue: boolean;
+  /** The host whose worker failed it last: its audit file holds the row. Null when not known (audit-only entries). */
+  host: string | null;
 }
 
 /** The fields of a failed BullMQ job the listing uses (data is untrusted: it may be why it failed). */
@@ -28,6 +30,7 @@ export interface FailedJobView {
   failedReason: string | undefined;
   finishedOn: number | undefined;
   timestamp: number;
+  processedBy: string | undefined;
 }
 
 /** Pure: one entry per job, queue first (newest failure first), then audit-only failures. */
@@ -48,8 +51,9 @@ export function mergeFailedRemovals(jobs: readonly FailedJobView[], rows: readon
       failed_at: job.finishedOn !== undefined ? new Date(job.finishedOn).toISOString() : (row?.finished_at ?? null),
       reason: job.failedReason ?? row?.last_error ?? null,
       requested_by: row?.requested_by ?? stringOrNull(data.requested_by),
-      requested_at: new Date(job.timestamp).toISOString(),
+      requested_at: Number.isFinite(job.timestamp) ? new Date(job.timestamp).toISOString() : null,
       in_queue: true,
+      host: hostOf(job.processedBy),
     });
   }
   for (const row of rows) {
@@ -65,6 +69,7 @@ export function mergeFailedRemovals(jobs: readonly FailedJobView[], rows: readon
       requested_by: row.requested_by,
       requested_at: row.requested_at,
       in_queue: false,
+      host: null,
     });
   }
   return out;
@@ -121,7 +126,41 @@ function viewOf(job: Job): FailedJobView {
     failedReason: job.failedReason ?? undefined,
     finishedOn: job.finishedOn ?? undefined,
     timestamp: job.timestamp,
+    processedBy: job.processedBy ?? undefined,
   };
+}
+
+/** Worker names are `<host>:<pid>` (removal-worker.ts). */
+export function hostOf(workerName: string | undefined): string | null {
+  if (workerName === undefined || workerName === '') return null;
+  const colon = workerName.lastIndexOf(':');
+  return colon > 0 ? workerName.slice(0, colon) : workerName;
+}
+
+export interface HostOutcomes {
+  host: string;
+  total: number;
+  outcomes: Record<string, number>;
+}
+
+/**
+ * Who recorded what, across the estate: the last `limit` completed and
+ * failed jobs still in Redis, grouped by the host whose worker finished them
+ * (that host's audit file holds their rows).
+ */
+export async function recentOutcomesByHost(queue: RemovalQueue, limit = 1_000): Promise<HostOutcomes[]> {
+  const [completed, failed] = await Promise.all([queue.getCompleted(0, limit - 1), queue.getFailed(0, limit - 1)]);
+  const byHost = new Map<string, HostOutcomes>();
+  const count = (job: Job, outcome: string): void => {
+    const host = hostOf(job.processedBy ?? undefined) ?? '(unknown)';
+    const entry = byHost.get(host) ?? { host, total: 0, outcomes: {} };
+    entry.total += 1;
+    entry.outcomes[outcome] = (entry.outcomes[outcome] ?? 0) + 1;
+    byHost.set(host, entry);
+  };
+  for (const job of completed) count(job, isRecord(job.returnvalue) && typeof job.returnvalue.status === 'string' ? job.returnvalue.status : 'completed');
+  for (const job of failed) count(job, 'failed');
+  return [...byHost.values()].sort((a, b) => a.host.localeCompare(b.host));
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -1,30 +1,114 @@
 /**
- * ioredis connections for the removal queue.
+ * Where the queues live, and the ioredis connections to it.
  *
+ * Three topologies (README, "Redis in a production estate"):
+ * - `single`: `REDIS_URL` (`redis://` or `rediss://`, credentials and db in the URL);
+ * - `cluster`: `REDIS_CLUSTER_NODES=host:port,...`. BullMQ's scripts touch
+ *   several keys of a queue at once and a cluster runs a script only when
+ *   all its keys hash to one slot, so `QUEUE_PREFIX` must carry a hash tag
+ *   (`{user-mirror}`): that is checked here, as a configuration error;
+ * - `sentinel`: `REDIS_SENTINELS=host:port,...` and `REDIS_SENTINEL_NAME`;
+ *   ioredis asks the sentinels for the master and follows a failover.
+ * Cluster and Sentinel take `REDIS_USERNAME`, `REDIS_PASSWORD` and
+ * `REDIS_TLS=1` (plus `REDIS_SENTINEL_PASSWORD` for the sentinels).
+ *
+ * Roles:
  * - `worker`: `maxRetriesPerRequest: null` (BullMQ requires it for blocking
  *   commands) and reconnects forever: a worker outlives Redis restarts.
- * - `producer`: gives up on a command after a few reconnects, so a CLI or an
- *   HTTP handler enqueueing while Redis is down gets an error instead of
- *   hanging.
+ * - `producer`: reconnects forever too (a producer inside an HTTP handler
+ *   lives for months; giving up after a few reconnects stopped offboarding
+ *   until a restart). An enqueue while Redis is away fails within
+ *   PRODUCER_WAIT_MS with a RedisUnavailableError and sends nothing; the
+ *   first one after Redis is back succeeds (removal-producer.ts).
  * - `control`: the daemon's own non-blocking connection (ticks, probes,
- *   scrapes). It reconnects forever, like a worker, but fails commands at
- *   once while disconnected (no offline queue): a tick or a probe during an
- *   outage gets an error now, not a command that fires late when Redis is
- *   back.
+ *   scrapes): like a producer, no offline queue, reconnects forever.
  *
- * Reconnects back off exponentially with jitter. The URL is logged only as
- * `redis://host:port/db`: its user name and password never reach a log.
+ * Reconnects back off exponentially with jitter. Endpoints are logged
+ * without user names or passwords.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { ConfigError, readConfig, type Config, type HostPort } from '../src/config.js';
 import type { Logger } from '../src/log.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control';
+export type { HostPort };
+/** What every queue module accepts: a single node (or a Sentinel-managed master) or a cluster. */
+export type RedisClient = Redis | Cluster;
 
-export interface RedisConnectionOptions {
-  role: RedisRole;
-  logger?: Logger;
-  /** Shown in `CLIENT LIST`, handy when several processes share a Redis. */
-  connectionName?: string;
+interface RedisAuth {
+  username: string | undefined;
+  password: string | undefined;
+  tls: boolean;
+}
+
+export type RedisEndpoint =
+  | { mode: 'single'; url: string }
+  | { mode: 'cluster'; nodes: HostPort[]; auth: RedisAuth }
+  | { mode: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword: string | undefined; auth: RedisAuth };
+
+/** The endpoint plus the key prefix: together they name where the queues are. */
+export interface QueueSettings {
+  endpoint: RedisEndpoint;
+  prefix: string;
+}
+
+export const REDIS_ENV = [
+  'REDIS_URL',
+  'REDIS_CLUSTER_NODES',
+  'REDIS_SENTINELS',
+  'REDIS_SENTINEL_NAME',
+  'REDIS_USERNAME',
+  'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
+  'REDIS_TLS',
+] as const;
+export const QUEUE_ENV = [...REDIS_ENV, 'QUEUE_PREFIX'] as const;
+export type QueueConfig = Config<(typeof QUEUE_ENV)[number]>;
+
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const HASH_TAG = /\{[^{}]+\}/;
+
+/** Checks the combination the per-variable schemas cannot see; every problem at once, by name. */
+export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
+  const problems: string[] = [];
+  const modes = [
+    config.REDIS_URL !== undefined && 'REDIS_URL',
+    config.REDIS_CLUSTER_NODES !== undefined && 'REDIS_CLUSTER_NODES',
+    config.REDIS_SENTINELS !== undefined && 'REDIS_SENTINELS',
+  ].filter((m): m is string => m !== false);
+  if (modes.length > 1) problems.push(`${modes.join(', ')}: set only one of them (a single node, a cluster or a Sentinel set)`);
+  if (config.REDIS_SENTINELS !== undefined && config.REDIS_SENTINEL_NAME === undefined) {
+    problems.push('REDIS_SENTINEL_NAME: is required with REDIS_SENTINELS (the name the sentinels monitor the master under)');
+  }
+  if (config.REDIS_SENTINEL_NAME !== undefined && config.REDIS_SENTINELS === undefined) {
+    problems.push('REDIS_SENTINEL_NAME: only with REDIS_SENTINELS');
+  }
+  if (config.REDIS_CLUSTER_NODES !== undefined && !HASH_TAG.test(config.QUEUE_PREFIX)) {
+    problems.push(
+      `QUEUE_PREFIX: on a Redis Cluster must contain a hash tag, e.g. {${config.QUEUE_PREFIX}}: ` +
+        "BullMQ's scripts use several keys of a queue at once, and a cluster runs a script only when all its keys are in one slot",
+    );
+  }
+  const single = config.REDIS_CLUSTER_NODES === undefined && config.REDIS_SENTINELS === undefined;
+  for (const name of ['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'] as const) {
+    if (single && config[name] !== undefined) problems.push(`${name}: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node takes them in REDIS_URL)`);
+  }
+  if (single && config.REDIS_TLS) problems.push('REDIS_TLS: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node uses rediss:// in REDIS_URL)');
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const auth: RedisAuth = { username: config.REDIS_USERNAME, password: config.REDIS_PASSWORD, tls: config.REDIS_TLS };
+  const endpoint: RedisEndpoint =
+    config.REDIS_CLUSTER_NODES !== undefined
+      ? { mode: 'cluster', nodes: config.REDIS_CLUSTER_NODES, auth }
+      : config.REDIS_SENTINELS !== undefined
+        ? { mode: 'sentinel', sentinels: config.REDIS_SENTINELS, name: config.REDIS_SENTINEL_NAME ?? '', sentinelPassword: config.REDIS_SENTINEL_PASSWORD, auth }
+        : { mode: 'single', url: config.REDIS_URL ?? DEFAULT_REDIS_URL };
+  return { endpoint, prefix: config.QUEUE_PREFIX };
+}
+
+/** Reads and checks the queue variables from `env` (a command's one call). */
+export function readQueueSettings(env: NodeJS.ProcessEnv = process.env): QueueSettings {
+  return queueSettingsFromConfig(readConfig(QUEUE_ENV, env));
 }
 
 /** Reconnect delays: 100 ms doubling to 5 s, with jitter so a fleet does not reconnect in lockstep. */
@@ -33,41 +117,84 @@ export function reconnectDelay(times: number, random: () => number = Math.random
   return Math.round(exp / 2 + random() * (exp / 2));
 }
 
-/** Producers stop retrying a connection after this many attempts (about 15 s). */
-const PRODUCER_RECONNECTS = 8;
+const forever = (times: number): number => reconnectDelay(times);
 
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
-  worker: { maxRetriesPerRequest: null, retryStrategy: (times) => reconnectDelay(times) },
-  producer: {
-    maxRetriesPerRequest: 2,
-    retryStrategy: (times) => (times > PRODUCER_RECONNECTS ? null : reconnectDelay(times)),
-  },
-  control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: (times) => reconnectDelay(times) },
+  worker: { maxRetriesPerRequest: null, retryStrategy: forever },
+  // The offline queue stays on, so commands sent before the first connect wait for it; the enqueue
+  // itself checks the connection first (removal-producer.ts) and sends nothing while Redis is away.
+  producer: { maxRetriesPerRequest: 1, retryStrategy: forever },
+  control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: forever },
 };
 
-export function createRedisConnection(url: string, options: RedisConnectionOptions): Redis {
-  const logger = options.logger;
-  const where = describeRedisUrl(url);
-  const ioredisOptions: RedisOptions = {
-    connectionName: options.connectionName,
-    connectTimeout: 10_000,
-    ...ROLE_OPTIONS[options.role],
-  };
-  const redis = new Redis(url, ioredisOptions);
+export interface RedisConnectionOptions {
+  role: RedisRole;
+  logger?: Logger;
+  /** Shown in `CLIENT LIST`, handy when several processes share a Redis. */
+  connectionName?: string;
+}
 
-  // One line per outage, not one per reconnect attempt.
+/** A connection in `role` to `endpoint` (a URL string means a single node). */
+export function createRedisConnection(endpoint: RedisEndpoint | string, options: RedisConnectionOptions): RedisClient {
+  const target: RedisEndpoint = typeof endpoint === 'string' ? { mode: 'single', url: endpoint } : endpoint;
+  const role = ROLE_OPTIONS[options.role];
+  const base: RedisOptions = { connectionName: options.connectionName, connectTimeout: 10_000, ...role };
+  let client: RedisClient;
+  if (target.mode === 'single') {
+    client = new Redis(target.url, base);
+  } else if (target.mode === 'sentinel') {
+    client = new Redis({
+      ...base,
+      ...authOptions(target.auth),
+      sentinels: target.sentinels,
+      name: target.name,
+      sentinelPassword: target.sentinelPassword,
+      enableTLSForSentinelMode: target.auth.tls,
+      // Subscribes to the sentinels' +switch-master: a failover is followed at once, not at the next error.
+      failoverDetector: true,
+    });
+  } else {
+    const { retryStrategy, enableOfflineQueue, ...perNode } = base;
+    const clusterOptions: ClusterOptions = {
+      redisOptions: { ...perNode, ...authOptions(target.auth) },
+      clusterRetryStrategy: retryStrategy ?? forever,
+      enableOfflineQueue: enableOfflineQueue ?? true,
+      // Workers keep redirecting through a resharding or a failover of one master.
+      maxRedirections: 32,
+    };
+    client = new Cluster(target.nodes, clusterOptions);
+  }
+  watchOutages(client, describeRedis(target), options.logger);
+  return client;
+}
+
+function authOptions(auth: RedisAuth): RedisOptions {
+  return { username: auth.username, password: auth.password, ...(auth.tls ? { tls: {} } : {}) };
+}
+
+/** One line per outage, not one per reconnect attempt. */
+function watchOutages(client: RedisClient, where: string, logger: Logger | undefined): void {
   let down = false;
-  redis.on('error', (err: Error) => {
+  client.on('error', (err: Error) => {
     if (down) return;
     down = true;
     logger?.warn({ redis: where, err: err.message }, 'redis connection lost; reconnecting');
   });
-  redis.on('ready', () => {
+  client.on('ready', () => {
     if (!down) return;
     down = false;
     logger?.info({ redis: where }, 'redis connection restored');
   });
-  return redis;
+}
+
+/** For logs and status: never a user name or password. */
+export function describeRedis(endpoint: RedisEndpoint | string): string {
+  const target: RedisEndpoint = typeof endpoint === 'string' ? { mode: 'single', url: endpoint } : endpoint;
+  const list = (nodes: HostPort[]) => nodes.map((n) => `${n.host}:${n.port}`).join(',');
+  if (target.mode === 'single') return describeRedisUrl(target.url);
+  const scheme = target.auth.tls ? 'rediss' : 'redis';
+  if (target.mode === 'cluster') return `${scheme} cluster ${list(target.nodes)}`;
+  return `${scheme} sentinel ${target.name} via ${list(target.sentinels)}`;
 }
 
 /** `rediss://user:secret@host:6380/2` -> `rediss://host:6380/2`. */
@@ -78,5 +205,35 @@ export function describeRedisUrl(url: string): string {
     return `${u.protocol}//${u.hostname}${u.port ? `:${u.port}` : ''}${db ? `/${db}` : ''}`;
   } catch {
     return '(invalid redis url)';
+  }
+}
+
+/** Resolves once `client` is ready, or rejects after `ms` with what it last saw. */
+export function redisReady(client: RedisClient, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let last = 'not connected';
+    const onError = (err: Error): void => {
+      last = err.message;
+    };
+    const done = (err?: Error): void => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('error', onError);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onReady = (): void => done();
+    const timer = setTimeout(() => done(new RedisUnavailableError(`not connected within ${ms} ms (${last})`)), ms);
+    client.on('ready', onReady);
+    client.on('error', onError);
+    if (client.status === 'wait') client.connect().catch(() => undefined);
+  });
+}
+
+export class RedisUnavailableError extends Error {
+  override name = 'RedisUnavailableError';
+  constructor(detail: string) {
+    super(`Redis is unreachable: ${detail}`);
   }
 }

@@ -4,15 +4,17 @@
  * INFO. CONFIG GET is asked only for what INFO does not carry (appendfsync)
  * and its refusal is not an error.
  */
-import type { Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 import type { Logger } from '../src/log.js';
 import {
   DURABILITY_FIX,
   decideRemovalGate,
   describeRemovalGate,
   durabilityFactsFrom,
-  judgeRedisDurability,
+  judgeNodes,
   parseRedisInfo,
+  type DurabilityVerdict,
   type RedisDurabilityFacts,
   type RemovalGate,
 } from './redis-durability.js';
@@ -53,12 +55,24 @@ function isRefusal(err: unknown): err is Error {
   return err instanceof Error && err.name === 'ReplyError';
 }
 
+/** On a cluster, every master: a job lives on whichever master holds its queue's slot. */
+export async function readEstateDurability(client: RedisClient): Promise<DurabilityVerdict> {
+  if (!(client instanceof Cluster)) return judgeNodes([{ node: 'redis', facts: await readRedisDurability(client) }]);
+  // The masters are known once the cluster has read its slots.
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  const masters = client.nodes('master');
+  const nodes = await Promise.all(
+    masters.map(async (node) => ({ node: `${node.options.host ?? '?'}:${node.options.port ?? '?'}`, facts: await readRedisDurability(node) })),
+  );
+  return judgeNodes(nodes);
+}
+
 /**
  * Start-up check for a removal worker: reads, decides, logs one line
  * (error when held, warn when running on a volatile Redis by permission).
  */
-export async function checkRemovalGate(redis: Redis, allowVolatile: boolean, logger: Logger): Promise<RemovalGate> {
-  const gate = decideRemovalGate(judgeRedisDurability(await readRedisDurability(redis)), allowVolatile);
+export async function checkRemovalGate(redis: RedisClient, allowVolatile: boolean, logger: Logger): Promise<RemovalGate> {
+  const gate = decideRemovalGate(await readEstateDurability(redis), allowVolatile);
   const fields = { event: 'removals.redis_durability', state: gate.state, ...gate.verdict.settings, reasons: gate.verdict.reasons };
   if (gate.state === 'held') {
     logger.error({ ...fields, fix: DURABILITY_FIX }, `removal worker not started: removals ${describeRemovalGate(gate)}`);

@@ -64,6 +64,33 @@ export function judgeRedisDurability(facts: RedisDurabilityFacts): DurabilityVer
   };
 }
 
+/**
+ * A cluster keeps a removal only if the master holding its slot does: the
+ * verdict over several masters is durable only if each is, and each reason
+ * names its node.
+ */
+export function judgeNodes(nodes: ReadonlyArray<{ node: string; facts: RedisDurabilityFacts }>): DurabilityVerdict {
+  if (nodes.length === 1 && nodes[0] !== undefined) return judgeRedisDurability(nodes[0].facts);
+  const verdicts = nodes.map(({ node, facts }) => ({ node, verdict: judgeRedisDurability(facts) }));
+  const same = (pick: (v: DurabilityVerdict) => string): string => {
+    const values = new Set(verdicts.map((v) => pick(v.verdict)));
+    return values.size === 1 ? [...values][0] ?? 'unknown' : 'mixed';
+  };
+  if (verdicts.length === 0) {
+    return { durable: false, reasons: ['no Redis master reported its settings'], warnings: [], settings: { appendonly: 'unknown', appendfsync: 'unknown', maxmemoryPolicy: 'unknown' } };
+  }
+  return {
+    durable: verdicts.every((v) => v.verdict.durable),
+    reasons: verdicts.flatMap((v) => v.verdict.reasons.map((r) => `${v.node}: ${r}`)),
+    warnings: verdicts.flatMap((v) => v.verdict.warnings.map((w) => `${v.node}: ${w}`)),
+    settings: {
+      appendonly: same((v) => v.settings.appendonly),
+      appendfsync: same((v) => v.settings.appendfsync),
+      maxmemoryPolicy: same((v) => v.settings.maxmemoryPolicy),
+    },
+  };
+}
+
 export interface RemovalGate {
   /** `held`: the removal worker takes no job. */
   state: 'run' | 'held';

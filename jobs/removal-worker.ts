@@ -6,10 +6,10 @@
  * Used by `user-mirror worker removals` and, later, by the daemon.
  */
 import { hostname } from 'node:os';
-import { QueueEvents, type ConnectionOptions, type RateLimiterOptions, type Worker } from 'bullmq';
+import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
 import type { Logger } from '../src/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../db/removal-audit.js';
-import { KEEP_COMPLETED, REMOVAL_QUEUE, type RemovalResult } from './removal-queue.js';
+import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './removal-queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './removal-producer.js';
 import { createRemovalBackoff } from './removal-backoff.js';
 import { describeError } from './removal-failure.js';
@@ -17,11 +17,14 @@ import { settleWithin } from './settle-within.js';
 import { throttledErrorLog } from './throttled-error-log.js';
 import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { TolerantWorker } from './tolerant-job.js';
-import { UnparsableJobData } from './unparsable-job-data.js';
+import { UnreadableJob } from './unreadable-job.js';
+import type { RedisClient } from './redis-connection.js';
 
 export interface RemovalWorkerOptions {
-  /** An ioredis client created with `maxRetriesPerRequest: null` (see redis-connection.ts), or options. */
-  connection: ConnectionOptions;
+  /** An ioredis client (or cluster) created in the `worker` role (see redis-connection.ts). */
+  connection: RedisClient;
+  /** The management service `client` talks to: the worker takes jobs from its queue only, and performs no job for another. */
+  target: ManagementTarget;
   /** QUEUE_PREFIX. */
   prefix?: string;
   client: MemberRemover;
@@ -102,8 +105,10 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
             if (attempt === 1) logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
           },
         });
+  const queueName = removalQueueName(options.target.id);
   const processor = createRemoveMemberProcessor({
     client: options.client,
+    target: options.target,
     audit: auditWriter,
     logger,
     backoffBaseMs: backoffMs,
@@ -114,7 +119,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
   });
 
   // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-job.ts).
-  worker = new TolerantWorker<unknown, RemovalResult, string>(REMOVAL_QUEUE, processor.process, {
+  worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, processor.process, {
     connection: options.connection,
     prefix,
     name: options.name ?? `${hostname()}:${process.pid}`,
@@ -135,7 +140,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     logger.warn({ jobId: job?.id, err: err.message, final }, 'removal job failed');
     onOutcome(final ? 'failed' : 'retrying');
     // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
-    if (job !== undefined && job.data instanceof UnparsableJobData && auditWriter !== undefined) {
+    if (job !== undefined && job.data instanceof UnreadableJob && auditWriter !== undefined) {
       auditWriter.rejected(jobRef(job), {}, `invalid payload: ${job.data.reason}; ${err.message}`).catch((e: unknown) => {
         logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
       });
@@ -146,7 +151,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
   });
   worker.on('error', throttledErrorLog(logger, { event: 'removals.worker_error', msg: 'removal worker error' }));
 
-  const events = audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, prefix, audit, logger) : undefined;
+  const events = audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, queueName, prefix, audit, logger) : undefined;
 
   const handle: RemovalWorkerHandle = {
     worker,
@@ -186,8 +191,8 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
  */
 const EVENT_REPLAY_MS = 5_000;
 
-function watchQueueEvents(options: RemovalWorkerOptions, prefix: string, audit: RemovalAudit, logger: Logger): QueueEvents {
-  const events = new QueueEvents(REMOVAL_QUEUE, {
+function watchQueueEvents(options: RemovalWorkerOptions, queueName: string, prefix: string, audit: RemovalAudit, logger: Logger): QueueEvents {
+  const events = new QueueEvents(queueName, {
     connection: options.connection,
     prefix,
     lastEventId: `${Date.now() - EVENT_REPLAY_MS}-0`,

@@ -11,7 +11,8 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { DeleteMemberResult } from '../src/service/client.js';
 import type { Logger } from '../src/log.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../db/removal-audit.js';
-import { checkRemovalJob, type RemovalResult } from './removal-queue.js';
+import { hostname } from 'node:os';
+import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './removal-queue.js';
 import { classifyRemovalFailure, describeError } from './removal-failure.js';
 import { removalBackoffPolicy } from './removal-backoff.js';
 
@@ -29,6 +30,8 @@ export type RemovalOutcome = 'succeeded' | 'already_absent' | 'failed' | 'retryi
 
 export interface RemoveMemberDeps {
   client: MemberRemover;
+  /** The management service `client` talks to: a job for any other is failed, never performed. */
+  target: ManagementTarget;
   audit: RemovalAuditWriter | undefined;
   logger: Logger;
   /** Pauses the whole queue for `ms` (the worker's `rateLimit`). */
@@ -62,12 +65,17 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
 
   async function process(job: RemovalJob, _token?: string, signal?: AbortSignal): Promise<RemovalResult> {
     const ref = jobRef(job);
-    const checked = checkRemovalJob(job.name, job.data);
+    const checked = checkRemovalJob(job.name, job.data, deps.target);
     if (!checked.ok) {
-      const reason = `invalid payload: ${checked.reason}`;
+      const wrongTarget = 'wrongTarget' in checked;
+      const reason = wrongTarget ? checked.reason : `invalid payload: ${checked.reason}`;
       const fields = isRecord(job.data) ? job.data : {};
       await audit('rejected', () => deps.audit?.rejected(ref, { org_id: fields.org_id, member_id: fields.member_id }, reason), false);
-      deps.logger.warn({ jobId: job.id, reason }, 'removal job rejected');
+      // A job for another target is a routing or producer bug that may leave someone's access in place: loud.
+      deps.logger[wrongTarget ? 'error' : 'warn'](
+        { event: wrongTarget ? 'removal.wrong_target' : 'removal.rejected', jobId: job.id, reason },
+        'removal job rejected',
+      );
       return fail(new UnrecoverableError(reason), 'failed');
     }
     const { org_id, member_id, requested_by, reason } = checked.payload;
@@ -93,12 +101,15 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
         throw Worker.RateLimitError();
       }
       if (decision.kind === 'final') {
-        deps.logger.warn(log, 'removal failed permanently');
+        deps.logger.warn({ event: 'removal.failed', ...log }, 'removal failed permanently');
         await audit('failed', () => deps.audit?.attemptFailed(ref, decision.reason, true), false);
         return fail(new UnrecoverableError(decision.reason), 'failed');
       }
       const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      deps.logger[last ? 'warn' : 'debug'](log, last ? 'removal failed; no attempts left' : 'removal attempt failed; will retry');
+      deps.logger[last ? 'warn' : 'info'](
+        { event: last ? 'removal.failed' : 'removal.retrying', ...log },
+        last ? 'removal failed; no attempts left' : 'removal attempt failed; will retry',
+      );
       await audit('attempt_failed', () => deps.audit?.attemptFailed(ref, decision.reason, last), false);
       // The original error goes back to BullMQ: the backoff strategy reads its Retry-After.
       return fail(err instanceof Error ? err : new Error(decision.reason), last ? 'failed' : 'retrying');
@@ -109,9 +120,9 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     // already retried a busy file for minutes; if it still fails, the job fails and its re-run
     // (the DELETE then answers 404) records `already_absent`.
     await audit('finished', () => deps.audit?.finished(ref, status), true);
-    deps.logger.debug({ jobId: job.id, org_id, member_id, status }, 'member removed');
+    deps.logger.info({ event: 'removal.done', jobId: job.id, org_id, member_id, status }, status === 'succeeded' ? 'member removed' : 'member was already absent');
     deps.onOutcome?.(status);
-    return { status, org_id, member_id };
+    return { status, org_id, member_id, target: deps.target.id, host: HOST };
   }
 
   function fail(err: Error, outcome: RemovalOutcome): never {
@@ -123,8 +134,12 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
   return { process, handled: (err) => handledErrors.has(err) };
 }
 
+/** The host in results: which host's audit file holds the job's row. */
+const HOST = hostname();
+
 export function jobRef(job: Pick<RemovalJob, 'id' | 'timestamp'>): RemovalJobRef {
-  return { jobId: job.id ?? '(no id)', enqueuedAt: job.timestamp };
+  // A hand-written job hash may lack its timestamp: the audit key must still be a number.
+  return { jobId: job.id ?? '(no id)', enqueuedAt: Number.isFinite(job.timestamp) ? job.timestamp : 0 };
 }
 
 /**

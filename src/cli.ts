@@ -39,8 +39,9 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./commands/remove-member.js'),
   },
   removals: {
-    summary: 'removal queue state; --failed lists failures; retry <job_id>|--all',
-    synopsis: 'removals [--failed [--json] [--limit N]] | removals retry <job_id> | removals retry --all',
+    summary: 'removal queue state across hosts; --failed lists failures; retry, adopt, target',
+    synopsis:
+      'removals [--json] | removals --failed [--json] [--limit N] | removals retry <job_id>|--all | removals adopt <job_id>|--all | removals target',
     load: () => import('./commands/removals.js'),
   },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },

@@ -24,9 +24,30 @@ const headerName = z
   .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
   .transform((h) => h.toLowerCase());
 const flag = z
-  .enum(['0', '1', 'false', 'true', 'no', 'yes'], { error: 'must be 1 or 0' })
+  .enum(['0', '1', 'false', 'true', 'no', 'yes'], { error: 'must be 1, 0, true, false, yes or no' })
   .default('0')
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/** `host:port,host:port` (IPv6 in brackets) → list. */
+const hostPortList = z.string().transform((text, ctx) => {
+  const out: HostPort[] = [];
+  for (const item of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+    const port = Number(m?.[2]);
+    if (m === null || !(port >= 1 && port <= 65535)) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of host:port (item ${out.length + 1} is not)` });
+      return z.NEVER;
+    }
+    out.push({ host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port });
+  }
+  if (out.length === 0) ctx.addIssue({ code: 'custom', message: 'must name at least one host:port' });
+  return out;
+});
 
 /** The registry. Add a variable here, in the same style, and nowhere else. */
 export const ENV = {
@@ -35,10 +56,23 @@ export const ENV = {
   SERVICE_API_KEY_HEADER: headerName.default('x-service-api-key'),
   MANAGEMENT_URL: httpUrl,
   MANAGEMENT_KEY: secret,
-  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
+  // A single node; unset (and no cluster or sentinels): redis://127.0.0.1:6379. See jobs/redis-connection.ts.
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
+  REDIS_CLUSTER_NODES: hostPortList.optional(),
+  REDIS_SENTINELS: hostPortList.optional(),
+  REDIS_SENTINEL_NAME: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').optional(),
+  // Credentials and TLS for cluster and sentinel nodes (a single node carries them in REDIS_URL).
+  REDIS_USERNAME: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces').optional(),
+  REDIS_PASSWORD: secret.optional(),
+  REDIS_SENTINEL_PASSWORD: secret.optional(),
+  REDIS_TLS: flag,
   // The operator accepts that a Redis without AOF, or one that may evict keys, can lose queued removals.
   ALLOW_VOLATILE_REDIS: flag,
-  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('user-mirror'),
+  // A Redis Cluster needs a hash tag in it, e.g. {user-mirror} (checked with the rest of the Redis settings).
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]*(\{[A-Za-z0-9_-]+\})?[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, with at most one {hash tag}')
+    .default('user-mirror'),
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
   // The removal audit's own file; unset: next to MIRROR_DB (see src/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
@@ -96,7 +130,14 @@ export type EnvName = keyof typeof ENV;
 export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
 
 /** Variables whose values must never be printed. */
-export const SECRET_ENV: ReadonlySet<EnvName> = new Set(['SERVICE_API_KEY', 'MANAGEMENT_KEY', 'REDIS_URL', 'REPLICA_API_KEY']);
+export const SECRET_ENV: ReadonlySet<EnvName> = new Set([
+  'SERVICE_API_KEY',
+  'MANAGEMENT_KEY',
+  'REDIS_URL',
+  'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
+  'REPLICA_API_KEY',
+]);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -133,7 +174,6 @@ export const SERVICE_ENV = [
   'HTTP_REQUEST_TIMEOUT_MS',
 ] as const satisfies readonly EnvName[];
 export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
-export const QUEUE_ENV = ['REDIS_URL', 'QUEUE_PREFIX'] as const satisfies readonly EnvName[];
 export const REPLICA_ENV = [
   'REPLICA_PORT',
   'REPLICA_HOST',

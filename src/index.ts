@@ -9,12 +9,18 @@ export {
   InvalidRemovalRequest,
   type EnqueuedRemoval,
   type EnqueueOptions,
+  RedisUnavailableError,
+  PRODUCER_WAIT_MS,
   type RemovalQueue,
+  type RemovalQueueOptions,
   type RemovalQueueTarget,
 } from '../jobs/removal-producer.js';
 export {
-  REMOVAL_QUEUE,
+  UNBOUND_REMOVAL_QUEUE,
   REMOVE_MEMBER_JOB,
+  managementTarget,
+  removalQueueName,
+  type ManagementTarget,
   RemovalPayloadSchema,
   checkRemovalPayload,
   removalDedupId,
@@ -25,7 +31,13 @@ export {
 } from '../jobs/removal-queue.js';
 export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removal-worker.js';
 export type { RemovalOutcome, MemberRemover } from '../jobs/remove-member.js';
-export { createRedisConnection } from '../jobs/redis-connection.js';
+export {
+  createRedisConnection,
+  readQueueSettings,
+  type QueueSettings,
+  type RedisClient,
+  type RedisEndpoint,
+} from '../jobs/redis-connection.js';
 
 // The mirror, for other processes: resolve a user offline, or run a sync from code.
 export { resolveOffline, resolveOfflineMany, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './resolve.js';

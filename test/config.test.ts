@@ -15,7 +15,7 @@ describe('readConfig', () => {
   it('applies defaults', () => {
     const c = readConfig(['REDIS_URL', 'MIRROR_DB', 'SYNC_CRON', 'SYNC_CONCURRENCY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL'], {});
     expect(c).toEqual({
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_URL: undefined,
       MIRROR_DB: './data/mirror.db',
       SYNC_CRON: '*/15 * * * *',
       SYNC_CONCURRENCY: 4,

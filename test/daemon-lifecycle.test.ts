@@ -95,7 +95,7 @@ describe('user-mirror daemon', () => {
     const member = standIn.members.list()[0];
     if (member === undefined) throw new Error('stand-in has no members');
     const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-    const queue: RemovalQueue = createRemovalQueue(connection, env.QUEUE_PREFIX);
+    const queue: RemovalQueue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? "", prefix: env.QUEUE_PREFIX });
     try {
       const { jobId } = await enqueueMemberRemoval(queue, { org_id: member.orgId, member_id: member.memberId, requested_by: 'daemon-test' });
       await eventually(async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined), 20_000, 'removal completed');

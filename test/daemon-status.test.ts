@@ -140,7 +140,16 @@ describe('status report', () => {
       failedRemovalsInAudit: 1,
       lastProblem: { runId: 2, status: 'failed', at: '2025-01-01T00:55:01.000Z', reason: 'first page failed:\nHTTP 503' },
     },
-    queues: { reachable: true, sync: { waiting: 0, active: 1, delayed: 0, failed: 2, completed: 9 }, removals: { waiting: 3, active: 0, delayed: 1, failed: 1, completed: 5 } },
+    queues: {
+      reachable: true,
+      sync: { waiting: 0, active: 1, delayed: 0, failed: 2, completed: 9 },
+      removals: {
+        target: { id: '0123456789abcdef', url: 'https://management.example.com', queue: 'member-removals-0123456789abcdef' },
+        counts: { waiting: 3, active: 0, delayed: 1, failed: 1, completed: 5 },
+        hosts: [{ host: 'host-a', total: 5, outcomes: { succeeded: 5 } }],
+      },
+      unboundRemovals: 0,
+    },
     ...over,
   });
 

@@ -8,6 +8,7 @@
  * the row still ends right. Real Redis, the stand-in, real SQLite files; the
  * locks are taken by other connections with BEGIN IMMEDIATE, as a publish does.
  */
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -60,7 +61,7 @@ describe('audit writes during a long lock', () => {
       const m = rig.member();
       const { jobId } = await enqueueMemberRemoval(rig.queue, m);
       const job = await rig.finished(jobId);
-      expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+      expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
       // Keep the lock past the mirror's busy timeout: the old failure came after 5 s of waiting.
       await sleep(Math.max(0, HOLD_MS - (Date.now() - heldSince)));
       expect(isLocked(rig.dbPath)).toBe(true);
@@ -89,7 +90,7 @@ describe('audit writes during a long lock', () => {
     lock.release();
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
     const row = rig.audit.get(jobId);
     expect(row).toMatchObject({ status: 'succeeded', attempts: 1 });
     // Written after the lock went, stamped with when the removal finished.
@@ -111,7 +112,7 @@ describe('audit writes during a long lock', () => {
     lock.release();
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'already_absent', org_id: m.org_id, member_id: m.member_id });
+    expect(job.returnvalue).toEqual({ status: 'already_absent', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
     expect(rig.audit.get(jobId)).toMatchObject({ status: 'already_absent', attempts: 2 });
   });
 });

@@ -102,11 +102,11 @@ describe('mergeFailedRemovals', () => {
     audit.started(gone, { org_id: ORG, member_id: ORG }, at(0));
     audit.attemptFailed(gone, 'HTTP 401', true, at(0));
     const merged = mergeFailedRemovals(
-      [{ id: 'job-1', data: { org_id: ORG, member_id: MEMBER }, attemptsMade: 1, failedReason: 'permanent failure: HTTP 403', finishedOn: at(2).getTime(), timestamp: ref.enqueuedAt }],
+      [{ id: 'job-1', data: { org_id: ORG, member_id: MEMBER }, attemptsMade: 1, failedReason: 'permanent failure: HTTP 403', finishedOn: at(2).getTime(), timestamp: ref.enqueuedAt, processedBy: 'host-a:123' }],
       audit.list({ status: 'failed' }),
     );
     expect(merged).toEqual([
-      expect.objectContaining({ job_id: 'job-1', requested_by: 'ops', reason: 'permanent failure: HTTP 403', in_queue: true }),
+      expect.objectContaining({ job_id: 'job-1', requested_by: 'ops', reason: 'permanent failure: HTTP 403', in_queue: true, host: 'host-a' }),
       expect.objectContaining({ job_id: 'job-0', reason: 'HTTP 401', in_queue: false }),
     ]);
   });

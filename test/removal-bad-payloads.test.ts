@@ -7,7 +7,7 @@
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { InvalidRemovalRequest, enqueueMemberRemoval } from '../jobs/removal-producer.js';
-import { REMOVAL_QUEUE, REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removal-queue.js';
+import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removal-queue.js';
 import { createRedisConnection } from '../jobs/redis-connection.js';
 import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 
@@ -48,12 +48,14 @@ describe('the worker', () => {
   it('fails every malformed job at once with a clear reason, and sends no request at all', async () => {
     // A producer that skips validation: raw BullMQ, as another service might.
     const raw = createRedisConnection(rig.redisUrl, { role: 'producer' });
-    const foreign = new Queue(REMOVAL_QUEUE, { connection: raw, prefix: rig.prefix });
+    const foreign = new Queue(rig.queue.name, { connection: raw, prefix: rig.prefix });
+    // Bound to the rig's target, so each job fails for its own fault.
+    const bound = (data: unknown): unknown => (typeof data === 'object' && data !== null && !Array.isArray(data) ? { target: rig.target.id, ...data } : data);
     const jobs = [
       ...(await Promise.all(
-        BAD.map(([, data]) => foreign.add(REMOVE_MEMBER_JOB, data, { attempts: 5, backoff: { type: 'removal', delay: 20 } })),
+        BAD.map(([, data]) => foreign.add(REMOVE_MEMBER_JOB, bound(data), { attempts: 5, backoff: { type: 'removal', delay: 20 } })),
       )),
-      await foreign.add('remove-all-members', { org_id: ORG, member_id: MEMBER }, { attempts: 5 }),
+      await foreign.add('remove-all-members', bound({ org_id: ORG, member_id: MEMBER }), { attempts: 5 }),
     ];
     await rig.startWorker();
 

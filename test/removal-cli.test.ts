@@ -2,6 +2,7 @@
  * The removal commands as an operator runs them: `remove-member --wait`,
  * `removals --failed [--json]`, `removals retry <job_id>|--all`.
  */
+import { hostname } from 'node:os';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
 import { createRig, startShared, type Rig, type Shared } from './support/removal-rig.js';
@@ -107,7 +108,7 @@ describe('user-mirror removals', () => {
     const text = await runCli(['removals', '--failed'], rig.env());
     expect(text.code).toBe(0);
     const lines = text.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^JOB_ID\s+ORG_ID\s+MEMBER_ID\s+ATTEMPTS\s+FAILED_AT\s+RETRYABLE\s+REASON$/);
+    expect(lines[0]).toMatch(/^JOB_ID\s+ORG_ID\s+MEMBER_ID\s+ATTEMPTS\s+FAILED_AT\s+HOST\s+RETRYABLE\s+REASON$/);
     expect(lines).toHaveLength(3);
     expect(text.stdout).toContain(a);
     expect(text.stdout).toContain('path.org_id: bad org 1');
@@ -148,6 +149,11 @@ describe('user-mirror removals', () => {
     await failedJobs(1);
     const run = await runCli(['removals', '--json'], rig.env());
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ queue: { failed: 1 }, audit: { failed: 1 } });
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      target: { id: rig.target.id, queue: rig.queue.name },
+      queue: { failed: 1 },
+      hosts: [{ host: hostname(), outcomes: { failed: 1 } }],
+      audit: { host: hostname(), counts: { failed: 1 } },
+    });
   });
 });

@@ -120,6 +120,6 @@ describe('ALLOW_VOLATILE_REDIS', () => {
   });
 
   it('refuses anything else, by name', () => {
-    expect(() => readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: 'maybe' })).toThrow(/ALLOW_VOLATILE_REDIS: must be 1 or 0/);
+    expect(() => readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: 'maybe' })).toThrow(/ALLOW_VOLATILE_REDIS: must be 1, 0, true, false, yes or no/);
   });
 });

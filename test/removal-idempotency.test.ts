@@ -3,6 +3,7 @@
  * does no second delete, and 404 means "already removed".
  * Real Redis (its own redis-server) and the stand-in; no mocks.
  */
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
 import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
@@ -32,7 +33,7 @@ describe('idempotent removals', () => {
     expect(whileRunning).toMatchObject({ jobId, deduplicated: true });
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
     expect(rig.standIn.members.deleteCalls(m.org_id, m.member_id)).toBe(1);
     expect(rig.standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
     expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);

@@ -4,27 +4,86 @@ import {
   REMOVE_MEMBER_JOB,
   checkRemovalJob,
   checkRemovalPayload,
+  canonicalManagementUrl,
+  managementTarget,
   removalDedupId,
   removalJobOptions,
+  removalQueueName,
 } from '../jobs/removal-queue.js';
+import { UnreadableJob } from '../jobs/unreadable-job.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
+const PRODUCTION = managementTarget('https://management.example.com');
+const SANDBOX = managementTarget('https://management.sandbox.example.com');
+const T = PRODUCTION.id;
+
+describe('management target', () => {
+  it('is one id for every spelling of one service, and never carries credentials', () => {
+    const spellings = ['https://Management.Example.com', 'https://management.example.com:443/', 'https://ops:s3cret@management.example.com/?x=1#y'];
+    for (const url of spellings) expect(managementTarget(url)).toEqual(PRODUCTION);
+    expect(PRODUCTION.id).toMatch(/^[0-9a-f]{16}$/);
+    expect(PRODUCTION.url).toBe('https://management.example.com');
+    expect(canonicalManagementUrl('https://ops:s3cret@m.example.com/base//')).toBe('https://m.example.com/base');
+  });
+
+  it('differs between environments, ports and paths', () => {
+    const ids = new Set(
+      ['https://management.example.com', 'https://management.sandbox.example.com', 'https://management.example.com:8443', 'https://management.example.com/eu', 'http://management.example.com'].map(
+        (u) => managementTarget(u).id,
+      ),
+    );
+    expect(ids.size).toBe(5);
+  });
+
+  it('names a queue BullMQ accepts (no colon)', () => {
+    expect(removalQueueName(T)).toBe(`member-removals-${T}`);
+    expect(removalQueueName(T)).not.toContain(':');
+  });
+});
+
+describe('checkRemovalJob', () => {
+  it('accepts a job for its own target', () => {
+    expect(checkRemovalJob(REMOVE_MEMBER_JOB, { target: T, org_id: ORG, member_id: MEMBER }, PRODUCTION)).toMatchObject({ ok: true });
+  });
+
+  it('refuses a job for another target, naming both and no key', () => {
+    const r = checkRemovalJob(REMOVE_MEMBER_JOB, { target: T, org_id: ORG, member_id: MEMBER }, SANDBOX);
+    expect(r).toMatchObject({ ok: false, wrongTarget: true });
+    if (!r.ok) {
+      expect(r.reason).toContain(T);
+      expect(r.reason).toContain(SANDBOX.id);
+      expect(r.reason).toContain(SANDBOX.url);
+    }
+  });
+
+  it('refuses a job that names no target (an older producer)', () => {
+    const r = checkRemovalJob(REMOVE_MEMBER_JOB, { org_id: ORG, member_id: MEMBER }, PRODUCTION);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toMatch(/target: is required/);
+  });
+
+  it('refuses an unreadable job with its reason', () => {
+    const r = checkRemovalJob(REMOVE_MEMBER_JOB, new UnreadableJob(['job opts is not JSON (3 bytes)']), PRODUCTION);
+    expect(r).toEqual({ ok: false, reason: 'job opts is not JSON (3 bytes)' });
+  });
+});
 
 describe('removal payload', () => {
   it('accepts ids and optional fields, and lower-cases ids', () => {
-    const r = checkRemovalPayload({ org_id: ORG.toUpperCase(), member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' });
-    expect(r).toEqual({ ok: true, payload: { org_id: ORG, member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' } });
+    const r = checkRemovalPayload({ target: T, org_id: ORG.toUpperCase(), member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' });
+    expect(r).toEqual({ ok: true, payload: { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' } });
   });
 
   it('treats null optional fields as absent (producers in other languages send them)', () => {
-    const r = checkRemovalPayload({ org_id: ORG, member_id: MEMBER, requested_by: null, reason: null });
-    expect(r).toEqual({ ok: true, payload: { org_id: ORG, member_id: MEMBER } });
+    const r = checkRemovalPayload({ target: T, org_id: ORG, member_id: MEMBER, requested_by: null, reason: null });
+    expect(r).toEqual({ ok: true, payload: { target: T, org_id: ORG, member_id: MEMBER } });
   });
 
   const bad: Array<[string, unknown, RegExp]> = [
     ['missing member_id', { org_id: ORG }, /member_id: is required/],
     ['missing both', {}, /org_id: is required.*member_id: is required/],
+    ['bad target', { target: 'production', org_id: ORG, member_id: MEMBER }, /target: must be a management target id/],
     ['number id', { org_id: 42, member_id: MEMBER }, /org_id: must be a UUID/],
     ['array payload', [ORG, MEMBER], /\(root\)/],
     ['string payload', 'remove everyone', /\(root\)/],
@@ -40,7 +99,7 @@ describe('removal payload', () => {
     ['wrong type requested_by', { org_id: ORG, member_id: MEMBER, requested_by: 7 }, /requested_by/],
   ];
   it.each(bad)('rejects %s with a reason naming the field', (_name, data, reason) => {
-    const r = checkRemovalPayload(data);
+    const r = checkRemovalPayload(typeof data === 'object' && data !== null && !Array.isArray(data) ? { target: T, ...data } : data);
     expect(r.ok).toBe(false);
     if (!r.ok) {
       expect(r.reason).toMatch(reason);
@@ -56,7 +115,7 @@ describe('removal payload', () => {
   });
 
   it('rejects a job with another name', () => {
-    const r = checkRemovalJob('delete-everything', { org_id: ORG, member_id: MEMBER });
+    const r = checkRemovalJob('delete-everything', { target: T, org_id: ORG, member_id: MEMBER }, PRODUCTION);
     expect(r).toEqual({ ok: false, reason: `unknown job name (expected '${REMOVE_MEMBER_JOB}')` });
   });
 });
@@ -72,7 +131,7 @@ describe('dedup id and job options', () => {
   });
 
   it('keeps failed jobs, retries with the removal backoff, deduplicates', () => {
-    const opts = removalJobOptions({ org_id: ORG, member_id: MEMBER, requested_by: undefined, reason: undefined }, 'job-1', { attempts: 7, backoffMs: 250 });
+    const opts = removalJobOptions({ org_id: ORG, member_id: MEMBER }, 'job-1', { attempts: 7, backoffMs: 250 });
     expect(opts).toMatchObject({
       jobId: 'job-1',
       attempts: 7,

@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
 import { openMirror } from '../../db/open.js';
-import { describeRedisUrl } from '../../jobs/redis-connection.js';
+import { DEFAULT_REDIS_URL, describeRedisUrl } from '../../jobs/redis-connection.js';
 import { startStandIn, type StandIn } from '../stand-in/index.js';
 import { LegacyRecordsArg, describeLegacyShare } from './stand-in.js';
 
@@ -64,6 +64,7 @@ export default async function demo(argv: string[]): Promise<number> {
 
 async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promise<number> {
   const config = readConfig(['MIRROR_DB', 'REDIS_URL'], env);
+  const redisUrl = config.REDIS_URL ?? DEFAULT_REDIS_URL;
   const synced = await run(['sync', '--once'], env);
   if (synced !== 0 && synced !== 4) return synced;
 
@@ -71,11 +72,11 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
   if (sample === undefined) say('The mirror holds no active user, so there is nothing to resolve.');
   else await run(['resolve', sample], env);
 
-  const redisUp = await redisAnswers(config.REDIS_URL);
+  const redisUp = await redisAnswers(redisUrl);
   if (redisUp) {
     await removalTour(env, standIn);
   } else {
-    say(`No Redis answered at ${describeRedisUrl(config.REDIS_URL)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`);
+    say(`No Redis answered at ${describeRedisUrl(redisUrl)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`);
   }
   // Status describes the Redis as the demo's worker used it.
   const code = await run(['status'], { ...env, ...DEMO_WORKER_ENV });

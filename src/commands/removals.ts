@@ -1,29 +1,40 @@
 /**
- * `user-mirror removals`: the state of the member-removal queue.
+ * `user-mirror removals`: the state of the member-removal queue of the
+ * management target MANAGEMENT_URL names, read from Redis, so it is the
+ * whole estate's (every host's workers), not this host's share.
  *
- *   removals                        job counts per state (and audit counts, if AUDIT_DB exists)
+ *   removals [--json]               job counts per state; recent outcomes per host (from Redis);
+ *                                   this host's audit counts; removals without a target, if any
  *   removals --failed [--json] [--limit N]
- *                                   failed removals: BullMQ's failed set joined with the audit
- *   removals retry <job_id>         re-queue one failed job with a fresh attempt budget
- *   removals retry --all            re-queue every failed job
+ *                                   failed removals: BullMQ's failed set joined with this host's audit,
+ *                                   with the host whose worker failed each (its audit holds the row)
+ *   removals retry <job_id>|--all   re-queue failed jobs with a fresh attempt budget
+ *   removals adopt <job_id>|--all   move removals queued without a target (an older producer) into
+ *                                   this target's queue (jobs/unbound-removals.ts)
+ *   removals target                 print this MANAGEMENT_URL's target id and queue (for producers)
  *
- * Exit codes: 0 ok, 1 some retry failed, 2 usage or configuration, 3 no such job.
+ * Exit codes: 0 ok, 1 some retry or adoption failed, 2 usage or configuration, 3 no such job.
  */
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
-import { QUEUE_ENV, readConfig } from '../config.js';
+import { readConfig } from '../config.js';
 import type { Db } from '../../db/open.js';
 import { openAudit } from '../../db/open-audit.js';
 import { AUDIT_LOCATION_ENV, auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
-import { createRedisConnection } from '../../jobs/redis-connection.js';
+import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
+import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removal-queue.js';
+import { adoptUnbound, countUnbound, openUnboundQueue, unboundTotal, UNBOUND_FIX, type AdoptResult, type UnboundCounts } from '../../jobs/unbound-removals.js';
 import {
   listFailedRemovals,
+  recentOutcomesByHost,
   retryAllFailedRemovals,
   retryFailedRemoval,
   type FailedRemoval,
+  type HostOutcomes,
   type RetryResult,
 } from '../../jobs/failed-removals.js';
 
@@ -36,35 +47,51 @@ const OPTIONS = {
 
 const Args = z
   .object({
-    positionals: z.union([z.tuple([]), z.tuple([z.literal('retry')]), z.tuple([z.literal('retry'), z.string().min(1)])], {
-      error: "expected nothing, 'retry <job_id>' or 'retry --all'",
-    }),
+    positionals: z.union(
+      [
+        z.tuple([]),
+        z.tuple([z.literal('target')]),
+        z.tuple([z.enum(['retry', 'adopt'])]),
+        z.tuple([z.enum(['retry', 'adopt']), z.string().min(1)]),
+      ],
+      { error: "expected nothing, 'retry <job_id>|--all', 'adopt <job_id>|--all' or 'target'" },
+    ),
     failed: z.boolean().default(false),
     json: z.boolean().default(false),
     all: z.boolean().default(false),
     limit: z.coerce.number().int().min(1).max(100_000).default(1_000),
   })
   .superRefine((a, ctx) => {
-    const retry = a.positionals[0] === 'retry';
-    if (retry && a.positionals.length === 1 && !a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'retry needs a job id or --all' });
-    if (retry && a.positionals.length === 2 && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'give a job id or --all, not both' });
-    if (!retry && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry' });
-    if (retry && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: 'not with retry' });
+    const verb = a.positionals[0];
+    const bulk = verb === 'retry' || verb === 'adopt';
+    if (bulk && a.positionals.length === 1 && !a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: `${verb} needs a job id or --all` });
+    if (bulk && a.positionals.length === 2 && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'give a job id or --all, not both' });
+    if (!bulk && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry or adopt' });
+    if (verb !== undefined && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: `not with ${verb}` });
   });
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, OPTIONS, Args);
-  const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV]);
+  const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
+  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const target = managementTarget(config.MANAGEMENT_URL);
+  if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);
-  const redis = createRedisConnection(config.REDIS_URL, { role: 'producer', connectionName: 'user-mirror:removals' });
-  const queue = createRemovalQueue(redis, config.QUEUE_PREFIX);
+  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:removals' });
+  const queue = createRemovalQueue(redis, { target, prefix });
+  const unbound = openUnboundQueue(redis, prefix);
   // Read-only and optional: this command may run where the worker's audit file is not.
   const db: Db | undefined = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
   try {
-    if (args.positionals[0] === 'retry') {
-      const jobId = args.positionals[1];
+    const [verb, jobId] = args.positionals;
+    if (verb === 'retry') {
       const results = jobId === undefined ? await retryAllFailedRemovals(queue) : [await retryFailedRemoval(queue, jobId)];
       return reportRetries(results, jobId === undefined, args.json);
+    }
+    if (verb === 'adopt') {
+      const policy = { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS };
+      const results = await adoptUnbound(unbound, queue, jobId === undefined ? 'all' : { jobId }, policy);
+      return reportAdoptions(results, target, jobId === undefined, args.json);
     }
     if (args.failed) {
       const audit = db !== undefined && hasAuditTable(db) ? createRemovalAudit(db) : undefined;
@@ -72,16 +99,34 @@ export default async function main(argv: string[]): Promise<number> {
       process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
       return 0;
     }
-    return await reportCounts(queue, db, args.json);
+    return await reportCounts({ queue, unbound: await countUnbound(unbound), db, auditPath, target, json: args.json });
   } finally {
     db?.close();
-    await queue.close().catch(() => undefined);
+    await Promise.all([queue.close(), unbound.close()]).catch(() => undefined);
     redis.disconnect();
   }
 }
 
-async function reportCounts(queue: RemovalQueue, db: Db | undefined, json: boolean): Promise<number> {
+function reportTarget(target: ManagementTarget, prefix: string, json: boolean): number {
+  const queue = removalQueueName(target.id);
+  const facts = { target: target.id, management_url: target.url, queue, prefix, keys: `${prefix}:${queue}:*` };
+  if (json) process.stdout.write(`${JSON.stringify(facts, null, 2)}\n`);
+  else process.stdout.write(Object.entries(facts).map(([k, v]) => `${k.padEnd(15)} ${v}`).join('\n') + '\n');
+  return 0;
+}
+
+interface CountsInput {
+  queue: RemovalQueue;
+  unbound: UnboundCounts;
+  db: Db | undefined;
+  auditPath: string;
+  target: ManagementTarget;
+  json: boolean;
+}
+
+async function reportCounts({ queue, unbound, db, auditPath, target, json }: CountsInput): Promise<number> {
   const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed');
+  const hosts = await recentOutcomesByHost(queue);
   const audit =
     db !== undefined && hasAuditTable(db)
       ? Object.fromEntries(
@@ -91,15 +136,61 @@ async function reportCounts(queue: RemovalQueue, db: Db | undefined, json: boole
             .map((r) => [r.status, r.n]),
         )
       : undefined;
+  const thisHost = hostname();
   if (json) {
-    process.stdout.write(`${JSON.stringify({ queue: jobs, audit: audit ?? null }, null, 2)}\n`);
+    const out = {
+      target: { id: target.id, url: target.url, queue: queue.name },
+      queue: jobs,
+      hosts,
+      unbound,
+      audit: { host: thisHost, path: auditPath, counts: audit ?? null },
+    };
+    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return 0;
   }
-  const lines = ['queue:', ...Object.entries(jobs).map(([state, n]) => `  ${state.padEnd(12)} ${n}`)];
-  if (audit !== undefined) lines.push('audit:', ...Object.entries(audit).map(([status, n]) => `  ${status.padEnd(14)} ${n}`));
-  else lines.push('audit: (no audit database at AUDIT_DB)');
+  const lines = [
+    `target: ${target.id} (${target.url}), queue ${queue.name}`,
+    'queue (all hosts, from Redis):',
+    ...Object.entries(jobs).map(([state, n]) => `  ${state.padEnd(12)} ${n}`),
+    ...renderHosts(hosts),
+  ];
+  if (audit !== undefined) {
+    lines.push(`audit of this host (${thisHost}, ${auditPath}):`, ...Object.entries(audit).map(([status, n]) => `  ${status.padEnd(14)} ${n}`));
+  } else {
+    lines.push(`audit of this host (${thisHost}): none at ${auditPath}`);
+  }
+  lines.push('  (each host\'s worker writes its own audit file: rows for outcomes recorded elsewhere are on those hosts)');
+  if (unboundTotal(unbound) > 0) {
+    lines.push(
+      `removals without a target (queue member-removals): ${Object.entries(unbound).filter(([, n]) => n > 0).map(([s, n]) => `${s} ${n}`).join(', ')}`,
+      `  ${UNBOUND_FIX}`,
+    );
+  }
   process.stdout.write(`${lines.join('\n')}\n`);
   return 0;
+}
+
+function renderHosts(hosts: readonly HostOutcomes[]): string[] {
+  if (hosts.length === 0) return [];
+  return [
+    `recent outcomes by the host whose audit recorded them (last ${hosts.reduce((n, h) => n + h.total, 0)} finished jobs in Redis):`,
+    ...hosts.map((h) => `  ${h.host.padEnd(24)} ${Object.entries(h.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}`),
+  ];
+}
+
+function reportAdoptions(results: readonly AdoptResult[], target: ManagementTarget, all: boolean, json: boolean): number {
+  if (json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  for (const r of results) {
+    if (json) break;
+    if (r.result === 'adopted') {
+      process.stdout.write(`job ${r.jobId}: moved to target ${target.id} as job ${r.into}${r.deduplicated ? ' (collapsed into a pending removal)' : ''}\n`);
+    } else if (r.result === 'invalid') process.stderr.write(`job ${r.jobId}: left where it is: ${r.reason}\n`);
+    else if (r.result === 'running') process.stderr.write(`job ${r.jobId}: an older worker is running it; left alone\n`);
+    else process.stderr.write(`job ${r.jobId}: no such job in the queue without a target\n`);
+  }
+  if (all && !json) process.stdout.write(`${results.filter((r) => r.result === 'adopted').length} removal(s) moved to target ${target.id} (${target.url})\n`);
+  if (!all && results[0]?.result === 'not_found') return 3;
+  return results.every((r) => r.result === 'adopted') ? 0 : 1;
 }
 
 function reportRetries(results: readonly RetryResult[], all: boolean, json: boolean): number {
@@ -117,13 +208,14 @@ function reportRetries(results: readonly RetryResult[], all: boolean, json: bool
 
 function renderFailed(rows: readonly FailedRemoval[]): string {
   if (rows.length === 0) return 'no failed removals\n';
-  const header = ['JOB_ID', 'ORG_ID', 'MEMBER_ID', 'ATTEMPTS', 'FAILED_AT', 'RETRYABLE', 'REASON'];
+  const header = ['JOB_ID', 'ORG_ID', 'MEMBER_ID', 'ATTEMPTS', 'FAILED_AT', 'HOST', 'RETRYABLE', 'REASON'];
   const table = rows.map((r) => [
     r.job_id,
     printable(r.org_id ?? '-'),
     printable(r.member_id ?? '-'),
     String(r.attempts),
     r.failed_at ?? '-',
+    printable(r.host ?? '-'),
     r.in_queue ? 'yes' : 'no',
     printable(r.reason ?? '-'),
   ]);

@@ -3,6 +3,10 @@
  * [--reason Y] [--wait [--timeout S]]`: enqueues one removal and prints its
  * job id; with --wait, also its outcome.
  *
+ * The removal is for the management service MANAGEMENT_URL names (only the
+ * URL is read, never MANAGEMENT_KEY): it goes to that target's queue, and
+ * only a worker configured with the same URL performs it.
+ *
  * Exit codes: 0 queued (or, with --wait, removed or already absent),
  * 1 the removal failed or --timeout passed, 2 bad arguments or configuration.
  */
@@ -10,10 +14,10 @@ import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from '../cli-args.js';
-import { QUEUE_ENV, readConfig } from '../config.js';
-import { createRedisConnection } from '../../jobs/redis-connection.js';
+import { readConfig } from '../config.js';
+import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removal-producer.js';
-import { REMOVAL_QUEUE, RemovalResultSchema, checkRemovalPayload } from '../../jobs/removal-queue.js';
+import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removal-queue.js';
 
 const Args = z
   .object({
@@ -36,7 +40,9 @@ const OPTIONS = {
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, OPTIONS, Args);
-  const config = readConfig([...QUEUE_ENV, 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
+  const config = readConfig([...QUEUE_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
+  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const target = managementTarget(config.MANAGEMENT_URL);
   const [orgId, memberId] = args.positionals;
   const timeoutS = args.timeout ?? DEFAULT_WAIT_S;
 
@@ -47,17 +53,17 @@ export default async function main(argv: string[]): Promise<number> {
     reason: args.reason,
   };
   // Refuse a bad request before connecting to anything.
-  const checked = checkRemovalPayload(request);
+  const checked = checkRemovalPayload({ ...request, target: target.id });
   if (!checked.ok) throw new UsageError(`invalid removal request: ${checked.reason}`);
 
-  const redis = createRedisConnection(config.REDIS_URL, { role: 'producer', connectionName: 'user-mirror:remove-member' });
-  const queue = createRemovalQueue(redis, config.QUEUE_PREFIX);
+  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:remove-member' });
+  const queue = createRemovalQueue(redis, { target, prefix });
   // Listening must start before the job can finish, or a fast worker's "completed" is missed.
   // Blocking reads need a connection that never gives up on a command.
   const eventsRedis = args.wait
-    ? createRedisConnection(config.REDIS_URL, { role: 'worker', connectionName: 'user-mirror:remove-member' })
+    ? createRedisConnection(endpoint, { role: 'worker', connectionName: 'user-mirror:remove-member' })
     : undefined;
-  const events = eventsRedis ? new QueueEvents(REMOVAL_QUEUE, { connection: eventsRedis, prefix: config.QUEUE_PREFIX }) : undefined;
+  const events = eventsRedis ? new QueueEvents(queue.name, { connection: eventsRedis, prefix }) : undefined;
   try {
     await events?.waitUntilReady();
     const enqueued = await enqueueMemberRemoval(queue, request, {
@@ -68,7 +74,7 @@ export default async function main(argv: string[]): Promise<number> {
     process.stdout.write(
       enqueued.deduplicated
         ? `job ${jobId}: a removal of ${what} is already pending; request collapsed into it\n`
-        : `job ${jobId}: queued removal of ${what}\n`,
+        : `job ${jobId}: queued removal of ${what} at ${target.url} (target ${target.id})\n`,
     );
     if (events === undefined) return 0;
 

@@ -17,18 +17,21 @@
  */
 import { existsSync } from 'node:fs';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
+import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, type QueueSettings } from '../../jobs/redis-connection.js';
+import { createRemovalQueue } from '../../jobs/removal-producer.js';
+import { recentOutcomesByHost } from '../../jobs/failed-removals.js';
+import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
 import { MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
-import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { managementTarget, type ManagementTarget } from '../../jobs/removal-queue.js';
 import { syncQueueName } from '../../jobs/sync-queue.js';
-import { decideRemovalGate, judgeRedisDurability, type RedisDurabilityFacts } from '../../jobs/redis-durability.js';
-import { readRedisDurability } from '../../jobs/redis-durability-probe.js';
+import { decideRemovalGate, type DurabilityVerdict } from '../../jobs/redis-durability.js';
+import { readEstateDurability } from '../../jobs/redis-durability-probe.js';
 import { mirrorFigures } from '../daemon/mirror-age.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../../jobs/settle-within.js';
@@ -52,12 +55,15 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'SYNC_STALE_AFTER_MS', 'REDIS_URL', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS']);
+  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'SYNC_STALE_AFTER_MS', ...QUEUE_ENV, 'ALLOW_VOLATILE_REDIS']);
+  const settings = queueSettingsFromConfig(config);
+  // Optional: a sync-only estate has no management service; the removal queue is then not shown.
+  const target = process.env.MANAGEMENT_URL ? managementTarget(readConfig(['MANAGEMENT_URL']).MANAGEMENT_URL) : undefined;
   const auditPath = auditLocation(config);
 
   const [{ mirror, misconfigured }, { queues, durability }] = await Promise.all([
     Promise.resolve().then(() => readMirror(config.MIRROR_DB, auditPath)),
-    readQueues(config.REDIS_URL, config.QUEUE_PREFIX, config.MIRROR_ID),
+    readQueues(settings, config.MIRROR_ID, target),
   ]);
   const intervalMs = intervalOfExpression(config.SYNC_CRON);
   const report = buildStatusReport({
@@ -68,7 +74,7 @@ export default async function status(argv: string[]): Promise<number> {
     staleAfterMs: staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalMs),
     mirror,
     queues,
-    removalGate: durability === undefined ? undefined : decideRemovalGate(judgeRedisDurability(durability), config.ALLOW_VOLATILE_REDIS),
+    removalGate: durability === undefined ? undefined : decideRemovalGate(durability, config.ALLOW_VOLATILE_REDIS),
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);
@@ -138,40 +144,48 @@ function failedInAudit(path: string): number | undefined {
 }
 
 async function readQueues(
-  url: string,
-  prefix: string,
+  { endpoint, prefix }: QueueSettings,
   mirrorId: string,
-): Promise<{ queues: QueueFacts; durability: RedisDurabilityFacts | undefined }> {
-  // One connection attempt, no reconnects: a status command reports an outage, it does not wait it out.
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 2_000,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectionName: 'user-mirror:status',
-  });
+  target: ManagementTarget | undefined,
+): Promise<{ queues: QueueFacts; durability: DurabilityVerdict | undefined }> {
+  // A status command reports an outage, it does not wait it out: no offline queue, and a budget below.
+  const redis = createRedisConnection(endpoint, { role: 'control', connectionName: 'user-mirror:status' });
   let lastError = 'timed out';
   redis.on('error', (err: Error) => {
     lastError = err.message;
   });
   const queues: Queue[] = [];
   let facts: QueueFacts = { reachable: false, error: lastError };
-  let durability: RedisDurabilityFacts | undefined;
+  let durability: DurabilityVerdict | undefined;
   const work = (async () => {
-    // Connected before BullMQ sees it: given a client that has not connected yet, BullMQ connects it itself.
-    await redis.connect();
+    await redisReady(redis, REDIS_BUDGET_MS);
     const sync = new Queue(syncQueueName(mirrorId), { connection: redis, prefix });
-    const removals = new Queue(REMOVAL_QUEUE, { connection: redis, prefix });
-    queues.push(sync, removals);
+    const unbound = openUnboundQueue(redis, prefix);
+    const removals = target === undefined ? undefined : createRemovalQueue(redis, { target, prefix });
+    queues.push(sync, unbound, ...(removals === undefined ? [] : [removals]));
     for (const q of queues) q.on('error', () => undefined);
-    const [s, r, d] = await Promise.all([counts(sync), counts(removals), readRedisDurability(redis)]);
-    facts = { reachable: true, sync: s, removals: r };
+    const [s, u, r, hosts, d] = await Promise.all([
+      counts(sync),
+      countUnbound(unbound),
+      removals === undefined ? undefined : counts(removals),
+      removals === undefined ? [] : recentOutcomesByHost(removals),
+      readEstateDurability(redis),
+    ]);
+    facts = {
+      reachable: true,
+      sync: s,
+      unboundRemovals: unboundTotal(u),
+      removals:
+        removals === undefined || r === undefined || target === undefined
+          ? null
+          : { target: { id: target.id, url: target.url, queue: removals.name }, counts: r, hosts },
+    };
     durability = d;
   })().catch((err: unknown) => {
     // The connection's own error (ECONNREFUSED, auth) says more than the "Connection is closed." that follows it.
     facts = { reachable: false, error: lastError !== 'timed out' ? lastError : err instanceof Error ? err.message : String(err) };
   });
-  if (!(await settleWithin(work, REDIS_BUDGET_MS))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
+  if (!(await settleWithin(work, REDIS_BUDGET_MS + 1_000))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
   await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);
   redis.disconnect();
   return { queues: facts, durability: facts.reachable ? durability : undefined };

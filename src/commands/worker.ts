@@ -1,7 +1,9 @@
 /**
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
- * Needs REDIS_URL, MANAGEMENT_URL and MANAGEMENT_KEY; writes the audit to
+ * Needs Redis (REDIS_URL, or REDIS_CLUSTER_NODES, or REDIS_SENTINELS), MANAGEMENT_URL
+ * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removal-queue.ts);
+ * writes the audit to
  * AUDIT_DB (default: next to MIRROR_DB, see src/audit-location.ts).
  * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
  * other than noeviction): exits 2 with the reason and the fix, unless
@@ -12,15 +14,16 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
-import { QUEUE_ENV, readConfig } from '../config.js';
-import { createLogger } from '../log.js';
+import { readConfig } from '../config.js';
+import { createLogger, type Logger } from '../log.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
-import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
+import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker } from '../../jobs/removal-worker.js';
-import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { managementTarget, removalQueueName } from '../../jobs/removal-queue.js';
+import { UNBOUND_FIX, countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
 import { describeRemovalGate } from '../../jobs/redis-durability.js';
 import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 
@@ -44,9 +47,11 @@ export default async function main(argv: string[]): Promise<number> {
     'SHUTDOWN_TIMEOUT_MS',
     'LOG_LEVEL',
   ]);
+  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const target = managementTarget(config.MANAGEMENT_URL);
   const logger = createLogger(config.LOG_LEVEL);
   const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
-  const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
+  const redis = createRedisConnection(endpoint, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
@@ -64,7 +69,8 @@ export default async function main(argv: string[]): Promise<number> {
 
   const handle = startRemovalWorker({
     connection: redis,
-    prefix: config.QUEUE_PREFIX,
+    target,
+    prefix,
     client,
     audit: createRemovalAudit(db),
     logger,
@@ -76,14 +82,17 @@ export default async function main(argv: string[]): Promise<number> {
   await Promise.race([handle.waitUntilReady(), stopped]);
   logger.info(
     {
-      queue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
-      redis: describeRedisUrl(config.REDIS_URL),
+      queue: `${prefix}:${removalQueueName(target.id)}`,
+      target: target.id,
+      managementUrl: target.url,
+      redis: describeRedis(endpoint),
       concurrency: config.REMOVAL_CONCURRENCY,
       lockMs: config.REMOVAL_LOCK_MS,
       volatileRedisAllowed: gate.volatileAllowed,
     },
     'removal worker started',
   );
+  await reportUnbound(redis, prefix, logger);
 
   const signal = await stopped;
   const again = (): void => {
@@ -103,4 +112,17 @@ export default async function main(argv: string[]): Promise<number> {
   // Abandoned requests and BullMQ's background close would keep the process alive; they must not.
   setTimeout(() => process.exit(0), drained ? 1_000 : 50).unref();
   return 0;
+}
+
+/** Jobs of an older producer that no worker takes: said at start-up, loudly (jobs/unbound-removals.ts). */
+async function reportUnbound(redis: RedisClient, prefix: string, logger: Logger): Promise<void> {
+  const queue = openUnboundQueue(redis, prefix);
+  try {
+    const counts = await countUnbound(queue);
+    if (unboundTotal(counts) > 0) logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
+  } catch (err) {
+    logger.warn({ event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) }, 'could not count removals without a target');
+  } finally {
+    await queue.close().catch(() => undefined);
+  }
 }

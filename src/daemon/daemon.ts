@@ -39,7 +39,6 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { openMirror, type Db } from '../../db/open.js';
@@ -48,10 +47,12 @@ import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
-import { createRedisConnection, describeRedisUrl } from '../../jobs/redis-connection.js';
+import { QUEUE_ENV, createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
-import { REMOVAL_QUEUE } from '../../jobs/removal-queue.js';
+import { managementTarget } from '../../jobs/removal-queue.js';
+import { createRemovalQueue } from '../../jobs/removal-producer.js';
+import { UNBOUND_FIX, countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
@@ -82,9 +83,8 @@ export const DAEMON_ENV = [
   'HTTP_HEADERS_TIMEOUT_MS',
   'HTTP_BODY_TIMEOUT_MS',
   'HTTP_REQUEST_TIMEOUT_MS',
-  'REDIS_URL',
+  ...QUEUE_ENV,
   'ALLOW_VOLATILE_REDIS',
-  'QUEUE_PREFIX',
   'MIRROR_DB',
   'AUDIT_DB',
   'MIRROR_ID',
@@ -144,6 +144,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const replicaSettings = daemonReplicaSettings(config);
   const startAbort = new AbortController();
   let phase: Phase = 'starting';
+  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const where = describeRedis(endpoint);
+  const target = managementTarget(config.MANAGEMENT_URL);
 
   log.info(
     {
@@ -151,10 +154,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       mirrorId: config.MIRROR_ID,
       mirrorDb: config.MIRROR_DB,
       auditDb: auditLocation(config),
-      syncQueue: `${config.QUEUE_PREFIX}:${syncQueueName(config.MIRROR_ID)}`,
-      removalQueue: `${config.QUEUE_PREFIX}:${REMOVAL_QUEUE}`,
+      syncQueue: `${prefix}:${syncQueueName(config.MIRROR_ID)}`,
+      removalTarget: target.id,
+      managementUrl: target.url,
       cron: config.SYNC_CRON,
-      redis: describeRedisUrl(config.REDIS_URL),
+      redis: where,
     },
     'daemon starting',
   );
@@ -176,9 +180,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     onResponse: (e) => metrics.recordHttp(e),
   });
 
-  const control: Redis = createRedisConnection(config.REDIS_URL, { role: 'control', logger: log, connectionName: 'user-mirror:daemon-control' });
+  const control: RedisClient = createRedisConnection(endpoint, { role: 'control', logger: log, connectionName: 'user-mirror:daemon-control' });
   let syncQueue: Queue<SyncJobData> | undefined;
   let removalQueue: Queue | undefined;
+  let unboundQueue: Queue | undefined;
   let syncWorker: RestartableWorker<SyncWorkerHandle> | undefined;
   let removalWorker: RestartableWorker<RemovalWorkerHandle> | undefined;
   let schedule: Schedule | undefined;
@@ -227,10 +232,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   }
 
   const start = async (): Promise<void> => {
-    if (!(await waitForRedis(control, { logger: log, url: config.REDIS_URL, signal: startAbort.signal }))) return;
+    if (!(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return;
 
-    syncQueue = openSyncQueue({ connection: control, prefix: config.QUEUE_PREFIX, mirrorId: config.MIRROR_ID });
-    removalQueue = new Queue(REMOVAL_QUEUE, { connection: control, prefix: config.QUEUE_PREFIX });
+    syncQueue = openSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
+    removalQueue = createRemovalQueue(control, { target, prefix });
+    unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
     removalQueue.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
     const gate = await readRemovalGate();
@@ -242,10 +248,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       name: 'sync',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
       start: () => {
-        const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger: log, connectionName: 'user-mirror:sync-worker' });
+        const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:sync-worker' });
         const handle = startSyncWorker({
           connection: redis,
-          prefix: config.QUEUE_PREFIX,
+          prefix,
           mirrorId: config.MIRROR_ID,
           logger: log,
           onResult: (r) => metrics.recordSync(r),
@@ -262,10 +268,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       name: 'removals',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
       start: () => {
-        const redis = createRedisConnection(config.REDIS_URL, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
+        const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
         const handle = startRemovalWorker({
           connection: redis,
-          prefix: config.QUEUE_PREFIX,
+          target,
+          prefix,
           client: managementClient,
           audit,
           logger: log,
@@ -279,7 +286,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       close: async (handle, ms) => (await handle.close(ms)).drained,
     });
 
-    const queues = { sync: syncQueue, removals: removalQueue };
+    const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue };
     metrics.setSources({
       queues: () => queueDepths(queues),
       redisUp: async () => (await control.ping()) === 'PONG',
@@ -314,6 +321,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
 
     try {
+      const unbound = await countUnbound(unboundQueue);
+      if (unboundTotal(unbound) > 0) log.error({ event: 'removals.unbound_jobs', ...unbound, fix: UNBOUND_FIX }, 'removals without a target are waiting');
+    } catch (err) {
+      log.warn({ event: 'removals.unbound_unread', err: describe(err) }, 'could not count removals without a target');
+    }
+
+    try {
       await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFreshness(reader).lastSucceededAt, log);
     } catch (err) {
       // Redis went away again, or the mirror is busy: the next tick syncs anyway.
@@ -334,7 +348,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       } catch (err) {
         log.warn({ event: 'removals.redis_durability_unread', err: describe(err) }, 'could not read redis settings; retrying');
         const pause = sleep(1_000, undefined, { signal: startAbort.signal }).then(() => true, () => false);
-        if (!(await pause) || !(await waitForRedis(control, { logger: log, url: config.REDIS_URL, signal: startAbort.signal }))) return undefined;
+        if (!(await pause) || !(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return undefined;
       }
     }
   };
@@ -352,7 +366,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
     ]);
-    await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close()]), 2_000);
+    await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close(), unboundQueue?.close()]), 2_000);
     control.disconnect();
     await settleWithin(managementClient.close(), 2_000);
     await replica?.close();
@@ -390,9 +404,9 @@ function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning:
 
 const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
 
-async function queueDepths(queues: { sync: Queue; removals: Queue }): Promise<QueueDepth[]> {
+async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue }): Promise<QueueDepth[]> {
   const out: QueueDepth[] = [];
-  for (const name of ['sync', 'removals'] as const) {
+  for (const name of ['sync', 'removals', 'removals_unbound'] as const) {
     const counts = await queues[name].getJobCounts(...DEPTH_STATES);
     for (const state of DEPTH_STATES) out.push({ queue: name, state, count: counts[state] ?? 0 });
   }

@@ -32,7 +32,7 @@ export interface MirrorFigures {
 }
 
 export interface QueueDepth {
-  queue: 'sync' | 'removals';
+  queue: 'sync' | 'removals' | 'removals_unbound';
   state: string;
   count: number;
 }

@@ -32,8 +32,22 @@ export interface QueueCounts {
   completed: number;
 }
 
+/** The removal queue of MANAGEMENT_URL's target, across every host; null when MANAGEMENT_URL is unset. */
+export interface RemovalQueueFacts {
+  target: { id: string; url: string; queue: string };
+  counts: QueueCounts;
+  /** Recent outcomes per host whose worker (and audit) recorded them. */
+  hosts: Array<{ host: string; total: number; outcomes: Record<string, number> }>;
+}
+
 export type QueueFacts =
-  | { reachable: true; sync: QueueCounts; removals: QueueCounts }
+  | {
+      reachable: true;
+      sync: QueueCounts;
+      removals: RemovalQueueFacts | null;
+      /** Jobs of an older producer that name no target: no worker takes them (jobs/unbound-removals.ts). */
+      unboundRemovals: number;
+    }
   | { reachable: false; error: string };
 
 /** Field warnings of active users, per field path as stored. */
@@ -108,7 +122,7 @@ export interface StatusReport {
     fieldWarnings?: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> } | null;
   };
   schedule: { intervalSeconds: number };
-  queues: { reachable: true; sync: QueueCounts; removals: QueueCounts } | { reachable: false; error: string };
+  queues: QueueFacts;
   failedRemovals: { queue: number | null; audit: number | null };
   /** null when Redis was unreachable. */
   removalQueue: RemovalQueueReport | null;
@@ -140,7 +154,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     schedule: { intervalSeconds: Math.round(f.scheduleIntervalMs / 1000) },
     queues: f.queues,
     failedRemovals: {
-      queue: f.queues.reachable ? f.queues.removals.failed : null,
+      queue: f.queues.reachable ? (f.queues.removals?.counts.failed ?? null) : null,
       audit: m.available ? (m.failedRemovalsInAudit ?? null) : null,
     },
     removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
@@ -202,7 +216,17 @@ export function formatStatusReport(r: StatusReport): string {
   if (r.queues.reachable) {
     lines.push('queues');
     lines.push(`  sync          ${formatCounts(r.queues.sync)}`);
-    lines.push(`  removals      ${formatCounts(r.queues.removals)}`);
+    const removals = r.queues.removals;
+    if (removals === null) lines.push('  removals      not shown: MANAGEMENT_URL is unset (it names the queue)');
+    else {
+      lines.push(`  removals      ${formatCounts(removals.counts)}   (all hosts; target ${removals.target.id}, ${removals.target.url})`);
+      for (const h of removals.hosts) {
+        lines.push(`    ${h.host.padEnd(20)} ${Object.entries(h.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}  (recent; in that host's audit)`);
+      }
+    }
+    if (r.queues.unboundRemovals > 0) {
+      lines.push(`  UNBOUND       ${r.queues.unboundRemovals} removal(s) name no target and are taken by no worker: run 'user-mirror removals adopt --all' where MANAGEMENT_URL is their target`);
+    }
   } else {
     lines.push(`queues: redis unreachable (${oneLine(r.queues.error)}); queue depths unknown`);
   }
@@ -210,7 +234,7 @@ export function formatStatusReport(r: StatusReport): string {
     r.failedRemovals.queue === null ? undefined : `${r.failedRemovals.queue} in the queue`,
     r.failedRemovals.audit === null ? undefined : `${r.failedRemovals.audit} in the audit`,
   ].filter((x): x is string => x !== undefined);
-  lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}`);
+  lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : ' (this host\'s audit)'}`);
   if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
   return `${lines.join('\n')}\n`;
 }
@@ -245,10 +269,12 @@ function formatCounts(c: QueueCounts): string {
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
  * does: the mirror is unreadable or stale, or Redis is unreachable (the
- * queues, and so the removals, are out of sight).
+ * queues, and so the removals, are out of sight), or removals are held or
+ * wait in the queue no worker takes.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   const removalsHeld = r.removalQueue?.state === 'held';
-  const healthy = r.mirror.available && r.mirror.stale !== true && r.queues.reachable && !removalsHeld;
+  const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;
+  const healthy = r.mirror.available && r.mirror.stale !== true && r.queues.reachable && !removalsHeld && !unbound;
   return healthy ? 0 : 1;
 }

@@ -4,14 +4,13 @@
  * outages, so it keeps trying instead of exiting.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
-import { describeRedisUrl, reconnectDelay } from '../../jobs/redis-connection.js';
+import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
 import { RepeatThrottle } from '../../jobs/repeat-throttle.js';
 
 /** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
-export async function waitForRedis(redis: Redis, options: { logger: Logger; url: string; signal: AbortSignal }): Promise<boolean> {
-  const where = describeRedisUrl(options.url);
+export async function waitForRedis(redis: RedisClient, options: { logger: Logger; where: string; signal: AbortSignal }): Promise<boolean> {
+  const where = options.where;
   const throttle = new RepeatThrottle(30_000);
   const started = Date.now();
   for (let attempt = 1; !options.signal.aborted; attempt++) {
@@ -38,7 +37,7 @@ export async function waitForRedis(redis: Redis, options: { logger: Logger; url:
   return false;
 }
 
-function connected(redis: Redis, ms: number, signal: AbortSignal): Promise<void> {
+function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {

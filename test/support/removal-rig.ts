@@ -10,14 +10,14 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Db } from '../../db/open.js';
 import { auditPathFor, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { silentLogger } from '../../src/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
-import { createRedisConnection } from '../../jobs/redis-connection.js';
+import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
+import { managementTarget, type ManagementTarget } from '../../jobs/removal-queue.js';
 import { managementClientFromConfig } from '../../jobs/management-client.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removal-worker.js';
@@ -45,6 +45,8 @@ export async function startShared(options: TestRedisOptions = {}): Promise<Share
 export interface Rig {
   prefix: string;
   redisUrl: string;
+  /** The stand-in's management target: the queue and the worker's. */
+  target: ManagementTarget;
   standIn: StandIn;
   queue: RemovalQueue;
   /** The audit database (AUDIT_DB). */
@@ -72,12 +74,14 @@ export async function createRig(shared: Shared): Promise<Rig> {
   const db = openAudit(auditPath);
   const audit = createRemovalAudit(db);
   const producer = createRedisConnection(redis.url, { role: 'producer' });
-  const queue = createRemovalQueue(producer, prefix);
-  const workers: Array<{ handle: RemovalWorkerHandle; redis: Redis; client: ServiceClient }> = [];
+  const target = managementTarget(standIn.managementUrl);
+  const queue = createRemovalQueue(producer, { target, prefix });
+  const workers: Array<{ handle: RemovalWorkerHandle; redis: RedisClient; client: ServiceClient }> = [];
 
   return {
     prefix,
     redisUrl: redis.url,
+    target,
     standIn,
     queue,
     db,
@@ -103,6 +107,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
       );
       const handle = startRemovalWorker({
         connection: workerRedis,
+        target,
         prefix,
         client,
         audit,
