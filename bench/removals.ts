@@ -8,7 +8,8 @@
  * Scenarios: a burst of N removals without faults, the same with 20% of
  * DELETEs failing (429 / 500 / 503 / connection reset / truncated answer),
  * and a paced run below saturation, whose latencies are not dominated by
- * queueing behind a burst. Latency is `job.finishedOn - job.timestamp`
+ * queueing behind a burst; then the burst again on a local Redis Cluster of
+ * three masters (same AOF settings), beside the single node in the same run. Latency is `job.finishedOn - job.timestamp`
  * (enqueue to done); throughput is N over the span from the first enqueue
  * to the last completion.
  *
@@ -28,7 +29,8 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
 import { startOwnRedis } from '../test/support/redis-server.js';
-import { createRedisConnection } from '../jobs/redis-connection.js';
+import { startTestCluster, type TestCluster } from '../test/support/redis-cluster.js';
+import { createRedisConnection, readQueueSettings } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals, type RemovalQueue } from '../jobs/removal-producer.js';
 import type { RemovalRequest } from '../jobs/removal-queue.js';
 import type { FaultPlan } from '../src/stand-in/index.js';
@@ -57,6 +59,8 @@ interface Scenario {
   /** Enqueue rate; undefined = everything at once. */
   ratePerSecond?: number;
   count: number;
+  /** Where the queue lives: the single node (default) or the three-master cluster. */
+  cluster?: boolean;
 }
 
 interface Row {
@@ -77,6 +81,7 @@ interface Row {
 async function main(): Promise<void> {
   // Configured as production must be (AOF, noeviction): the worker refuses anything less.
   const redis = await startOwnRedis({ persistence: 'aof-everysec' });
+  const cluster: TestCluster = await startTestCluster({ appendfsync: 'everysec' });
   const standIn = await startStandInChild();
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-'));
   const rows: Row[] = [];
@@ -85,11 +90,14 @@ async function main(): Promise<void> {
       { name: 'burst, no faults', faults: {}, count: N },
       { name: 'burst, 20% faults', faults: FAULTS, count: N },
       { name: `paced ${PACED_RATE}/s, no faults`, faults: {}, ratePerSecond: PACED_RATE, count: Math.min(N, PACED_RATE * 10) },
+      { name: 'burst, no faults, Redis Cluster (3 masters)', faults: {}, count: N, cluster: true },
     ];
     for (const scenario of scenarios) {
-      const prefix = `bench${randomUUID().slice(0, 6)}`;
-      const worker = startWorker(redis.url, prefix, standIn, join(dir, `${prefix}.db`));
-      const producer = createRedisConnection(redis.url, { role: 'producer' });
+      // On a cluster every key of a queue must share a slot: the hash tag.
+      const prefix = scenario.cluster ? `{bench${randomUUID().slice(0, 6)}}` : `bench${randomUUID().slice(0, 6)}`;
+      const redisEnv: Record<string, string> = scenario.cluster ? { REDIS_CLUSTER_NODES: cluster.nodesEnv } : { REDIS_URL: redis.url };
+      const worker = startWorker(redisEnv, prefix, standIn, join(dir, `${prefix}.db`));
+      const producer = createRedisConnection(readQueueSettings({ ...redisEnv, QUEUE_PREFIX: prefix }).endpoint, { role: 'producer' });
       const queue = createRemovalQueue(producer, { target: standIn.managementUrl, prefix });
       try {
         await waitForLine(worker, /removal worker started/);
@@ -105,6 +113,7 @@ async function main(): Promise<void> {
   } finally {
     await standIn.request({ op: 'close' }).catch(() => undefined);
     await redis.stop();
+    await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(render(rows));
@@ -179,13 +188,13 @@ function render(rows: readonly Row[]): string {
   return `\n${head}${body}\n\n${statuses}\n\nworker: REMOVAL_CONCURRENCY=${CONCURRENCY}, REMOVAL_BACKOFF_MS=50; faults: 5% 429, 4% 500, 5% 503 (no Retry-After), 3% reset before the work, 3% answer truncated after the work\n`;
 }
 
-function startWorker(redisUrl: string, prefix: string, standIn: StandInChild, dbPath: string): ChildProcess {
+function startWorker(redisEnv: Record<string, string>, prefix: string, standIn: StandInChild, dbPath: string): ChildProcess {
   // e.g. BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where the worker spends its time.
   const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   return spawn(process.execPath, [...nodeArgs, join(DIST, 'cli.js'), 'worker', 'removals'], {
     env: {
       PATH: process.env.PATH,
-      REDIS_URL: redisUrl,
+      ...redisEnv,
       QUEUE_PREFIX: prefix,
       MANAGEMENT_URL: standIn.managementUrl,
       MANAGEMENT_KEY: standIn.managementKey,

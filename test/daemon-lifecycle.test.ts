@@ -4,7 +4,7 @@
  * temporary directory. One daemon for the whole file, checked step by step.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
@@ -117,7 +117,7 @@ describe('user-mirror daemon', () => {
     expect(res.code).toBe(0);
     const report = JSON.parse(res.stdout) as {
       mirror: { available: boolean; activeUsers: number; stale: boolean; lastRuns: Array<{ status: string }>; ageSeconds: number };
-      queues: { reachable: boolean; sync: { completed: number }; removals: { completed: number } };
+      queues: { reachable: boolean; sync: { completed: number }; removals: { counts: { completed: number }; hosts: Array<{ host: string }> }; unboundRemovals: number };
       failedRemovals: { queue: number | null; audit: number | null };
       removalQueue: { state: string; durable: boolean; redis: Record<string, string> };
     };
@@ -126,7 +126,9 @@ describe('user-mirror daemon', () => {
     expect(report.mirror.lastRuns.some((r) => r.status === 'succeeded')).toBe(true);
     expect(report.queues.reachable).toBe(true);
     expect(report.queues.sync.completed).toBeGreaterThan(0);
-    expect(report.queues.removals.completed).toBe(1);
+    expect(report.queues.removals.counts.completed).toBe(1);
+    expect(report.queues.removals.hosts).toEqual([expect.objectContaining({ host: hostname(), outcomes: { succeeded: 1 } })]);
+    expect(report.queues.unboundRemovals).toBe(0);
     expect(report.failedRemovals).toEqual({ queue: 0, audit: 0 });
     expect(report.removalQueue).toMatchObject({ state: 'run', durable: true, redis: { appendonly: 'yes', appendfsync: 'always', maxmemoryPolicy: 'noeviction' } });
 

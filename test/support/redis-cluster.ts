@@ -2,7 +2,7 @@
  * A Redis Cluster for tests: N masters (no replicas), each its own
  * `redis-server` (from PATH) on a free port in its own temporary directory,
  * joined with `redis-cli --cluster create`, configured like production
- * (AOF with `appendfsync always`, `noeviction`). Resolves only once every
+ * (AOF with `appendfsync always` unless asked for `everysec`, `noeviction`). Resolves only once every
  * node reports `cluster_state:ok`, so the first command of a test never
  * races slot assignment.
  *
@@ -34,7 +34,7 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-export async function startTestCluster(options: { masters?: number } = {}): Promise<TestCluster> {
+export async function startTestCluster(options: { masters?: number; appendfsync?: 'always' | 'everysec' } = {}): Promise<TestCluster> {
   const masters = options.masters ?? 3;
   // redis-cli refuses to create a cluster of fewer than 3 masters.
   if (!Number.isInteger(masters) || masters < 3) throw new Error(`a test cluster needs at least 3 masters, got ${masters}`);
@@ -47,7 +47,7 @@ export async function startTestCluster(options: { masters?: number } = {}): Prom
   try {
     // Sequential: freePort only promises a port is free now, so parallel
     // calls could hand out the same one before any server binds it.
-    for (let i = 0; i < masters; i++) nodes.push(await launchNode());
+    for (let i = 0; i < masters; i++) nodes.push(await launchNode(options.appendfsync ?? 'always'));
     const addresses = nodes.map((n) => `${HOST}:${n.port}`);
     const created = await cli(['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], 60_000);
     if (created.code !== 0) {
@@ -75,7 +75,7 @@ async function waitForClusterOk(nodes: Node[], timeoutMs: number): Promise<void>
   throw new Error(`cluster did not reach cluster_state:ok within ${timeoutMs / 1000} s (${states.join('; ')})${diagnostics(nodes)}`);
 }
 
-async function launchNode(): Promise<Node> {
+async function launchNode(fsync: 'always' | 'everysec'): Promise<Node> {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-cluster-'));
   const port = await freePort();
   // The bus defaults to port + 10000, which may be taken or above 65535 for
@@ -86,7 +86,7 @@ async function launchNode(): Promise<Node> {
     '--port', String(port), '--bind', HOST, '--daemonize', 'no', '--dir', dir, '--logfile', join(dir, 'redis.log'),
     '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000',
     '--cluster-port', String(busPort),
-    '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction', '--save', '',
+    '--appendonly', 'yes', '--appendfsync', fsync, '--maxmemory-policy', 'noeviction', '--save', '',
   ];
   const child = spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
