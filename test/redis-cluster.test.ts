@@ -144,6 +144,17 @@ describe('the daemon on a Redis Cluster', () => {
       await eventually(async () => ((await queue.getJobState(added?.jobId ?? '')) === 'completed' ? true : undefined), 20_000, 'the removal');
       expect(standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
       await queue.close();
+
+      // The CLI on the cluster: enqueue and wait for the outcome (QueueEvents), then the estate's counts.
+      const [n] = members(1);
+      if (n === undefined) throw new Error('no member');
+      const cliEnv = { ...env, REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.nodesEnv };
+      const removed = await runCli(['remove-member', n.org_id, n.member_id, '--wait', '--timeout', '20'], cliEnv);
+      expect(removed.stdout).toMatch(/succeeded \(member removed\)/);
+      expect(removed.code).toBe(0);
+      const counts = await runCli(['removals', '--json'], cliEnv);
+      expect(counts.code).toBe(0);
+      expect(JSON.parse(counts.stdout)).toMatchObject({ queue: { completed: 2, failed: 0 }, unbound: { waiting: 0 } });
     } finally {
       await daemon.stop('SIGTERM');
     }
