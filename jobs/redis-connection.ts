@@ -231,9 +231,18 @@ export function redisReady(client: RedisClient, ms: number): Promise<void> {
   });
 }
 
+/**
+ * Redis could not be reached. `sent` says whether the command had left:
+ * false means it certainly did not happen; true means the connection broke
+ * while it was in flight, so it may have happened (a retried enqueue is
+ * safe: requests for a pending removal collapse into it).
+ */
 export class RedisUnavailableError extends Error {
   override name = 'RedisUnavailableError';
-  constructor(detail: string) {
+  constructor(
+    detail: string,
+    readonly sent = false,
+  ) {
     super(`Redis is unreachable: ${detail}`);
   }
 }

@@ -6,9 +6,11 @@
  * A producer lives as long as its process (an HTTP handler: months). Its
  * connection (`createRedisConnection(..., { role: 'producer' })`) reconnects
  * forever; an enqueue while Redis is unreachable waits at most
- * PRODUCER_WAIT_MS for it and then fails with a RedisUnavailableError, so
- * the caller can answer its own client and try again; the first enqueue
- * after Redis is back succeeds.
+ * PRODUCER_WAIT_MS for it and then fails with a RedisUnavailableError
+ * (`sent: false`: nothing was queued), so the caller can answer its own
+ * client and try again; the first enqueue after Redis is back succeeds. A
+ * connection lost while the enqueue was in flight fails with `sent: true`:
+ * the removal may be queued, and a retry collapses into it if so.
  *
  * Every job gets a fresh UUID as its id. With deduplication BullMQ answers
  * a collapsed request with the id of the job already pending, so "the id
@@ -140,7 +142,9 @@ export async function enqueueMemberRemovals(
       return { jobId, deduplicated: jobId !== j.jobId, dedupId: removalDedupId(j.payload), payload: j.payload };
     });
   } catch (err) {
-    throw isConnectionError(err) ? new RedisUnavailableError(`removal not enqueued: ${(err as Error).message}`) : err;
+    // Past `connected()` the script may have run before the connection broke: say so, never "not enqueued".
+    if (!isConnectionError(err)) throw err;
+    throw new RedisUnavailableError(`connection lost while enqueueing; the removal may have been queued, and a retry is safe: ${(err as Error).message}`, true);
   } finally {
     await owned?.close();
   }
