@@ -7,11 +7,11 @@
  * job can never become a request for some other member; the audit row is
  * written before the DELETE, so no removal happens unrecorded.
  */
+import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { DeleteMemberResult } from '../src/service/client.js';
 import type { Logger } from '../src/log.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../db/removal-audit.js';
-import { hostname } from 'node:os';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './removal-queue.js';
 import { classifyRemovalFailure, describeError } from './removal-failure.js';
 import { removalBackoffPolicy } from './removal-backoff.js';
