@@ -7,6 +7,7 @@
  * 4 partial (sync: published without deletions), 5 busy (sync: another sync
  * holds the mirror).
  */
+import { readFileSync } from 'node:fs';
 import { ConfigError } from './config.js';
 import { UsageError } from './cli-args.js';
 
@@ -65,7 +66,8 @@ const COMMANDS: Record<string, Command> = {
     synopsis: 'status [--json]',
     details:
       'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
-      '  or Redis is unreachable (the report, mirror part included, is printed all the same); 2 usage or configuration error\n' +
+      '  or Redis is unreachable, or removals are held or wait without a target (the report, mirror part included, is\n' +
+      '  printed all the same); 2 usage or configuration error\n' +
       '  (a MIRROR_DB that cannot be a mirror included)\n',
     load: () => import('./commands/status.js'),
   },
@@ -73,7 +75,13 @@ const COMMANDS: Record<string, Command> = {
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(16)} ${c.summary}`);
-  return `usage: user-mirror <command> [options]\n\ncommands:\n${rows.join('\n')}\n`;
+  return `usage: user-mirror <command> [options]\n       user-mirror --version\n\ncommands:\n${rows.join('\n')}\n`;
+}
+
+/** From the package.json shipped beside dist/ (the same file in a checkout and in the packed artefact). */
+function version(): string {
+  const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  return typeof pkg === 'object' && pkg !== null && 'version' in pkg && typeof pkg.version === 'string' ? pkg.version : 'unknown';
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -81,6 +89,10 @@ async function main(argv: string[]): Promise<number> {
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());
     return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    process.stdout.write(`user-mirror ${version()} (node ${process.version})\n`);
+    return 0;
   }
   const command = COMMANDS[name];
   if (command === undefined) {

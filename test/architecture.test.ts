@@ -10,7 +10,7 @@ import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const LAYERS: Array<[name: string, test: (path: string) => boolean]> = [
-  ['commands', (p) => p.startsWith('src/commands/') || p === 'src/cli.ts' || p === 'src/index.ts' || p.startsWith('src/stand-in/')],
+  ['commands', (p) => p.startsWith('src/commands/') || p === 'src/cli.ts' || p === 'src/index.ts' || p === 'src/producer.ts' || p.startsWith('src/stand-in/')],
   ['daemon', (p) => p.startsWith('src/daemon/') || p.startsWith('src/replica/')],
   ['jobs', (p) => p.startsWith('jobs/')],
   ['sync', (p) => p.startsWith('src/sync/')],

@@ -1,0 +1,32 @@
+/**
+ * `user-mirror/producer`: what a service needs to enqueue member removals,
+ * and nothing else. It loads BullMQ and ioredis but not better-sqlite3 (no
+ * native build on a producer's host) nor the sync, replica or stand-in.
+ */
+export {
+  enqueueMemberRemoval,
+  enqueueMemberRemovals,
+  createRemovalQueue,
+  InvalidRemovalRequest,
+  RedisUnavailableError,
+  PRODUCER_WAIT_MS,
+  type EnqueuedRemoval,
+  type EnqueueOptions,
+  type RemovalQueue,
+  type RemovalQueueOptions,
+  type RemovalQueueTarget,
+} from '../jobs/removal-producer.js';
+export {
+  REMOVE_MEMBER_JOB,
+  RemovalPayloadSchema,
+  checkRemovalPayload,
+  managementTarget,
+  removalDedupId,
+  removalQueueName,
+  type ManagementTarget,
+  type RemovalPayload,
+  type RemovalRequest,
+  type RemovalResult,
+  type RemovalJobPolicy,
+} from '../jobs/removal-queue.js';
+export { createRedisConnection, readQueueSettings, type QueueSettings, type RedisClient, type RedisEndpoint } from '../jobs/redis-connection.js';
