@@ -128,6 +128,7 @@ describe('status report', () => {
     now: new Date('2025-01-01T01:00:00Z'),
     scheduleIntervalMs: 15 * 60_000,
     staleAfterMs: 45 * 60_000,
+    removalsConfigured: true,
     mirror: {
       available: true,
       activeUsers: 10,
@@ -177,6 +178,16 @@ describe('status report', () => {
     expect(text).toContain('10 active, 2 deleted');
     expect(text).toContain('redis unreachable (connect ECONNREFUSED 127.0.0.1:6379)');
     expect(text).toContain('1 in the audit');
+  });
+
+  it('does not judge Redis for a sync-only estate (no MANAGEMENT_URL), and does where removals run', () => {
+    const down = { reachable: false as const, error: 'connect ECONNREFUSED 127.0.0.1:6379' };
+    expect(statusExitCode(buildStatusReport(facts({ removalsConfigured: false, queues: down })))).toBe(0);
+    expect(statusExitCode(buildStatusReport(facts({ removalsConfigured: true, queues: down })))).toBe(1);
+    // The mirror still decides for a sync-only estate.
+    const stale = facts({ removalsConfigured: false, queues: down });
+    const old = buildStatusReport({ ...stale, now: new Date('2025-01-02T01:00:00Z') });
+    expect(statusExitCode(old)).toBe(1);
   });
 
   it('renders runs one per line, errors flattened', () => {

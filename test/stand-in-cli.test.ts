@@ -19,15 +19,15 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcessWithoutNu
   return spawn(process.execPath, [join(ROOT, 'dist/cli.js'), 'stand-in', ...args], { cwd: ROOT, env: clean });
 }
 
-/** Resolves the pasted env lines once the banner is complete. */
-function banner(child: ChildProcessWithoutNullStreams): Promise<Record<string, string>> {
+/** Resolves the pasted env lines (`export NAME=value`) once the banner is complete; `text` is the whole banner. */
+function banner(child: ChildProcessWithoutNullStreams): Promise<Record<string, string> & { text?: string }> {
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (!out.includes('MANAGEMENT_KEY=')) return;
-      const lines = out.split('\n').filter((l) => /^[A-Z_]+=/.test(l));
-      resolve(Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])));
+      if (!out.includes('MANAGEMENT_KEY=') || !out.endsWith('\n')) return;
+      const lines = out.split('\n').filter((l) => /^export [A-Z_]+=/.test(l)).map((l) => l.slice('export '.length));
+      resolve({ ...Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])), text: out });
     });
     child.once('exit', (code) => reject(new Error(`stand-in exited early with ${code}`)));
   });
@@ -50,6 +50,19 @@ describe('user-mirror stand-in', () => {
     expect(env.SERVICE_API_KEY).toMatch(/^sk_[0-9a-f]{32}$/);
     expect(env.MANAGEMENT_KEY).toMatch(/^mg_[0-9a-f]{32}$/);
     expect(env.MANAGEMENT_URL).toBe(env.SERVICE_BASE_URL);
+    // Pasted verbatim into a shell, the block sets the variables for the commands that follow.
+    const pasted = (env.text ?? '').split('\n').filter((l) => l.startsWith('export ') || l.startsWith('#')).join('\n');
+    const shell = spawnSync('sh', ['-c', `${pasted}\nprintf '%s' "$MANAGEMENT_KEY"`], { encoding: 'utf8' });
+    expect(shell.status).toBe(0);
+    expect(shell.stdout).toBe(env.MANAGEMENT_KEY);
+    // A member to try a removal with, printed so nobody borrows ids from elsewhere; it exists.
+    const member = /^#\s+([0-9a-f-]{36}) ([0-9a-f-]{36})$/m.exec(env.text ?? '');
+    expect(member).not.toBeNull();
+    const removed = await fetch(`${env.MANAGEMENT_URL}/v1/org/${member?.[1]}/member/${member?.[2]}`, {
+      method: 'DELETE',
+      headers: { 'x-management-key': env.MANAGEMENT_KEY ?? '' },
+    });
+    expect(removed.status).toBe(200);
     const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user?limit=500`, { headers: { 'x-service-api-key': env.SERVICE_API_KEY ?? '' } });
     expect(res.status).toBe(200);
     const page = (await res.json()) as { users: unknown[]; total: number };

@@ -200,14 +200,22 @@ function banner(s: StandIn, args: Args): string {
     `  management route: DELETE /v1/org/{org_id}/member/{member_id}   key header: X-Management-Key`,
     `  faults: ${faults.length === 0 ? 'none' : faults.map(([k, v]) => `${k}=${String(v)}`).join(' ')}`,
     '',
-    '# paste into the client environment:',
-    `SERVICE_BASE_URL=${s.baseUrl}`,
-    `SERVICE_API_KEY=${s.apiKey}`,
-    `SERVICE_API_KEY_HEADER=${s.apiKeyHeader}`,
-    `MANAGEMENT_URL=${s.managementUrl}`,
-    `MANAGEMENT_KEY=${s.managementKey}`,
+    '# paste into the client shell:',
+    `export SERVICE_BASE_URL=${s.baseUrl}`,
+    `export SERVICE_API_KEY=${s.apiKey}`,
+    `export SERVICE_API_KEY_HEADER=${s.apiKeyHeader}`,
+    `export MANAGEMENT_URL=${s.managementUrl}`,
+    `export MANAGEMENT_KEY=${s.managementKey}`,
+    ...memberExamples(s),
     '',
   ].join('\n');
+}
+
+/** A few members to try a removal with, so nobody has to borrow ids from elsewhere. */
+function memberExamples(s: StandIn): string[] {
+  const some = s.members.list().slice(0, 3);
+  if (some.length === 0) return [];
+  return ['', '# members to try a removal with (user-mirror remove-member <org_id> <member_id> --wait):', ...some.map((m) => `#   ${m.orgId} ${m.memberId}`)];
 }
 
 /** `0%`, `12.5%`: how the banner and the demo state the share. */

@@ -9,9 +9,12 @@
  * as such rather than waited for.
  *
  * Exit codes (the report is printed in every case but usage errors):
- *   0  all well: the mirror is readable and fresh, Redis answers;
+ *   0  all well: the mirror is readable and fresh; with MANAGEMENT_URL set,
+ *      Redis answers and keeps removals, and none waits without a target;
  *   1  needs attention: the mirror is stale (no succeeded sync within
- *      SYNC_STALE_AFTER_MS) or unreadable, or Redis is unreachable;
+ *      SYNC_STALE_AFTER_MS) or unreadable; with MANAGEMENT_URL set, also
+ *      Redis unreachable, removals held, or removals without a target.
+ *      Without MANAGEMENT_URL (a sync-only estate) Redis is only reported;
  *   2  usage or configuration error, MIRROR_DB naming something that cannot
  *      be a mirror (a directory, a device, not a SQLite file) included.
  */
@@ -75,6 +78,7 @@ export default async function status(argv: string[]): Promise<number> {
     mirror,
     queues,
     removalGate: durability === undefined ? undefined : decideRemovalGate(durability, config.ALLOW_VOLATILE_REDIS),
+    removalsConfigured: target !== undefined,
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);

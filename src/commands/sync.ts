@@ -39,7 +39,7 @@ const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 }
 const EXIT_BUSY = 5;
 
 const Args = z.object({
-  once: z.literal(true, { error: 'is required (the scheduled daemon is not available from this command yet)' }),
+  once: z.literal(true, { error: "is required: this command runs one sync; the schedule is 'user-mirror daemon' (under pm2: ecosystem.config.cjs)" }),
   concurrency: z.coerce.number().int().min(1).max(64).optional(),
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });

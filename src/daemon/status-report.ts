@@ -84,6 +84,8 @@ export interface StatusFacts {
   queues: QueueFacts;
   /** Whether Redis keeps queued removals; undefined when Redis could not be asked. */
   removalGate?: RemovalGate | undefined;
+  /** MANAGEMENT_URL is set: this estate runs removals, so Redis matters to `status`'s verdict. */
+  removalsConfigured: boolean;
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -126,6 +128,8 @@ export interface StatusReport {
   failedRemovals: { queue: number | null; audit: number | null };
   /** null when Redis was unreachable. */
   removalQueue: RemovalQueueReport | null;
+  /** False for a sync-only estate (no MANAGEMENT_URL): Redis is then reported, not judged. */
+  removalsConfigured: boolean;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -158,6 +162,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
       audit: m.available ? (m.failedRemovalsInAudit ?? null) : null,
     },
     removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
+    removalsConfigured: f.removalsConfigured,
   };
 }
 
@@ -268,13 +273,16 @@ function formatCounts(c: QueueCounts): string {
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale, or Redis is unreachable (the
- * queues, and so the removals, are out of sight), or removals are held or
- * wait in the queue no worker takes.
+ * does: the mirror is unreadable or stale; and where removals are
+ * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
+ * removals, are out of sight), removals are held, or some wait in the queue
+ * no worker takes. A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
+  const mirrorOk = r.mirror.available && r.mirror.stale !== true;
+  if (!r.removalsConfigured) return mirrorOk ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;
-  const healthy = r.mirror.available && r.mirror.stale !== true && r.queues.reachable && !removalsHeld && !unbound;
+  const healthy = mirrorOk && r.queues.reachable && !removalsHeld && !unbound;
   return healthy ? 0 : 1;
 }
