@@ -40,8 +40,10 @@ export interface PublishDeletions {
 }
 
 export interface MirrorStore {
-  /** Records a new run and opens its write transaction. Returns the run id. */
-  beginRun(totalAtStart?: number): number;
+  /** Records a new run (committed, `running`) without opening its transaction: the run is visible while it waits for its first page. */
+  recordRun(): number;
+  /** Opens the write transaction of `recorded` (from recordRun), or of a new run. Returns the run id. */
+  beginRun(totalAtStart?: number, recorded?: number): number;
   /** [user_id, content_hash] of every active user, in user_id order, streamed. */
   activeUsers(): Iterable<readonly [string, string]>;
   /** Every user_id, deleted ones included, in user_id order, streamed. */
@@ -123,11 +125,21 @@ export class SqliteMirrorStore implements MirrorStore {
    * stays open until publish commits it or finishRun rolls it back. A run
    * left open on this connection is rolled back.
    */
-  beginRun(totalAtStart?: number): number {
+  recordRun(): number {
     if (this.db.inTransaction) this.db.exec('ROLLBACK');
     this.run = undefined;
     const now = this.now();
-    const id = this.db.transaction(() => this.records.start(now, totalAtStart)).immediate();
+    return this.db.transaction(() => this.records.start(now, undefined)).immediate();
+  }
+
+  beginRun(totalAtStart?: number, recorded?: number): number {
+    if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    this.run = undefined;
+    const now = this.now();
+    const id =
+      recorded === undefined
+        ? this.db.transaction(() => this.records.start(now, totalAtStart)).immediate()
+        : (this.records.setTotalAtStart(recorded, totalAtStart), recorded);
     this.db.exec('BEGIN IMMEDIATE');
     try {
       this.run = { id, bulk: this.load.mirrorIsEmpty() ? this.load.begin() : undefined };

@@ -82,6 +82,7 @@ export class RunRecords {
       insertRun: db.prepare<Bind>(
         `INSERT INTO sync_runs (started_at, status, total_at_start, pid, host) VALUES (@now, 'running', @total, @pid, @host)`,
       ),
+      setTotalAtStart: db.prepare<Bind>(`UPDATE sync_runs SET total_at_start = @total WHERE id = @run`),
       runState: db.prepare<[number], { status: string; published_at: string | null }>(
         `SELECT status, published_at FROM sync_runs WHERE id = ?`,
       ),
@@ -119,6 +120,11 @@ export class RunRecords {
     this.s.interruptRuns.run({ now });
     const inserted = this.s.insertRun.run({ now, total: totalAtStart ?? null, pid: process.pid, host: hostname() });
     return Number(inserted.lastInsertRowid);
+  }
+
+  /** `total` as the first page said it, on a run recorded before that page came. */
+  setTotalAtStart(runId: number, total: number | undefined): void {
+    this.s.setTotalAtStart.run({ run: runId, total: total ?? null });
   }
 
   /** Throws unless the run is running and unpublished: publishing twice would double its changes. */

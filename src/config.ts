@@ -84,7 +84,7 @@ export const ENV = {
   SYNC_CONCURRENCY: positiveInt(4, 64),
   SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
-  // How long one page (or check) keeps retrying retryable failures; SYNC_PAGE_ATTEMPTS is the minimum. 0: attempts only.
+  // How long one page (or check) may keep trying, from its first attempt: no attempt starts later. 0: attempts only.
   SYNC_PAGE_RETRY_BUDGET_MS: nonNegativeInt(120_000, 3_600_000),
   // A run still going after this fails and publishes nothing. 1M users: 25 min even at 3 s a page (concurrency 4); 2 h is far beyond a healthy run.
   SYNC_MAX_DURATION_MS: positiveInt(7_200_000, 7 * 24 * 3_600_000),
@@ -102,7 +102,8 @@ export const ENV = {
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
   // Headers and the whole body of one request: the body timeout is only an idle gap, which a trickle never trips.
-  HTTP_REQUEST_TIMEOUT_MS: positiveInt(120_000, 3_600_000),
+  // 60 s: two attempts of a stuck page fit SYNC_PAGE_RETRY_BUDGET_MS (a 0.4 MB page needs 7 KB/s).
+  HTTP_REQUEST_TIMEOUT_MS: positiveInt(60_000, 3_600_000),
   REMOVAL_CONCURRENCY: positiveInt(8, 256),
   REMOVAL_ATTEMPTS: positiveInt(10, 1000),
   REMOVAL_BACKOFF_MS: positiveInt(1_000, 3_600_000),

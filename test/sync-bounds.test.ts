@@ -3,7 +3,9 @@
  * and a real SQLite mirror: the run deadline, a key refused mid-run, the
  * per-page retry budget, and the page and record size bounds.
  */
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ENV, readConfig } from '../src/config.js';
 import { ServiceClient } from '../src/service/client.js';
 import { generateUser, userKeys, type JsonRecord } from '../src/stand-in/index.js';
 import { runSync } from '../src/sync/engine.js';
@@ -84,7 +86,9 @@ describe('a key refused mid-run', () => {
       expect(summary.status).toBe('failed');
       expect(summary.reason).toMatch(message);
       expect(r.standIn.counts.get('list', status)).toBe(1);
-      expect(runRow(r.db, summary.runId)).toMatchObject({ status: 'failed', published_at: null });
+      // A failed run still says how far it got (it recorded pages 0 and users 0 before).
+      expect(summary).toMatchObject({ pages: 7, usersSeen: 3_500 });
+      expect(runRow(r.db, summary.runId)).toMatchObject({ status: 'failed', published_at: null, pages: 7, users_seen: 3_500 });
       expect(mirrorFingerprint(r.db)).toEqual(before);
     });
   }
@@ -123,6 +127,68 @@ describe('the retry budget per page (SYNC_PAGE_RETRY_BUDGET_MS)', () => {
     const summary = await r.sync({ pageAttempts: 2, pageRetryBudgetMs: 500 });
     expect(summary.status).toBe('failed');
     expect(summary.reason).toMatch(/first page failed: .*HTTP 503/);
+  });
+});
+
+describe('a stuck page', () => {
+  it('ends the run within about the retry budget, however slow its body, and publishes nothing', async () => {
+    const r = await start({ users: 1_200 });
+    expect((await r.sync()).status).toBe('succeeded');
+    const before = mirrorFingerprint(r.db);
+    const answered = r.standIn.counts.get('list', 200);
+    // Every page trickles a byte every 100 ms: each attempt ends at the request timeout.
+    r.standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 1, slowChunkDelayMs: 100 });
+    const client = new ServiceClient({ baseUrl: r.standIn.baseUrl, apiKey: r.standIn.apiKey, apiKeyHeader: r.standIn.apiKeyHeader, requestTimeoutMs: 400 });
+    extraClients.push(client);
+    const t0 = performance.now();
+    const summary = await r.sync({ client, pageAttempts: 5, pageRetryBudgetMs: 1_000 });
+    const tookMs = performance.now() - t0;
+    expect(summary.status).toBe('failed');
+    expect(summary.reason).toMatch(/first page failed: .*HTTP_REQUEST_TIMEOUT_MS/);
+    // Five attempts of 400 ms would be 2 s and more; the budget stops new attempts at 1 s.
+    expect(r.standIn.counts.get('list', 200) - answered).toBeLessThanOrEqual(3);
+    expect(tookMs).toBeLessThan(1_000 + 400 + 500);
+    expect(mirrorFingerprint(r.db)).toEqual(before);
+  });
+
+  it('the defaults bound a stuck page to the budget plus one request: well under 300 s', () => {
+    const d = readConfig(['SYNC_PAGE_RETRY_BUDGET_MS', 'HTTP_REQUEST_TIMEOUT_MS'], {});
+    expect(d.SYNC_PAGE_RETRY_BUDGET_MS + d.HTTP_REQUEST_TIMEOUT_MS).toBeLessThanOrEqual(180_000);
+    expect(ENV.SYNC_PAGE_RETRY_BUDGET_MS.parse(undefined)).toBeGreaterThan(0);
+  });
+});
+
+describe('the run record', () => {
+  it('is written, running, before the first request, so a run waiting on a dead service shows', async () => {
+    const r = await start({ users: 600 });
+    r.standIn.faults.set({ rate503: 1, retryAfter: null });
+    // Rows seen running while every request still failed: before the first page could have come.
+    const seen: Array<{ status: string; started_at: string }> = [];
+    let recovered = false;
+    const watcher = new Database(r.dbPath, { readonly: true });
+    const poll = setInterval(() => {
+      const row = watcher.prepare("SELECT status, started_at FROM sync_runs WHERE status = 'running'").get() as
+        | { status: string; started_at: string }
+        | undefined;
+      if (row !== undefined && !recovered) seen.push(row);
+    }, 20);
+    const recovery = setTimeout(() => {
+      recovered = true;
+      r.standIn.faults.clear();
+    }, 600);
+    try {
+      const summary = await r.sync({ pageRetryBudgetMs: 10_000 });
+      expect(summary.status).toBe('succeeded');
+      // Another process saw the run as running while its first page was still failing.
+      expect(seen.length).toBeGreaterThan(0);
+      // And its duration counts the wait.
+      const row = r.db.prepare('SELECT started_at, finished_at FROM sync_runs WHERE id = ?').get(summary.runId) as { started_at: string; finished_at: string };
+      expect(Date.parse(row.finished_at) - Date.parse(row.started_at)).toBeGreaterThanOrEqual(550);
+    } finally {
+      clearInterval(poll);
+      clearTimeout(recovery);
+      watcher.close();
+    }
   });
 });
 

@@ -123,12 +123,13 @@ describe('nextRetryStep', () => {
     expect(nextRetryStep(e503, 1, 1, policy, half)).toEqual({ retry: false, why: 'attempts-exhausted' });
   });
 
-  it('past the attempts, keeps retrying while the next attempt starts within the time budget', () => {
+  it('past the attempts, keeps retrying while the next attempt starts within the time budget, which caps every attempt', () => {
     const e503 = new HttpError(503, 'GET', '/v2/user/', undefined, undefined);
     expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 10_000, budgetMs: 120_000 })).toEqual({ retry: true, delayMs: 750 });
     expect(nextRetryStep(e503, 40, 5, policy, half, { elapsedMs: 119_500, budgetMs: 120_000 })).toEqual({ retry: false, why: 'budget-spent' });
-    // The attempts are a minimum: a spent budget does not cut them short.
-    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 500_000, budgetMs: 120_000 })).toMatchObject({ retry: true });
+    // The budget caps the attempts too: a page whose attempts each time out does not hold its run for 5 × the timeout.
+    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 119_900, budgetMs: 120_000 })).toEqual({ retry: false, why: 'budget-spent' });
+    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 60_000, budgetMs: 120_000 })).toMatchObject({ retry: true });
     expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 0, budgetMs: 0 })).toEqual({ retry: false, why: 'attempts-exhausted' });
     const e401 = new HttpError(401, 'GET', '/v2/user/', undefined, undefined);
     expect(nextRetryStep(e401, 1, 5, policy, half, { elapsedMs: 0, budgetMs: 120_000 })).toEqual({ retry: false, why: 'not-retryable' });

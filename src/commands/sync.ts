@@ -28,6 +28,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig, SERVICE_ENV } from '../config.js';
 import { createLogger } from '../log.js';
+import { humanLog } from '../human-log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import type { LeasedOutcome } from '../../jobs/sync-lease.js';
@@ -53,10 +54,9 @@ export default async function sync(argv: string[]): Promise<number> {
   const interactive = process.stderr.isTTY === true;
 
   const terminal = interactive ? new TerminalProgress(process.stderr) : undefined;
-  // At a terminal the progress line and the table already say what info lines would;
-  // warnings still show. An explicit LOG_LEVEL wins.
-  const level = interactive && !process.env.LOG_LEVEL ? 'warn' : config.LOG_LEVEL;
-  const logger = createLogger(level, terminal?.around(process.stdout) ?? process.stdout);
+  // At a terminal, sentences beside the progress line (retries as they happen, warnings),
+  // never JSON; elsewhere JSON lines on stdout.
+  const logger = createLogger(config.LOG_LEVEL, terminal === undefined ? process.stdout : humanLog(terminal.around(process.stderr)));
   const progress: ProgressSink = terminal ?? new LogProgress(logger);
 
   const db = openMirror(config.MIRROR_DB);

@@ -16,6 +16,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from '../cli-args.js';
 import { readConfig } from '../config.js';
 import { createLogger, type Logger } from '../log.js';
+import { humanLog } from '../human-log.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
@@ -49,7 +50,8 @@ export default async function main(argv: string[]): Promise<number> {
   ]);
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = managementTarget(config.MANAGEMENT_URL);
-  const logger = createLogger(config.LOG_LEVEL);
+  // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
+  const logger = createLogger(config.LOG_LEVEL, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
   const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
   const redis = createRedisConnection(endpoint, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
   const stopped = new Promise<NodeJS.Signals>((resolve) => {

@@ -34,7 +34,7 @@ import { scanRecordSpans, type RecordSpan } from './record-spans.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 
 export const MAX_PAGE_LIMIT = 500;
-export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 /**

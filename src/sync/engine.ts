@@ -148,16 +148,20 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
       log.info({ event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) }, 'request failed, retrying'),
   };
 
-  log.info({ event: 'sync.start', concurrency, maxDeleteRatio, maxVerify }, 'sync started');
+  // The run's row comes first, so that `status` shows a run waiting on its first page, and its duration is true.
+  const runId = writer.recordRun();
+  log.info({ event: 'sync.start', runId, concurrency, maxDeleteRatio, maxVerify }, 'sync started');
+  // What the run has read, for its record if it fails: a failed run still says how far it got.
+  const read = { pages: 0, usersSeen: 0 };
   let first: RecordPage;
   try {
     first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
   } catch (err) {
-    const runId = writer.beginRun();
-    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`);
+    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`, read);
   }
 
-  const runId = writer.beginRun(first.total);
+  // A mirror that cannot be read here throws, its run already recorded failed by beginRun.
+  writer.beginRun(first.total, runId);
   try {
     // Nothing is staged yet, so every active user is still "unseen".
     const activeBefore = writer.countUnseenActive(runId);
@@ -170,7 +174,11 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
       limit: PAGE_LIMIT,
       retry,
       maxRecordBytes: options.maxRecordBytes,
-      onPage: (p) => options.onProgress?.({ ...p, elapsedMs: performance.now() - started }),
+      onPage: (p) => {
+        read.pages = p.pagesDone;
+        read.usersSeen = p.usersSeen;
+        options.onProgress?.({ ...p, elapsedMs: performance.now() - started });
+      },
     });
     logScan(log, scan);
 
@@ -215,7 +223,7 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
     return summary;
   } catch (err) {
-    return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err));
+    return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err), read);
   }
 }
 
@@ -270,7 +278,7 @@ function firstFailure(scan: PassResult): string {
   return f === undefined ? '' : ` (first: offset ${f.offset}: ${describe(f.error)})`;
 }
 
-/** Records a failed run and leaves the published mirror as it was. */
+/** Records a failed run, with what it had read, and leaves the published mirror as it was. */
 function fail(
   writer: RunWriter,
   log: Logger,
@@ -278,15 +286,16 @@ function fail(
   started: number,
   totalAtStart: number | undefined,
   reason: string,
+  read: { pages: number; usersSeen: number },
 ): SyncSummary {
   // Finishing an unpublished run rolls its transaction back: nothing of it is published.
-  writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: reason });
+  writer.finishRun(runId, { status: 'failed', pages: read.pages, usersSeen: read.usersSeen, error: reason });
   const summary: SyncSummary = {
     runId,
     status: 'failed',
-    pages: 0,
+    pages: read.pages,
     pageFailures: 0,
-    usersSeen: 0,
+    usersSeen: read.usersSeen,
     created: 0,
     updated: 0,
     deleted: 0,

@@ -3,14 +3,16 @@
  * up. Pure; the classification and the backoff curve are the shared ones of
  * ../service/retry.ts, this only adds the budget.
  *
- * The budget has two parts that combine as "whichever lasts longer":
- * `maxAttempts` (SYNC_PAGE_ATTEMPTS) attempts are always made, and after
- * those a retryable failure is tried again as long as the next attempt
- * starts within `budgetMs` (SYNC_PAGE_RETRY_BUDGET_MS) of the first one. So
+ * Two bounds. `budgetMs` (SYNC_PAGE_RETRY_BUDGET_MS) caps the call: no
+ * attempt starts later than that after the first one, so a page that
+ * trickles or times out holds its run (and the mirror's write lock) for
+ * about the budget, not for attempts × the request timeout (it was 5 × 120 s).
+ * Within the budget, `maxAttempts` (SYNC_PAGE_ATTEMPTS) attempts are made,
+ * and past them a retryable failure is tried again while the budget lasts:
  * a quick blip is retried a few times right away, and an outage of a minute
- * or two is ridden out with growing pauses instead of failing after the few
- * seconds five short backoffs add up to. A failure that is not retryable
- * (401, 403, 422, a page too large) is never retried.
+ * or two is ridden out with growing pauses. A budget of 0 means attempts
+ * only. A failure that is not retryable (401, 403, 422, a page too large)
+ * is never retried.
  */
 import { backoffDelay, isRetryable, retryAfterOf, DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 
@@ -33,8 +35,8 @@ export function nextRetryStep(
 ): RetryStep {
   if (!isRetryable(err)) return { retry: false, why: 'not-retryable' };
   const delayMs = backoffDelay(attempt, policy, retryAfterOf(err), random);
+  if (clock.budgetMs > 0 && clock.elapsedMs + delayMs > clock.budgetMs) return { retry: false, why: 'budget-spent' };
   if (attempt < maxAttempts) return { retry: true, delayMs };
   if (clock.budgetMs <= 0) return { retry: false, why: 'attempts-exhausted' };
-  if (clock.elapsedMs + delayMs > clock.budgetMs) return { retry: false, why: 'budget-spent' };
   return { retry: true, delayMs };
 }

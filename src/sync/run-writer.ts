@@ -78,10 +78,16 @@ export class RunWriter {
     private readonly clock: () => Date = () => new Date(),
   ) {}
 
-  /** Starts a run: its row, its transaction, and its ledger from the mirror's active users. */
-  beginRun(totalAtStart?: number): number {
+  /** Records a run before its first request: `status` shows it `running` while it waits. */
+  recordRun(): number {
     this.run = undefined;
-    const id = this.store.beginRun(totalAtStart);
+    return this.store.recordRun();
+  }
+
+  /** Starts a run (`recorded` by recordRun, or a new one): its transaction, and its ledger from the mirror's active users. */
+  beginRun(totalAtStart?: number, recorded?: number): number {
+    this.run = undefined;
+    const id = this.store.beginRun(totalAtStart, recorded);
     let ledger: RunLedger;
     try {
       ledger = new RunLedger(this.store.activeUsers(), undefined, totalAtStart);

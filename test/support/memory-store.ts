@@ -33,9 +33,14 @@ export class MemoryMirrorStore implements MirrorStore {
   readonly written: UserWrite[] = [];
   private open: { id: number; working: Map<string, MemoryUser> } | undefined;
 
-  beginRun(_totalAtStart?: number): number {
+  recordRun(): number {
     const id = this.runs.length + 1;
     this.runs.push({ id, published: false });
+    return id;
+  }
+
+  beginRun(_totalAtStart?: number, recorded?: number): number {
+    const id = recorded ?? this.recordRun();
     this.open = { id, working: clone(this.users) };
     return id;
   }
