@@ -19,6 +19,7 @@ export const LEASED_SYNC_ENV = [
   'SYNC_MAX_PAGE_BYTES',
   'SYNC_MAX_RECORD_BYTES',
   'SYNC_MAX_VERIFY',
+  'SYNC_VERIFY_CONCURRENCY',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -53,6 +54,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         maxDurationMs: p.config.SYNC_MAX_DURATION_MS,
         maxRecordBytes: p.config.SYNC_MAX_RECORD_BYTES,
         maxVerify: p.config.SYNC_MAX_VERIFY,
+        verifyConcurrency: p.config.SYNC_VERIFY_CONCURRENCY,
         logger: p.logger,
         signal,
         onProgress: p.onProgress,

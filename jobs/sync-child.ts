@@ -54,7 +54,7 @@ async function main(): Promise<void> {
     const db = openMirror(config.MIRROR_DB);
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
-      { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY) },
+      { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
       { onResponse: (event) => void post({ type: 'response', event }) },
     );
     try {

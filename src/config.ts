@@ -94,6 +94,9 @@ export const ENV = {
   SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // Deletion checks in flight. They run inside the run's write transaction (a run publishes whole), so every
+  // check waiting on a slow service holds the mirror's write lock longer: more in flight, shorter hold.
+  SYNC_VERIFY_CONCURRENCY: positiveInt(16, 256),
   // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
   RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
   // Age of the last succeeded sync beyond which the mirror is reported stale; unset: three SYNC_CRON intervals.

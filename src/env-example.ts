@@ -19,7 +19,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['Files and identity', ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID']],
   [
     'Sync',
-    ['SYNC_CRON', 'SYNC_CONCURRENCY', 'SYNC_MAX_DELETE_RATIO', 'SYNC_PAGE_ATTEMPTS', 'SYNC_PAGE_RETRY_BUDGET_MS', 'SYNC_MAX_DURATION_MS', 'SYNC_MAX_PAGE_BYTES', 'SYNC_MAX_RECORD_BYTES', 'SYNC_MAX_VERIFY', 'SYNC_STALE_AFTER_MS', 'RESOLVE_WRITE_WAIT_MS'],
+    ['SYNC_CRON', 'SYNC_CONCURRENCY', 'SYNC_MAX_DELETE_RATIO', 'SYNC_PAGE_ATTEMPTS', 'SYNC_PAGE_RETRY_BUDGET_MS', 'SYNC_MAX_DURATION_MS', 'SYNC_MAX_PAGE_BYTES', 'SYNC_MAX_RECORD_BYTES', 'SYNC_MAX_VERIFY', 'SYNC_VERIFY_CONCURRENCY', 'SYNC_STALE_AFTER_MS', 'RESOLVE_WRITE_WAIT_MS'],
   ],
   ['HTTP', ['HTTP_CONNECTIONS', 'HTTP_HEADERS_TIMEOUT_MS', 'HTTP_BODY_TIMEOUT_MS', 'HTTP_REQUEST_TIMEOUT_MS']],
   ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
@@ -55,6 +55,7 @@ const ABOUT: Record<EnvName, string> = {
   SYNC_MAX_PAGE_BYTES: 'largest page body read',
   SYNC_MAX_RECORD_BYTES: 'largest user record stored; bigger ones go to rejected_records',
   SYNC_MAX_VERIFY: 'users missing from the listing checked upstream per run',
+  SYNC_VERIFY_CONCURRENCY: "deletion checks in flight (they hold the run's write transaction while they wait)",
   SYNC_STALE_AFTER_MS: 'age of the last succeeded sync past which the mirror is stale; unset: three SYNC_CRON intervals',
   RESOLVE_WRITE_WAIT_MS: "how long resolve --online waits for the mirror's write lock to store its answer",
   HTTP_CONNECTIONS: 'connections per origin',

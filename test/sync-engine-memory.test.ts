@@ -68,6 +68,15 @@ describe('the sync engine, in memory', () => {
     expect(await sync()).toMatchObject({ status: 'succeeded', confirmedGone: 1, deleted: 1 });
   });
 
+  it('checks missing users SYNC_VERIFY_CONCURRENCY at a time, not the scan\'s concurrency: the checks hold the run\'s transaction', async () => {
+    const { directory, sync } = rig(200);
+    await sync();
+    directory.users = directory.users.slice(0, 150);
+    const run = await sync({ concurrency: 2, verifyConcurrency: 12, maxDeleteRatio: 0.5 });
+    expect(run).toMatchObject({ status: 'succeeded', confirmedGone: 50, deleted: 50 });
+    expect(directory.maxResolvesInFlight).toBe(12);
+  });
+
   it('deletes nothing and checks nothing when a page failed: every user on it would be a candidate', async () => {
     const { directory, store, sync } = rig(1_500);
     await sync();

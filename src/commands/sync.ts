@@ -61,7 +61,7 @@ export default async function sync(argv: string[]): Promise<number> {
 
   const db = openMirror(config.MIRROR_DB);
   // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
-  const client = serviceClientFromConfig({ ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency) });
+  const client = serviceClientFromConfig({ ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency, config.SYNC_VERIFY_CONCURRENCY) });
   const abort = new AbortController();
   const onSignal = () => abort.abort();
   process.once('SIGINT', onSignal);

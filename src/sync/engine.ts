@@ -58,8 +58,10 @@ export interface SyncOptions {
   /** The mirror to write: an open database, or a run writer over a store. */
   db?: Db;
   writer?: RunWriter;
-  /** Requests in flight after the first page, for pages and for checks (SYNC_CONCURRENCY). */
+  /** Requests in flight after the first page (SYNC_CONCURRENCY). */
   concurrency?: number;
+  /** Deletion checks in flight (SYNC_VERIFY_CONCURRENCY): they hold the run's write transaction while they wait. */
+  verifyConcurrency?: number;
   /** Largest share of active users one run may find missing and still delete (SYNC_MAX_DELETE_RATIO). */
   maxDeleteRatio?: number;
   /** Most deletion candidates checked upstream per run (SYNC_MAX_VERIFY). */
@@ -106,6 +108,7 @@ export const SYNC_DEFAULTS = {
   concurrency: 4,
   maxDeleteRatio: 0.1,
   maxVerify: 5_000,
+  verifyConcurrency: 16,
   pageAttempts: 5,
   pageRetryBudgetMs: 120_000,
   maxDurationMs: 7_200_000,
@@ -138,7 +141,7 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
   const { signal } = options;
   const started = performance.now();
   // Every request in flight and every backoff timer listens on the run's signal; past 10 node warns of a leak that is not one.
-  setMaxListeners(2 * concurrency + 10, signal);
+  setMaxListeners(2 * Math.max(concurrency, options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency) + 10, signal);
   const retry: RetryOptions = {
     attempts: options.pageAttempts ?? SYNC_DEFAULTS.pageAttempts,
     budgetMs: options.pageRetryBudgetMs ?? SYNC_DEFAULTS.pageRetryBudgetMs,
@@ -184,7 +187,10 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
 
     const candidates = writer.countUnseenActive(runId);
     const plan = planDeletions({ pageFailures: scan.pageFailures, candidates, activeBefore, maxDeleteRatio, maxVerify });
-    const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency, retry, log });
+    // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
+    // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
+    const verifyConcurrency = options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency;
+    const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
     const reason = plan.verify ? undefined : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.

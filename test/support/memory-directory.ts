@@ -20,6 +20,9 @@ export class MemoryDirectory implements DirectorySource {
   readonly hiddenFromListing = new Set<string>();
   listRequests = 0;
   resolveRequests = 0;
+  /** Resolves in flight now, and the most there ever were at once. */
+  resolvesInFlight = 0;
+  maxResolvesInFlight = 0;
 
   constructor(public users: WireRecord[]) {}
 
@@ -36,7 +39,18 @@ export class MemoryDirectory implements DirectorySource {
   }
 
   async resolveUser(clientUserId: string, _signal?: AbortSignal): Promise<ResolveResult> {
-    await Promise.resolve();
+    this.resolvesInFlight++;
+    this.maxResolvesInFlight = Math.max(this.maxResolvesInFlight, this.resolvesInFlight);
+    try {
+      return await this.resolveNow(clientUserId);
+    } finally {
+      this.resolvesInFlight--;
+    }
+  }
+
+  private async resolveNow(clientUserId: string): Promise<ResolveResult> {
+    // A tick, so that concurrent checks overlap as they would over the network.
+    await new Promise((resolve) => setTimeout(resolve, 1));
     this.resolveRequests++;
     if (this.failingResolves.has(clientUserId)) throw new NetworkError('ECONNRESET', 'GET', '/v2/user/resolve');
     const raw = this.users.find((u) => u.client_user_id === clientUserId);
