@@ -83,8 +83,12 @@ describe('the production flow', () => {
     standIn = await startStandIn({ port: 0, users: 700, seed: 9 });
   }, 600_000);
 
+  /** The artefact's pm2, on the Node under test (its bin's `env node` could find another Node on PATH). */
+  const pm2 = (args: string[], env: Record<string, string>) =>
+    run(process.execPath, [join(app, 'node_modules', 'pm2', 'bin', 'pm2'), ...args], { cwd: app, env, maxBuffer: 16 * 1024 * 1024 });
+
   afterAll(async () => {
-    if (pm2Env !== undefined) await run(join(app, 'node_modules', '.bin', 'pm2'), ['kill'], { env: pm2Env }).catch(() => undefined);
+    if (pm2Env !== undefined) await pm2(['kill'], pm2Env).catch(() => undefined);
     await standIn?.close();
     await redis?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -128,17 +132,17 @@ describe('the production flow', () => {
     const statusPort = await freePort();
     pm2Env = {
       ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'pm2.db'), queuePrefix: 'release', statusPort, cron: '*/5 * * * * *' }),
+      PATH: process.env.PATH ?? '',
       HOME: dir,
       PM2_HOME: join(dir, 'pm2-home'),
     };
-    const pm2 = join(app, 'node_modules', '.bin', 'pm2');
-    const started = await run(pm2, ['start', 'ecosystem.config.cjs'], { cwd: app, env: pm2Env });
+    const started = await pm2(['start', 'ecosystem.config.cjs'], pm2Env);
     expect(started.stderr).not.toMatch(/error/i);
     await eventually(async () => ((await getStatus(statusPort, '/readyz').catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 60_000, '/readyz 200 under pm2');
-    const list = JSON.parse((await run(pm2, ['jlist'], { env: pm2Env })).stdout) as Array<{ name: string; pm2_env: { status: string; pm_exec_path: string } }>;
+    const list = JSON.parse((await pm2(['jlist'], pm2Env)).stdout) as Array<{ name: string; pm2_env: { status: string; pm_exec_path: string } }>;
     expect(list).toEqual([expect.objectContaining({ name: 'user-mirror', pm2_env: expect.objectContaining({ status: 'online', pm_exec_path: join(app, 'dist', 'cli.js') }) })]);
     expect(existsSync(join(app, 'logs', 'user-mirror.out.log'))).toBe(true);
-    await run(pm2, ['kill'], { env: pm2Env });
+    await pm2(['kill'], pm2Env);
     pm2Env = undefined;
   });
 });
