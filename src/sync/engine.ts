@@ -138,10 +138,11 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
   const maxDeleteRatio = options.maxDeleteRatio ?? SYNC_DEFAULTS.maxDeleteRatio;
   const maxVerify = options.maxVerify ?? SYNC_DEFAULTS.maxVerify;
+  const verifyConcurrency = options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency;
   const { signal } = options;
   const started = performance.now();
   // Every request in flight and every backoff timer listens on the run's signal; past 10 node warns of a leak that is not one.
-  setMaxListeners(2 * Math.max(concurrency, options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency) + 10, signal);
+  setMaxListeners(2 * Math.max(concurrency, verifyConcurrency) + 10, signal);
   const retry: RetryOptions = {
     attempts: options.pageAttempts ?? SYNC_DEFAULTS.pageAttempts,
     budgetMs: options.pageRetryBudgetMs ?? SYNC_DEFAULTS.pageRetryBudgetMs,
@@ -189,7 +190,6 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
     const plan = planDeletions({ pageFailures: scan.pageFailures, candidates, activeBefore, maxDeleteRatio, maxVerify });
     // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
-    const verifyConcurrency = options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency;
     const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
     const reason = plan.verify ? undefined : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
