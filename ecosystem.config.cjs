@@ -3,6 +3,15 @@
  * after `npm run build`.
  *
  * - fork mode, one instance: the SQLite mirror has a single writer.
+ * - interpreter: the Node that runs `pm2 start` (and so loads this file), by
+ *   its absolute path. Left to itself pm2 runs a .js script with a bare
+ *   `node` looked up on the PATH of the start, or, when none is found there,
+ *   with the Node its own daemon happens to run on: either can be another
+ *   Node than the one `npm ci` built better-sqlite3 for (the machine's
+ *   /usr/bin/node, a pm2 daemon started before an upgrade), and the daemon
+ *   then dies at start-up on the native module's ABI, in a restart loop.
+ *   After moving to another Node: `npm ci` with it, then
+ *   `pm2 delete user-mirror && pm2 start ecosystem.config.cjs` with it.
  * - wait_ready: pm2 shows the app online when it sends 'ready' (Redis and the
  *   mirror reachable). If Redis is down at start, the daemon keeps retrying
  *   and does not exit; after listen_timeout pm2 marks it online anyway and
@@ -101,6 +110,7 @@ module.exports = {
       name: process.env.USER_MIRROR_APP_NAME || 'user-mirror',
       script: path.join(__dirname, 'dist', 'cli.js'),
       args: ['daemon'],
+      interpreter: process.execPath,
       cwd: __dirname,
       exec_mode: 'fork',
       instances: 1,

@@ -2,9 +2,14 @@
  * pm2 itself runs the ecosystem file: start, online, ready, graceful stop,
  * kill. PM2_HOME (and HOME) point at a temporary directory, so this never
  * talks to, starts or stops a pm2 of the machine's user.
+ *
+ * pm2 runs on the Node under test (process.execPath), and the daemon must
+ * run on that same Node, the one better-sqlite3 was built for, even with
+ * another `node` first on PATH (here a decoy that fails): that is the
+ * machine's /usr/bin/node when the suite runs on another Node.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +28,7 @@ interface EcosystemApp {
   name: string;
   script: string;
   args: string[];
+  interpreter: string;
   exec_mode: string;
   instances: number;
   wait_ready: boolean;
@@ -58,6 +64,8 @@ describe('ecosystem.config.cjs', () => {
     const app = loadEcosystem({ SHUTDOWN_TIMEOUT_MS: '40000' });
     expect(app.script).toBe(CLI);
     expect(app.args).toEqual(['daemon']);
+    // The Node that runs `pm2 start`, not a `node` looked up on PATH.
+    expect(app.interpreter).toBe(process.execPath);
     expect(app.exec_mode).toBe('fork');
     expect(app.instances).toBe(1);
     expect(app.wait_ready).toBe(true);
@@ -92,7 +100,7 @@ describe('under pm2', () => {
 
   const pm2 = (args: readonly string[], timeoutMs = 60_000) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(PM2, [...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [PM2, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -108,14 +116,24 @@ describe('under pm2', () => {
       });
     });
 
-  const describeApp = async (): Promise<{ status: string; exec_mode: string; instances: number; restarts: number } | undefined> => {
+  const describeApp = async (): Promise<
+    { status: string; exec_mode: string; instances: number; restarts: number; interpreter: string | null } | undefined
+  > => {
     const res = await pm2(['jlist']);
     const list = JSON.parse(res.stdout.slice(res.stdout.indexOf('['))) as Array<{
       name: string;
-      pm2_env: { status: string; exec_mode: string; instances: number; restart_time: number };
+      pm2_env: { status: string; exec_mode: string; instances: number; restart_time: number; exec_interpreter: string | null };
     }>;
     const app = list.find((p) => p.name === APP);
-    return app && { status: app.pm2_env.status, exec_mode: app.pm2_env.exec_mode, instances: app.pm2_env.instances, restarts: app.pm2_env.restart_time };
+    return (
+      app && {
+        status: app.pm2_env.status,
+        exec_mode: app.pm2_env.exec_mode,
+        instances: app.pm2_env.instances,
+        restarts: app.pm2_env.restart_time,
+        interpreter: app.pm2_env.exec_interpreter,
+      }
+    );
   };
 
   beforeAll(async () => {
@@ -125,7 +143,12 @@ describe('under pm2', () => {
     dir = mkdtempSync(join(tmpdir(), 'user-mirror-pm2-'));
     statusPort = await freePort();
     replicaPort = await freePort();
+    // A `node` first on PATH that is not the Node under test.
+    const decoyBin = join(dir, 'decoy-bin');
+    mkdirSync(decoyBin);
+    writeFileSync(join(decoyBin, 'node'), '#!/bin/sh\necho "decoy node on PATH ran: $*" >&2\nexit 97\n', { mode: 0o755 });
     env = {
+      PATH: `${decoyBin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'mirror.db'), queuePrefix: 'pm2', statusPort, cron: '*/5 * * * * *' }),
       HOME: dir,
       PM2_HOME: join(dir, 'pm2-home'),
@@ -155,7 +178,7 @@ describe('under pm2', () => {
         ? readFileSync(outLog, 'utf8')
             .split('\n')
             .filter((l) => l.startsWith('{'))
-            .map((l) => JSON.parse(l) as { event?: string; signal?: string })
+            .map((l) => JSON.parse(l) as { event?: string; signal?: string; node?: string })
         : [];
 
     // Ready (the IPC message pm2 waits for) and online.
@@ -164,7 +187,9 @@ describe('under pm2', () => {
       const a = await describeApp();
       return a?.status === 'online' ? a : undefined;
     }, 30_000, 'pm2 to show the app online');
-    expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0 });
+    expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0, interpreter: process.execPath });
+    // The daemon runs on the Node under test.
+    expect(logLines().filter((l) => l.event === 'daemon.starting').map((l) => l.node)).toEqual([process.version]);
     // Ready once the start-up sync has made the new mirror fresh.
     await eventually(async () => ((await getStatus(statusPort, '/readyz')).status === 200 ? true : undefined), 30_000, '/readyz 200');
 

@@ -151,6 +151,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   log.info(
     {
       event: 'daemon.starting',
+      node: process.version,
       mirrorId: config.MIRROR_ID,
       mirrorDb: config.MIRROR_DB,
       auditDb: auditLocation(config),
