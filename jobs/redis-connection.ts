@@ -1,7 +1,7 @@
 /**
  * Where the queues live, and the ioredis connections to it.
  *
- * Three topologies (README, "Redis in a production estate"):
+ * Three topologies (docs/removals.md, "Redis in a production estate"):
  * - `single`: `REDIS_URL` (`redis://` or `rediss://`, credentials and db in the URL);
  * - `cluster`: `REDIS_CLUSTER_NODES=host:port,...`. BullMQ's scripts touch
  *   several keys of a queue at once and a cluster runs a script only when

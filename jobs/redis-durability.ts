@@ -106,7 +106,7 @@ export function decideRemovalGate(verdict: DurabilityVerdict, allowVolatile: boo
 
 export const DURABILITY_FIX =
   'configure Redis with `appendonly yes`, `appendfsync everysec` (or always) and `maxmemory-policy noeviction`, ' +
-  'or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see README, "Redis for the removal queue")';
+  'or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see docs/removals.md, "Redis for the removal queue")';
 
 /** One line for logs, /readyz and status. */
 export function describeRemovalGate(gate: RemovalGate): string {

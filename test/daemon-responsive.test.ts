@@ -119,7 +119,7 @@ describe('event loop during a publish', () => {
     }
 
     const slowest = Math.max(...answers.map((a) => a.ms));
-    // The measurement, for the record (README "Operations").
+    // The measurement, for the record (docs/operations.md).
     console.info(
       `responsive: ${USERS} users, sync ${Math.round((Date.now() - t0) / 1000)} s, ${answers.length} /healthz polls, ` +
         `slowest ${Math.round(slowest)} ms, mirror write-locked in ${lockedPolls} polls, longest lock seen ${longestLockMs} ms`,

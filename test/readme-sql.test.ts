@@ -1,5 +1,5 @@
 /**
- * The SQL the README and db/SCHEMA.md show analysts is part of the contract:
+ * The SQL docs/sql.md and db/SCHEMA.md show analysts is part of the contract:
  * every statement in their ```sql blocks must run against a mirror synced
  * from the stand-in (legacy records included, so warnings exist too).
  */
@@ -34,7 +34,7 @@ afterAll(async () => {
   await rig.close();
 });
 
-describe.each(['README.md', 'db/SCHEMA.md'])('the SQL examples in %s', (file) => {
+describe.each(['docs/sql.md', 'db/SCHEMA.md'])('the SQL examples in %s', (file) => {
   const statements = sqlStatements(file);
   it('are there to check', () => expect(statements.length).toBeGreaterThan(0));
   it.each(statements.map((s) => [s.split('\n')[0] ?? s, s]))('%s', (_first, statement) => {

@@ -96,7 +96,7 @@ async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined)
   say(
     'The demo starts its removal worker with ALLOW_VOLATILE_REDIS=1, so it also runs on a Redis without AOF persistence ' +
       '(which can lose queued removals). In production give the queue a Redis with `appendonly yes` and ' +
-      '`maxmemory-policy noeviction` (README: "Redis for the removal queue").',
+      '`maxmemory-policy noeviction` (docs/removals.md: "Redis for the removal queue").',
   );
   // The worker's JSON log lines would drown the tour; warnings still show.
   const worker = start(['worker', 'removals'], { ...env, ...DEMO_WORKER_ENV, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
