@@ -10,7 +10,7 @@ import { toSourceRows, toUtcTimestamp } from '../db/user-row.js';
 import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { PAGE_LIMIT } from '../src/sync/page-plan.js';
-import { callWithRetries } from '../src/sync/retrying-call.js';
+import { callWithRetries } from '../src/service/retry.js';
 
 export interface SyncRunRequest {
   kind: 'sync' | 'peer';

@@ -13,8 +13,7 @@ import type { DeleteMemberResult } from '../src/service/client.js';
 import type { Logger } from '../src/log.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './removal-queue.js';
-import { classifyRemovalFailure, describeError } from './removal-failure.js';
-import { removalBackoffPolicy } from './removal-backoff.js';
+import { classifyRemovalFailure, describeError, removalBackoffPolicy } from './removal-failure.js';
 
 /** The one call a removal needs; `ServiceClient` satisfies it. */
 export interface MemberRemover {

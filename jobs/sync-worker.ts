@@ -19,8 +19,8 @@
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from '../src/log.js';
 import type { SyncSummary } from '../src/sync/engine.js';
-import { settleWithin } from './settle-within.js';
-import { throttledErrorLog } from './throttled-error-log.js';
+import { settleWithin } from '../src/deadline.js';
+import { throttledErrorLog } from '../src/log-throttle.js';
 import type { LeasedOutcome, LeaseRow } from './sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './sync-queue.js';
 

@@ -1,5 +1,5 @@
 /**
- * A deadline joined to a caller's signal: one request's (headers and whole
+ * Bounded waits. `startDeadline`: a deadline joined to a caller's signal: one request's (headers and whole
  * body; undici's bodyTimeout only bounds the gap between two chunks, so a
  * body that trickles a byte at a time never trips it) or one sync run's.
  *
@@ -36,4 +36,27 @@ export function startDeadline(ms: number, caller: AbortSignal | undefined): Dead
       caller?.removeEventListener('abort', onAbort);
     },
   };
+}
+
+/**
+ * Waits for a promise, but no longer than `ms`. Shutdown and the watchdog
+ * both close things that may hang on a dead connection; neither may hang
+ * with them.
+ */
+export async function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

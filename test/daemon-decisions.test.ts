@@ -8,7 +8,7 @@ import { leaseIsFree, type LeaseRow } from '../jobs/sync-lease.js';
 import { decideStartupSync } from '../src/daemon/startup-sync.js';
 import { decideWatchdog, INITIAL_WATCHDOG_STATE, type WorkerSample } from '../src/daemon/watchdog.js';
 import { intervalOf } from '../src/daemon/schedule.js';
-import { RepeatThrottle } from '../jobs/repeat-throttle.js';
+import { RepeatThrottle } from '../src/log-throttle.js';
 import { remainingBudget } from '../src/daemon/shutdown.js';
 
 describe('sync queue identity', () => {

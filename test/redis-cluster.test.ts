@@ -19,7 +19,7 @@ import { createRedisConnection, readQueueSettings, type RedisClient } from '../j
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
 import { startRemovalWorker } from '../jobs/removal-worker.js';
 import { managementTarget } from '../jobs/removal-queue.js';
-import { managementClientFromConfig } from '../jobs/management-client.js';
+import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { readEstateDurability } from '../jobs/redis-durability-probe.js';
 import { startTestCluster, type TestCluster } from './support/redis-cluster.js';
 import { freePort } from './support/redis-server.js';

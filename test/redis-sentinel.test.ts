@@ -26,7 +26,7 @@ import { createRedisConnection, readQueueSettings, type RedisClient } from '../j
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
 import { startRemovalWorker } from '../jobs/removal-worker.js';
 import { managementTarget } from '../jobs/removal-queue.js';
-import { managementClientFromConfig } from '../jobs/management-client.js';
+import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { startTestSentinel, type TestSentinel } from './support/redis-sentinel.js';
 import { eventually } from './support/daemon-process.js';
 

@@ -23,7 +23,7 @@ import { auditPathFor, openAudit } from '../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { silentLogger } from '../src/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { managementClientFromConfig } from '../jobs/management-client.js';
+import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
 import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, managementTarget, removalQueueName, type ManagementTarget } from '../jobs/removal-queue.js';

@@ -13,7 +13,7 @@ import { ConfigError, readConfig, REPLICA_ENV } from '../src/config.js';
 import { replicaSettings } from '../src/replica/settings.js';
 import { startReplica } from '../src/replica/start.js';
 import { silentLogger } from '../src/log.js';
-import { encodePathSegment } from '../src/service/path-segment.js';
+import { encodePathSegment } from '../src/wire/path-segment.js';
 import { AWKWARD_IDS, awkwardRecords, createReplicaRig, SDK_KEY_HEADER, type ReplicaRig } from './support/replica-rig.js';
 import { getTeam } from './support/stand-in-http.js';
 

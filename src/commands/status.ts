@@ -37,7 +37,7 @@ import { decideRemovalGate, type DurabilityVerdict } from '../../jobs/redis-dura
 import { readEstateDurability } from '../../jobs/redis-durability-probe.js';
 import { mirrorFigures } from '../daemon/mirror-age.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
-import { settleWithin } from '../../jobs/settle-within.js';
+import { settleWithin } from '../deadline.js';
 import { staleAfterMs } from '../daemon/staleness.js';
 import {
   buildStatusReport,

@@ -21,7 +21,7 @@ import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
-import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../../jobs/management-client.js';
+import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removal-worker.js';
 import { managementTarget, removalQueueName } from '../../jobs/removal-queue.js';
 import { UNBOUND_FIX, countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';

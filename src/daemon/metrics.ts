@@ -17,7 +17,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync-worker.js';
-import { settleWithin } from '../../jobs/settle-within.js';
+import { settleWithin } from '../deadline.js';
 import { assessStaleness, type RunTrouble, type Staleness } from './staleness.js';
 
 export interface MirrorFigures {

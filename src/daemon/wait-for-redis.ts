@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
-import { RepeatThrottle } from '../../jobs/repeat-throttle.js';
+import { RepeatThrottle } from '../log-throttle.js';
 
 /** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
 export async function waitForRedis(redis: RedisClient, options: { logger: Logger; where: string; signal: AbortSignal }): Promise<boolean> {

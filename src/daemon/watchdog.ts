@@ -16,7 +16,7 @@
  * once per `stallMs` for the same stuck queue.
  */
 import type { Logger } from '../log.js';
-import { settleWithin } from '../../jobs/settle-within.js';
+import { settleWithin } from '../deadline.js';
 
 export interface WorkerSample {
   /** `worker.isRunning()`: the main loop is alive. */

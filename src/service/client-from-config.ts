@@ -1,4 +1,8 @@
-/** Builds a ServiceClient from validated configuration. */
+/**
+ * The one client factory: a ServiceClient from validated configuration.
+ * A process that only removes org members passes the management half alone,
+ * so no team key is needed and none can be sent.
+ */
 import { ServiceClient, type ServiceClientOptions } from './client.js';
 import type { Config } from '../config.js';
 
@@ -35,4 +39,30 @@ export function serviceClientFromConfig(
     maxBodyBytes: config.SYNC_MAX_PAGE_BYTES,
     ...extra,
   });
+}
+
+/** What a removal worker reads to talk to the management service. */
+export const MANAGEMENT_CLIENT_ENV = [
+  'MANAGEMENT_URL',
+  'MANAGEMENT_KEY',
+  'HTTP_CONNECTIONS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_BODY_TIMEOUT_MS',
+  'HTTP_REQUEST_TIMEOUT_MS',
+] as const;
+
+/**
+ * The management half, with a socket per removal in flight: fewer would
+ * queue requests inside undici while their job locks tick.
+ */
+export function managementClientFromConfig(
+  config: Config<'MANAGEMENT_URL' | 'MANAGEMENT_KEY' | 'HTTP_CONNECTIONS'> & ServiceConfig,
+  concurrency: number,
+  extra: Pick<ServiceClientOptions, 'onResponse'> = {},
+): ServiceClient {
+  const { MANAGEMENT_URL, MANAGEMENT_KEY, HTTP_HEADERS_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS } = config;
+  return serviceClientFromConfig(
+    { MANAGEMENT_URL, MANAGEMENT_KEY, HTTP_HEADERS_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency) },
+    extra,
+  );
 }

@@ -25,7 +25,7 @@ import {
 } from './errors.js';
 import { readBoundedBody } from './bounded-body.js';
 import { startDeadline, type Deadline } from '../deadline.js';
-import { encodePathSegment } from './path-segment.js';
+import { encodePathSegment } from '../wire/path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUserRecords, type ParsedRecord } from './records.js';
 import { parseUser, type FieldWarning } from './user-record.js';

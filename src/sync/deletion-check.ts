@@ -18,8 +18,7 @@
  */
 import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './directory-source.js';
-import { callWithRetries, type RetryOptions } from './retrying-call.js';
-import { refusalOf } from './refusal.js';
+import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
 
 export interface DeletionCandidate {
   user_id: string;

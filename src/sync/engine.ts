@@ -44,12 +44,11 @@ import { silentLogger, type Logger } from '../log.js';
 import { startDeadline } from '../deadline.js';
 import { PAGE_LIMIT } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
-import { callWithRetries, type RetryOptions } from './retrying-call.js';
+import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
 import { scanPass, type PassResult } from './scan.js';
 import { checkCandidates, type DeletionCheck } from './deletion-check.js';
 import { planDeletions, type DeletionPlan } from './deletion-plan.js';
 import type { ProgressSnapshot } from './progress.js';
-import { refusalOf } from './refusal.js';
 
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';
 

@@ -21,9 +21,8 @@ import type { RecordPage } from '../service/client.js';
 import type { RunWriter } from './run-writer.js';
 import { PagePlan } from './page-plan.js';
 import type { DirectorySource } from './directory-source.js';
-import { callWithRetries, type RetryOptions } from './retrying-call.js';
+import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
 import { listPage } from './page-records.js';
-import { refusalOf } from './refusal.js';
 
 export type PageStager = Pick<RunWriter, 'sight' | 'stageSighted' | 'stageRejected'>;
 

@@ -18,7 +18,7 @@ import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removal-queue.js';
-import { managementClientFromConfig } from '../../jobs/management-client.js';
+import { managementClientFromConfig } from '../../src/service/client-from-config.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removal-worker.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
