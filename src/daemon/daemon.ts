@@ -48,7 +48,7 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { openAudit } from '../../db/open-audit.js';
 import { auditLocation } from '../audit-location.js';
 import { QUEUE_ENV, createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
-import { managementClientFromConfig } from '../service/client-from-config.js';
+import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
 import { managementTarget } from '../../jobs/removal-queue.js';
 import { createRemovalQueue } from '../../jobs/removal-producer.js';
@@ -77,12 +77,7 @@ export const DAEMON_ENV = [
   'SERVICE_BASE_URL',
   'SERVICE_API_KEY',
   'SERVICE_API_KEY_HEADER',
-  'MANAGEMENT_URL',
-  'MANAGEMENT_KEY',
-  'HTTP_CONNECTIONS',
-  'HTTP_HEADERS_TIMEOUT_MS',
-  'HTTP_BODY_TIMEOUT_MS',
-  'HTTP_REQUEST_TIMEOUT_MS',
+  ...MANAGEMENT_CLIENT_ENV,
   ...QUEUE_ENV,
   'ALLOW_VOLATILE_REDIS',
   'MIRROR_DB',
