@@ -58,8 +58,6 @@ export interface MirrorStore {
 }
 
 export interface SqliteMirrorStoreOptions {
-  /** Page cache of the mirror, KiB. The run's dirty pages beyond it spill into the WAL (uncommitted). */
-  cacheKiB?: number;
   clock?: () => Date;
 }
 
@@ -97,7 +95,8 @@ export class SqliteMirrorStore implements MirrorStore {
     options: SqliteMirrorStoreOptions = {},
   ) {
     this.clock = options.clock ?? (() => new Date());
-    db.pragma(`cache_size = -${options.cacheKiB ?? CACHE_KIB}`);
+    // The mirror's page cache; the run's dirty pages beyond it spill into the WAL (uncommitted).
+    db.pragma(`cache_size = -${CACHE_KIB}`);
     // A first sync commits a WAL the size of the mirror; once checkpointed, give the disk back.
     db.pragma('journal_size_limit = 67108864');
     // The run's COMMIT makes it visible; copying the WAL into the file is left to the caller, after

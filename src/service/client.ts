@@ -53,7 +53,6 @@ export interface ServiceClientOptions {
   connections?: number;
   headersTimeoutMs?: number;
   bodyTimeoutMs?: number;
-  connectTimeoutMs?: number;
   /** Headers and whole body of one request (HTTP_REQUEST_TIMEOUT_MS). */
   requestTimeoutMs?: number;
   /** Largest response body read; a bigger one fails with ResponseTooLargeError (SYNC_MAX_PAGE_BYTES). */
@@ -244,7 +243,7 @@ export class ServiceClient {
         connections: this.options.connections ?? 8,
         headersTimeout: this.options.headersTimeoutMs ?? 30_000,
         bodyTimeout: this.options.bodyTimeoutMs ?? 60_000,
-        connectTimeout: this.options.connectTimeoutMs ?? 10_000,
+        connectTimeout: 10_000,
         pipelining: 1,
       });
       this.pools.set(parsed.origin, pool);
