@@ -26,6 +26,8 @@ export interface RemovalJobRef {
 }
 
 export interface AuditedRequest {
+  /** The target of the worker that handles the job (see audit migration 2). */
+  target: string;
   org_id: string;
   member_id: string;
   requested_by?: string | undefined;
@@ -35,6 +37,8 @@ export interface AuditedRequest {
 export interface RemovalAuditRow {
   job_id: string;
   enqueued_at: number;
+  /** NULL on rows from before removals named their target. */
+  target: string | null;
   org_id: string | null;
   member_id: string | null;
   status: RemovalStatus;
@@ -57,7 +61,7 @@ export interface RemovalAudit {
   /** An attempt failed; `final` when no retry follows. */
   attemptFailed(ref: RemovalJobRef, error: string, final: boolean, now?: Date): void;
   /** A job whose payload is invalid: recorded as failed without ever becoming `requested`. */
-  rejected(ref: RemovalJobRef, fields: { org_id?: unknown; member_id?: unknown }, error: string, now?: Date): void;
+  rejected(ref: RemovalJobRef, fields: { target: string; org_id?: unknown; member_id?: unknown }, error: string, now?: Date): void;
   /**
    * A request collapsed into pending job `jobId`. Idempotent per `eventId`
    * (the Redis stream id), so several workers may report the same event.
@@ -76,7 +80,7 @@ export interface RemovalAuditWriter {
   started(ref: RemovalJobRef, request: AuditedRequest): Promise<void>;
   finished(ref: RemovalJobRef, status: 'succeeded' | 'already_absent'): Promise<void>;
   attemptFailed(ref: RemovalJobRef, error: string, final: boolean): Promise<void>;
-  rejected(ref: RemovalJobRef, fields: { org_id?: unknown; member_id?: unknown }, error: string): Promise<void>;
+  rejected(ref: RemovalJobRef, fields: { target: string; org_id?: unknown; member_id?: unknown }, error: string): Promise<void>;
   /** Commits what is pending (shutdown). */
   flush(): void;
 }
@@ -119,6 +123,7 @@ export function createRemovalAudit(db: Db): RemovalAudit {
   const insertStarted = db.prepare<{
     job_id: string;
     enqueued_at: number;
+    target: string;
     org_id: string;
     member_id: string;
     requested_by: string | null;
@@ -127,10 +132,10 @@ export function createRemovalAudit(db: Db): RemovalAudit {
     now: string;
   }>(`
     INSERT INTO member_removals
-      (job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, reason,
+      (job_id, enqueued_at, target, org_id, member_id, status, attempts, requests, requested_by, reason,
        requested_at, started_at, updated_at)
     VALUES
-      (@job_id, @enqueued_at, @org_id, @member_id, 'requested', 1,
+      (@job_id, @enqueued_at, @target, @org_id, @member_id, 'requested', 1,
        1 + (SELECT count(*) FROM member_removal_duplicates d WHERE d.job_id = @job_id AND d.seen_at >= @requested_at),
        @requested_by, @reason, @requested_at, @now, @now)
     ON CONFLICT (job_id, enqueued_at) DO UPDATE SET
@@ -158,6 +163,7 @@ export function createRemovalAudit(db: Db): RemovalAudit {
   const insertRejected = db.prepare<{
     job_id: string;
     enqueued_at: number;
+    target: string;
     org_id: string | null;
     member_id: string | null;
     error: string;
@@ -165,10 +171,10 @@ export function createRemovalAudit(db: Db): RemovalAudit {
     now: string;
   }>(`
     INSERT INTO member_removals
-      (job_id, enqueued_at, org_id, member_id, status, attempts, requests, last_error,
+      (job_id, enqueued_at, target, org_id, member_id, status, attempts, requests, last_error,
        requested_at, started_at, finished_at, updated_at)
     VALUES
-      (@job_id, @enqueued_at, @org_id, @member_id, 'failed', 1, 1, @error, @requested_at, @now, @now, @now)
+      (@job_id, @enqueued_at, @target, @org_id, @member_id, 'failed', 1, 1, @error, @requested_at, @now, @now, @now)
     ON CONFLICT (job_id, enqueued_at) DO UPDATE SET
       attempts = attempts + 1, last_error = @error, started_at = @now, updated_at = @now`);
 
@@ -197,6 +203,7 @@ export function createRemovalAudit(db: Db): RemovalAudit {
       insertStarted.run({
         job_id: ref.jobId,
         enqueued_at: ref.enqueuedAt,
+        target: request.target,
         org_id: request.org_id,
         member_id: request.member_id,
         requested_by: request.requested_by ?? null,
@@ -215,6 +222,7 @@ export function createRemovalAudit(db: Db): RemovalAudit {
       insertRejected.run({
         job_id: ref.jobId,
         enqueued_at: ref.enqueuedAt,
+        target: fields.target,
         org_id: shortText(fields.org_id),
         member_id: shortText(fields.member_id),
         error,
@@ -256,7 +264,7 @@ export function createRemovalAudit(db: Db): RemovalAudit {
 
 const STATUSES: ReadonlySet<string> = new Set<RemovalStatus>(['requested', 'succeeded', 'already_absent', 'failed']);
 
-const COLUMNS = `job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, reason,
+const COLUMNS = `job_id, enqueued_at, target, org_id, member_id, status, attempts, requests, requested_by, reason,
   last_error, requested_at, started_at, finished_at, updated_at`;
 
 function iso(d: Date): string {

@@ -140,7 +140,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     onOutcome(final ? 'failed' : 'retrying');
     // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
     if (job !== undefined && job.data instanceof UnreadableJob && auditWriter !== undefined) {
-      auditWriter.rejected(jobRef(job), {}, `invalid payload: ${job.data.reason}; ${err.message}`).catch((e: unknown) => {
+      auditWriter.rejected(jobRef(job), { target: options.target.id }, `invalid payload: ${job.data.reason}; ${err.message}`).catch((e: unknown) => {
         logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
       });
     }

@@ -69,7 +69,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
       const wrongTarget = 'wrongTarget' in checked;
       const reason = wrongTarget ? checked.reason : `invalid payload: ${checked.reason}`;
       const fields = isRecord(job.data) ? job.data : {};
-      await audit('rejected', () => deps.audit?.rejected(ref, { org_id: fields.org_id, member_id: fields.member_id }, reason), false);
+      await audit('rejected', () => deps.audit?.rejected(ref, { target: deps.target.id, org_id: fields.org_id, member_id: fields.member_id }, reason), false);
       // A job for another target is a routing or producer bug that may leave someone's access in place: loud.
       deps.logger[wrongTarget ? 'error' : 'warn'](
         { event: wrongTarget ? 'removal.wrong_target' : 'removal.rejected', jobId: job.id, reason },
@@ -79,7 +79,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     }
     const { org_id, member_id, requested_by, reason } = checked.payload;
     // If this write fails the job is retried later rather than deleting unaudited.
-    await audit('started', () => deps.audit?.started(ref, { org_id, member_id, requested_by, reason }), true);
+    await audit('started', () => deps.audit?.started(ref, { target: deps.target.id, org_id, member_id, requested_by, reason }), true);
 
     let result: DeleteMemberResult;
     try {

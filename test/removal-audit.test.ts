@@ -13,29 +13,31 @@ import { ConfigError } from '../src/config.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
+/** The worker's management target (jobs/removal-queue.ts). */
+const T = '0123456789abcdef';
 const ref = { jobId: 'job-1', enqueuedAt: Date.parse('2026-01-01T00:00:00Z') };
 const at = (s: number) => new Date(ref.enqueuedAt + s * 1000);
 
 let db: Db;
 let audit: RemovalAudit;
 beforeEach(() => {
-  db = openMirror(':memory:');
+  db = openAudit(':memory:');
   audit = createRemovalAudit(db);
 });
 afterEach(() => db.close());
 
 describe('member_removals audit', () => {
-  it('is a STRICT table created by migration 2', () => {
+  it('is a STRICT table of the audit file, whose rows name their target (audit migration 2)', () => {
     const sql = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_master WHERE name = 'member_removals'").get()?.sql ?? '';
     expect(sql).toMatch(/STRICT/);
     expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(2);
   });
 
   it('records request, attempts and success', () => {
-    audit.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops', reason: 'left' }, at(1));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops', reason: 'left' }, at(1));
     expect(audit.get('job-1')).toMatchObject({ status: 'requested', attempts: 1, requests: 1, requested_by: 'ops', reason: 'left', finished_at: null });
     audit.attemptFailed(ref, 'HTTP 503', false, at(2));
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(3));
     audit.finished(ref, 'succeeded', at(4));
     expect(audit.get('job-1')).toMatchObject({
       status: 'succeeded',
@@ -47,25 +49,25 @@ describe('member_removals audit', () => {
   });
 
   it('a re-run after a crash does not downgrade succeeded to already_absent', () => {
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(1));
     audit.finished(ref, 'succeeded', at(2));
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(3));
     audit.finished(ref, 'already_absent', at(4));
     expect(audit.get('job-1')).toMatchObject({ status: 'succeeded', attempts: 2, finished_at: at(2).toISOString() });
   });
 
   it('a final failure, then a manual retry that succeeds', () => {
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(1));
     audit.attemptFailed(ref, 'permanent failure: HTTP 403', true, at(2));
     expect(audit.get('job-1')).toMatchObject({ status: 'failed', finished_at: at(2).toISOString() });
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(3));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(3));
     expect(audit.get('job-1')).toMatchObject({ status: 'requested', finished_at: null });
     audit.finished(ref, 'already_absent', at(4));
     expect(audit.get('job-1')).toMatchObject({ status: 'already_absent', attempts: 2 });
   });
 
   it('a rejected payload is a failed row with what could be read of it', () => {
-    audit.rejected(ref, { org_id: 'x'.repeat(10_000), member_id: 5 }, 'invalid payload: org_id: must be a UUID', at(1));
+    audit.rejected(ref, { target: T, org_id: 'x'.repeat(10_000), member_id: 5 }, 'invalid payload: org_id: must be a UUID', at(1));
     const row = audit.get('job-1');
     expect(row).toMatchObject({ status: 'failed', member_id: null, last_error: 'invalid payload: org_id: must be a UUID' });
     expect(row?.org_id?.length).toBeLessThanOrEqual(101);
@@ -74,15 +76,15 @@ describe('member_removals audit', () => {
   it('counts collapsed duplicates once per event, before or after the row exists', () => {
     expect(audit.duplicate('1-1', 'job-1', 'dedup', at(1))).toBe(true);
     expect(audit.duplicate('1-1', 'job-1', 'dedup', at(1))).toBe(false);
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(2));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(2));
     expect(audit.get('job-1')?.requests).toBe(2);
     audit.duplicate('2-0', 'job-1', 'dedup', at(3));
     expect(audit.get('job-1')?.requests).toBe(3);
   });
 
   it('keeps jobs apart when BullMQ ids restart with a new Redis', () => {
-    audit.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
-    audit.started({ jobId: 'job-1', enqueuedAt: ref.enqueuedAt + 99_000 }, { org_id: ORG, member_id: ORG }, at(100));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(1));
+    audit.started({ jobId: 'job-1', enqueuedAt: ref.enqueuedAt + 99_000 }, { target: T, org_id: ORG, member_id: ORG }, at(100));
     expect(audit.list()).toHaveLength(2);
     expect(audit.get('job-1')?.member_id).toBe(ORG);
   });
@@ -96,10 +98,10 @@ describe('member_removals audit', () => {
 
 describe('mergeFailedRemovals', () => {
   it('joins the failed set with the audit, and lists audit-only failures too', () => {
-    audit.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops' }, at(1));
+    audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops' }, at(1));
     audit.attemptFailed(ref, 'HTTP 403', true, at(2));
     const gone = { jobId: 'job-0', enqueuedAt: ref.enqueuedAt - 1000 };
-    audit.started(gone, { org_id: ORG, member_id: ORG }, at(0));
+    audit.started(gone, { target: T, org_id: ORG, member_id: ORG }, at(0));
     audit.attemptFailed(gone, 'HTTP 401', true, at(0));
     const merged = mergeFailedRemovals(
       [{ id: 'job-1', data: { org_id: ORG, member_id: MEMBER }, attemptsMade: 1, failedReason: 'permanent failure: HTTP 403', finishedOn: at(2).getTime(), timestamp: ref.enqueuedAt, processedBy: 'host-a:123' }],
@@ -133,7 +135,7 @@ describe('group commit', () => {
 
   it('a failing write rejects only its own promise', async () => {
     const group = createGroupCommit((body) => db.transaction(body)());
-    const insert = (id: string) => () => audit.started({ jobId: id, enqueuedAt: 1 }, { org_id: ORG, member_id: MEMBER });
+    const insert = (id: string) => () => audit.started({ jobId: id, enqueuedAt: 1 }, { target: T, org_id: ORG, member_id: MEMBER });
     const results = await Promise.allSettled([
       group.submit(insert('a')),
       group.submit(() => {
@@ -220,7 +222,7 @@ describe('the audit file (AUDIT_DB)', () => {
     try {
       const tables = a.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       expect(tables.map((t) => t.name)).toEqual(['legacy_audit_import', 'member_removal_duplicates', 'member_removals']);
-      expect(a.pragma('user_version', { simple: true })).toBe(1);
+      expect(a.pragma('user_version', { simple: true })).toBe(2);
     } finally {
       a.close();
     }
@@ -229,7 +231,7 @@ describe('the audit file (AUDIT_DB)', () => {
   it("copies an older version's rows out of the mirror file once", () => {
     const mirrorPath = join(dir, 'mirror.db');
     const mirror = openMirror(mirrorPath);
-    const old = createRemovalAudit(mirror);
+    const old = olderVersionAudit(mirror);
     old.started(ref, { org_id: ORG, member_id: MEMBER, requested_by: 'ops' }, at(1));
     old.finished(ref, 'succeeded', at(2));
     old.duplicate('1-0', 'job-1', 'dedup', at(1));
@@ -258,7 +260,7 @@ describe('the audit file (AUDIT_DB)', () => {
   it("copies while a sync holds the mirror's write lock (a second daemon starting beside a running one)", () => {
     const mirrorPath = join(dir, 'mirror.db');
     const mirror = openMirror(mirrorPath);
-    const old = createRemovalAudit(mirror);
+    const old = olderVersionAudit(mirror);
     old.started(ref, { org_id: ORG, member_id: MEMBER }, at(1));
     // The running sync: the mirror's write lock, held for the whole scan.
     mirror.exec('BEGIN IMMEDIATE');
@@ -286,3 +288,30 @@ describe('the audit file (AUDIT_DB)', () => {
     }
   });
 });
+
+/**
+ * What an older version wrote into the mirror file's own member_removals
+ * (mirror migration 2, which has no target column): started, finished and
+ * collapsed duplicates, as its audit did.
+ */
+function olderVersionAudit(mirror: Db) {
+  return {
+    started(r: { jobId: string; enqueuedAt: number }, f: { org_id: string; member_id: string; requested_by?: string }, when: Date): void {
+      mirror
+        .prepare(
+          `INSERT INTO member_removals (job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, requested_at, started_at, updated_at)
+           VALUES (?, ?, ?, ?, 'requested', 1, 1, ?, ?, ?, ?)`,
+        )
+        .run(r.jobId, r.enqueuedAt, f.org_id, f.member_id, f.requested_by ?? null, new Date(r.enqueuedAt).toISOString(), when.toISOString(), when.toISOString());
+    },
+    finished(r: { jobId: string; enqueuedAt: number }, status: string, when: Date): void {
+      mirror
+        .prepare('UPDATE member_removals SET status = ?, finished_at = ?, updated_at = ? WHERE job_id = ? AND enqueued_at = ?')
+        .run(status, when.toISOString(), when.toISOString(), r.jobId, r.enqueuedAt);
+    },
+    duplicate(eventId: string, jobId: string, dedupId: string, when: Date): void {
+      mirror.prepare('INSERT INTO member_removal_duplicates (event_id, job_id, dedup_id, seen_at) VALUES (?, ?, ?, ?)').run(eventId, jobId, dedupId, when.toISOString());
+      mirror.prepare('UPDATE member_removals SET requests = requests + 1 WHERE job_id = ?').run(jobId);
+    },
+  };
+}

@@ -170,6 +170,8 @@ describe('production and sandbox workers on one Redis and one prefix', () => {
     expect(production.standIn.members.totalDeleteCalls()).toBe(100);
     expect(production.audit.list({ status: 'succeeded' })).toHaveLength(100);
     expect(production.audit.list()).toHaveLength(100);
+    // Every row says which management service it is about.
+    expect(new Set(production.audit.list().map((r) => r.target))).toEqual(new Set([production.target.id]));
     expect(productionWorker.counters()).toMatchObject({ succeeded: 100, already_absent: 0, failed: 0 });
 
     // The sandbox saw nothing: no request, no audit row, no outcome.
