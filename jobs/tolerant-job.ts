@@ -43,12 +43,12 @@ export class TolerantJob<T = unknown, R = unknown, N extends string = string, P 
 }
 
 export class TolerantWorker<T = unknown, R = unknown, N extends string = string> extends Worker<T, R, N> {
-  constructor(
-    name: string,
-    processor: Processor<T, R, N>,
-    opts: WorkerOptions & { connection: RedisClient },
-  ) {
+  /** The connection BullMQ was given: the quarantine reads and rewrites the job hash through it. */
+  private readonly redis: RedisClient;
+
+  constructor(name: string, processor: Processor<T, R, N>, opts: WorkerOptions & { connection: RedisClient }) {
     super(name, processor, opts);
+    this.redis = opts.connection;
   }
 
   protected override get Job(): typeof Job {
@@ -60,7 +60,7 @@ export class TolerantWorker<T = unknown, R = unknown, N extends string = string>
       return await super.moveToActive(token, name);
     } catch (err) {
       if (!(err instanceof SyntaxError)) throw err;
-      const jobId = await quarantineJobLockedBy(this.opts.connection as RedisClient, this.toKey.bind(this), token);
+      const jobId = await quarantineJobLockedBy(this.redis, this.toKey.bind(this), token);
       if (jobId === undefined) throw err;
       const job = (await this.Job.fromId(this, jobId)) as Job<T, R, N> | undefined;
       if (job === undefined) throw err;
