@@ -22,6 +22,8 @@
  *   first one after Redis is back succeeds (removal-producer.ts).
  * - `control`: the daemon's own non-blocking connection (ticks, probes,
  *   scrapes): like a producer, no offline queue, reconnects forever.
+ * - `probe`: one connection attempt, no reconnects (`status`): a command
+ *   that reports an outage does not wait it out.
  *
  * Reconnects back off exponentially with jitter. Endpoints are logged
  * without user names or passwords.
@@ -30,7 +32,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import { ConfigError, readConfig, type Config, type HostPort } from '../src/config.js';
 import type { Logger } from '../src/log.js';
 
-export type RedisRole = 'worker' | 'producer' | 'control';
+export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
 export type { HostPort };
 /** What every queue module accepts: a single node (or a Sentinel-managed master) or a cluster. */
 export type RedisClient = Redis | Cluster;
@@ -125,6 +127,7 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   // itself checks the connection first (removal-producer.ts) and sends nothing while Redis is away.
   producer: { maxRetriesPerRequest: 1, retryStrategy: forever },
   control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: forever },
+  probe: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
 };
 
 export interface RedisConnectionOptions {
@@ -157,7 +160,7 @@ export function createRedisConnection(endpoint: RedisEndpoint | string, options:
     const { retryStrategy, enableOfflineQueue, ...perNode } = base;
     const clusterOptions: ClusterOptions = {
       redisOptions: { ...perNode, ...authOptions(target.auth) },
-      clusterRetryStrategy: retryStrategy ?? forever,
+      clusterRetryStrategy: (times: number) => (retryStrategy ? (retryStrategy(times) ?? null) : forever(times)),
       enableOfflineQueue: enableOfflineQueue ?? true,
       // Workers keep redirecting through a resharding or a failover of one master.
       maxRedirections: 32,
@@ -220,13 +223,17 @@ export function redisReady(client: RedisClient, ms: number): Promise<void> {
       clearTimeout(timer);
       client.off('ready', onReady);
       client.off('error', onError);
+      client.off('end', onEnd);
       if (err === undefined) resolve();
       else reject(err);
     };
     const onReady = (): void => done();
+    // A connection that will not try again (a probe) has answered already.
+    const onEnd = (): void => done(new RedisUnavailableError(last));
     const timer = setTimeout(() => done(new RedisUnavailableError(`not connected within ${ms} ms (${last})`)), ms);
     client.on('ready', onReady);
     client.on('error', onError);
+    client.once('end', onEnd);
     if (client.status === 'wait') client.connect().catch(() => undefined);
   });
 }

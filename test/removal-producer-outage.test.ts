@@ -26,6 +26,7 @@ import { createRedisConnection, type RedisClient } from '../jobs/redis-connectio
 import {
   PRODUCER_WAIT_MS,
   createRemovalQueue,
+  RedisUnavailableError,
   enqueueMemberRemoval,
   type RemovalQueue,
 } from '../jobs/removal-producer.js';
@@ -46,7 +47,7 @@ interface Attempt {
   at: number;
   startedAt: number;
   durationMs: number;
-  outcome: { ok: true; jobId: string; deduplicated: boolean } | { ok: false; name: string; message: string };
+  outcome: { ok: true; jobId: string; deduplicated: boolean } | { ok: false; name: string; message: string; sent: boolean };
 }
 
 let redis: TestRedis;
@@ -84,7 +85,8 @@ describe('a long-lived producer through a Redis outage', () => {
         attempts.push({ at: 0, startedAt, durationMs: Date.now() - startedAt, outcome: { ok: true, jobId: added.jobId, deduplicated: added.deduplicated } });
       } catch (err) {
         const e = err instanceof Error ? err : new Error(String(err));
-        attempts.push({ at: 0, startedAt, durationMs: Date.now() - startedAt, outcome: { ok: false, name: e.name, message: e.message } });
+        const sent = err instanceof RedisUnavailableError && err.sent;
+        attempts.push({ at: 0, startedAt, durationMs: Date.now() - startedAt, outcome: { ok: false, name: e.name, message: e.message, sent } });
       }
     };
     const loop = (async () => {
@@ -95,8 +97,8 @@ describe('a long-lived producer through a Redis outage', () => {
     })();
 
     // The kill lands between two enqueues (half an interval off the loop's ticks, every call
-    // answered): one whose script reached Redis but whose reply was lost would fail although its
-    // job may be stored, which no client can tell apart, and would blur the count checked below.
+    // answered), as far as timers on a loaded machine allow: one in flight at the kill fails with
+    // `sent: true` (its job may be stored; no client can tell), which the count below allows for.
     await sleep(WARM_UP_MS + INTERVAL_MS / 2);
     await Promise.all(inFlight);
     const killAt = Date.now();
@@ -149,12 +151,15 @@ describe('a long-lived producer through a Redis outage', () => {
     expect(duringOutage.length).toBeGreaterThanOrEqual(50);
     expect(duringOutage.filter((a) => a.outcome.ok)).toEqual([]);
 
-    // Every failure says what happened, in the producer's own terms, and came fast.
+    // Every failure says what happened, in the producer's own terms, and came fast: nothing sent
+    // (Redis away before the call) or, for a call cut off in flight, that the removal may be queued.
     for (const f of failures) {
       expect(f.outcome).toMatchObject({
         ok: false,
         name: 'RedisUnavailableError',
-        message: expect.stringMatching(/Redis is unreachable: .*removal not enqueued/),
+        message: expect.stringMatching(
+          f.outcome.ok || !f.outcome.sent ? /Redis is unreachable: .*removal not enqueued/ : /Redis is unreachable: connection lost while enqueueing; the removal may have been queued/,
+        ),
       });
       expect(f.durationMs, `enqueue started at ${f.at} ms failed after ${f.durationMs} ms`).toBeLessThanOrEqual(FAIL_FAST_MS);
     }
@@ -167,13 +172,17 @@ describe('a long-lived producer through a Redis outage', () => {
     expect(settled.length).toBeGreaterThanOrEqual(10);
     expect(settled.filter((a) => !a.outcome.ok)).toEqual([]);
 
-    // The queue holds exactly the jobs reported as enqueued: none reported failed was added
-    // anyway, none reported added was lost to the kill (AOF, appendfsync always).
+    // The queue holds every job reported as enqueued (none lost to the kill: AOF, appendfsync
+    // always), none reported "not enqueued", and at most the calls cut off in flight besides.
     const succeeded = attempts.flatMap((a) => (a.outcome.ok ? [a.outcome] : []));
+    const inDoubt = failures.filter((f) => !f.outcome.ok && f.outcome.sent).length;
+    expect(inDoubt).toBeLessThanOrEqual(2);
     expect(succeeded.filter((s) => s.deduplicated)).toEqual([]);
     const counts = await queue.getJobCounts('waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed');
-    expect(counts).toEqual({ waiting: succeeded.length, delayed: 0, prioritized: 0, active: 0, completed: 0, failed: 0 });
-    const waitingIds = (await queue.getWaiting(0, -1)).map((j) => j.id).sort();
-    expect(waitingIds).toEqual(succeeded.map((s) => s.jobId).sort());
+    expect(counts).toMatchObject({ delayed: 0, prioritized: 0, active: 0, completed: 0, failed: 0 });
+    const waitingIds = new Set((await queue.getWaiting(0, -1)).map((j) => j.id));
+    for (const s of succeeded) expect(waitingIds.has(s.jobId), `job ${s.jobId} reported enqueued`).toBe(true);
+    expect(waitingIds.size - succeeded.length).toBeGreaterThanOrEqual(0);
+    expect(waitingIds.size - succeeded.length).toBeLessThanOrEqual(inDoubt);
   }, 90_000);
 });

@@ -152,8 +152,8 @@ async function readQueues(
   mirrorId: string,
   target: ManagementTarget | undefined,
 ): Promise<{ queues: QueueFacts; durability: DurabilityVerdict | undefined }> {
-  // A status command reports an outage, it does not wait it out: no offline queue, and a budget below.
-  const redis = createRedisConnection(endpoint, { role: 'control', connectionName: 'user-mirror:status' });
+  // A status command reports an outage, it does not wait it out: one attempt, and a budget below.
+  const redis = createRedisConnection(endpoint, { role: 'probe', connectionName: 'user-mirror:status' });
   let lastError = 'timed out';
   redis.on('error', (err: Error) => {
     lastError = err.message;
@@ -191,7 +191,8 @@ async function readQueues(
   });
   if (!(await settleWithin(work, REDIS_BUDGET_MS + 1_000))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
   await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);
-  redis.disconnect();
+  // Disconnecting an ended connection still arms ioredis's 2 s stream timer, which would hold the exit.
+  if (redis.status !== 'end') redis.disconnect();
   return { queues: facts, durability: facts.reachable ? durability : undefined };
 }
 
