@@ -145,9 +145,10 @@ describe('a stuck page', () => {
     const tookMs = performance.now() - t0;
     expect(summary.status).toBe('failed');
     expect(summary.reason).toMatch(/first page failed: .*HTTP_REQUEST_TIMEOUT_MS/);
-    // Five attempts of 400 ms would be 2 s and more; the budget stops new attempts at 1 s.
+    // Five attempts of 400 ms would be made without the cap; the budget stops new attempts at 1 s
+    // (the time bound has room for a loaded machine: the attempt count is what tells the two apart).
     expect(r.standIn.counts.get('list', 200) - answered).toBeLessThanOrEqual(3);
-    expect(tookMs).toBeLessThan(1_000 + 400 + 500);
+    expect(tookMs).toBeLessThan(1_000 + 400 + 1_500);
     expect(mirrorFingerprint(r.db)).toEqual(before);
   });
 
