@@ -153,8 +153,12 @@ export function createRedisConnection(endpoint: RedisEndpoint | string, options:
       name: target.name,
       sentinelPassword: target.sentinelPassword,
       enableTLSForSentinelMode: target.auth.tls,
-      // Subscribes to the sentinels' +switch-master: a failover is followed at once, not at the next error.
-      failoverDetector: true,
+      // A failover is followed through the connection: the dead master's socket closes and the
+      // reconnect asks the sentinels again; a demoted master that stays up answers writes with
+      // READONLY, which reconnects (and resends). Not ioredis's failoverDetector: a +switch-master
+      // that arrives while a reconnect is asking the sentinels ends the client for good (seen
+      // under load in test/redis-sentinel.test.ts: "Connection is closed." until restart).
+      reconnectOnError: (err: Error) => (err.message.startsWith('READONLY') ? 2 : false),
     });
   } else {
     const { retryStrategy, enableOfflineQueue, ...perNode } = base;
