@@ -11,6 +11,7 @@
  * `user-mirror removals adopt` on a host configured for it (adoptUnbound).
  */
 import type { Job, Queue } from 'bullmq';
+import type { Logger } from '../src/log.js';
 import type { RedisClient } from './redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './removal-queue.js';
 import { enqueueMemberRemoval, targetIdOf, type RemovalQueue } from './removal-producer.js';
@@ -33,6 +34,16 @@ export async function countUnbound(queue: Queue): Promise<UnboundCounts> {
 /** Jobs a removal worker should be taking but no worker will. */
 export function unboundTotal(c: UnboundCounts): number {
   return c.waiting + c.prioritized + c.delayed + c.active + c.failed;
+}
+
+/** Start-up report of the worker and the daemon: loud when such jobs wait, never fatal. */
+export async function logUnbound(queue: Queue, logger: Logger): Promise<void> {
+  try {
+    const counts = await countUnbound(queue);
+    if (unboundTotal(counts) > 0) logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
+  } catch (err) {
+    logger.warn({ event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) }, 'could not count removals without a target');
+  }
 }
 
 export const UNBOUND_FIX =

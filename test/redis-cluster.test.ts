@@ -17,9 +17,9 @@ import { silentLogger } from '../src/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { createRedisConnection, readQueueSettings, type RedisClient } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
+import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removal-worker.js';
 import { managementTarget } from '../jobs/removal-queue.js';
-import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { readEstateDurability } from '../jobs/redis-durability-probe.js';
 import { startTestCluster, type TestCluster } from './support/redis-cluster.js';
 import { freePort } from './support/redis-server.js';
@@ -65,10 +65,7 @@ describe('removals on a Redis Cluster', () => {
     const prefix = `{um${randomUUID().slice(0, 6)}}`;
     const target = managementTarget(standIn.managementUrl);
     const queue = createRemovalQueue(connect(prefix, 'producer'), { target, prefix });
-    const client = managementClientFromConfig(
-      { MANAGEMENT_URL: standIn.managementUrl, MANAGEMENT_KEY: standIn.managementKey, HTTP_CONNECTIONS: 8, HTTP_HEADERS_TIMEOUT_MS: 10_000, HTTP_BODY_TIMEOUT_MS: 10_000 },
-      8,
-    );
+    const client = standInManagementClient(standIn);
     const worker = startRemovalWorker({ connection: connect(prefix, 'worker'), target, prefix, client, logger: silentLogger, concurrency: 8, backoffMs: 20 });
     try {
       await worker.waitUntilReady();

@@ -24,9 +24,9 @@ import { openAudit } from '../db/open-audit.js';
 import { createRemovalAudit } from '../db/removal-audit.js';
 import { createRedisConnection, readQueueSettings, type RedisClient } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
+import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removal-worker.js';
 import { managementTarget } from '../jobs/removal-queue.js';
-import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { startTestSentinel, type TestSentinel } from './support/redis-sentinel.js';
 import { eventually } from './support/daemon-process.js';
 
@@ -72,10 +72,7 @@ describe('removals under Sentinel', () => {
     expect(await (producer as Redis).wait(1, 5_000)).toBe(1);
 
     const db = openAudit(join(dir, 'audit.db'));
-    const client = managementClientFromConfig(
-      { MANAGEMENT_URL: standIn.managementUrl, MANAGEMENT_KEY: standIn.managementKey, HTTP_CONNECTIONS: 8, HTTP_HEADERS_TIMEOUT_MS: 10_000, HTTP_BODY_TIMEOUT_MS: 10_000 },
-      8,
-    );
+    const client = standInManagementClient(standIn);
     // Slow answers spread the burst over seconds, so the kill lands in its middle.
     standIn.faults.set({ latencyMs: 60 });
     const worker = startRemovalWorker({

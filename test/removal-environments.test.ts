@@ -23,13 +23,12 @@ import { auditPathFor, openAudit } from '../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { silentLogger } from '../src/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { managementClientFromConfig } from '../src/service/client-from-config.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removal-producer.js';
 import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, managementTarget, removalQueueName, type ManagementTarget } from '../jobs/removal-queue.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../jobs/removal-worker.js';
 import { countUnbound } from '../jobs/unbound-removals.js';
-import { deleteRequests, until } from './support/removal-rig.js';
+import { deleteRequests, standInManagementClient, until } from './support/removal-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 
@@ -96,10 +95,7 @@ async function openEnvironment(name: string, seed: number): Promise<Environment>
     audit,
     async startWorker() {
       const connection = createRedisConnection(redis.url, { role: 'worker' });
-      const client = managementClientFromConfig(
-        { MANAGEMENT_URL: standIn.managementUrl, MANAGEMENT_KEY: standIn.managementKey, HTTP_CONNECTIONS: 8, HTTP_HEADERS_TIMEOUT_MS: 30_000, HTTP_BODY_TIMEOUT_MS: 30_000 },
-        8,
-      );
+      const client = standInManagementClient(standIn);
       const handle = startRemovalWorker({ connection, target, prefix, client, audit, logger: silentLogger, concurrency: 8, backoffMs: 20, name });
       cleanups.push(async () => {
         await handle.close(5_000);

@@ -24,7 +24,7 @@ import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queu
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removal-worker.js';
 import { managementTarget, removalQueueName } from '../../jobs/removal-queue.js';
-import { UNBOUND_FIX, countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
+import { logUnbound, openUnboundQueue } from '../../jobs/unbound-removals.js';
 import { describeRemovalGate } from '../../jobs/redis-durability.js';
 import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 
@@ -120,10 +120,7 @@ export default async function main(argv: string[]): Promise<number> {
 async function reportUnbound(redis: RedisClient, prefix: string, logger: Logger): Promise<void> {
   const queue = openUnboundQueue(redis, prefix);
   try {
-    const counts = await countUnbound(queue);
-    if (unboundTotal(counts) > 0) logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
-  } catch (err) {
-    logger.warn({ event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) }, 'could not count removals without a target');
+    await logUnbound(queue, logger);
   } finally {
     await queue.close().catch(() => undefined);
   }

@@ -52,7 +52,7 @@ import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/cl
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
 import { managementTarget } from '../../jobs/removal-queue.js';
 import { createRemovalQueue } from '../../jobs/removal-producer.js';
-import { UNBOUND_FIX, countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
+import { logUnbound, openUnboundQueue } from '../../jobs/unbound-removals.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
 import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
@@ -316,12 +316,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       onRestart: (worker, reason) => metrics.recordWorkerRestart(worker, reason),
     });
 
-    try {
-      const unbound = await countUnbound(unboundQueue);
-      if (unboundTotal(unbound) > 0) log.error({ event: 'removals.unbound_jobs', ...unbound, fix: UNBOUND_FIX }, 'removals without a target are waiting');
-    } catch (err) {
-      log.warn({ event: 'removals.unbound_unread', err: describe(err) }, 'could not count removals without a target');
-    }
+    await logUnbound(unboundQueue, log);
 
     try {
       await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFreshness(reader).lastSucceededAt, log);

@@ -95,16 +95,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
     },
     async startWorker(overrides = {}) {
       const workerRedis = createRedisConnection(redis.url, { role: 'worker' });
-      const client = managementClientFromConfig(
-        {
-          MANAGEMENT_URL: standIn.managementUrl,
-          MANAGEMENT_KEY: standIn.managementKey,
-          HTTP_CONNECTIONS: 8,
-          HTTP_HEADERS_TIMEOUT_MS: 30_000,
-          HTTP_BODY_TIMEOUT_MS: 30_000,
-        },
-        8,
-      );
+      const client = standInManagementClient(standIn);
       const handle = startRemovalWorker({
         connection: workerRedis,
         target,
@@ -159,6 +150,14 @@ export async function createRig(shared: Shared): Promise<Rig> {
       standIn.faults.clear();
     },
   };
+}
+
+/** A management client for the stand-in, as a removal worker of concurrency 8 builds one. */
+export function standInManagementClient(standIn: Pick<StandIn, 'managementUrl' | 'managementKey'>): ServiceClient {
+  return managementClientFromConfig(
+    { MANAGEMENT_URL: standIn.managementUrl, MANAGEMENT_KEY: standIn.managementKey, HTTP_CONNECTIONS: 8, HTTP_HEADERS_TIMEOUT_MS: 30_000, HTTP_BODY_TIMEOUT_MS: 30_000 },
+    8,
+  );
 }
 
 /** Polls `check` until it is true; fails the test with `what` otherwise. */
