@@ -22,7 +22,7 @@
  *   plus a few seconds to close Redis and SQLite, plus a 5 s backstop margin.
  * - exp_backoff_restart_delay: a crash (bad config, unreadable mirror) is
  *   retried with growing pauses (up to 15 s), not in a tight loop.
- * - env: the variables the daemon reads (src/config.ts), taken from the
+ * - env: the variables the daemon reads (src/runtime/config.ts), taken from the
  *   environment of whoever runs `pm2 start` (pm2 passes that environment on
  *   as well; the list makes the contract explicit). No values live in this
  *   file, so no secret does. pm2 keeps the environment of the start: after
@@ -32,7 +32,7 @@
 
 const path = require('node:path');
 
-/** Every variable of src/config.ts's registry (test/pm2.test.ts checks the two stay in step). */
+/** Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step). */
 const DAEMON_VARIABLES = [
   'SERVICE_BASE_URL',
   'SERVICE_API_KEY',

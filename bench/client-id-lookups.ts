@@ -5,7 +5,7 @@
  * answer cannot pass.
  */
 import Database from 'better-sqlite3';
-import { Prng } from '../src/stand-in/prng.js';
+import { Prng } from '../src/stand-in/random.js';
 import { clientUserIdFor, userIdFor, type UserKeys } from '../src/stand-in/user-generator.js';
 
 /** Lookups per second over `lookups` random users of the first `users`. */

@@ -31,8 +31,8 @@ import type { Job } from 'bullmq';
 import { startOwnRedis } from '../test/support/redis-server.js';
 import { startTestCluster, type TestCluster } from '../test/support/redis-cluster.js';
 import { createRedisConnection, readQueueSettings } from '../jobs/redis-connection.js';
-import { createRemovalQueue, enqueueMemberRemovals, type RemovalQueue } from '../jobs/removal-producer.js';
-import type { RemovalRequest } from '../jobs/removal-queue.js';
+import { createRemovalQueue, enqueueMemberRemovals, type RemovalQueue } from '../jobs/removals/producer.js';
+import type { RemovalRequest } from '../jobs/removals/queue.js';
 import type { FaultPlan } from '../src/stand-in/index.js';
 import type { CheckReport, StandInReply, StandInRequest } from './removals-stand-in.js';
 

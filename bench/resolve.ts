@@ -18,7 +18,7 @@ import { openMirror } from '../db/open.js';
 import type { StagedRecord } from '../db/user-writes.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { UserSchema } from '../src/service/schemas.js';
-import { closeResolvers, resolveOffline, resolveOfflineMany, type ResolveOptions } from '../src/resolve.js';
+import { closeResolvers, resolveOffline, resolveOfflineMany, type ResolveOptions } from '../src/replica/resolve.js';
 
 const USERS = Number(process.env.BENCH_RESOLVE_USERS ?? 200_000);
 const LOOKUPS = Number(process.env.BENCH_RESOLVE_LOOKUPS ?? 300_000);

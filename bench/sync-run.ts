@@ -1,6 +1,6 @@
 /**
  * One bench:sync scenario in a process of its own, as the daemon runs each
- * sync (jobs/sync-child.ts): a fresh process per run, so that its peak RSS
+ * sync (src/sync/child-main.ts): a fresh process per run, so that its peak RSS
  * is that run's and not what an earlier scenario left in the heap. Forked by
  * bench/sync.ts with a SyncRunRequest as its argument; replies a RunResult
  * over IPC and exits.
@@ -9,7 +9,7 @@ import { checkpointMirror, openMirror } from '../db/open.js';
 import { toSourceRows, toUtcTimestamp } from '../db/user-row.js';
 import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
-import { PAGE_LIMIT } from '../src/sync/page-plan.js';
+import { PAGE_LIMIT } from '../src/sync/scan.js';
 import { callWithRetries } from '../src/service/retry.js';
 
 export interface SyncRunRequest {
@@ -28,7 +28,7 @@ export interface RunResult {
   seconds: number;
   /** The sampled peak and the kernel's high-water mark (ru_maxrss), whichever is higher. */
   peakRssMb: number;
-  /** The WAL checkpoint after the run (jobs/leased-sync.ts does the same), not in `seconds`. */
+  /** The WAL checkpoint after the run (src/sync/exclusive-run.ts does the same), not in `seconds`. */
   checkpointSeconds?: number;
 }
 

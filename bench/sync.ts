@@ -42,7 +42,7 @@ interface Row {
   seconds: number;
   rate: number;
   peakRssMb: number;
-  /** The WAL checkpoint the caller runs once the run's result is out (jobs/leased-sync.ts), not in `seconds`. */
+  /** The WAL checkpoint the caller runs once the run's result is out (src/sync/exclusive-run.ts), not in `seconds`. */
   checkpointSeconds?: number;
   goal: string;
   pass: boolean | undefined;

@@ -32,10 +32,10 @@ import type { Db } from '../db/open.js';
 import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS } from '../db/user-row.js';
 import { cols, marks, type Cell } from '../db/user-writes.js';
 import type { User } from '../src/service/schemas.js';
-import { parseUserRecord } from '../src/service/records.js';
+import { parseUserRecord } from '../src/service/user-record.js';
 import { clientIdLookupsPerSecond } from './client-id-lookups.js';
-import { contentHash } from '../src/sync/content-hash.js';
-import { Prng } from '../src/stand-in/prng.js';
+import { contentHash } from '../db/user-row.js';
+import { Prng } from '../src/stand-in/random.js';
 import { generateUserJson, userIdFor, userKeys, type UserKeys } from '../src/stand-in/user-generator.js';
 
 const USERS = Number(process.env.BENCH_LAYOUT_USERS ?? 300_000);

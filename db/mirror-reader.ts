@@ -5,8 +5,7 @@
  */
 import { z } from 'zod';
 import type { Db } from './open.js';
-import type { User } from '../src/service/schemas.js';
-import { parseUser } from '../src/service/user-record.js';
+import type { MirroredUser } from './user-row.js';
 
 export interface LookupOptions {
   /** Also return a user that is deleted upstream (soft-deleted in the mirror). */
@@ -14,8 +13,9 @@ export interface LookupOptions {
   /** Restrict to one team; without it, any team's user with that client_user_id. */
   teamId?: string;
   /**
-   * Parse the stored record again, as the sync does: fields that break their
-   * rule are dropped (they are listed in field_warnings). Off by default: the
+   * Parse the stored record again, as the sync does, with the reader's
+   * record check: fields that break their rule are dropped (they are listed
+   * in field_warnings). Off by default: the
    * record is returned as received, which is what `resolve` prints, and
    * re-parsing costs more than the lookup itself.
    */
@@ -23,9 +23,9 @@ export interface LookupOptions {
 }
 
 /** A user as the mirror holds it: the service's record plus what the mirror knows about it. */
-export interface MirrorEntry {
+export interface MirrorEntry<U = MirroredUser> {
   /** The record parsed from `raw`, on first access: a lookup that only forwards `raw` never pays for it. */
-  readonly user: User;
+  readonly user: U;
   /** The record exactly as stored (`users.raw`): JSON text as the service sent it. */
   raw: string;
   deletedAt: string | null;
@@ -124,10 +124,20 @@ export class MirrorNotReadyError extends Error {
   override name = 'MirrorNotReadyError';
 }
 
-export class MirrorReader {
+/**
+ * Checks a stored record the way the sync parses one, and returns the parsed
+ * form or throws saying why not. The caller's: db/ stores records, the
+ * service's schema lives above it (src/replica/resolve.ts passes parseUser's).
+ */
+export type RecordCheck<U> = (record: unknown) => U;
+
+export class MirrorReader<U = MirroredUser> {
   private readonly s;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly check?: RecordCheck<U>,
+  ) {
     const version = db.pragma('user_version', { simple: true });
     if (typeof version !== 'number' || version < SCHEMA_VERSION) {
       throw new MirrorNotReadyError(`${db.name} holds no mirror yet (schema version ${String(version)}); run a sync first`);
@@ -170,17 +180,17 @@ export class MirrorReader {
     };
   }
 
-  /** The service's User object as last received, or undefined. */
-  byClientUserId(clientUserId: string, options: LookupOptions = {}): User | undefined {
+  /** The user's record as last received, or undefined. */
+  byClientUserId(clientUserId: string, options: LookupOptions = {}): U | undefined {
     if (options.includeDeleted === true) return this.lookup(clientUserId, options)?.user;
     const raw =
       options.teamId === undefined
         ? this.s.activeRaw.get(clientUserId)
         : this.s.activeRawInTeam.get(clientUserId, options.teamId);
-    return raw === undefined ? undefined : decodeUser(raw, options.validate ?? false);
+    return raw === undefined ? undefined : this.decode(raw, options.validate ?? false);
   }
 
-  lookup(clientUserId: string, options: LookupOptions = {}): MirrorEntry | undefined {
+  lookup(clientUserId: string, options: LookupOptions = {}): MirrorEntry<U> | undefined {
     const { includeDeleted = false, teamId } = options;
     const row =
       teamId === undefined
@@ -188,17 +198,24 @@ export class MirrorReader {
         : (includeDeleted ? this.s.anyInTeam : this.s.activeInTeam).get(clientUserId, teamId);
     if (row === undefined) return undefined;
     // Validation reports a bad stored record at lookup time, where the caller asked for it.
-    const user = options.validate === true ? decodeUser(row.raw, true) : undefined;
-    return new StoredEntry(row, user);
+    const user = options.validate === true ? this.decode(row.raw, true) : undefined;
+    return new StoredEntry(row, user, (raw) => this.decode(raw, false));
+  }
+
+  private decode(raw: string, validate: boolean): U {
+    const parsed: unknown = JSON.parse(raw);
+    if (!validate) return parsed as U;
+    if (this.check === undefined) throw new Error('this mirror reader was opened without a record check; validate needs one');
+    return this.check(parsed);
   }
 
   /**
    * Many lookups in one read transaction: every answer comes from the same
    * snapshot, even while a sync publishes. Ids not found are absent from the map.
    */
-  lookupMany(clientUserIds: Iterable<string>, options: LookupOptions = {}): Map<string, MirrorEntry> {
+  lookupMany(clientUserIds: Iterable<string>, options: LookupOptions = {}): Map<string, MirrorEntry<U>> {
     return this.db.transaction(() => {
-      const found = new Map<string, MirrorEntry>();
+      const found = new Map<string, MirrorEntry<U>>();
       for (const id of clientUserIds) {
         const entry = this.lookup(id, options);
         if (entry !== undefined) found.set(id, entry);
@@ -253,14 +270,18 @@ function parseRun(row: unknown): SyncRun | undefined {
  * (see field_warnings); `validate` returns the parsed form without them.
  */
 /** A lookup's answer; parses the stored text only when `user` is read. */
-class StoredEntry implements MirrorEntry {
+class StoredEntry<U> implements MirrorEntry<U> {
   readonly raw: string;
   readonly deletedAt: string | null;
   readonly firstSeenAt: string;
   readonly lastSeenAt: string;
-  private parsed: User | undefined;
+  private parsed: U | undefined;
 
-  constructor(row: EntryRow, parsed: User | undefined) {
+  constructor(
+    row: EntryRow,
+    parsed: U | undefined,
+    private readonly decode: (raw: string) => U,
+  ) {
     this.raw = row.raw;
     this.deletedAt = row.deleted_at;
     this.firstSeenAt = row.first_seen_at;
@@ -268,21 +289,13 @@ class StoredEntry implements MirrorEntry {
     this.parsed = parsed;
   }
 
-  get user(): User {
-    this.parsed ??= decodeUser(this.raw, false);
+  get user(): U {
+    this.parsed ??= this.decode(this.raw);
     return this.parsed;
   }
 
   /** As a plain object (JSON.stringify, test equality), with the user parsed. */
-  toJSON(): { user: User; raw: string; deletedAt: string | null; firstSeenAt: string; lastSeenAt: string } {
+  toJSON(): { user: U; raw: string; deletedAt: string | null; firstSeenAt: string; lastSeenAt: string } {
     return { user: this.user, raw: this.raw, deletedAt: this.deletedAt, firstSeenAt: this.firstSeenAt, lastSeenAt: this.lastSeenAt };
   }
-}
-
-function decodeUser(raw: string, validate: boolean): User {
-  const parsed: unknown = JSON.parse(raw);
-  if (!validate) return parsed as User;
-  const user = parseUser(parsed);
-  if (!user.ok) throw new Error(`stored record does not parse: ${user.issues}`);
-  return user.user;
 }

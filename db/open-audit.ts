@@ -21,8 +21,8 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { openMirror, type Db } from './open.js';
-import { AUDIT_MIGRATIONS } from './audit-migrations/index.js';
+import { MirrorDbError, openMirror, type Db, type Migration } from './open.js';
+import { memberRemovals } from './migrations.js';
 
 export const AUDIT_BUSY_TIMEOUT_MS = 250;
 
@@ -118,4 +118,59 @@ function done(db: Db): boolean {
 
 function hasLegacyTable(legacy: Db): boolean {
   return legacy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
+}
+
+/**
+ * Audit migration 1: the removal audit in a file of its own (AUDIT_DB). The
+ * tables are those of mirror migration 2, which stays in the mirror's set
+ * (a shipped migration is never edited) but is no longer written there.
+ *
+ * `legacy_audit_import` records the one copy of the rows an older version
+ * wrote into the mirror file (db/open-audit.ts): one row, written in the same
+ * transaction as the copy, so the copy happens exactly once.
+ */
+export const auditSchema: Migration = {
+  version: 1,
+  name: 'member-removals',
+  sql: `${memberRemovals.sql}
+CREATE TABLE legacy_audit_import (
+  id           INTEGER PRIMARY KEY CHECK (id = 1),
+  -- The mirror file rows were copied from; NULL when there was none to copy.
+  source       TEXT,
+  removals     INTEGER NOT NULL,
+  duplicates   INTEGER NOT NULL,
+  imported_at  TEXT    NOT NULL
+) STRICT;
+`,
+};
+
+/**
+ * Audit migration 2: which management service a row is about. `target` is
+ * the target of the worker that handled the job (jobs/removals/queue.ts: 16
+ * hex digits of SHA-256 over its canonical MANAGEMENT_URL): where its DELETE
+ * went, or would have gone for a job it refused. NULL for rows written
+ * before removals named their target.
+ */
+export const removalTarget: Migration = {
+  version: 2,
+  name: 'removal-target',
+  sql: `ALTER TABLE member_removals ADD COLUMN target TEXT;`,
+};
+
+/** The audit file's migrations (AUDIT_DB), numbered on their own. Append; never edit one that has shipped. */
+export const AUDIT_MIGRATIONS: readonly Migration[] = [auditSchema, removalTarget];
+
+/**
+ * Where the removal audit lives: AUDIT_DB, or next to MIRROR_DB. Naming the
+ * mirror file itself is a configuration error: the audit would again wait
+ * behind every sync's publish.
+ */
+export const AUDIT_LOCATION_ENV = ['MIRROR_DB', 'AUDIT_DB'] as const;
+
+export function auditLocation(settings: { MIRROR_DB: string; AUDIT_DB?: string | undefined }): string {
+  const path = settings.AUDIT_DB ?? auditPathFor(settings.MIRROR_DB);
+  if (samePath(path, settings.MIRROR_DB)) {
+    throw new MirrorDbError(path, 'must not be the MIRROR_DB file (the audit would wait behind every sync publish)', 'AUDIT_DB');
+  }
+  return path;
 }

@@ -51,7 +51,7 @@ const FRESHNESS = `
 /**
  * Every write that changes which users are active, or adds one, also writes
  * a user_changes row in the same transaction (db/mirror-store.ts,
- * db/user-refresh.ts), and its ids only grow: so an unchanged max id means an
+ * db/user-writes.ts), and its ids only grow: so an unchanged max id means an
  * unchanged set of active rowids. Sync lease renewals and run bookkeeping
  * commit often during a sync and leave it alone, which PRAGMA data_version
  * would not.

@@ -1,10 +1,47 @@
 /**
- * How a service User becomes mirror rows: the column values of `users` and
- * `connected_sources`. Pure: no I/O, no clock. The content hash that tells a
- * changed record from an unchanged one is the sync's (src/sync/content-hash.ts),
- * tagged with ROW_FORMAT from here.
+ * How a user record becomes mirror rows: the column values of `users` and
+ * `connected_sources`, and the content hash that tells a changed record from
+ * an unchanged one, tagged with the mapping's version. Pure: no I/O, no clock.
  */
-import type { ConnectedSource, SourceDescriptor, User } from '../src/service/schemas.js';
+import { hash } from 'node:crypto';
+
+/** A `provider` or `source` descriptor of a connected source. */
+export interface SourceDescriptor {
+  slug: string;
+  name: string;
+  logo?: string | null | undefined;
+}
+
+/**
+ * The parts of a user record the rows are made of, with field-level rules
+ * already applied. The service's parsed User (src/service/schemas.ts)
+ * satisfies it; db/ states its own shape so that it depends on nothing above.
+ */
+export interface MirroredUser {
+  user_id: string;
+  team_id: string;
+  client_user_id: string;
+  created_on?: string | null | undefined;
+  connected_sources: ReadonlyArray<{
+    created_on?: string | null | undefined;
+    provider?: SourceDescriptor | undefined;
+    source?: SourceDescriptor | undefined;
+  }>;
+  fallback_time_zone?: { id: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
+  fallback_birth_date?: { value: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
+  ingestion_start?: string | null | undefined;
+  ingestion_end?: string | null | undefined;
+}
+
+/** A field dropped from a record because it broke its rule, as `field_warnings` stores it. */
+export interface FieldWarning {
+  /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
+  field: string;
+  /** The rule the value broke, and what was dropped when more than the field itself. */
+  problem: string;
+}
+
+type ConnectedSource = MirroredUser['connected_sources'][number];
 
 /**
  * Bump when the mapping below changes, so that the next sync rewrites every
@@ -84,7 +121,7 @@ export function sameContent(a: unknown, b: unknown): boolean {
   return ka.length === keys(rb).length && ka.every((k) => Object.hasOwn(rb, k) && sameContent(ra[k], rb[k]));
 }
 
-export function toUserRow(user: User, rawJson: string, hashOfRecord: string): UserRow {
+export function toUserRow(user: MirroredUser, rawJson: string, hashOfRecord: string): UserRow {
   const tz = user.fallback_time_zone ?? undefined;
   const birth = user.fallback_birth_date ?? undefined;
   return {
@@ -110,7 +147,7 @@ export function toUserRow(user: User, rawJson: string, hashOfRecord: string): Us
  * (live-service-notes). A slug listed twice keeps its first entry in list
  * order, so the same record always yields the same rows.
  */
-export function toSourceRows(user: User): SourceRow[] {
+export function toSourceRows(user: MirroredUser): SourceRow[] {
   const rows: SourceRow[] = [];
   const slugs = new Set<string>();
   for (const cs of user.connected_sources) {
@@ -176,4 +213,21 @@ function utcSlowPath(value: string): string {
     date.setTime(date.getTime() - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || '0')) * 60_000);
   }
   return Number.isNaN(date.getTime()) ? value : date.toISOString();
+}
+
+/**
+ * The content hash: how the sync tells a changed record from an unchanged
+ * one without parsing it. Stored in `users.content_hash` and compared by the
+ * run's ledger (src/sync/run-ledger.ts).
+ *
+ * SHA-256 (not a weaker hash) because with SHA extensions it is the fastest
+ * digest node offers; collisions are not the concern, speed is: it runs for
+ * every record of every sync. Over the record's UTF-8 bytes: the same digest
+ * for the received bytes and for the string they decode to. The mapping's
+ * version (ROW_FORMAT) tags the digest, so a new mapping makes every stored
+ * hash differ and the next sync rewrites every row; the tag is prepended to
+ * the digest, not to the input, so the (long) record is never copied.
+ */
+export function contentHash(record: string | Uint8Array): string {
+  return `${ROW_FORMAT}:${hash('sha256', record, 'base64url')}`;
 }

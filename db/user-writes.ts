@@ -3,7 +3,7 @@
  * its `connected_sources` and `field_warnings`, its `user_changes` row, and
  * the (team_id, client_user_id) key it may take from another active user.
  * Used by a sync run for each new or changed listing (inside the run's
- * transaction) and by the online resolve (db/user-refresh.ts).
+ * transaction) and by the online resolve (db/user-writes.ts).
  *
  * Decisions (documented for analytics in db/SCHEMA.md):
  * - At most one active user per (team_id, client_user_id). When a record
@@ -17,14 +17,22 @@
  *   are replaced whenever the user's row is written, and only then.
  */
 import type { Db } from './open.js';
-import type { User } from '../src/service/schemas.js';
-import type { FieldWarning } from '../src/service/user-record.js';
-import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type LiveState } from './user-row.js';
+import {
+  needsWrite,
+  sameContent,
+  SOURCE_COLUMNS,
+  toSourceRows,
+  toUserRow,
+  USER_COLUMNS,
+  type FieldWarning,
+  type LiveState,
+  type MirroredUser,
+} from './user-row.js';
 
 /** A parsed record, ready to be written. */
 export interface StagedRecord {
   /** The parsed record: fields that broke their rule are absent. */
-  user: User;
+  user: MirroredUser;
   /** The record's text exactly as received (its bytes, from a sync), unknown fields included. */
   rawJson: string;
   /** The fields dropped from `user`, stored in `field_warnings`. */
@@ -34,7 +42,7 @@ export interface StagedRecord {
 /** One listing a sync run writes. */
 export interface UserWrite {
   record: StagedRecord;
-  /** Its content hash (src/sync/content-hash.ts), stored in users.content_hash. */
+  /** Its content hash (db/user-row.ts), stored in users.content_hash. */
   digest: string;
   /** The user was listed before in this run: this later listing replaces the earlier one. */
   repeat: boolean;
@@ -169,7 +177,7 @@ export class UserWrites {
    * taken one), and returns the other active holders of its new key: the
    * newer record wins, the caller retires them.
    */
-  private takeKey(user: User, now: string): string[] {
+  private takeKey(user: MirroredUser, now: string): string[] {
     this.s.parkUser.run(now, user.user_id);
     return this.s.holdersOfKey.all(user.team_id, user.client_user_id, user.user_id);
   }
@@ -179,5 +187,52 @@ export class UserWrites {
     this.s.dropWarnings.run(record.user.user_id);
     for (const source of toSourceRows(record.user)) this.s.insertSource.run(SOURCE_COLUMNS.map((c) => source[c]));
     this.insertWarnings(record, runId, now);
+  }
+}
+
+/**
+ * The online resolve's write: one user as the service just returned it, in
+ * its own transaction, outside any sync run (change rows carry run_id NULL).
+ * Takes the user's (team_id, client_user_id) over from any other active
+ * holder, which is soft-deleted. Never deletes anything for a 404: that is
+ * not a scan.
+ *
+ * A record whose content equals the stored one in another key order is
+ * 'unchanged' and keeps the listing's text, so the next sync sees no change
+ * either: the resolve's client returns the parsed object, not the received
+ * bytes, so its hash cannot match the listing's even when nothing changed.
+ */
+export type RefreshChange = 'created' | 'updated' | 'unchanged';
+
+export interface RefreshResult {
+  change: RefreshChange;
+  /** user_ids soft-deleted because this user now holds their client_user_id. */
+  superseded: string[];
+}
+
+export class UserRefresh {
+  private readonly writes: UserWrites;
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: () => Date = () => new Date(),
+  ) {
+    this.writes = new UserWrites(db);
+  }
+
+  /** `digest`: the record's content hash (db/user-row.ts). */
+  refresh(record: StagedRecord, digest: string): RefreshResult {
+    return this.db
+      .transaction((): RefreshResult => {
+        const live = this.writes.live(record.user.user_id);
+        if (!needsWrite(live, digest)) return { change: 'unchanged', superseded: [] };
+        if (live !== undefined && live.deleted_at === null && sameContent(JSON.parse(live.raw), JSON.parse(record.rawJson))) {
+          return { change: 'unchanged', superseded: [] };
+        }
+        const created = live === undefined || live.deleted_at !== null;
+        const superseded = this.writes.applyRefreshed(record, digest, this.clock().toISOString(), created);
+        return { change: created ? 'created' : 'updated', superseded };
+      })
+      .immediate();
   }
 }

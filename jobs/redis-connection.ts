@@ -19,7 +19,7 @@
  *   lives for months; giving up after a few reconnects stopped offboarding
  *   until a restart). An enqueue while Redis is away fails within
  *   PRODUCER_WAIT_MS with a RedisUnavailableError and sends nothing; the
- *   first one after Redis is back succeeds (removal-producer.ts).
+ *   first one after Redis is back succeeds (removals/producer.ts).
  * - `control`: the daemon's own non-blocking connection (ticks, probes,
  *   scrapes): like a producer, no offline queue, reconnects forever.
  * - `probe`: one connection attempt, no reconnects (`status`): a command
@@ -29,8 +29,8 @@
  * without user names or passwords.
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { ConfigError, readConfig, type Config, type HostPort } from '../src/config.js';
-import type { Logger } from '../src/log.js';
+import { ConfigError, readConfig, type Config, type HostPort } from '../src/runtime/config.js';
+import type { Logger } from '../src/runtime/log.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
 export type { HostPort };
@@ -124,7 +124,7 @@ const forever = (times: number): number => reconnectDelay(times);
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   worker: { maxRetriesPerRequest: null, retryStrategy: forever },
   // The offline queue stays on, so commands sent before the first connect wait for it; the enqueue
-  // itself checks the connection first (removal-producer.ts) and sends nothing while Redis is away.
+  // itself checks the connection first (removals/producer.ts) and sends nothing while Redis is away.
   producer: { maxRetriesPerRequest: 1, retryStrategy: forever },
   control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: forever },
   probe: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },

@@ -8,8 +8,8 @@
  * holds the mirror).
  */
 import { readFileSync } from 'node:fs';
-import { ConfigError } from './config.js';
-import { UsageError } from './cli-args.js';
+import { ConfigError } from './runtime/config.js';
+import { UsageError } from './commands/args.js';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
 
@@ -107,13 +107,17 @@ async function main(argv: string[]): Promise<number> {
     const mod = await command.load();
     return await mod.default(rest);
   } catch (err) {
-    if (err instanceof UsageError || err instanceof ConfigError) {
-      process.stderr.write(`user-mirror ${name}: ${err.message}\n`);
-      return 2;
-    }
-    process.stderr.write(`user-mirror ${name}: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`user-mirror ${name}: ${message}\n`);
+    return err instanceof UsageError || err instanceof ConfigError || (await isDbSettingError(err)) ? 2 : 1;
   }
+}
+
+/** A MIRROR_DB / AUDIT_DB that cannot work is a configuration error too; db/ is loaded only to ask. */
+async function isDbSettingError(err: unknown): Promise<boolean> {
+  if (!(err instanceof Error) || err.name !== 'MirrorDbError') return false;
+  const { MirrorDbError } = await import('../db/open.js');
+  return err instanceof MirrorDbError;
 }
 
 main(process.argv.slice(2)).then(

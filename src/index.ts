@@ -14,7 +14,7 @@ export {
   type RemovalQueue,
   type RemovalQueueOptions,
   type RemovalQueueTarget,
-} from '../jobs/removal-producer.js';
+} from '../jobs/removals/producer.js';
 export {
   UNBOUND_REMOVAL_QUEUE,
   REMOVE_MEMBER_JOB,
@@ -28,9 +28,9 @@ export {
   type RemovalRequest,
   type RemovalResult,
   type RemovalJobPolicy,
-} from '../jobs/removal-queue.js';
-export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removal-worker.js';
-export type { RemovalOutcome, MemberRemover } from '../jobs/remove-member.js';
+} from '../jobs/removals/queue.js';
+export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removals/worker.js';
+export type { RemovalOutcome, MemberRemover } from '../jobs/removals/remove-member.js';
 export {
   createRedisConnection,
   readQueueSettings,
@@ -40,7 +40,7 @@ export {
 } from '../jobs/redis-connection.js';
 
 // The mirror, for other processes: resolve a user offline, or run a sync from code.
-export { resolveOffline, resolveOfflineMany, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './resolve.js';
+export { resolveOffline, resolveOfflineMany, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './replica/resolve.js';
 export { runSync, type SyncOptions, type SyncSummary } from './sync/engine.js';
 export { openMirror } from '../db/open.js';
 // The service client and its errors, for callers that talk to the service directly.

@@ -15,7 +15,7 @@ export {
   type RemovalQueue,
   type RemovalQueueOptions,
   type RemovalQueueTarget,
-} from '../jobs/removal-producer.js';
+} from '../jobs/removals/producer.js';
 export {
   REMOVE_MEMBER_JOB,
   RemovalPayloadSchema,
@@ -28,5 +28,5 @@ export {
   type RemovalRequest,
   type RemovalResult,
   type RemovalJobPolicy,
-} from '../jobs/removal-queue.js';
+} from '../jobs/removals/queue.js';
 export { createRedisConnection, readQueueSettings, type QueueSettings, type RedisClient, type RedisEndpoint } from '../jobs/redis-connection.js';

@@ -1,27 +1,41 @@
 /**
- * The dependency rule, one way down: commands → daemon → jobs → sync → db →
- * service. A module may import from its own layer or any layer below, never
- * from one above. Shared leaves (config, log, deadline, the wire helpers, …)
- * sit below them all: any layer may use them, and they import only each
- * other. A failing case names the import.
+ * The dependency rule, by folder. Folders are ranked in layers, top to
+ * bottom; a module may import from its own folder or from a folder on a
+ * lower layer, never from one above and never from a peer on its own layer
+ * (the sync core, the replica, the jobs and the stand-in know nothing of
+ * each other: the daemon and the commands put them together). Every
+ * source folder is ranked: a new one fails the test until it is placed.
+ * A failing case names the import.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const LAYERS: Array<[name: string, test: (path: string) => boolean]> = [
-  ['commands', (p) => p.startsWith('src/commands/') || p === 'src/cli.ts' || p === 'src/index.ts' || p === 'src/producer.ts' || p.startsWith('src/stand-in/')],
-  ['daemon', (p) => p.startsWith('src/daemon/') || p.startsWith('src/replica/')],
-  ['jobs', (p) => p.startsWith('jobs/')],
-  ['sync', (p) => p.startsWith('src/sync/')],
-  ['db', (p) => p.startsWith('db/') || p === 'src/resolve.ts' || p === 'src/audit-location.ts'],
-  ['service', (p) => p.startsWith('src/service/')],
+const LAYERS: readonly (readonly string[])[] = [
+  ['src'], // the package's entry points: the CLI, the library, the producer
+  ['src/commands'],
+  ['src/daemon'],
+  ['src/sync', 'src/replica', 'jobs', 'src/stand-in'],
+  ['src/service'],
+  ['src/runtime'], // configuration, logging, deadlines, process lifecycle
+  ['db'], // SQLite and nothing else: imports nothing from src/ or jobs/
 ];
 
-/** Index in LAYERS; a shared leaf (the other src/*.ts, src/wire/) ranks below every layer. */
-function rank(path: string): number {
-  const i = LAYERS.findIndex(([, test]) => test(path));
-  return i >= 0 ? i : LAYERS.length;
+const FOLDERS = LAYERS.flat();
+
+/** The ranked folder a file belongs to: the nearest ranked ancestor (jobs/removals/x.ts is in jobs). */
+function folderOf(path: string): string | undefined {
+  let dir = dirname(path);
+  for (;;) {
+    if (FOLDERS.includes(dir)) return dir;
+    if (dir === 'jobs' || dir === 'db' || dir === '.') return undefined;
+    if (dirname(dir) === 'src' || dir === 'src') return FOLDERS.includes(dir) ? dir : undefined;
+    dir = dirname(dir);
+  }
+}
+
+function layerOf(folder: string): number {
+  return LAYERS.findIndex((layer) => layer.includes(folder));
 }
 
 function sources(dir: string): string[] {
@@ -39,27 +53,37 @@ function imports(path: string): string[] {
   );
 }
 
+/** Why `from` may not import `to`, or undefined when it may. */
+function violation(from: string, to: string): string | undefined {
+  const a = folderOf(from);
+  const b = folderOf(to);
+  if (a === undefined || b === undefined) return `${from} imports ${to}: a file outside the ranked folders`;
+  if (a === b) return undefined;
+  const la = layerOf(a);
+  const lb = layerOf(b);
+  if (lb > la) return undefined;
+  return `${from} imports ${to}: ${lb === la ? `${b} is a peer of ${a}` : `${b} is above ${a}`}`;
+}
+
 describe('architecture', () => {
   const files = ['src', 'jobs', 'db'].flatMap(sources);
 
-  it('finds the modules it rules over', () => {
-    for (const [name, test] of LAYERS) expect(files.some(test), name).toBe(true);
+  it('ranks every source folder', () => {
+    const unranked = files.filter((f) => folderOf(f) === undefined);
+    expect(unranked).toEqual([]);
+    for (const folder of FOLDERS) expect(files.some((f) => folderOf(f) === folder), folder).toBe(true);
   });
 
-  it('has no import pointing up a layer', () => {
-    const upward: string[] = [];
-    for (const file of files) {
-      for (const target of imports(file)) {
-        if (rank(target) < rank(file)) upward.push(`${file} imports ${target}`);
-      }
-    }
-    expect(upward).toEqual([]);
+  it('has no import pointing up a layer or across to a peer', () => {
+    const bad = files.flatMap((file) => imports(file).flatMap((target) => violation(file, target) ?? []));
+    expect(bad).toEqual([]);
   });
 
-  it('would catch one: the rule ranks the sync above db', () => {
-    expect(rank('src/sync/engine.ts')).toBeLessThan(rank('db/mirror-store.ts'));
-    expect(rank('jobs/sync-worker.ts')).toBeLessThan(rank('src/sync/engine.ts'));
-    expect(rank('src/daemon/daemon.ts')).toBeLessThan(rank('jobs/sync-worker.ts'));
-    expect(rank('src/log.ts')).toBeGreaterThan(rank('src/service/client.ts'));
+  it('would catch one', () => {
+    expect(violation('db/open.ts', 'src/runtime/config.ts')).toMatch(/is above db/);
+    expect(violation('jobs/sync/worker.ts', 'src/sync/engine.ts')).toMatch(/peer/);
+    expect(violation('src/service/client.ts', 'src/sync/engine.ts')).toMatch(/is above/);
+    expect(violation('src/daemon/daemon.ts', 'jobs/sync/worker.ts')).toBeUndefined();
+    expect(violation('jobs/removals/worker.ts', 'jobs/tolerant-worker.ts')).toBeUndefined();
   });
 });

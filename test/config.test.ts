@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, readConfig, SERVICE_ENV } from '../src/config.js';
+import { ConfigError, readConfig, SERVICE_ENV } from '../src/runtime/config.js';
 
 function problemsOf(fn: () => unknown): readonly string[] {
   try {

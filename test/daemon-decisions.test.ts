@@ -3,12 +3,12 @@
  * lease ownership, log throttling, shutdown budget. No I/O.
  */
 import { describe, expect, it } from 'vitest';
-import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync-queue.js';
-import { leaseIsFree, type LeaseRow } from '../jobs/sync-lease.js';
-import { decideStartupSync } from '../src/daemon/startup-sync.js';
+import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync/queue.js';
+import { leaseIsFree, type LeaseRow } from '../db/sync-lease.js';
+import { decideStartupSync } from '../src/daemon/schedule.js';
 import { decideWatchdog, INITIAL_WATCHDOG_STATE, type WorkerSample } from '../src/daemon/watchdog.js';
 import { intervalOf } from '../src/daemon/schedule.js';
-import { RepeatThrottle } from '../src/log-throttle.js';
+import { RepeatThrottle } from '../src/runtime/log.js';
 import { remainingBudget } from '../src/daemon/shutdown.js';
 
 describe('sync queue identity', () => {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
-import { acquireSyncLease, withSyncLease } from '../jobs/sync-lease.js';
+import { acquireSyncLease, withSyncLease } from '../db/sync-lease.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 
 let dir: string;

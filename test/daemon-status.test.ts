@@ -3,7 +3,7 @@
  * sources are fakes), the status report, and the shutdown signal handling.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../src/log.js';
+import { silentLogger } from '../src/runtime/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from '../src/daemon/status-server.js';
 import { buildStatusReport, formatStatusReport, statusExitCode, type StatusFacts } from '../src/daemon/status-report.js';

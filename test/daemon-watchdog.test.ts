@@ -3,9 +3,9 @@
  * restarting, and staying out of the way while Redis cannot be asked.
  */
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../src/log.js';
+import { silentLogger } from '../src/runtime/log.js';
 import { startWatchdog, type WorkerSample } from '../src/daemon/watchdog.js';
-import { restartableWorker } from '../src/daemon/restartable-worker.js';
+import { restartableWorker } from '../src/daemon/watchdog.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

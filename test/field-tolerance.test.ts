@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseUser } from '../src/service/user-record.js';
-import { parseUserRecord } from '../src/service/records.js';
+import { parseUserRecord } from '../src/service/user-record.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { humanLine } from '../src/human-log.js';
+import { humanLine } from '../src/runtime/log.js';
 import { CLI } from './support/daemon-process.js';
 import { requireBuiltCli } from './support/cli-process.js';
 

@@ -53,7 +53,7 @@ for (;;) {
   writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
   writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
   say('published');
-  // The run is visible at its COMMIT; the WAL is copied into the file after (jobs/leased-sync.ts).
+  // The run is visible at its COMMIT; the WAL is copied into the file after (src/sync/exclusive-run.ts).
   if (mode === 'after-publish') { setInterval(() => {}, 1000); break; }
   if (mode === 'checkpoint') { say('checkpointing'); checkpointMirror(db); say('checkpointed'); setInterval(() => {}, 1000); }
   break;

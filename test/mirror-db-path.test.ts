@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MirrorDbError, openMirror } from '../db/open.js';
-import { ConfigError } from '../src/config.js';
+import { ConfigError } from '../src/runtime/config.js';
 import { freePort } from './support/redis-server.js';
 import { runCli, spawnDaemon } from './support/daemon-process.js';
 import { requireBuiltCli } from './support/cli-process.js';

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
+import { checkStoredUser } from '../src/replica/resolve.js';
 import { OTHER_TEAM, staged, stagedUsers, TEAM, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
@@ -12,7 +13,7 @@ let reader: MirrorReader;
 
 useTempMirror((m) => {
   ({ dir, db, writer } = m);
-  reader = new MirrorReader(db);
+  reader = new MirrorReader(db, checkStoredUser);
 });
 
 function sync(records: ReturnType<typeof staged>[], sweep = true): number {

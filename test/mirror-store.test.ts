@@ -3,8 +3,8 @@ import Database from 'better-sqlite3';
 import { checkpointMirror, type Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
-import type { RefreshResult } from '../db/user-refresh.js';
-import { contentHash } from '../src/sync/content-hash.js';
+import type { RefreshResult } from '../db/user-writes.js';
+import { contentHash } from '../db/user-row.js';
 import { OTHER_TEAM, range, staged, stagedUsers, steppingClock, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
 
 let dir: TempDir;

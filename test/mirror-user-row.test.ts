@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { needsWrite, sameContent, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
-import { contentHash } from '../src/sync/content-hash.js';
+import { contentHash } from '../db/user-row.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { userId, wireUser } from './support/mirror-fixtures.js';
 

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VitalClient } from '@tryvital/vital-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENV } from '../src/config.js';
+import { ENV } from '../src/runtime/config.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { CLI, ROOT, daemonEnv, eventually, getStatus } from './support/daemon-process.js';

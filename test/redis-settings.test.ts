@@ -3,7 +3,7 @@
  * checked as a whole (redis-connection.ts). Pure: no Redis.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, SECRET_ENV } from '../src/config.js';
+import { ConfigError, SECRET_ENV } from '../src/runtime/config.js';
 import { describeRedis, readQueueSettings } from '../jobs/redis-connection.js';
 
 const problems = (env: NodeJS.ProcessEnv): string[] => {

@@ -20,7 +20,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderEnvExample, ungrouped } from '../src/env-example.js';
+import { renderEnvExample, ungrouped } from '../src/runtime/env-example.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { ROOT, daemonEnv, eventually, getStatus } from './support/daemon-process.js';
@@ -49,7 +49,7 @@ describe('the artefact contract', () => {
     visit('src/producer.ts');
     expect([...bare].filter((b) => b === 'better-sqlite3' || b === 'undici')).toEqual([]);
     expect([...seen].filter((f) => f.startsWith('db/') || f.startsWith('src/sync/'))).toEqual([]);
-    expect(seen.has('jobs/removal-producer.ts')).toBe(true);
+    expect(seen.has('jobs/removals/producer.ts')).toBe(true);
   });
 });
 
@@ -96,7 +96,7 @@ describe('the production flow', () => {
 
   it('ships the built daemon, its docs and its lock, and no tests, benches, sources or source maps', async () => {
     const listed = (await run('tar', ['tzf', tarball])).stdout.split('\n').filter((l) => l !== '').map((l) => l.replace(/^package\//, ''));
-    for (const want of ['dist/cli.js', 'dist/src/cli.js', 'dist/src/producer.js', 'dist/jobs/removal-worker.js', 'ecosystem.config.cjs', 'README.md', '.env.example', 'npm-shrinkwrap.json', 'package.json']) {
+    for (const want of ['dist/cli.js', 'dist/src/cli.js', 'dist/src/producer.js', 'dist/jobs/removals/worker.js', 'ecosystem.config.cjs', 'README.md', '.env.example', 'npm-shrinkwrap.json', 'package.json']) {
       expect(listed, want).toContain(want);
     }
     expect(listed.filter((f) => /^(test|bench|src|jobs|db)\/.*\.ts$|^dist\/(test|bench)\/|\.map$/.test(f))).toEqual([]);

@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 /** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */

@@ -1,19 +1,17 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openMirror, type Db } from '../db/open.js';
+import { MirrorDbError, openMirror, type Db } from '../db/open.js';
 import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
-import { mergeFailedRemovals } from '../jobs/failed-removals.js';
+import { mergeFailedRemovals } from '../jobs/removals/failed.js';
 import { createGroupCommit } from '../db/group-commit.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { auditPathFor, openAudit } from '../db/open-audit.js';
+import { auditLocation, auditPathFor, openAudit } from '../db/open-audit.js';
 import { busyRetryDelay, retryWhileBusy } from '../db/busy-retry.js';
-import { auditLocation } from '../src/audit-location.js';
-import { ConfigError } from '../src/config.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
-/** The worker's management target (jobs/removal-queue.ts). */
+/** The worker's management target (jobs/removals/queue.ts). */
 const T = '0123456789abcdef';
 const ref = { jobId: 'job-1', enqueuedAt: Date.parse('2026-01-01T00:00:00Z') };
 const at = (s: number) => new Date(ref.enqueuedAt + s * 1000);
@@ -214,7 +212,7 @@ describe('the audit file (AUDIT_DB)', () => {
     expect(auditPathFor('/var/lib/um/users.sqlite')).toBe('/var/lib/um/users-audit.db');
     expect(auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: undefined })).toBe('./data/mirror-audit.db');
     expect(auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: '/srv/audit.db' })).toBe('/srv/audit.db');
-    expect(() => auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: 'data/../data/mirror.db' })).toThrow(ConfigError);
+    expect(() => auditLocation({ MIRROR_DB: './data/mirror.db', AUDIT_DB: 'data/../data/mirror.db' })).toThrow(MirrorDbError);
   });
 
   it('has its own schema: the audit tables and nothing of the mirror', () => {

@@ -6,8 +6,8 @@
  */
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { InvalidRemovalRequest, enqueueMemberRemoval } from '../jobs/removal-producer.js';
-import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removal-queue.js';
+import { InvalidRemovalRequest, enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removals/queue.js';
 import { createRedisConnection } from '../jobs/redis-connection.js';
 import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 

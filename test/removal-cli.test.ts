@@ -4,7 +4,7 @@
  */
 import { hostname } from 'node:os';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRig, startShared, type Rig, type Shared } from './support/removal-rig.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 

@@ -10,7 +10,7 @@ import {
   parseRedisInfo,
   type RedisDurabilityFacts,
 } from '../jobs/redis-durability.js';
-import { readConfig } from '../src/config.js';
+import { readConfig } from '../src/runtime/config.js';
 
 const DURABLE: RedisDurabilityFacts = { aofEnabled: true, appendfsync: 'everysec', maxmemoryPolicy: 'noeviction' };
 

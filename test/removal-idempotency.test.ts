@@ -5,7 +5,7 @@
  */
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 let shared: Shared;

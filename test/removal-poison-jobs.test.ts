@@ -9,10 +9,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { REMOVE_MEMBER_JOB } from '../jobs/removal-queue.js';
-import { listFailedRemovals } from '../jobs/failed-removals.js';
+import { REMOVE_MEMBER_JOB } from '../jobs/removals/queue.js';
+import { listFailedRemovals } from '../jobs/removals/failed.js';
 import { deleteRequests, until, type Rig, useRemovalRig } from './support/removal-rig.js';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 
 let rig: Rig;

@@ -29,7 +29,7 @@ import {
   RedisUnavailableError,
   enqueueMemberRemoval,
   type RemovalQueue,
-} from '../jobs/removal-producer.js';
+} from '../jobs/removals/producer.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 
 const INTERVAL_MS = 250;

@@ -3,7 +3,7 @@
  * keeps processing. Needs a Redis the test started (it restarts it).
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
 
 let shared: Shared;

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
-import { DEFAULT_LIMITER } from '../jobs/removal-worker.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { DEFAULT_LIMITER } from '../jobs/removals/worker.js';
 import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
 
 let shared: Shared;

@@ -5,7 +5,7 @@
  * the removal in flight and exits 0.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enqueueMemberRemoval } from '../jobs/removal-producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
 import { requireBuiltCli, startCli, type CliProcess } from './support/cli-process.js';
 

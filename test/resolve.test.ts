@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { openMirror, type Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError } from '../db/mirror-reader.js';
-import { closeResolvers, MirrorMissingError, resolveOffline, resolveOfflineMany } from '../src/resolve.js';
+import { closeResolvers, MirrorMissingError, resolveOffline, resolveOfflineMany } from '../src/replica/resolve.js';
 import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;

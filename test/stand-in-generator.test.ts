@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { UserSchema } from '../src/service/schemas.js';
 import { Directory } from '../src/stand-in/directory.js';
-import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
+import { SparseDeletions } from '../src/stand-in/directory.js';
 import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
-import { pathUuid, queryInt } from '../src/wire/validation.js';
-import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/wire-dates.js';
+import { pathUuid, queryInt } from '../src/service/wire.js';
+import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/catalog.js';
 import { connectedSourcesOf, legacyShapes } from './support/legacy-shapes.js';
 
 const MICROS_FORM = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;

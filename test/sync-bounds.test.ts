@@ -5,7 +5,7 @@
  */
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ENV, readConfig } from '../src/config.js';
+import { ENV, readConfig } from '../src/runtime/config.js';
 import { ServiceClient } from '../src/service/client.js';
 import { generateUser, userKeys, type JsonRecord } from '../src/stand-in/index.js';
 import { runSync } from '../src/sync/engine.js';

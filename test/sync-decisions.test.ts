@@ -3,13 +3,13 @@
  * step, page splitting and progress figures. No I/O.
  */
 import { describe, expect, it } from 'vitest';
-import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/page-plan.js';
-import { planDeletions, type ScanOutcome } from '../src/sync/deletion-plan.js';
+import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/scan.js';
+import { planDeletions, type ScanOutcome } from '../src/sync/deletions.js';
 import { nextRetryStep, refusalOf } from '../src/service/retry.js';
 import { listPage } from '../src/sync/page-records.js';
-import { scanRecordSpans } from '../src/service/record-spans.js';
+import { scanRecordSpans } from '../src/service/page-spans.js';
 import type { RecordPage } from '../src/service/client.js';
-import { verdictOf } from '../src/sync/deletion-check.js';
+import { verdictOf } from '../src/sync/deletions.js';
 import { describeProgress, formatDuration, formatProgressLine } from '../src/sync/progress.js';
 import { HttpError, NetworkError, ResponseValidationError } from '../src/service/errors.js';
 

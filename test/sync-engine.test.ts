@@ -4,7 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/runtime/log.js';
 import type { PageParams } from '../src/service/client.js';
 import { startStandIn } from '../src/stand-in/index.js';
 import { runSync } from '../src/sync/engine.js';

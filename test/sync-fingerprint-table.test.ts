@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FingerprintTable, fingerprint64 } from '../src/sync/fingerprint-table.js';
+import { FingerprintTable, fingerprint64 } from '../src/sync/run-ledger.js';
 
 const fp = (s: string): [number, number] => {
   const out = new Uint32Array(2);

@@ -4,7 +4,7 @@
  * interrupting the holder's. Needs `npm run build` first (`npm test` does it).
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { acquireSyncLease } from '../jobs/sync-lease.js';
+import { acquireSyncLease } from '../db/sync-lease.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 

@@ -13,9 +13,9 @@
  * reconnect, and a months-long daemon should not die of that.
  */
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig } from '../config.js';
-import { createLogger } from '../log.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
+import { createLogger } from '../runtime/log.js';
 import { DAEMON_ENV, startDaemon } from '../daemon/daemon.js';
 import { handleShutdownSignals } from '../daemon/shutdown.js';
 

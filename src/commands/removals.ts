@@ -10,7 +10,7 @@
  *                                   with the host whose worker failed each (its audit holds the row)
  *   removals retry <job_id>|--all   re-queue failed jobs with a fresh attempt budget
  *   removals adopt <job_id>|--all   move removals queued without a target (an older producer) into
- *                                   this target's queue (jobs/unbound-removals.ts)
+ *                                   this target's queue (jobs/removals/unbound.ts)
  *   removals target                 print this MANAGEMENT_URL's target id and queue (for producers)
  *
  * Exit codes: 0 ok, 1 some retry or adoption failed, 2 usage or configuration, 3 no such job.
@@ -18,16 +18,16 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig } from '../config.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
 import type { Db } from '../../db/open.js';
 import { openAudit } from '../../db/open-audit.js';
-import { AUDIT_LOCATION_ENV, auditLocation } from '../audit-location.js';
+import { AUDIT_LOCATION_ENV, auditLocation } from '../../db/open-audit.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
-import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
-import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removal-queue.js';
-import { adoptUnbound, countUnbound, openUnboundQueue, unboundTotal, UNBOUND_FIX, type AdoptResult, type UnboundCounts } from '../../jobs/unbound-removals.js';
+import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
+import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { adoptUnbound, countUnbound, openUnboundQueue, unboundTotal, UNBOUND_FIX, type AdoptResult, type UnboundCounts } from '../../jobs/removals/unbound.js';
 import {
   listFailedRemovals,
   recentOutcomesByHost,
@@ -36,7 +36,7 @@ import {
   type FailedRemoval,
   type HostOutcomes,
   type RetryResult,
-} from '../../jobs/failed-removals.js';
+} from '../../jobs/removals/failed.js';
 
 const OPTIONS = {
   failed: { type: 'boolean' },

@@ -13,11 +13,11 @@
 import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
-import { UsageError, parseCommandArgs } from '../cli-args.js';
-import { readConfig } from '../config.js';
+import { UsageError, parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
-import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removal-producer.js';
-import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removal-queue.js';
+import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removals/producer.js';
+import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removals/queue.js';
 
 const Args = z
   .object({

@@ -4,7 +4,7 @@
  * Prints the service's User object for a client_user_id, from the mirror
  * (MIRROR_DB) without touching the network; deleted users only with
  * --include-deleted. --online asks the service instead and writes what it
- * answers into the mirror (db/user-refresh.ts); a 404 there is printed
+ * answers into the mirror (db/user-writes.ts); a 404 there is printed
  * as not found and deletes nothing, because one miss is not a full scan.
  *
  * The online answer is printed before it is stored: a sync's publish may hold
@@ -21,15 +21,15 @@
  * configuration error, 1 anything else (no mirror file, service error).
  */
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig, SERVICE_ENV } from '../config.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import { isBusy } from '../../db/busy-retry.js';
-import { UserRefresh } from '../../db/user-refresh.js';
+import { UserRefresh } from '../../db/user-writes.js';
 import type { StagedRecord } from '../../db/user-writes.js';
-import { contentHash } from '../sync/content-hash.js';
-import { openResolver } from '../resolve.js';
+import { contentHash } from '../../db/user-row.js';
+import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
 

@@ -10,12 +10,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig, REPLICA_ENV } from '../config.js';
-import { createLogger } from '../log.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig, REPLICA_ENV } from '../runtime/config.js';
+import { createLogger } from '../runtime/log.js';
 import { replicaSettings, SERVE_DEFAULT_PORT } from '../replica/settings.js';
-import { startReplica } from '../replica/start.js';
-import { untilStopSignal } from '../stop-signal.js';
+import { startReplica } from '../replica/settings.js';
+import { untilStopSignal } from '../runtime/lifecycle.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 

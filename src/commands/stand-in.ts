@@ -6,10 +6,10 @@
  * local fake, not to any real account.
  */
 import { z } from 'zod';
-import { parseCommandArgs, UsageError } from '../cli-args.js';
-import { readConfig } from '../config.js';
+import { parseCommandArgs, UsageError } from './args.js';
+import { readConfig } from '../runtime/config.js';
 import { NO_FAULTS, UsersFileError, startStandIn, type FaultPlan, type RequestLogEntry, type StandIn } from '../stand-in/index.js';
-import { untilStopSignal } from '../stop-signal.js';
+import { untilStopSignal } from '../runtime/lifecycle.js';
 
 const USAGE = `usage: user-mirror stand-in [options]
 

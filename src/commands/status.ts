@@ -21,23 +21,23 @@
 import { existsSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig } from '../config.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, type QueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue } from '../../jobs/removal-producer.js';
-import { recentOutcomesByHost } from '../../jobs/failed-removals.js';
-import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/unbound-removals.js';
+import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
+import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../audit-location.js';
+import { auditLocation } from '../../db/open-audit.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removal-queue.js';
-import { syncQueueName } from '../../jobs/sync-queue.js';
+import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { syncQueueName } from '../../jobs/sync/queue.js';
 import { decideRemovalGate, type DurabilityVerdict } from '../../jobs/redis-durability.js';
-import { readEstateDurability } from '../../jobs/redis-durability-probe.js';
-import { mirrorFigures } from '../daemon/mirror-age.js';
+import { readEstateDurability } from '../../jobs/redis-durability.js';
+import { mirrorFigures } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
-import { settleWithin } from '../deadline.js';
+import { settleWithin } from '../runtime/deadline.js';
 import { staleAfterMs } from '../daemon/staleness.js';
 import {
   buildStatusReport,

@@ -18,21 +18,21 @@
  * is a failure: exit 1). Busy has its own so that a cron wrapper can tell "the
  * mirror is being synced anyway" from a failure.
  *
- * The run holds the sync lease (jobs/sync-lease.ts) like the daemon's worker:
+ * The run holds the sync lease (db/sync-lease.ts) like the daemon's worker:
  * without it, starting a run would mark the daemon's running one interrupted.
  *
  * `--once` is required for now: the schedule belongs to the daemon, and a bare
  * `sync` should not silently mean either.
  */
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig, SERVICE_ENV } from '../config.js';
-import { createLogger } from '../log.js';
-import { humanLog } from '../human-log.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig, SERVICE_ENV } from '../runtime/config.js';
+import { createLogger } from '../runtime/log.js';
+import { humanLog } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
-import type { LeasedOutcome } from '../../jobs/sync-lease.js';
-import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from '../../jobs/leased-sync.js';
+import type { LeasedOutcome } from '../../db/sync-lease.js';
+import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from '../sync/exclusive-run.js';
 import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 

@@ -2,9 +2,9 @@
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
  * Needs Redis (REDIS_URL, or REDIS_CLUSTER_NODES, or REDIS_SENTINELS), MANAGEMENT_URL
- * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removal-queue.ts);
+ * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removals/queue.ts);
  * writes the audit to
- * AUDIT_DB (default: next to MIRROR_DB, see src/audit-location.ts).
+ * AUDIT_DB (default: next to MIRROR_DB, see db/audit-location.ts).
  * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
  * other than noeviction): exits 2 with the reason and the fix, unless
  * ALLOW_VOLATILE_REDIS=1 (see jobs/redis-durability.ts).
@@ -13,20 +13,20 @@
  * flight is recovered by the next worker as a stalled job.
  */
 import { z } from 'zod';
-import { parseCommandArgs } from '../cli-args.js';
-import { readConfig } from '../config.js';
-import { createLogger, type Logger } from '../log.js';
-import { humanLog } from '../human-log.js';
+import { parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
+import { createLogger, type Logger } from '../runtime/log.js';
+import { humanLog } from '../runtime/log.js';
 import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../audit-location.js';
+import { auditLocation } from '../../db/open-audit.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
-import { startRemovalWorker } from '../../jobs/removal-worker.js';
-import { managementTarget, removalQueueName } from '../../jobs/removal-queue.js';
-import { logUnbound, openUnboundQueue } from '../../jobs/unbound-removals.js';
+import { startRemovalWorker } from '../../jobs/removals/worker.js';
+import { managementTarget, removalQueueName } from '../../jobs/removals/queue.js';
+import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeRemovalGate } from '../../jobs/redis-durability.js';
-import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
+import { checkRemovalGate } from '../../jobs/redis-durability.js';
 
 const Args = z.object({
   positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {
@@ -116,7 +116,7 @@ export default async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** Jobs of an older producer that no worker takes: said at start-up, loudly (jobs/unbound-removals.ts). */
+/** Jobs of an older producer that no worker takes: said at start-up, loudly (jobs/removals/unbound.ts). */
 async function reportUnbound(redis: RedisClient, prefix: string, logger: Logger): Promise<void> {
   const queue = openUnboundQueue(redis, prefix);
   try {

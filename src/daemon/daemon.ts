@@ -8,7 +8,7 @@
  *     db/open-audit.ts); a bad path or a corrupt file ends the process: that
  *     needs a human, and pm2's backoff keeps the retries slow. A file
  *     write-locked by another process's sync is waited for, logged
- *     (open-when-unlocked.ts);
+ *     (startup-waits.ts);
  *  2. serve /healthz, /readyz (503 for now) and /metrics;
  *  3. wait for Redis, retrying with backoff and logging, for as long as it
  *     takes. The process never exits for an unreachable Redis: exiting would
@@ -26,7 +26,7 @@
  *     (see staleness.ts); a new, never-synced mirror is not ready until its
  *     first sync succeeds.
  *
- * Each sync job runs in a child process (jobs/sync-child.ts): a publish is
+ * Each sync job runs in a child process (src/sync/child-main.ts): a publish is
  * seconds of synchronous SQLite, and this event loop must keep answering
  * /healthz, renewing BullMQ locks and running removals meanwhile. This
  * process only reads the mirror (readiness, metrics).
@@ -39,38 +39,39 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { Config } from '../config.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../runtime/config.js';
+import type { Logger } from '../runtime/log.js';
 import { openMirror, type Db } from '../../db/open.js';
-import { openWhenUnlocked } from './open-when-unlocked.js';
+import { openWhenUnlocked } from './startup-waits.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../audit-location.js';
+import { auditLocation } from '../../db/open-audit.js';
 import { QUEUE_ENV, createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
-import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal-worker.js';
-import { managementTarget } from '../../jobs/removal-queue.js';
-import { createRemovalQueue } from '../../jobs/removal-producer.js';
-import { logUnbound, openUnboundQueue } from '../../jobs/unbound-removals.js';
+import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
+import { managementTarget } from '../../jobs/removals/queue.js';
+import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
-import { checkRemovalGate } from '../../jobs/redis-durability-probe.js';
-import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync-queue.js';
-import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync-worker.js';
-import { syncInChildProcess } from '../../jobs/sync-process.js';
-import { waitForRedis } from './wait-for-redis.js';
+import { checkRemovalGate } from '../../jobs/redis-durability.js';
+import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
+import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
+import { syncInChildProcess } from '../sync/child-process.js';
+import type { SyncSummary } from '../sync/engine.js';
+import { waitForRedis } from './startup-waits.js';
 import { createMetrics, type QueueDepth } from './metrics.js';
-import { restartableWorker, type RestartableWorker } from './restartable-worker.js';
+import { restartableWorker, type RestartableWorker } from './watchdog.js';
 import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
-import { LEASED_SYNC_ENV } from '../../jobs/leased-sync.js';
-import { settleWithin } from '../deadline.js';
+import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
+import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
-import { decideStartupSync } from './startup-sync.js';
+import { decideStartupSync } from './schedule.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
 import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
-import { mirrorFigures, mirrorFreshness } from './mirror-age.js';
+import { mirrorFigures, mirrorFreshness } from './staleness.js';
 import { assessStaleness, staleAfterMs } from './staleness.js';
-import { daemonReplicaSettings, startReplica, type Replica } from '../replica/start.js';
+import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
 
 /** Every variable the daemon reads. */
 export const DAEMON_ENV = [
@@ -180,7 +181,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let syncQueue: Queue<SyncJobData> | undefined;
   let removalQueue: Queue | undefined;
   let unboundQueue: Queue | undefined;
-  let syncWorker: RestartableWorker<SyncWorkerHandle> | undefined;
+  let syncWorker: RestartableWorker<SyncWorkerHandle<SyncSummary>> | undefined;
   let removalWorker: RestartableWorker<RemovalWorkerHandle> | undefined;
   let schedule: Schedule | undefined;
   let watchdog: Watchdog | undefined;
@@ -240,7 +241,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     removalGate = gate;
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: gate.state === 'held' });
 
-    syncWorker = restartableWorker<SyncWorkerHandle>({
+    syncWorker = restartableWorker<SyncWorkerHandle<SyncSummary>>({
       name: 'sync',
       restartCloseTimeoutMs: RESTART_CLOSE_MS,
       start: () => {
@@ -251,7 +252,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
           mirrorId: config.MIRROR_ID,
           logger: log,
           onResult: (r) => metrics.recordSync(r),
-          // Off the event loop: a publish holds SQLite for seconds (jobs/sync-child.ts).
+          // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
           run: syncInChildProcess({ onResponse: (e) => metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
         });
         return { handle, dispose: () => redis.disconnect() };

@@ -16,8 +16,9 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ResponseEvent } from '../service/client.js';
-import type { SyncJobResult } from '../../jobs/sync-worker.js';
-import { settleWithin } from '../deadline.js';
+import type { SyncJobResult } from '../../jobs/sync/worker.js';
+import type { SyncSummary } from '../sync/engine.js';
+import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type RunTrouble, type Staleness } from './staleness.js';
 
 export interface MirrorFigures {
@@ -50,7 +51,7 @@ export interface DaemonMetrics {
   registry: Registry;
   setSources(sources: MetricSources): void;
   recordHttp(event: ResponseEvent): void;
-  recordSync(result: SyncJobResult): void;
+  recordSync(result: SyncJobResult<SyncSummary>): void;
   recordRemoval(outcome: string): void;
   recordWorkerRestart(worker: string, reason: string): void;
   /** The start-up verdict on Redis for the removal queue (see jobs/redis-durability.ts). */

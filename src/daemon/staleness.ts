@@ -12,8 +12,8 @@
  * or partial run's recorded error, and a run still marked running (a stuck
  * one is exactly what an operator needs to see).
  */
-import { formatAge } from './format-age.js';
-import { oneLine } from './one-line.js';
+import type { MirrorReader, RunHistory, SyncRun } from '../../db/mirror-reader.js';
+import type { MirrorFigures } from './metrics.js';
 
 export const DEFAULT_STALE_INTERVALS = 3;
 
@@ -70,4 +70,58 @@ function describeTrouble(t: RunTrouble | undefined): string | undefined {
   if (t === undefined) return undefined;
   if (t.status === 'running') return `run #${t.runId} running since ${t.at}`;
   return `last ${t.status} run #${t.runId} (${t.at}): ${oneLine(t.reason ?? 'no reason recorded', 300)}`;
+}
+
+/** An age for people: seconds up to two minutes, then minutes, hours, days. */
+export function formatAge(seconds: number): string {
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7_200) return `${Math.round(seconds / 60)}m`;
+  if (seconds < 172_800) return `${Math.round(seconds / 3_600)}h`;
+  return `${Math.round(seconds / 86_400)}d`;
+}
+
+/** Stored errors may carry newlines or escapes and run long; a report row is one short line. */
+export function oneLine(text: string, max = 200): string {
+  const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/**
+ * What the daemon needs to know about the mirror's contents: its size, when
+ * it was last completely refreshed, and what went wrong since. "Completely"
+ * is a succeeded run: a partial one publishes changes but no deletions (see
+ * src/sync/engine.ts). Freshness alone is read on every /readyz and at
+ * start-up; the size (two counts over `users`, not free on a large mirror)
+ * only where it is shown: scrapes and `status`.
+ */
+export type MirrorFreshness = Omit<MirrorFigures, 'activeUsers' | 'deletedUsers'>;
+
+export function mirrorFigures(reader: MirrorReader): MirrorFigures {
+  const stats = reader.stats();
+  return { activeUsers: stats.activeUsers, deletedUsers: stats.deletedUsers, ...freshnessOf(stats) };
+}
+
+export function mirrorFreshness(reader: MirrorReader): MirrorFreshness {
+  return freshnessOf(reader.runHistory());
+}
+
+function freshnessOf(stats: RunHistory): MirrorFreshness {
+  const finished = stats.lastSucceededRun?.finishedAt ?? null;
+  const sinceSuccess = (run: SyncRun | undefined) => run !== undefined && run.id > (stats.lastSucceededRun?.id ?? 0);
+  const problem = stats.lastProblemRun;
+  const last = stats.lastRun;
+  return {
+    lastSucceededAt: finished === null ? undefined : new Date(finished),
+    lastProblem: problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
+    running: last?.status === 'running' ? trouble(last, 'running') : undefined,
+  };
+}
+
+function trouble(run: SyncRun, status: RunTrouble['status']): RunTrouble {
+  return {
+    runId: run.id,
+    status,
+    at: run.finishedAt ?? run.startedAt,
+    reason: run.error ?? run.sweepSkippedReason,
+  };
 }

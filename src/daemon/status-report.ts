@@ -4,10 +4,10 @@
  * and how they read. The JSON form is the report object itself, so scripts
  * and people see the same facts.
  */
-import type { CandidateCounts } from '../../db/run-records.js';
+import type { CandidateCounts } from '../../db/sync-runs.js';
 import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
-import { formatAge } from './format-age.js';
-import { oneLine } from './one-line.js';
+import { formatAge } from './staleness.js';
+import { oneLine } from './staleness.js';
 import { assessStaleness, type RunTrouble } from './staleness.js';
 
 export interface RunFacts {
@@ -45,7 +45,7 @@ export type QueueFacts =
       reachable: true;
       sync: QueueCounts;
       removals: RemovalQueueFacts | null;
-      /** Jobs of an older producer that name no target: no worker takes them (jobs/unbound-removals.ts). */
+      /** Jobs of an older producer that name no target: no worker takes them (jobs/removals/unbound.ts). */
       unboundRemovals: number;
     }
   | { reachable: false; error: string };

@@ -15,8 +15,8 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import type { Logger } from '../log.js';
-import { closeNow, listen } from '../listen.js';
+import type { Logger } from '../runtime/log.js';
+import { closeNow, listen } from '../runtime/lifecycle.js';
 
 export interface ReadinessReport {
   ready: boolean;

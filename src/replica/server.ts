@@ -2,7 +2,7 @@
  * The replica's HTTP server: routing, the key check, headers. The two read
  * endpoints of the service (list, resolve) in its wire format, plus
  * /healthz (liveness) and /readyz (a succeeded sync no older than
- * REPLICA_MAX_STALENESS_S); see ./freshness.ts for the headers.
+ * REPLICA_MAX_STALENESS_S); see ./answers.ts for the headers.
  *
  * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
  * 401 reads nothing from the mirror and carries no mirror headers. Probes
@@ -10,9 +10,9 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { ReplicaReader } from '../../db/replica-reader.js';
-import type { Logger } from '../log.js';
-import { closeNow, listen } from '../listen.js';
-import { keyDigest, offeredKeyMatches } from '../wire/same-key.js';
+import type { Logger } from '../runtime/log.js';
+import { closeNow, listen } from '../runtime/lifecycle.js';
+import { keyDigest, offeredKeyMatches } from '../service/wire.js';
 import {
   INTERNAL_ERROR,
   NOT_FOUND,
@@ -25,9 +25,9 @@ import {
   resolveAnswer,
   type Answer,
 } from './answers.js';
-import { judgeFreshness, type FreshnessVerdict } from './freshness.js';
-import { matchReplicaRoute, type ReplicaRoute } from './routes.js';
+import { judgeFreshness, type FreshnessVerdict } from './answers.js';
 import type { ReplicaSettings } from './settings.js';
+import { decodeSegment } from '../service/wire.js';
 
 export interface ReplicaServerOptions {
   settings: ReplicaSettings;
@@ -113,4 +113,40 @@ function send(res: ServerResponse, answer: Answer): void {
   const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
   res.writeHead(answer.status, ['content-type', 'application/json', 'content-length', String(length), ...answer.headers]);
   res.end(answer.body);
+}
+
+/**
+ * The replica's routes, matched on the raw request target. The resolve id is
+ * the raw segment after `/v2/user/resolve/`, decoded exactly once (see
+ * ../service/wire.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
+ * round-trip and a `/` in the raw path never reaches the id.
+ */
+export type ReplicaRoute =
+  | { name: 'list'; query: string }
+  | { name: 'resolve'; clientUserId: string }
+  | { name: 'healthz' }
+  | { name: 'readyz' }
+  | { name: 'not-found' }
+  | { name: 'method-not-allowed'; allow: string };
+
+const RESOLVE_PREFIX = '/v2/user/resolve/';
+
+export function matchReplicaRoute(method: string, target: string): ReplicaRoute {
+  const queryAt = target.indexOf('?');
+  const path = queryAt === -1 ? target : target.slice(0, queryAt);
+  const route = byPath(path, queryAt === -1 ? '' : target.slice(queryAt + 1));
+  if (route.name === 'not-found') return route;
+  const allow = route.name === 'healthz' || route.name === 'readyz' ? 'GET, HEAD' : 'GET';
+  return method === 'GET' || (method === 'HEAD' && allow !== 'GET') ? route : { name: 'method-not-allowed', allow };
+}
+
+function byPath(path: string, query: string): ReplicaRoute {
+  if (path.startsWith(RESOLVE_PREFIX)) {
+    const segment = path.slice(RESOLVE_PREFIX.length);
+    return segment === '' || segment.includes('/') ? { name: 'not-found' } : { name: 'resolve', clientUserId: decodeSegment(segment) };
+  }
+  if (path === '/v2/user' || path === '/v2/user/') return { name: 'list', query };
+  if (path === '/healthz') return { name: 'healthz' };
+  if (path === '/readyz') return { name: 'readyz' };
+  return { name: 'not-found' };
 }

@@ -1,9 +1,13 @@
 /**
- * The replica's settings, from the configuration registry (src/config.ts).
+ * The replica's settings, from the configuration registry (src/runtime/config.ts).
  * Pure: the caller reads the environment, and a `serve` without a key passes
  * the one it generated.
  */
-import { ConfigError, type Config, type REPLICA_ENV } from '../config.js';
+import { ConfigError, type Config, type REPLICA_ENV } from '../runtime/config.js';
+import { openMirror } from '../../db/open.js';
+import { ReplicaReader } from '../../db/replica-reader.js';
+import type { Logger } from '../runtime/log.js';
+import { startReplicaServer } from './server.js';
 
 export type ReplicaConfig = Config<(typeof REPLICA_ENV)[number]>;
 
@@ -42,4 +46,42 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
     apiKeyHeader: config.REPLICA_API_KEY_HEADER ?? config.SERVICE_API_KEY_HEADER,
     maxStalenessMs: config.REPLICA_MAX_STALENESS_S * 1000,
   };
+}
+
+/**
+ * Starting a replica: its own readonly connection to the mirror (never the
+ * writer's: a read must not wait behind a publish) and the HTTP server.
+ * `serve` runs one on its own; the daemon runs one when REPLICA_PORT is set.
+ */
+export interface Replica {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
+  const db = openMirror(mirrorDb, { readonly: true });
+  let reader: ReplicaReader;
+  try {
+    reader = new ReplicaReader(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const server = await startReplicaServer({ settings, reader, logger }).catch((err: unknown) => {
+    reader.close();
+    throw err;
+  });
+  return {
+    port: server.port,
+    async close() {
+      await server.close();
+      reader.close();
+    },
+  };
+}
+
+/** The daemon's replica settings: undefined when REPLICA_PORT is unset; a ConfigError when they are wrong. */
+export function daemonReplicaSettings(config: ReplicaConfig & { SERVICE_API_KEY: string }): ReplicaSettings | undefined {
+  if (config.REPLICA_PORT === undefined) return undefined;
+  return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT });
 }

@@ -4,7 +4,7 @@
  * so no team key is needed and none can be sent.
  */
 import { ServiceClient, type ServiceClientOptions } from './client.js';
-import type { Config } from '../config.js';
+import type { Config } from '../runtime/config.js';
 
 /** Any mix of the team half, the management half and the HTTP tuning variables. */
 type ServiceConfig = Partial<

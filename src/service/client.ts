@@ -23,15 +23,15 @@ import {
   type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
-import { readBoundedBody } from './bounded-body.js';
-import { startDeadline, type Deadline } from '../deadline.js';
-import { encodePathSegment } from '../wire/path-segment.js';
+import { startDeadline, type Deadline } from '../runtime/deadline.js';
+import { encodePathSegment } from './wire.js';
 import { parseRetryAfter } from './retry.js';
-import { parseUserRecords, type ParsedRecord } from './records.js';
+import { parseUserRecords, type ParsedRecord } from './user-record.js';
 import { parseUser, type FieldWarning } from './user-record.js';
-import { formatIssues } from './issue-path.js';
-import { scanRecordSpans, type RecordSpan } from './record-spans.js';
+import { formatIssues } from './user-record.js';
+import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
+import type { Readable } from 'node:stream';
 
 export const MAX_PAGE_LIMIT = 500;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
@@ -74,7 +74,7 @@ export interface PageParams {
   limit: number;
 }
 
-/** A list page with each record validated on its own (see records.ts). */
+/** A list page with each record validated on its own (see user-record.ts). */
 export interface UserPage {
   total: number;
   offset: number;
@@ -88,7 +88,7 @@ export interface UserPage {
 
 /**
  * A list page as received: the body's bytes and each record's byte range,
- * nothing parsed but the envelope (see record-spans.ts). What the sync uses,
+ * nothing parsed but the envelope (see page-spans.ts). What the sync uses,
  * so that it parses only the records whose bytes changed.
  */
 export interface RecordPage {
@@ -345,4 +345,27 @@ function transportError(err: unknown, method: HttpMethod, path: string, deadline
   }
   const code = (err as { code?: unknown } | null)?.code;
   return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });
+}
+
+/**
+ * Reads a response body as bytes, but stops at `maxBytes`: a body that
+ * grows past it is destroyed (the connection is dropped) instead of being
+ * buffered, so one oversized or endless answer cannot take the process's
+ * memory with it.
+ */
+export type BoundedBody = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true };
+
+export async function readBoundedBody(body: Readable, maxBytes: number): Promise<BoundedBody> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      body.destroy();
+      return { ok: false, tooLarge: true };
+    }
+    chunks.push(chunk);
+  }
+  // Decoded by the caller, once, from the whole: a multi-byte character may straddle two chunks.
+  return { ok: true, bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size) };
 }

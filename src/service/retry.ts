@@ -4,7 +4,7 @@
  * wait before it, when a call's budget is spent, and the loop that does it.
  * Everything but `callWithRetries` is pure. The sync engine uses all of it;
  * the removal worker uses the classification and the backoff curve through
- * its BullMQ adapter (jobs/removal-failure.ts).
+ * its BullMQ adapter (jobs/removals/remove-member.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpError, NetworkError, TimeoutError } from './errors.js';

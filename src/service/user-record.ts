@@ -13,14 +13,10 @@
  */
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
-import { formatIssues, formatPath } from './issue-path.js';
+import type { FieldWarning } from '../../db/user-row.js';
 
-export interface FieldWarning {
-  /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
-  field: string;
-  /** The rule the value broke, and what was dropped when more than the field itself. */
-  problem: string;
-}
+/** A field dropped because it broke its rule: the mirror's own shape (db/user-row.ts), stored in field_warnings. */
+export type { FieldWarning };
 
 export type UserParse = { ok: true; user: User; warnings: FieldWarning[] } | { ok: false; issues: string };
 
@@ -124,4 +120,41 @@ function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Validates the records of one list page one by one, so that a single bad
+ * record is reported with its path (`users[37].user_id`) instead of failing
+ * the page. Only a record without a valid identity is bad; other fields that
+ * break their rule become field warnings (./user-record.ts). Pure: no I/O.
+ */
+export type ParsedRecord =
+  | { ok: true; index: number; user: User; warnings: FieldWarning[] }
+  | { ok: false; index: number; reason: string; raw: unknown };
+
+export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
+  const parsed = parseUser(raw, `users[${index}]`);
+  if (parsed.ok) return { ok: true, index, user: parsed.user, warnings: parsed.warnings };
+  return { ok: false, index, reason: parsed.issues, raw };
+}
+
+export function parseUserRecords(raws: readonly unknown[]): ParsedRecord[] {
+  return raws.map((raw, index) => parseUserRecord(raw, index));
+}
+
+/**
+ * Renders zod issues the way an operator reads them: `users[37].user_id:
+ * Invalid UUID`. Field paths only, never input values (an input may be a key).
+ */
+export function formatPath(path: ReadonlyArray<PropertyKey>, prefix = ''): string {
+  let out = prefix;
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out === '' ? String(part) : `.${String(part)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+export function formatIssues(issues: ReadonlyArray<z.core.$ZodIssue>, prefix = ''): string {
+  return issues.map((i) => `${formatPath(i.path, prefix)}: ${i.message}`).join('; ');
 }

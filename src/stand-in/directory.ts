@@ -9,7 +9,6 @@
  * exactly the offset-pagination drift a mirror must survive.
  */
 import { ByteBuilder } from './byte-builder.js';
-import { SparseDeletions } from './sparse-deletions.js';
 import {
   clientUserIdFor,
   generateUser,
@@ -20,7 +19,8 @@ import {
   userKeys,
   type UserKeys,
 } from './user-generator.js';
-import { reviseUser, type JsonRecord } from './user-revision.js';
+import { Prng, seedKey } from './random.js';
+import { isoSeconds, TIME_ZONES } from './catalog.js';
 
 export type DirectoryRecord = JsonRecord;
 
@@ -185,4 +185,121 @@ export class Directory {
 function stringField(record: JsonRecord, name: string): string | undefined {
   const value = record[name];
   return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The deleted indexes of a directory whose records live at indexes
+ * 0..universe-1. Deletions are few next to the universe, so they are kept as
+ * a sorted array and live positions are found by binary search instead of
+ * by materializing the list of live indexes.
+ */
+export class SparseDeletions {
+  private readonly members = new Set<number>();
+  private readonly sorted: number[] = [];
+
+  get size(): number {
+    return this.members.size;
+  }
+
+  has(index: number): boolean {
+    return this.members.has(index);
+  }
+
+  add(index: number): boolean {
+    if (this.members.has(index)) return false;
+    this.members.add(index);
+    this.sorted.splice(lowerBound(this.sorted, index), 0, index);
+    return true;
+  }
+
+  /**
+   * The index of the live record at `position` (0-based). With d[j] the
+   * sorted deletions, d[j] - j live records precede d[j], which is
+   * non-decreasing in j: so the deletions before the answer are the j with
+   * d[j] - j <= position.
+   */
+  indexAt(position: number): number {
+    const d = this.sorted;
+    let lo = 0;
+    let hi = d.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((d[mid] ?? 0) - mid <= position) lo = mid + 1;
+      else hi = mid;
+    }
+    return position + lo;
+  }
+
+  /** Live indexes from `position` on, below `universe`, in order. */
+  *liveFrom(position: number, universe: number): Generator<number> {
+    const d = this.sorted;
+    let index = this.indexAt(position);
+    let next = lowerBound(d, index);
+    for (; index < universe; index++) {
+      if (d[next] === index) {
+        next++;
+        continue;
+      }
+      yield index;
+    }
+  }
+}
+
+function lowerBound(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((sorted[mid] ?? 0) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * Churn while a client pages through the directory: after each served list
+ * page, some users are appended and some random live users deleted.
+ * Deleting before the client's cursor shifts later users back by one, so an
+ * offset-paging client skips records unless it notices: the drift a mirror
+ * must detect.
+ */
+export class Churn {
+  private readonly prng: Prng;
+
+  constructor(seed: number) {
+    this.prng = new Prng(seedKey(seed), 41);
+  }
+
+  apply(directory: Directory, add: number, remove: number): void {
+    if (add > 0) directory.add(add);
+    for (let k = 0; k < remove && directory.size > 0; k++) {
+      const index = directory.indexAt(this.prng.int(0, directory.size - 1));
+      if (index !== undefined) directory.delete([index]);
+    }
+  }
+}
+
+/**
+ * What `directory.update()` does to a record: revision `version` of it. The
+ * change is deterministic and always visible in the JSON (a new
+ * `fallback_time_zone` whose `updated_at` moves with the version), so a
+ * mirror that missed an update cannot match the directory by accident.
+ * Works on generated and file-loaded records alike.
+ */
+export type JsonRecord = Record<string, unknown>;
+
+const REVISION_EPOCH = Date.UTC(2026, 1, 1);
+const HOUR_MS = 3_600_000;
+
+export function reviseUser<T extends JsonRecord>(record: T, index: number, version: number): T {
+  if (version <= 0) return record;
+  const prng = new Prng(0x5eed, index, version);
+  return {
+    ...record,
+    fallback_time_zone: {
+      id: prng.pick(TIME_ZONES),
+      source_slug: 'manual',
+      updated_at: isoSeconds(REVISION_EPOCH + version * HOUR_MS + (index % 3600) * 1000),
+    },
+  };
 }

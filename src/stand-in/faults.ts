@@ -8,10 +8,10 @@
  *   status (429/500/503/...)  before the request is handled: nothing happened
  *   reset                     before: the request was lost, nothing happened
  *   truncate                  after: the work is done, only the answer is lost
- *   churn                     after a list page is built (see ./drift.ts)
+ *   churn                     after a list page is built (see ./directory.ts)
  */
 import { z } from 'zod';
-import { Prng, seedKey } from './prng.js';
+import { Prng, seedKey } from './random.js';
 
 const rate = z.number().min(0).max(1);
 const ms = z.number().int().min(0).max(600_000);

@@ -5,26 +5,26 @@
  * `stand-in` command runs it as a daemon.
  */
 import { randomBytes } from 'node:crypto';
-import { listen } from '../listen.js';
-import { MANAGEMENT_KEY_HEADER, type Keys } from './auth.js';
+import { listen } from '../runtime/lifecycle.js';
+import { MANAGEMENT_KEY_HEADER, type Keys } from './routes.js';
 import { Directory } from './directory.js';
-import { Churn } from './drift.js';
+import { Churn } from './directory.js';
 import { Faults, type FaultPlan } from './faults.js';
 import { Members } from './members.js';
 import { RequestLog, RouteCounts, type RequestLogEntry } from './request-log.js';
 import { createStandInServer } from './server.js';
-import { loadUsersFile } from './users-file.js';
-import type { JsonRecord } from './user-revision.js';
+import type { JsonRecord } from './directory.js';
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
 
 export { Directory, type DirectoryRecord, type UserRef } from './directory.js';
 export { Members, type OrgMember } from './members.js';
 export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
 export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
 export { generateUser, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
-export { MAX_LIMIT, DEFAULT_LIMIT } from './handlers.js';
-export { MANAGEMENT_KEY_HEADER } from './auth.js';
-export { UsersFileError } from './users-file.js';
-export type { JsonRecord } from './user-revision.js';
+export { MAX_LIMIT, DEFAULT_LIMIT } from './routes.js';
+export { MANAGEMENT_KEY_HEADER } from './routes.js';
+export type { JsonRecord } from './directory.js';
 
 export interface StandInOptions {
   /** 0 (the default) picks a free port. */
@@ -104,4 +104,37 @@ function resolveKeys(options: StandInOptions): Keys {
 
 function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
+}
+
+/**
+ * `--users-file`: records a test wants served verbatim, including malformed
+ * ones (that is often the point), so only the outer shape is checked.
+ */
+const RecordList = z.array(z.record(z.string(), z.unknown()));
+const UsersFileSchema = z.union([RecordList, z.object({ users: RecordList })]);
+
+export class UsersFileError extends Error {
+  override name = 'UsersFileError';
+}
+
+export async function loadUsersFile(path: string): Promise<JsonRecord[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new UsersFileError(`cannot read users file ${path}: ${(err as Error).message}`);
+  }
+  return parseUsersFile(text, path);
+}
+
+export function parseUsersFile(text: string, name = 'users file'): JsonRecord[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new UsersFileError(`${name} is not JSON: ${(err as Error).message}`);
+  }
+  const parsed = UsersFileSchema.safeParse(json);
+  if (!parsed.success) throw new UsersFileError(`${name} must hold an array of user objects or {"users": [...]}`);
+  return Array.isArray(parsed.data) ? parsed.data : parsed.data.users;
 }

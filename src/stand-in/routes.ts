@@ -1,9 +1,18 @@
 /**
  * Routing on the raw request path, split before decoding (see
- * ../wire/path-segment.ts).
+ * ../service/wire.ts).
  */
 import type { RouteName } from './request-log.js';
-import { decodeSegment } from '../wire/path-segment.js';
+import { decodeSegment } from '../service/wire.js';
+import { STATUS_CODES } from 'node:http';
+import { ByteBuilder } from './byte-builder.js';
+import type { Directory } from './directory.js';
+import type { Members } from './members.js';
+import { detailReply, jsonReply, type Reply } from './server.js';
+import { failedItems, pathUuid, validationErrorBody, type ValidationItem } from '../service/wire.js';
+import { parseListQuery } from '../service/wire.js';
+import { keyDigest, offeredKeyMatches } from '../service/wire.js';
+import type { IncomingHttpHeaders } from 'node:http';
 
 /** Which key a path needs: the team key (/v2), the management key (/v1), or none. */
 export type Area = 'team' | 'management' | 'none';
@@ -66,4 +75,103 @@ function capture(pattern: ReadonlyArray<string | null>, segments: readonly strin
 function areaOf(first: string | undefined): Area {
   if (first === 'v2') return 'team';
   return first === 'v1' ? 'management' : 'none';
+}
+
+/**
+ * The service's behaviour once a request is authenticated and past any
+ * injected fault: list, resolve, delete a member. Answers are plain values;
+ * putting them on the wire is ./server.ts's job.
+ */
+export { MAX_LIMIT, DEFAULT_LIMIT } from '../service/wire.js';
+/** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
+const BYTES_PER_USER_GUESS = 1024;
+
+export interface Domain {
+  directory: Directory;
+  members: Members;
+}
+
+export function answer(domain: Domain, route: Route, query: URLSearchParams): Reply {
+  switch (route.name) {
+    case 'list':
+      return listUsers(domain.directory, query);
+    case 'resolve':
+      return resolveUser(domain.directory, route.clientUserId);
+    case 'delete-member':
+      return deleteMember(domain.members, route.orgId, route.memberId);
+    case 'unknown':
+      return route.allow === undefined
+        ? detailReply(404, 'Not Found')
+        : detailReply(405, 'Method Not Allowed', { allow: route.allow });
+  }
+}
+
+function listUsers(directory: Directory, query: URLSearchParams): Reply {
+  const q = parseListQuery(query);
+  if (!q.ok) return unprocessable(q.items);
+  const total = directory.size;
+  const out = new ByteBuilder(q.limit * BYTES_PER_USER_GUESS).append('{"users":');
+  directory.writePage(q.offset, q.limit, out);
+  out.append(`,"total":${total},"offset":${q.offset},"limit":${q.limit}}`);
+  return jsonReply(200, out.toBuffer());
+}
+
+function resolveUser(directory: Directory, clientUserId: string): Reply {
+  const user = directory.byClientUserId(clientUserId);
+  return user === undefined ? detailReply(404, 'User not found') : jsonReply(200, user);
+}
+
+function deleteMember(members: Members, rawOrgId: string, rawMemberId: string): Reply {
+  const orgId = pathUuid(rawOrgId, 'org_id');
+  const memberId = pathUuid(rawMemberId, 'member_id');
+  if (!orgId.ok || !memberId.ok) return unprocessable(failedItems([orgId, memberId]));
+  if (!members.remove(orgId.value, memberId.value)) return detailReply(404, 'Member not found');
+  return jsonReply(200, { org_id: orgId.value, member_id: memberId.value, removed: true });
+}
+
+/** The default answer for an injected error status, shaped like what usually sends it. */
+export function faultReply(status: number, retryAfter: string | undefined, body: unknown): Reply {
+  const headers = retryAfter === undefined ? undefined : { 'retry-after': retryAfter };
+  if (typeof body === 'string') return { status, body, contentType: 'text/plain; charset=utf-8', headers };
+  if (body !== undefined) return jsonReply(status, body, headers);
+  // Starlette's ServerErrorMiddleware answers an unhandled exception in plain text.
+  if (status === 500) return { status, body: 'Internal Server Error', contentType: 'text/plain; charset=utf-8', headers };
+  return detailReply(status, STATUS_CODES[status] ?? 'Error', headers);
+}
+
+function unprocessable(items: readonly ValidationItem[]): Reply {
+  return jsonReply(422, validationErrorBody(items));
+}
+
+/**
+ * Which key opens which door. Team routes (/v2) take the team key in the
+ * configured header; the management route (/v1) takes only the management
+ * key in X-Management-Key. A valid team key offered to /v1 — in either
+ * header — is a 403 (known key, wrong resource); anything else missing or
+ * wrong is a 401. Comparisons are constant-time, out of habit.
+ */
+export const MANAGEMENT_KEY_HEADER = 'x-management-key';
+
+export interface Keys {
+  apiKey: string;
+  /** Lowercase header name. */
+  apiKeyHeader: string;
+  managementKey: string;
+}
+
+export type AuthOutcome = 'ok' | 'unauthorized' | 'forbidden';
+
+export function authorizeTeam(headers: IncomingHttpHeaders, keys: Keys): AuthOutcome {
+  return sameKey(headers[keys.apiKeyHeader], keys.apiKey) ? 'ok' : 'unauthorized';
+}
+
+export function authorizeManagement(headers: IncomingHttpHeaders, keys: Keys): AuthOutcome {
+  const offered = headers[MANAGEMENT_KEY_HEADER];
+  if (sameKey(offered, keys.managementKey)) return 'ok';
+  if (sameKey(offered, keys.apiKey) || sameKey(headers[keys.apiKeyHeader], keys.apiKey)) return 'forbidden';
+  return 'unauthorized';
+}
+
+function sameKey(offered: string | string[] | undefined, expected: string): boolean {
+  return offeredKeyMatches(offered, keyDigest(expected));
 }

@@ -13,25 +13,13 @@
  * schema: `created_on`, both `provider` and `source` on every connected
  * source (their logos sometimes differ), `fallback_time_zone` as an object
  * or null, `fallback_birth_date` and `ingestion_*` null or absent, and both
- * date-time spellings. Older and odd shapes (./legacy-quirks.ts) appear only
+ * date-time spellings. Older and odd shapes (the quirk bits below) appear only
  * in the share of records the directory asks for as legacy.
  */
 import { AWKWARD_ID_SUFFIXES, PROVIDERS, TIME_ZONES, legacySourceLogo, providerLogo } from './catalog.js';
-import {
-  BARE_SOURCE,
-  EMPTY_SLUG,
-  NAIVE_CREATED_ON,
-  NEEDS_A_SOURCE,
-  NO_CREATED_ON,
-  NO_TIME_ZONE,
-  PLACEHOLDER_INGESTION,
-  SOURCE_ONLY,
-  drawQuirks,
-  legacyBound,
-} from './legacy-quirks.js';
-import { Prng, fmix32, hash32, seedKey, unfmix32 } from './prng.js';
-import { hex8, randomUuid, uuidFromWords } from './uuid.js';
-import { DAY_MS, anyDateTime, isoDate, isoNaive } from './wire-dates.js';
+import { Prng, fmix32, hash32, seedKey, unfmix32 } from './random.js';
+import { hex8, randomUuid, uuidFromWords } from './random.js';
+import { DAY_MS, anyDateTime, isoDate, isoNaive } from './catalog.js';
 
 export type WireSource = { name: string; slug: string; logo: string };
 /** Today's shape has all three keys; only legacy records drop `provider` or both descriptors. */
@@ -226,4 +214,49 @@ function ingestionBounds(prng: Prng, createdMs: number): string {
   const startMs = createdMs - prng.int(0, 365) * DAY_MS;
   const end = prng.chance(0.3) ? `"${isoDate(startMs + prng.int(1, 730) * DAY_MS)}"` : 'null';
   return `,"ingestion_start":"${isoDate(startMs)}","ingestion_end":${end}`;
+}
+
+/**
+ * Which older or odd shapes a legacy record shows. The live service sends
+ * today's shape (what the official SDK requires); these come only when a
+ * directory is asked for a share of legacy records, to exercise a client's
+ * tolerance. Each quirk is a bit; a legacy record always shows at least one,
+ * so "shows a quirk" and "is legacy" are the same thing to an observer.
+ */
+/** Connected sources carry only the deprecated `source`, no `provider`. */
+export const SOURCE_ONLY = 1 << 0;
+/** No top-level `created_on`. */
+export const NO_CREATED_ON = 1 << 1;
+/** `fallback_time_zone` absent, not even null. */
+export const NO_TIME_ZONE = 1 << 2;
+/** `ingestion_start` / `ingestion_end` hold placeholder text, as in the SDK's own wire tests. */
+export const PLACEHOLDER_INGESTION = 1 << 3;
+/** The first connected source's `source` descriptor has `slug: ""`. */
+export const EMPTY_SLUG = 1 << 4;
+/** Top-level `created_on` without an offset: `2021-03-04T05:06:07`. */
+export const NAIVE_CREATED_ON = 1 << 5;
+/** One more connected source with neither `provider` nor `source`. */
+export const BARE_SOURCE = 1 << 6;
+
+const QUIRK_COUNT = 7;
+/** Quirks that only show on a record with at least one connected source. */
+export const NEEDS_A_SOURCE = SOURCE_ONLY | EMPTY_SLUG;
+/** Besides its one guaranteed quirk, a legacy record shows each other one with this chance. */
+const EXTRA_QUIRK_CHANCE = 0.15;
+
+export function drawQuirks(prng: Prng): number {
+  const primary = 1 << prng.int(0, QUIRK_COUNT - 1);
+  let quirks = primary;
+  for (let bit = 1; bit < 1 << QUIRK_COUNT; bit <<= 1) if (prng.chance(EXTRA_QUIRK_CHANCE)) quirks |= bit;
+  // An offset-less created_on needs a created_on: keep whichever was guaranteed.
+  if ((quirks & NO_CREATED_ON) !== 0 && (quirks & NAIVE_CREATED_ON) !== 0) {
+    quirks &= ~(primary === NAIVE_CREATED_ON ? NO_CREATED_ON : NAIVE_CREATED_ON);
+  }
+  return quirks;
+}
+
+/** The share as a uint32 bound: record i is legacy when its 32-bit hash falls below it. */
+export function legacyBound(share: number): number {
+  if (!(share >= 0 && share <= 1)) throw new RangeError(`legacyRecords must be a share from 0 to 1, got ${share}`);
+  return Math.round(share * 0x1_0000_0000);
 }

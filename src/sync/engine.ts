@@ -14,7 +14,7 @@
  *   rolled back, the mirror is exactly as before.
  * - `partial`, creates and updates published, nothing deleted: pages failed
  *   (after their retries, or at once when not retryable: a page larger than
- *   SYNC_MAX_PAGE_BYTES, a malformed body), or the mass-delete breaker held (deletion-plan.ts). Every
+ *   SYNC_MAX_PAGE_BYTES, a malformed body), or the mass-delete breaker held (deletions.ts). Every
  *   record we did receive is a true fact as of the moment it was read, so
  *   withholding it would only make the mirror staler.
  * - `succeeded`: every page was read, and every deletion candidate was
@@ -36,18 +36,18 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../../db/open.js';
-import { NO_CANDIDATES, type CandidateCounts } from '../../db/run-records.js';
+import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import { RunWriter, sqliteRunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
-import { silentLogger, type Logger } from '../log.js';
-import { startDeadline } from '../deadline.js';
-import { PAGE_LIMIT } from './page-plan.js';
-import type { DirectorySource } from './directory-source.js';
+import { silentLogger, type Logger } from '../runtime/log.js';
+import { startDeadline } from '../runtime/deadline.js';
+import { PAGE_LIMIT } from './scan.js';
+import type { DirectorySource } from './scan.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
 import { scanPass, type PassResult } from './scan.js';
-import { checkCandidates, type DeletionCheck } from './deletion-check.js';
-import { planDeletions, type DeletionPlan } from './deletion-plan.js';
+import { checkCandidates, type DeletionCheck } from './deletions.js';
+import { planDeletions, type DeletionPlan } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';

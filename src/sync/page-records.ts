@@ -19,10 +19,10 @@
  * is not valid JSON on its own is set aside the same way.
  */
 import type { RecordPage } from '../service/client.js';
-import type { RecordSpan } from '../service/record-spans.js';
-import { parseUserRecord } from '../service/records.js';
+import type { RecordSpan } from '../service/page-spans.js';
+import { parseUserRecord } from '../service/user-record.js';
 import type { RejectedRecordInput, SightedRecord, Sighting } from './run-writer.js';
-import { contentHash } from './content-hash.js';
+import { contentHash } from '../../db/user-row.js';
 
 export interface ListedPage {
   /** Every valid (or unchanged) record, with the ledger's sighting; `record` set where it is written. */

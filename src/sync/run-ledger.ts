@@ -22,7 +22,6 @@
  * - two users active at the start collide: the slot is marked so that
  *   neither is ever judged unchanged; listing one marks both as seen.
  */
-import { FingerprintTable, fingerprint64 } from './fingerprint-table.js';
 
 export type Sighting =
   /** First listing of a user active at the start, with the same content: nothing to write. */
@@ -134,4 +133,175 @@ export class RunLedger {
     this.seen++;
     if ((flags & ACTIVE) !== 0) this.unseenActive--;
   }
+}
+
+/**
+ * A hash table of 64-bit keys, each with a 64-bit value and a few flag bits,
+ * on typed arrays: open addressing, linear probing, power-of-two capacity,
+ * doubled (by rehashing) whenever the load would pass one half. Pure.
+ *
+ * Why: a Map<string, string> of a million user_ids costs about 200 MB of
+ * heap; this costs 17 bytes per slot, so ~34-68 bytes per key (load between
+ * 1/4 and 1/2), ~36 MB for a million keys, outside the JS heap and invisible
+ * to the GC (measured: Map + Set of 1M user_ids, 247 MB of heap; this, 0
+ * of heap and 36 MB of buffers, 53 MB for a moment while growing). It is
+ * still O(keys): what it bounds is the constant, not the growth. Callers
+ * store fingerprints, not the strings, so they must make a key collision
+ * harmless (see RunLedger).
+ *
+ * No deletion: keys live until the table is dropped.
+ */
+/** The flag byte of an occupied slot always has this bit, so a zero byte means "empty". */
+const OCCUPIED = 0x80;
+/** Flag bits callers may use. */
+export const FLAG_BITS = 0x7f;
+
+const MIN_CAPACITY = 1024;
+
+export class FingerprintTable {
+  /** Key halves of slot i at 2i (hi) and 2i+1 (lo); values likewise. */
+  private keys: Uint32Array;
+  /** Allocated by the first setValue: a table that never holds values (a first sync's ledger) saves a third. */
+  private values: Uint32Array | undefined;
+  private flags: Uint8Array;
+  private mask: number;
+  private count = 0;
+
+  constructor(expectedKeys = 0) {
+    let capacity = MIN_CAPACITY;
+    while (capacity < expectedKeys * 2) capacity *= 2;
+    this.keys = new Uint32Array(capacity * 2);
+    this.flags = new Uint8Array(capacity);
+    this.mask = capacity - 1;
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  get capacity(): number {
+    return this.flags.length;
+  }
+
+  /** The slot holding the key, or -1. */
+  find(hi: number, lo: number): number {
+    const slot = this.probe(hi >>> 0, lo >>> 0);
+    return this.flags[slot] === 0 ? -1 : slot;
+  }
+
+  /**
+   * Adds a key that `find` did not find, with value 0 and no flags, and
+   * returns its slot. Growing moves every slot: never keep one across an add.
+   */
+  add(hi: number, lo: number): number {
+    if ((this.count + 1) * 2 > this.flags.length) this.grow();
+    const slot = this.probe(hi >>> 0, lo >>> 0);
+    if (this.flags[slot] !== 0) throw new Error('FingerprintTable.add: key already present');
+    this.keys[slot * 2] = hi;
+    this.keys[slot * 2 + 1] = lo;
+    this.flags[slot] = OCCUPIED;
+    this.count++;
+    return slot;
+  }
+
+  flagsAt(slot: number): number {
+    return (this.flags[slot] ?? 0) & FLAG_BITS;
+  }
+
+  setFlagsAt(slot: number, bits: number): void {
+    this.flags[slot] = OCCUPIED | (bits & FLAG_BITS);
+  }
+
+  valueEquals(slot: number, hi: number, lo: number): boolean {
+    const values = this.values;
+    if (values === undefined) return hi >>> 0 === 0 && lo >>> 0 === 0;
+    return values[slot * 2] === hi >>> 0 && values[slot * 2 + 1] === lo >>> 0;
+  }
+
+  setValue(slot: number, hi: number, lo: number): void {
+    this.values ??= new Uint32Array(this.flags.length * 2);
+    this.values[slot * 2] = hi;
+    this.values[slot * 2 + 1] = lo;
+  }
+
+  /** Clears `bits` in every slot, in one pass over the flags. */
+  clearFlags(bits: number): void {
+    const keep = ~(bits & FLAG_BITS) & 0xff;
+    const flags = this.flags;
+    for (let i = 0; i < flags.length; i++) flags[i] = (flags[i] ?? 0) & keep;
+  }
+
+  /** The slot holding the key, else the empty slot where it would go. */
+  private probe(hi: number, lo: number): number {
+    const { keys, flags, mask } = this;
+    // lo is a hash half already; hi ^ lo spreads keys that share their low bits.
+    for (let slot = (lo ^ hi) & mask; ; slot = (slot + 1) & mask) {
+      if (flags[slot] === 0) return slot;
+      if (keys[slot * 2] === hi && keys[slot * 2 + 1] === lo) return slot;
+    }
+  }
+
+  private grow(): void {
+    const { keys, values, flags } = this;
+    const capacity = flags.length * 2;
+    this.keys = new Uint32Array(capacity * 2);
+    this.values = values === undefined ? undefined : new Uint32Array(capacity * 2);
+    this.flags = new Uint8Array(capacity);
+    this.mask = capacity - 1;
+    for (let i = 0; i < flags.length; i++) {
+      if (flags[i] === 0) continue;
+      const slot = this.probe(keys[i * 2] ?? 0, keys[i * 2 + 1] ?? 0);
+      this.keys[slot * 2] = keys[i * 2] ?? 0;
+      this.keys[slot * 2 + 1] = keys[i * 2 + 1] ?? 0;
+      if (values !== undefined && this.values !== undefined) {
+        this.values[slot * 2] = values[i * 2] ?? 0;
+        this.values[slot * 2 + 1] = values[i * 2 + 1] ?? 0;
+      }
+      this.flags[slot] = flags[i] ?? 0;
+    }
+  }
+}
+
+/**
+ * A 64-bit fingerprint of a string, over its UTF-16 code units two at a
+ * time, as two 32-bit halves written to `out`. The halves come from two
+ * different mixers (MurmurHash3's and xxHash32's rounds and finalizers), not
+ * one mixer with two seeds, so that a collision of one half says nothing
+ * about the other. Not cryptographic: user_ids are not chosen to collide.
+ * About 0.2 µs for a 36-character uuid (measured on a busy 2-core machine, node
+ * 20), less than a Map lookup of the same string among a million.
+ */
+export function fingerprint64(s: string, out: Uint32Array): void {
+  const n = s.length;
+  let a = 0x243f6a88 ^ n;
+  let b = 0x85a308d3 + n;
+  let i = 0;
+  for (; i + 1 < n; i += 2) {
+    const k = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16);
+    let m = Math.imul(k, 0xcc9e2d51);
+    m = Math.imul((m << 15) | (m >>> 17), 0x1b873593);
+    a ^= m;
+    a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
+    b = (b + Math.imul(k, 0x85ebca77)) | 0;
+    b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
+  }
+  if (i < n) {
+    const k = s.charCodeAt(i);
+    a ^= Math.imul(Math.imul(k, 0xcc9e2d51), 0x1b873593);
+    b = Math.imul((b + Math.imul(k, 0x165667b1)) | 0, 0x27d4eb2f);
+  }
+  out[0] = murmurFinal(a);
+  out[1] = xxFinal(b);
+}
+
+function murmurFinal(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return h ^ (h >>> 16);
+}
+
+function xxFinal(h: number): number {
+  h = Math.imul(h ^ (h >>> 15), 0x85ebca77);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae3d);
+  return h ^ (h >>> 16);
 }

@@ -26,8 +26,8 @@ import {
   type StagedRecord,
   type UserWrite,
 } from '../../db/mirror-store.js';
-import type { FinishRunInput, RejectedRow } from '../../db/run-records.js';
-import { contentHash } from './content-hash.js';
+import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
+import { contentHash } from '../../db/user-row.js';
 import { RunLedger, type Sighting } from './run-ledger.js';
 
 export type { Sighting } from './run-ledger.js';
@@ -177,7 +177,7 @@ export class RunWriter {
 
   /**
    * Up to `limit` of the deletion candidates, for the sync to check upstream
-   * (deletion-check.ts). Picked at random, so that when there are more than
+   * (deletions.ts). Picked at random, so that when there are more than
    * a run may check, each is reached by some later run.
    */
   pickUnseenActive(runId: number, limit: number): Array<{ user_id: string; client_user_id: string }> {

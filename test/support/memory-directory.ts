@@ -4,11 +4,11 @@
  * scanner), and resolve. For the engine's decision tests, which need no
  * HTTP; the HTTP path has its own tests against the stand-in.
  */
-import { scanRecordSpans } from '../../src/service/record-spans.js';
-import { parseUserRecord } from '../../src/service/records.js';
+import { scanRecordSpans } from '../../src/service/page-spans.js';
+import { parseUserRecord } from '../../src/service/user-record.js';
 import { NetworkError } from '../../src/service/errors.js';
 import type { PageParams, RecordPage, ResolveResult } from '../../src/service/client.js';
-import type { DirectorySource } from '../../src/sync/directory-source.js';
+import type { DirectorySource } from '../../src/sync/scan.js';
 import type { WireRecord } from './mirror-fixtures.js';
 
 export class MemoryDirectory implements DirectorySource {

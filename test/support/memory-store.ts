@@ -8,7 +8,7 @@
  * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
  */
 import type { MirrorStore, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
-import type { FinishRunInput } from '../../db/run-records.js';
+import type { FinishRunInput } from '../../db/sync-runs.js';
 
 export interface MemoryUser {
   userId: string;

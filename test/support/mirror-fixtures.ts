@@ -13,8 +13,8 @@ import { parseUser } from '../../src/service/user-record.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
 import type { StagedRecord } from '../../db/user-writes.js';
-import { UserRefresh, type RefreshResult } from '../../db/user-refresh.js';
-import { contentHash } from '../../src/sync/content-hash.js';
+import { UserRefresh, type RefreshResult } from '../../db/user-writes.js';
+import { contentHash } from '../../db/user-row.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -131,7 +131,7 @@ export interface TempMirror {
   dir: TempDir;
   db: Db;
   writer: RunWriter;
-  /** The online resolve's write (db/user-refresh.ts), on the same clock. */
+  /** The online resolve's write (db/user-writes.ts), on the same clock. */
   refresh: (record: StagedRecord) => RefreshResult;
 }
 

@@ -13,14 +13,14 @@ import type { Job } from 'bullmq';
 import type { Db } from '../../db/open.js';
 import { auditPathFor, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removal-queue.js';
+import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
-import { createRemovalQueue, type RemovalQueue } from '../../jobs/removal-producer.js';
-import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removal-worker.js';
+import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
+import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
 
 export interface Shared {

@@ -8,9 +8,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { VitalClient } from '@tryvital/vital-node';
 import { Client } from 'undici';
 import { generateUser, userKeys, type JsonRecord, type StandInOptions } from '../../src/stand-in/index.js';
-import { startReplica, type Replica } from '../../src/replica/start.js';
+import { startReplica, type Replica } from '../../src/replica/settings.js';
 import type { ReplicaSettings } from '../../src/replica/settings.js';
-import { silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../src/runtime/log.js';
 import { createSyncRig, type SyncRig } from './sync-rig.js';
 
 /** The header the official SDK sends its key in. */

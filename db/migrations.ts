@@ -1,0 +1,331 @@
+/**
+ * Migration 1: the mirror schema. This is the contract analytics queries are
+ * written against (documented in db/SCHEMA.md): once shipped, change it only
+ * by appending a migration.
+ *
+ * Every timestamp column holds `YYYY-MM-DDTHH:MM:SS.sssZ` (UTC, milliseconds,
+ * always 24 characters), the format of `Date#toISOString` and of SQLite's
+ * `strftime('%Y-%m-%dT%H:%M:%fZ')`, so text comparison is time comparison.
+ */
+import type { Migration } from './open.js';
+
+const v1sql = /* sql */ `
+CREATE TABLE sync_runs (
+  id                   INTEGER PRIMARY KEY,
+  started_at           TEXT    NOT NULL,
+  finished_at          TEXT,
+  status               TEXT    NOT NULL DEFAULT 'running'
+                         CHECK (status IN ('running', 'succeeded', 'partial', 'failed')),
+  total_at_start       INTEGER,
+  total_at_end         INTEGER,
+  pages                INTEGER NOT NULL DEFAULT 0,
+  users_seen           INTEGER NOT NULL DEFAULT 0,
+  created              INTEGER NOT NULL DEFAULT 0,
+  updated              INTEGER NOT NULL DEFAULT 0,
+  deleted              INTEGER NOT NULL DEFAULT 0,
+  -- Of 'deleted': active users whose (team_id, client_user_id) a newer record took over.
+  superseded           INTEGER NOT NULL DEFAULT 0,
+  rejected             INTEGER NOT NULL DEFAULT 0,
+  duplicates           INTEGER NOT NULL DEFAULT 0,
+  rescans              INTEGER NOT NULL DEFAULT 0,
+  -- 1 when this run's publish soft-deleted the users it did not see.
+  swept                INTEGER NOT NULL DEFAULT 0 CHECK (swept IN (0, 1)),
+  published_at         TEXT,
+  sweep_skipped_reason TEXT,
+  error                TEXT,
+  pid                  INTEGER,
+  host                 TEXT
+) STRICT;
+CREATE INDEX sync_runs_status ON sync_runs (status, id);
+
+CREATE TABLE users (
+  user_id                         TEXT NOT NULL PRIMARY KEY,
+  team_id                         TEXT NOT NULL,
+  client_user_id                  TEXT NOT NULL,
+  created_on                      TEXT,
+  fallback_time_zone_id           TEXT,
+  fallback_time_zone_source_slug  TEXT,
+  fallback_time_zone_updated_at   TEXT,
+  fallback_birth_date             TEXT,
+  fallback_birth_date_source_slug TEXT,
+  fallback_birth_date_updated_at  TEXT,
+  ingestion_start                 TEXT,
+  ingestion_end                   TEXT,
+  raw                             TEXT NOT NULL,
+  content_hash                    TEXT NOT NULL,
+  first_seen_at                   TEXT NOT NULL,
+  last_seen_at                    TEXT NOT NULL,
+  deleted_at                      TEXT
+) STRICT;
+-- Upstream reuses a client_user_id after deleting its user, so uniqueness
+-- holds among active users only; deleted rows keep their history.
+CREATE UNIQUE INDEX users_active_client_user ON users (team_id, client_user_id) WHERE deleted_at IS NULL;
+-- Resolve by client_user_id with or without team, deleted rows included.
+CREATE INDEX users_client_user_id ON users (client_user_id);
+-- Covers the per-page "has this user changed?" probe, so an unchanged user
+-- costs an index lookup and never reads the (large) table row.
+CREATE INDEX users_content ON users (user_id, content_hash, deleted_at);
+
+-- No foreign key to users: users are never hard-deleted, MirrorWriter writes a
+-- user and its sources in one transaction, and the check costs a lookup per row.
+CREATE TABLE connected_sources (
+  user_id    TEXT NOT NULL,
+  slug       TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  logo       TEXT,
+  created_on TEXT,
+  -- Which wire descriptor the values came from: 'provider' (current) or 'source' (deprecated).
+  descriptor TEXT NOT NULL CHECK (descriptor IN ('provider', 'source')),
+  PRIMARY KEY (user_id, slug)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX connected_sources_slug ON connected_sources (slug);
+
+CREATE TABLE user_changes (
+  id      INTEGER PRIMARY KEY,
+  -- NULL: written by an online resolve (MirrorWriter.refreshUser), not by a sync run.
+  run_id  INTEGER REFERENCES sync_runs (id),
+  user_id TEXT    NOT NULL,
+  change  TEXT    NOT NULL CHECK (change IN ('created', 'updated', 'deleted')),
+  at      TEXT    NOT NULL
+) STRICT;
+CREATE INDEX user_changes_run ON user_changes (run_id, change);
+CREATE INDEX user_changes_user ON user_changes (user_id, id);
+
+CREATE TABLE rejected_records (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES sync_runs (id),
+  -- 0 for the first scan pass of the run, n for the n-th re-scan after drift.
+  pass         INTEGER NOT NULL DEFAULT 0,
+  page_offset  INTEGER NOT NULL,
+  record_index INTEGER NOT NULL,
+  -- Whatever the record carried, even if malformed; NULL when absent or not a string.
+  user_id        TEXT,
+  client_user_id TEXT,
+  reason       TEXT    NOT NULL,
+  raw          TEXT    NOT NULL,
+  at           TEXT    NOT NULL
+) STRICT;
+CREATE INDEX rejected_records_run ON rejected_records (run_id);
+CREATE INDEX rejected_records_user ON rejected_records (user_id) WHERE user_id IS NOT NULL;
+
+CREATE VIEW active_users AS
+  SELECT * FROM users WHERE deleted_at IS NULL;
+
+CREATE VIEW users_per_source AS
+  SELECT cs.slug AS slug, min(cs.name) AS name, count(*) AS active_users
+  FROM connected_sources AS cs
+  JOIN users AS u ON u.user_id = cs.user_id AND u.deleted_at IS NULL
+  GROUP BY cs.slug;
+
+CREATE VIEW sources_per_user AS
+  SELECT u.user_id AS user_id, u.team_id AS team_id, u.client_user_id AS client_user_id,
+         count(cs.slug) AS source_count
+  FROM users AS u
+  LEFT JOIN connected_sources AS cs ON cs.user_id = u.user_id
+  WHERE u.deleted_at IS NULL
+  GROUP BY u.user_id;
+
+CREATE VIEW last_sync AS
+  SELECT * FROM sync_runs
+  WHERE id IN (SELECT max(id) FROM sync_runs GROUP BY status);
+`;
+
+export const mirrorSchema: Migration = { version: 1, name: 'mirror', sql: v1sql };
+
+/**
+ * The audit trail of org-member removals, written by the removal worker (the
+ * only writer; producers may live in services without this database).
+ *
+ * One `member_removals` row per BullMQ job. BullMQ ids restart when a Redis
+ * is replaced, so a job is identified by its id together with its enqueue
+ * time. Requests that were collapsed into a pending job by deduplication
+ * leave one `member_removal_duplicates` row each, keyed by the Redis event
+ * id so that several workers seeing the same event record it once;
+ * `requests` on the job row is 1 + their count.
+ *
+ * org_id / member_id are NULL only for a job whose payload failed validation
+ * (it is still audited, as failed, with the reason).
+ */
+export const memberRemovals: Migration = {
+  version: 2,
+  name: 'member-removals',
+  sql: `
+CREATE TABLE member_removals (
+  id            INTEGER PRIMARY KEY,
+  job_id        TEXT    NOT NULL,
+  enqueued_at   INTEGER NOT NULL,
+  org_id        TEXT,
+  member_id     TEXT,
+  status        TEXT    NOT NULL CHECK (status IN ('requested', 'succeeded', 'already_absent', 'failed')),
+  attempts      INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  requests      INTEGER NOT NULL DEFAULT 1 CHECK (requests >= 1),
+  requested_by  TEXT,
+  reason        TEXT,
+  last_error    TEXT,
+  requested_at  TEXT    NOT NULL,
+  started_at    TEXT,
+  finished_at   TEXT,
+  updated_at    TEXT    NOT NULL,
+  UNIQUE (job_id, enqueued_at),
+  CHECK (status = 'failed' OR (org_id IS NOT NULL AND member_id IS NOT NULL)),
+  CHECK ((status = 'requested') = (finished_at IS NULL))
+) STRICT;
+
+CREATE INDEX member_removals_member ON member_removals (org_id, member_id);
+-- Partial: operators list failures; indexing every status change would cost each job two more index updates.
+CREATE INDEX member_removals_failed ON member_removals (id) WHERE status = 'failed';
+
+CREATE TABLE member_removal_duplicates (
+  event_id      TEXT    NOT NULL,
+  job_id        TEXT    NOT NULL,
+  dedup_id      TEXT    NOT NULL,
+  seen_at       TEXT    NOT NULL,
+  PRIMARY KEY (event_id, job_id)
+) STRICT;
+
+CREATE INDEX member_removal_duplicates_job ON member_removal_duplicates (job_id);
+`,
+};
+
+/**
+ * The sync lease (db/sync-lease.ts): at most one row, naming the process
+ * that may write a sync into this file until `expires_at` (epoch ms; the
+ * lease compares numbers, never text).
+ */
+export const syncLease: Migration = {
+  version: 3,
+  name: 'sync-lease',
+  sql: `
+CREATE TABLE sync_lease (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  holder      TEXT    NOT NULL,
+  host        TEXT    NOT NULL,
+  pid         INTEGER NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL
+) STRICT;
+`,
+};
+
+/**
+ * The field warnings of each user's stored record: the fields the parser
+ * dropped (stored NULL in `users`) because they broke their rule. Holds the
+ * current warnings only: whenever a user row is written, its warnings are
+ * replaced. `run_id` is NULL for a row written by an online resolve.
+ *
+ * No foreign keys, as with connected_sources: users are never hard-deleted,
+ * and the writer (db/user-writes.ts) writes a user and its warnings in one transaction.
+ */
+export const fieldWarnings: Migration = {
+  version: 4,
+  name: 'field-warnings',
+  sql: `
+CREATE TABLE field_warnings (
+  user_id TEXT    NOT NULL,
+  -- Path in the record as received: 'ingestion_start', 'connected_sources[2].provider.slug'.
+  field   TEXT    NOT NULL,
+  problem TEXT    NOT NULL,
+  run_id  INTEGER,
+  at      TEXT    NOT NULL,
+  PRIMARY KEY (user_id, field)
+) STRICT, WITHOUT ROWID;
+`,
+};
+
+/**
+ * Verified deletions (src/sync/deletions.ts): what became of the users a
+ * run did not list. `swept` keeps its column and now means "this run settled
+ * deletions" (checked its candidates upstream), as documented in db/SCHEMA.md.
+ */
+export const verifiedDeletions: Migration = {
+  version: 5,
+  name: 'verified-deletions',
+  sql: `
+ALTER TABLE sync_runs ADD COLUMN candidates        INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN confirmed_gone    INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN still_there       INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN unverified        INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN deferred          INTEGER NOT NULL DEFAULT 0;
+`,
+};
+
+/**
+ * `users.user_id` becomes a plain NOT NULL column with a UNIQUE index
+ * (`users_user_id`) instead of the table's PRIMARY KEY. Same uniqueness, same
+ * lookups, same upserts (ON CONFLICT (user_id) uses the index); what changes
+ * is that the index can be dropped. A first sync into an empty mirror drops
+ * it with the other secondary indexes and builds it once, sorted, before
+ * COMMIT (db/first-sync-load.ts): inserting a million random UUIDs into the
+ * primary key one by one was the largest single cost of a first sync
+ * (measured in bench/write-layout.ts, documented in db/SCHEMA.md).
+ *
+ * The table is rebuilt (SQLite cannot drop a primary key in place), keeping
+ * every rowid: the replica's in-memory order is by rowid. Views that read
+ * `users` are dropped and created again with the same text. Measured: 1.5 s
+ * for 300,000 users at the first open after the upgrade. The table's
+ * columns and the views repeat migration 1's on purpose: a shipped
+ * migration is never edited, so each states the schema it leaves.
+ */
+const v6sql = /* sql */ `
+DROP VIEW active_users;
+DROP VIEW users_per_source;
+DROP VIEW sources_per_user;
+
+CREATE TABLE users_v6 (
+  user_id                         TEXT NOT NULL,
+  team_id                         TEXT NOT NULL,
+  client_user_id                  TEXT NOT NULL,
+  created_on                      TEXT,
+  fallback_time_zone_id           TEXT,
+  fallback_time_zone_source_slug  TEXT,
+  fallback_time_zone_updated_at   TEXT,
+  fallback_birth_date             TEXT,
+  fallback_birth_date_source_slug TEXT,
+  fallback_birth_date_updated_at  TEXT,
+  ingestion_start                 TEXT,
+  ingestion_end                   TEXT,
+  raw                             TEXT NOT NULL,
+  content_hash                    TEXT NOT NULL,
+  first_seen_at                   TEXT NOT NULL,
+  last_seen_at                    TEXT NOT NULL,
+  deleted_at                      TEXT
+) STRICT;
+INSERT INTO users_v6 (rowid, user_id, team_id, client_user_id, created_on, fallback_time_zone_id,
+  fallback_time_zone_source_slug, fallback_time_zone_updated_at, fallback_birth_date,
+  fallback_birth_date_source_slug, fallback_birth_date_updated_at, ingestion_start, ingestion_end,
+  raw, content_hash, first_seen_at, last_seen_at, deleted_at)
+SELECT rowid, user_id, team_id, client_user_id, created_on, fallback_time_zone_id,
+  fallback_time_zone_source_slug, fallback_time_zone_updated_at, fallback_birth_date,
+  fallback_birth_date_source_slug, fallback_birth_date_updated_at, ingestion_start, ingestion_end,
+  raw, content_hash, first_seen_at, last_seen_at, deleted_at
+FROM users ORDER BY rowid;
+DROP TABLE users;
+ALTER TABLE users_v6 RENAME TO users;
+
+CREATE UNIQUE INDEX users_user_id ON users (user_id);
+CREATE UNIQUE INDEX users_active_client_user ON users (team_id, client_user_id) WHERE deleted_at IS NULL;
+CREATE INDEX users_client_user_id ON users (client_user_id);
+CREATE INDEX users_content ON users (user_id, content_hash, deleted_at);
+
+CREATE VIEW active_users AS
+  SELECT * FROM users WHERE deleted_at IS NULL;
+
+CREATE VIEW users_per_source AS
+  SELECT cs.slug AS slug, min(cs.name) AS name, count(*) AS active_users
+  FROM connected_sources AS cs
+  JOIN users AS u ON u.user_id = cs.user_id AND u.deleted_at IS NULL
+  GROUP BY cs.slug;
+
+CREATE VIEW sources_per_user AS
+  SELECT u.user_id AS user_id, u.team_id AS team_id, u.client_user_id AS client_user_id,
+         count(cs.slug) AS source_count
+  FROM users AS u
+  LEFT JOIN connected_sources AS cs ON cs.user_id = u.user_id
+  WHERE u.deleted_at IS NULL
+  GROUP BY u.user_id;
+`;
+
+export const droppableUserKey: Migration = { version: 6, name: 'droppable-user-key', sql: v6sql };
+
+/** Every migration, in order. Append; never edit one that has shipped. */
+export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals, syncLease, fieldWarnings, verifiedDeletions, droppableUserKey];

@@ -1,0 +1,83 @@
+/**
+ * Waiting for the daemon's control connection (jobs/redis-connection.ts,
+ * role `control`) before the workers start: the daemon outlives Redis
+ * outages, so it keeps trying instead of exiting.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../runtime/log.js';
+import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
+import { RepeatThrottle } from '../runtime/log.js';
+import { retryWhileBusy } from '../../db/busy-retry.js';
+import type { Db } from '../../db/open.js';
+
+/** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
+export async function waitForRedis(redis: RedisClient, options: { logger: Logger; where: string; signal: AbortSignal }): Promise<boolean> {
+  const where = options.where;
+  const throttle = new RepeatThrottle(30_000);
+  const started = Date.now();
+  for (let attempt = 1; !options.signal.aborted; attempt++) {
+    // Without an offline queue a PING before the first connect fails at once; give the connect its chance.
+    await connected(redis, reconnectDelay(attempt) + 1_000, options.signal);
+    try {
+      await redis.ping();
+      if (attempt > 1) options.logger.info({ event: 'redis.ready', redis: where, waitedMs: Date.now() - started }, 'redis is reachable');
+      return true;
+    } catch (err) {
+      if (throttle.hit('ping').log) {
+        options.logger.warn(
+          { event: 'redis.waiting', redis: where, attempt, waitedMs: Date.now() - started, err: err instanceof Error ? err.message : String(err) },
+          'waiting for redis before starting the workers',
+        );
+      }
+    }
+    try {
+      await sleep(reconnectDelay(attempt), undefined, { signal: options.signal });
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
+function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    redis.once('ready', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Opens the daemon's database files at start-up, waiting while another
+ * process holds a write lock the open needs.
+ *
+ * Opening usually needs no lock, but it takes one to migrate (a new file, an
+ * upgrade) or to import an older audit. Another process's sync holds the
+ * mirror's write lock for its whole run, which on a large first sync is
+ * minutes: a start that needs the lock then fails with SQLITE_BUSY after the
+ * connection's busy timeout. Exiting would only have pm2 start the daemon
+ * again into the same wait, so the daemon waits here instead (the status
+ * server is not up yet, so it is not ready), and says so in the log.
+ */
+/** Longer than a first sync of a large directory is expected to hold the mirror. */
+export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
+
+export function openWhenUnlocked(file: 'mirror' | 'audit', open: () => Db, logger: Logger): Promise<Db> {
+  return retryWhileBusy(async () => open(), {
+    budgetMs: OPEN_WAIT_BUDGET_MS,
+    firstDelayMs: 200,
+    maxDelayMs: 5_000,
+    onRetry: ({ attempt, delayMs }) =>
+      logger.warn(
+        { event: 'daemon.db_locked_at_start', file, attempt, retryInMs: delayMs },
+        `the ${file} file is write-locked by another process (a sync running elsewhere?); waiting to open it`,
+      ),
+  });
+}

@@ -1,0 +1,189 @@
+/**
+ * Configuration: one zod schema per environment variable, one registry of
+ * them all. A command asks only for the variables it needs (`readConfig`),
+ * so an offline resolve never demands a key. All problems are reported at
+ * once, by name; values are never echoed, because some of them are secrets.
+ */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import cron from 'node-cron';
+
+const httpUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+  .transform((u) => u.replace(/\/+$/, ''));
+// A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
+// a space would make every request fail as if the network were down, so it is a config error.
+const secret = z
+  .string({ error: 'is required' })
+  .min(1, 'is required')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
+const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
+const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
+const headerName = z
+  .string()
+  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
+  .transform((h) => h.toLowerCase());
+const flag = z
+  .enum(['0', '1', 'false', 'true', 'no', 'yes'], { error: 'must be 1, 0, true, false, yes or no' })
+  .default('0')
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/** `host:port,host:port` (IPv6 in brackets) → list. */
+const hostPortList = z.string().transform((text, ctx) => {
+  const out: HostPort[] = [];
+  for (const item of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
+    const port = Number(m?.[2]);
+    if (m === null || !(port >= 1 && port <= 65535)) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of host:port (item ${out.length + 1} is not)` });
+      return z.NEVER;
+    }
+    out.push({ host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port });
+  }
+  if (out.length === 0) ctx.addIssue({ code: 'custom', message: 'must name at least one host:port' });
+  return out;
+});
+
+/** The registry. Add a variable here, in the same style, and nowhere else. */
+export const ENV = {
+  SERVICE_BASE_URL: httpUrl,
+  SERVICE_API_KEY: secret,
+  SERVICE_API_KEY_HEADER: headerName.default('x-service-api-key'),
+  MANAGEMENT_URL: httpUrl,
+  MANAGEMENT_KEY: secret,
+  // A single node; unset (and no cluster or sentinels): redis://127.0.0.1:6379. See jobs/redis-connection.ts.
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
+  REDIS_CLUSTER_NODES: hostPortList.optional(),
+  REDIS_SENTINELS: hostPortList.optional(),
+  REDIS_SENTINEL_NAME: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').optional(),
+  // Credentials and TLS for cluster and sentinel nodes (a single node carries them in REDIS_URL).
+  REDIS_USERNAME: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces').optional(),
+  REDIS_PASSWORD: secret.optional(),
+  REDIS_SENTINEL_PASSWORD: secret.optional(),
+  REDIS_TLS: flag,
+  // The operator accepts that a Redis without AOF, or one that may evict keys, can lose queued removals.
+  ALLOW_VOLATILE_REDIS: flag,
+  // A Redis Cluster needs a hash tag in it, e.g. {user-mirror} (checked with the rest of the Redis settings).
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]*(\{[A-Za-z0-9_-]+\})?[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, with at most one {hash tag}')
+    .default('user-mirror'),
+  MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
+  // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
+  AUDIT_DB: z.string().min(1).optional(),
+  MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
+  SYNC_CRON: z
+    .string()
+    .refine((s) => cron.validate(s), 'must be a valid cron expression')
+    .default('*/15 * * * *'),
+  SYNC_CONCURRENCY: positiveInt(4, 64),
+  SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
+  SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
+  // How long one page (or check) may keep trying, from its first attempt: no attempt starts later. 0: attempts only.
+  SYNC_PAGE_RETRY_BUDGET_MS: nonNegativeInt(120_000, 3_600_000),
+  // A run still going after this fails and publishes nothing. 1M users: 25 min even at 3 s a page (concurrency 4); 2 h is far beyond a healthy run.
+  SYNC_MAX_DURATION_MS: positiveInt(7_200_000, 7 * 24 * 3_600_000),
+  // A page of 500 typical users is ~0.4 MB; a bigger body than this is dropped while it is read, so memory stays bounded.
+  SYNC_MAX_PAGE_BYTES: positiveInt(32 * 1024 * 1024, 1024 * 1024 * 1024),
+  // A user record above this is not stored; it is set aside in rejected_records (without its content).
+  SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),
+  // Deletion candidates checked upstream per run; the rest wait for a later run.
+  SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // Deletion checks in flight. They run inside the run's write transaction (a run publishes whole), so every
+  // check waiting on a slow service holds the mirror's write lock longer: more in flight, shorter hold.
+  SYNC_VERIFY_CONCURRENCY: positiveInt(16, 256),
+  // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
+  RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
+  // Age of the last succeeded sync beyond which the mirror is reported stale; unset: three SYNC_CRON intervals.
+  SYNC_STALE_AFTER_MS: z.coerce.number().int().min(1_000).max(90 * 24 * 3_600_000).optional(),
+  HTTP_CONNECTIONS: positiveInt(8, 256),
+  HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
+  HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
+  // Headers and the whole body of one request: the body timeout is only an idle gap, which a trickle never trips.
+  // 60 s: two attempts of a stuck page fit SYNC_PAGE_RETRY_BUDGET_MS (a 0.4 MB page needs 7 KB/s).
+  HTTP_REQUEST_TIMEOUT_MS: positiveInt(60_000, 3_600_000),
+  REMOVAL_CONCURRENCY: positiveInt(8, 256),
+  REMOVAL_ATTEMPTS: positiveInt(10, 1000),
+  REMOVAL_BACKOFF_MS: positiveInt(1_000, 3_600_000),
+  // How long a crashed removal worker holds its jobs before another worker takes them over.
+  REMOVAL_LOCK_MS: positiveInt(30_000, 600_000),
+  SHUTDOWN_TIMEOUT_MS: positiveInt(25_000, 600_000),
+  // The daemon's worker watchdog: how often it looks, and how long jobs may wait with none active before a restart.
+  WATCHDOG_INTERVAL_MS: positiveInt(15_000, 600_000),
+  WATCHDOG_STALL_MS: positiveInt(120_000, 3_600_000),
+  STATUS_PORT: nonNegativeInt(9464, 65535),
+  STATUS_HOST: z.string().min(1).default('127.0.0.1'),
+  // The replica (src/replica): `serve` listens on 8788 when unset; the daemon serves one only when it is set.
+  REPLICA_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  REPLICA_HOST: z.string().min(1).default('127.0.0.1'),
+  // Required by the daemon's replica; `serve` generates one (printed once) when unset. Never the service's key.
+  REPLICA_API_KEY: secret.optional(),
+  // Unset: the SERVICE_API_KEY_HEADER value, so a client of the service changes only its base URL and key.
+  REPLICA_API_KEY_HEADER: headerName.optional(),
+  // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
+  REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+} as const;
+
+export type EnvName = keyof typeof ENV;
+export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
+
+/** Variables whose values must never be printed. */
+export const SECRET_ENV: ReadonlySet<EnvName> = new Set([
+  'SERVICE_API_KEY',
+  'MANAGEMENT_KEY',
+  'REDIS_URL',
+  'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
+  'REPLICA_API_KEY',
+]);
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/**
+ * Reads and validates `names` from `env`. Empty strings count as unset (env
+ * files often carry `KEY=`). Throws one ConfigError listing every problem.
+ */
+export function readConfig<K extends EnvName>(names: readonly K[], env: NodeJS.ProcessEnv = process.env): Config<K> {
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const name of names) {
+    const raw = env[name];
+    const result = ENV[name].safeParse(raw === '' ? undefined : raw);
+    if (result.success) out[name] = result.data;
+    else problems.push(`${name}: ${raw === undefined || raw === '' ? 'is required' : result.error.issues[0]?.message ?? 'is invalid'}`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out as Config<K>;
+}
+
+/** The variable sets commands ask for. */
+export const SERVICE_ENV = [
+  'SERVICE_BASE_URL',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  'HTTP_CONNECTIONS',
+  'HTTP_HEADERS_TIMEOUT_MS',
+  'HTTP_BODY_TIMEOUT_MS',
+  'HTTP_REQUEST_TIMEOUT_MS',
+] as const satisfies readonly EnvName[];
+export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
+export const REPLICA_ENV = [
+  'REPLICA_PORT',
+  'REPLICA_HOST',
+  'REPLICA_API_KEY',
+  'REPLICA_API_KEY_HEADER',
+  'REPLICA_MAX_STALENESS_S',
+  'SERVICE_API_KEY_HEADER',
+  'MIRROR_DB',
+] as const satisfies readonly EnvName[];

@@ -1,0 +1,113 @@
+/**
+ * `.env.example`, rendered from the configuration registry (config.ts): one
+ * line per variable with its default, what it is for, and whether it is a
+ * secret. `npm run env-example` writes the file; test/release.test.ts fails
+ * when the committed file and the registry drift apart.
+ *
+ * The descriptions are a Record over every variable name, so a variable
+ * added to the registry without one does not compile.
+ */
+import { ENV, SECRET_ENV, type EnvName } from './config.js';
+
+const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
+  ['The service (sync, resolve --online)', ['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER']],
+  ['The management service (removals)', ['MANAGEMENT_URL', 'MANAGEMENT_KEY']],
+  [
+    'Redis: one of REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS',
+    ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD', 'REDIS_TLS', 'QUEUE_PREFIX', 'ALLOW_VOLATILE_REDIS'],
+  ],
+  ['Files and identity', ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID']],
+  [
+    'Sync',
+    ['SYNC_CRON', 'SYNC_CONCURRENCY', 'SYNC_MAX_DELETE_RATIO', 'SYNC_PAGE_ATTEMPTS', 'SYNC_PAGE_RETRY_BUDGET_MS', 'SYNC_MAX_DURATION_MS', 'SYNC_MAX_PAGE_BYTES', 'SYNC_MAX_RECORD_BYTES', 'SYNC_MAX_VERIFY', 'SYNC_VERIFY_CONCURRENCY', 'SYNC_STALE_AFTER_MS', 'RESOLVE_WRITE_WAIT_MS'],
+  ],
+  ['HTTP', ['HTTP_CONNECTIONS', 'HTTP_HEADERS_TIMEOUT_MS', 'HTTP_BODY_TIMEOUT_MS', 'HTTP_REQUEST_TIMEOUT_MS']],
+  ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
+  ['Daemon', ['SHUTDOWN_TIMEOUT_MS', 'WATCHDOG_INTERVAL_MS', 'WATCHDOG_STALL_MS', 'STATUS_HOST', 'STATUS_PORT', 'LOG_LEVEL']],
+  ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S']],
+];
+
+const ABOUT: Record<EnvName, string> = {
+  SERVICE_BASE_URL: "the service's base address ({base_url}); unset: `demo` uses the local stand-in",
+  SERVICE_API_KEY: 'team API key; sent only to SERVICE_BASE_URL',
+  SERVICE_API_KEY_HEADER: 'header carrying the team key',
+  MANAGEMENT_URL: "the management address ({management_url}); also names the removal queue's target",
+  MANAGEMENT_KEY: 'management key (X-Management-Key); sent only to MANAGEMENT_URL',
+  REDIS_URL: 'a single node, redis:// or rediss:// (TLS); credentials and db in the URL',
+  REDIS_CLUSTER_NODES: 'a Redis Cluster: host:port,host:port (needs a {hash tag} in QUEUE_PREFIX)',
+  REDIS_SENTINELS: "Redis under Sentinel: the sentinels' host:port list",
+  REDIS_SENTINEL_NAME: "the master's name the sentinels monitor",
+  REDIS_USERNAME: 'user for cluster or Sentinel nodes',
+  REDIS_PASSWORD: 'password for cluster or Sentinel nodes',
+  REDIS_SENTINEL_PASSWORD: "the sentinels' own password",
+  REDIS_TLS: '1: TLS to cluster or Sentinel nodes (a private CA: NODE_EXTRA_CA_CERTS)',
+  QUEUE_PREFIX: 'BullMQ key prefix; at most one {hash tag}',
+  ALLOW_VOLATILE_REDIS: '1: run removals on a Redis that can lose them (no AOF, or evicting)',
+  MIRROR_DB: 'the SQLite mirror file',
+  AUDIT_DB: "the removal audit's SQLite file; unset: next to MIRROR_DB",
+  MIRROR_ID: "names this mirror's sync queue; unset: the host name",
+  SYNC_CRON: 'sync schedule, UTC (a 6th leading field is seconds)',
+  SYNC_CONCURRENCY: 'pages fetched in parallel',
+  SYNC_MAX_DELETE_RATIO: 'mass-delete breaker: above this share missing, a run deletes nothing',
+  SYNC_PAGE_ATTEMPTS: 'attempts per page and per deletion check',
+  SYNC_PAGE_RETRY_BUDGET_MS: 'after the attempts, keep retrying a page while within this budget; 0: attempts only',
+  SYNC_MAX_DURATION_MS: 'a run still going after this fails, nothing published',
+  SYNC_MAX_PAGE_BYTES: 'largest page body read',
+  SYNC_MAX_RECORD_BYTES: 'largest user record stored; bigger ones go to rejected_records',
+  SYNC_MAX_VERIFY: 'users missing from the listing checked upstream per run',
+  SYNC_VERIFY_CONCURRENCY: "deletion checks in flight (they hold the run's write transaction while they wait)",
+  SYNC_STALE_AFTER_MS: 'age of the last succeeded sync past which the mirror is stale; unset: three SYNC_CRON intervals',
+  RESOLVE_WRITE_WAIT_MS: "how long resolve --online waits for the mirror's write lock to store its answer",
+  HTTP_CONNECTIONS: 'connections per origin',
+  HTTP_HEADERS_TIMEOUT_MS: 'time to the response headers',
+  HTTP_BODY_TIMEOUT_MS: 'longest gap between two body chunks',
+  HTTP_REQUEST_TIMEOUT_MS: 'deadline for one whole request, body included',
+  REMOVAL_CONCURRENCY: 'removals in parallel per worker',
+  REMOVAL_ATTEMPTS: 'attempts per removal job (producers)',
+  REMOVAL_BACKOFF_MS: 'first retry delay of a removal (doubles, jittered)',
+  REMOVAL_LOCK_MS: "how long a crashed worker's job stays locked",
+  SHUTDOWN_TIMEOUT_MS: 'how long a graceful shutdown waits for in-flight work',
+  WATCHDOG_INTERVAL_MS: 'how often the worker watchdog looks',
+  WATCHDOG_STALL_MS: 'jobs waiting this long with none active restart a worker',
+  STATUS_HOST: 'address of /healthz, /readyz, /metrics',
+  STATUS_PORT: 'port of the status endpoint (0: any free port)',
+  LOG_LEVEL: 'pino level',
+  REPLICA_PORT: 'the replica: serve uses 8788 when unset; the daemon serves one only when set',
+  REPLICA_HOST: "the replica's address",
+  REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
+  REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
+  REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
+};
+
+/** The default as the registry applies it, or undefined (required, or derived at run time). */
+function defaultOf(name: EnvName): string | undefined {
+  const parsed = ENV[name].safeParse(undefined);
+  if (!parsed.success || parsed.data === undefined) return undefined;
+  // MIRROR_ID's default is this host's name: not something to write into a shared file.
+  if (name === 'MIRROR_ID') return undefined;
+  const value: unknown = parsed.data;
+  if (typeof value === 'boolean') return value ? '1' : '0';
+  return String(value);
+}
+
+export function renderEnvExample(): string {
+  const lines = [
+    '# user-mirror configuration: every variable it reads, rendered from src/runtime/config.ts (npm run env-example).',
+    '# Copy to .env and fill in; commented lines show defaults. Lines marked "secret" never go into git or a log.',
+  ];
+  for (const [title, names] of GROUPS) {
+    lines.push('', `# --- ${title}`);
+    for (const name of names) {
+      const def = defaultOf(name);
+      lines.push(`# ${ABOUT[name]}${SECRET_ENV.has(name) ? ' (secret)' : ''}`);
+      lines.push(def === undefined ? `# ${name}=` : `# ${name}=${def}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** Every registry variable appears in exactly one group. */
+export function ungrouped(): EnvName[] {
+  const grouped = new Set(GROUPS.flatMap(([, names]) => names));
+  return (Object.keys(ENV) as EnvName[]).filter((n) => !grouped.has(n));
+}

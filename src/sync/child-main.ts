@@ -1,0 +1,82 @@
+/**
+ * The daemon's sync, in a process of its own (started by ./child-process.ts).
+ *
+ * Why a process: a run's publish is one SQLite transaction of seconds to tens
+ * of seconds (12-29 s for 300k users), and better-sqlite3 runs it
+ * synchronously. Inside the daemon it froze the event loop: /healthz went
+ * unanswered for 10 s, BullMQ's lock renewals and the removal worker waited.
+ * Here it freezes only this process.
+ *
+ * Everything that writes the mirror during a run lives here, the sync lease
+ * included: renewing the lease from the daemon would wait on the publish's
+ * lock, synchronously, on the daemon's event loop. This is the same leased run
+ * as `sync --once`.
+ *
+ * Configuration is read from the environment inherited from the daemon, the
+ * same way the daemon reads it, so no secret crosses the IPC channel.
+ *
+ * Stopping: an 'abort' message or SIGTERM aborts the run (recorded as failed,
+ * nothing published). SIGINT is ignored: Ctrl-C at a terminal reaches the
+ * whole process group, and the daemon decides when its sync stops. If the
+ * daemon goes away (the channel closes) the run is aborted too.
+ */
+import { readConfig, SERVICE_ENV } from '../runtime/config.js';
+import { createLogger } from '../runtime/log.js';
+import { serviceClientFromConfig } from '../service/client-from-config.js';
+import { openMirror } from '../../db/open.js';
+import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from './exclusive-run.js';
+import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
+
+/** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
+export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
+
+function post(message: ChildMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (process.send === undefined || !process.connected) resolve();
+    else process.send(message, undefined, {}, () => resolve());
+  });
+}
+
+async function main(): Promise<void> {
+  const abort = new AbortController();
+  const stop = (why: string) => () => abort.abort(new Error(why));
+  process.on('message', (raw) => {
+    if (ParentMessageSchema.safeParse(raw).success) stop('aborted by the daemon')();
+  });
+  process.once('disconnect', stop('the daemon went away'));
+  process.once('SIGTERM', stop('SIGTERM'));
+  process.on('SIGINT', () => undefined);
+
+  try {
+    const config = readConfig(SYNC_PROCESS_ENV);
+    const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
+    const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    const db = openMirror(config.MIRROR_DB);
+    const client = serviceClientFromConfig(
+      // Every page in flight needs its own connection.
+      { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
+      { onResponse: (event) => void post({ type: 'response', event }) },
+    );
+    try {
+      const outcome = await runLeasedSync({
+        config,
+        db,
+        client,
+        logger,
+        signal: abort.signal,
+        onLeased: () => logger.info({ event: 'sync.job_started', ...job }, 'sync job started'),
+      });
+      await post({ type: 'done', outcome });
+      checkpointAfterSync(db, logger, outcome);
+    } finally {
+      await client.close().catch(() => undefined);
+      db.close();
+    }
+  } catch (err) {
+    await post({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+    process.exitCode = 1;
+  }
+  if (process.connected) process.disconnect();
+}
+
+void main();

@@ -1,0 +1,165 @@
+/**
+ * Runs one leased sync in a child process (./child-main.ts says why) and
+ * hands back its outcome, as if it had run here.
+ *
+ * - The child's log lines go straight to this process's stdout and stderr.
+ * - Its service responses come back as messages, for the daemon's metrics;
+ *   its summary comes back at the end, for the sync metrics.
+ * - `signal` aborts the run: the child is asked to stop and records the run
+ *   as failed. A child still busy `killAfterMs` later (a publish cannot be
+ *   interrupted) is killed; SQLite rolls the publish back, the mirror stays as
+ *   it was, and the next run marks the orphaned run `interrupted`.
+ * - If this process exits while a child runs (a second signal exits at once)
+ *   the child is killed with it, as an in-process sync would have died.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ResponseEvent } from '../service/client.js';
+import type { SyncSummary } from './engine.js';
+import { z } from 'zod';
+import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
+
+export interface SyncProcessOptions {
+  onResponse?: (event: ResponseEvent) => void;
+  /** After an abort, how long the child has to record its run before it is killed. */
+  killAfterMs?: number;
+  /** The child's entry; the built ./child-main.js by default. */
+  entry?: string;
+}
+
+export type LeasedSyncRunner = (signal: AbortSignal, job: SyncJobContext) => Promise<LeasedOutcome<SyncSummary>>;
+
+const DEFAULT_ENTRY = fileURLToPath(new URL('./child-main.js', import.meta.url));
+
+export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSyncRunner {
+  const killAfterMs = options.killAfterMs ?? 30_000;
+  return (signal, job) =>
+    new Promise((resolve, reject) => {
+      const child = fork(options.entry ?? DEFAULT_ENTRY, [JSON.stringify(job)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        serialization: 'json',
+        // A debugger port cannot be shared with the parent.
+        execArgv: process.execArgv.filter((a) => !a.startsWith('--inspect')),
+      });
+      let outcome: LeasedOutcome<SyncSummary> | undefined;
+      let failure: string | undefined;
+      let killTimer: NodeJS.Timeout | undefined;
+
+      const killWithUs = (): void => {
+        child.kill('SIGKILL');
+      };
+      const onAbort = (): void => {
+        if (child.connected) child.send({ type: 'abort' });
+        killTimer ??= setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+        killTimer.unref();
+      };
+      process.once('exit', killWithUs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) onAbort();
+
+      child.on('message', (raw) => {
+        const parsed = ChildMessageSchema.safeParse(raw);
+        if (!parsed.success) {
+          failure = `unexpected message from the sync process: ${parsed.error.issues[0]?.message ?? 'invalid'}`;
+          return;
+        }
+        const m = parsed.data;
+        if (m.type === 'response') options.onResponse?.(m.event);
+        else if (m.type === 'done') outcome = m.outcome;
+        else failure = m.message;
+      });
+      const finish = (): void => {
+        process.off('exit', killWithUs);
+        signal.removeEventListener('abort', onAbort);
+        clearTimeout(killTimer);
+        if (outcome !== undefined) resolve(outcome);
+        else reject(new Error(failure ?? 'sync process exited before reporting a result'));
+      };
+      child.once('error', (err) => {
+        failure ??= `sync process: ${err.message}`;
+        // Never started: no 'exit' follows.
+        if (child.pid === undefined) finish();
+      });
+      child.once('exit', (code, exitSignal) => {
+        failure ??= `sync process exited (${exitSignal ?? `code ${code}`}) before reporting a result`;
+        finish();
+      });
+    });
+}
+
+/**
+ * What the daemon and its sync process (./child-main.ts) say to each other
+ * over the IPC channel. Both ends parse what they receive: a message is
+ * data from another program, and a version skew between a parent and a
+ * child built from different trees must fail loudly, not half-work.
+ */
+const count = z.number().int().min(0);
+
+const SyncSummarySchema = z.object({
+  runId: z.number().int(),
+  status: z.enum(['succeeded', 'partial', 'failed']),
+  pages: count,
+  pageFailures: count,
+  usersSeen: count,
+  created: count,
+  updated: count,
+  deleted: count,
+  superseded: count,
+  rejected: count,
+  duplicates: count,
+  totalAtStart: count.optional(),
+  totalAtEnd: count.optional(),
+  durationMs: z.number().min(0),
+  reason: z.string().optional(),
+  candidates: count,
+  confirmedGone: count,
+  stillThere: count,
+  unverified: count,
+  deferred: count,
+})
+  // JSON drops keys whose value is undefined; the summary names them anyway.
+  .transform((s) => ({ ...s, totalAtStart: s.totalAtStart, totalAtEnd: s.totalAtEnd })) satisfies z.ZodType<SyncSummary>;
+
+const LeaseRowSchema = z.object({
+  holder: z.string(),
+  host: z.string(),
+  pid: z.number().int(),
+  acquiredAt: z.number(),
+  expiresAt: z.number(),
+}) satisfies z.ZodType<LeaseRow>;
+
+const OutcomeSchema = z.discriminatedUnion('ran', [
+  z.object({ ran: z.literal(true), value: SyncSummarySchema }),
+  z.object({ ran: z.literal(false), heldBy: LeaseRowSchema }),
+]) satisfies z.ZodType<LeasedOutcome<SyncSummary>>;
+
+const ResponseEventSchema = z.object({
+  method: z.enum(['GET', 'DELETE']),
+  route: z.string(),
+  status: z.number().int(),
+  durationMs: z.number(),
+}) satisfies z.ZodType<ResponseEvent>;
+
+export const ChildMessageSchema = z.discriminatedUnion('type', [
+  /** One service response, for the daemon's HTTP metrics. */
+  z.object({ type: z.literal('response'), event: ResponseEventSchema }),
+  /** The run is over (or never started: the lease was held). The child exits next. */
+  z.object({ type: z.literal('done'), outcome: OutcomeSchema }),
+  /** Something broke before the engine could record a run (config, the mirror file). */
+  z.object({ type: z.literal('error'), message: z.string() }),
+]);
+export type ChildMessage = z.infer<typeof ChildMessageSchema>;
+
+/** The job a sync process runs, for its log lines: its one command-line argument, as JSON. */
+export const SyncJobContextSchema = z.object({
+  jobId: z.string().optional(),
+  reason: z.string(),
+  tick: z.string(),
+});
+export type SyncJobContext = z.infer<typeof SyncJobContextSchema>;
+
+export const ParentMessageSchema = z.discriminatedUnion('type', [
+  /** Stop the run: it is recorded as failed ('aborted') and nothing is published. */
+  z.object({ type: z.literal('abort') }),
+]);
+export type ParentMessage = z.infer<typeof ParentMessageSchema>;

@@ -1,0 +1,85 @@
+/**
+ * One sync run under the sync lease, with the engine's settings taken from
+ * configuration: what `sync --once` runs, and what the daemon's sync process
+ * (./child-main.ts) runs, so the two cannot drift apart.
+ */
+import type { Config } from '../runtime/config.js';
+import type { Logger } from '../runtime/log.js';
+import { checkpointMirror, type Db } from '../../db/open.js';
+import type { ProgressSnapshot } from './progress.js';
+import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
+import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
+
+export const LEASED_SYNC_ENV = [
+  'SYNC_CONCURRENCY',
+  'SYNC_MAX_DELETE_RATIO',
+  'SYNC_PAGE_ATTEMPTS',
+  'SYNC_PAGE_RETRY_BUDGET_MS',
+  'SYNC_MAX_DURATION_MS',
+  'SYNC_MAX_PAGE_BYTES',
+  'SYNC_MAX_RECORD_BYTES',
+  'SYNC_MAX_VERIFY',
+  'SYNC_VERIFY_CONCURRENCY',
+] as const;
+
+export interface LeasedSyncParams {
+  config: Config<(typeof LEASED_SYNC_ENV)[number]>;
+  db: Db;
+  client: SyncOptions['client'];
+  logger: Logger;
+  /** Overrides SYNC_CONCURRENCY (`sync --concurrency`). */
+  concurrency?: number;
+  signal?: AbortSignal;
+  onProgress?: (snapshot: ProgressSnapshot) => void;
+  /** Called once the lease is held, just before the run starts. */
+  onLeased?: () => void;
+}
+
+export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSummary>> {
+  return withSyncLease(
+    p.db,
+    {
+      signal: p.signal,
+      onLost: () => p.logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
+    },
+    (signal) => {
+      p.onLeased?.();
+      return runSync({
+        client: p.client,
+        db: p.db,
+        concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
+        maxDeleteRatio: p.config.SYNC_MAX_DELETE_RATIO,
+        pageAttempts: p.config.SYNC_PAGE_ATTEMPTS,
+        pageRetryBudgetMs: p.config.SYNC_PAGE_RETRY_BUDGET_MS,
+        maxDurationMs: p.config.SYNC_MAX_DURATION_MS,
+        maxRecordBytes: p.config.SYNC_MAX_RECORD_BYTES,
+        maxVerify: p.config.SYNC_MAX_VERIFY,
+        verifyConcurrency: p.config.SYNC_VERIFY_CONCURRENCY,
+        logger: p.logger,
+        signal,
+        onProgress: p.onProgress,
+      });
+    },
+  );
+}
+
+/**
+ * Once a run's result is delivered: copies the WAL into the mirror file
+ * (the run's writer leaves that out of its COMMIT, db/mirror-store.ts).
+ * Readers are never blocked by it; one holding an old snapshot only leaves
+ * part of the WAL for the next checkpoint, which is logged.
+ *
+ * Only after a run of ours (`outcome.ran`): a run skipped because another
+ * process holds the lease has nothing to copy, and its TRUNCATE would wait
+ * out the busy timeout on that process's write lock.
+ */
+export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutcome<unknown> | undefined): void {
+  if (outcome?.ran !== true) return;
+  try {
+    const r = checkpointMirror(db);
+    if (r.busy) logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
+    else logger.info({ event: 'sync.checkpoint', ...r }, 'WAL copied into the mirror file');
+  } catch (err) {
+    logger.warn({ event: 'sync.checkpoint_failed', err: err instanceof Error ? err.message : String(err) }, 'WAL checkpoint failed; the next one copies it');
+  }
+}
