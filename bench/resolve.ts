@@ -19,6 +19,7 @@ import type { StagedRecord } from '../db/user-writes.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { closeResolvers, resolveOffline, resolveOfflineMany, type ResolveOptions } from '../src/replica/resolve.js';
+import { pageOf } from '../test/support/mirror-fixtures.js';
 
 const USERS = Number(process.env.BENCH_RESOLVE_USERS ?? 200_000);
 const LOOKUPS = Number(process.env.BENCH_RESOLVE_LOOKUPS ?? 300_000);
@@ -60,9 +61,9 @@ function buildMirror(path: string): void {
         const raw = record(n);
         page.push({ user: UserSchema.parse(raw), rawJson: JSON.stringify(raw), warnings: [] });
       }
-      writer.stagePage(runId, page);
+      writer.stagePage(runId, pageOf(page), 0);
     }
-    writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.listUnseenActive(runId) } : { deletionsChecked: false, deletions: [] });
+    writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) } : { deletionsChecked: false, deletions: [] });
     writer.finishRun(runId, { status: 'succeeded', pages: Math.ceil((to - from) / 500), usersSeen: to - from });
   };
   runPages(0, USERS, true);

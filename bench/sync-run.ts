@@ -9,8 +9,10 @@ import { checkpointMirror, openMirror } from '../db/open.js';
 import { toSourceRows, toUtcTimestamp } from '../db/user-row.js';
 import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
+import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { PAGE_LIMIT } from '../src/sync/scan.js';
 import { callWithRetries } from '../src/service/retry.js';
+import { parseUserRecord } from '../src/service/user-record.js';
 
 export interface SyncRunRequest {
   kind: 'sync' | 'peer';
@@ -62,7 +64,7 @@ function expectComplete(summary: SyncSummary, users: number, what: string): void
 async function sync(client: ServiceClient, r: SyncRunRequest): Promise<RunResult> {
   const db = openMirror(r.dbPath);
   try {
-    const { result, seconds, peakRssMb } = await measured(() => runSync({ client, db, concurrency: r.concurrency }));
+    const { result, seconds, peakRssMb } = await measured(() => runSync({ client, writer: sqliteRunWriter(db), concurrency: r.concurrency }));
     expectComplete(result, r.users, `sync of ${r.users} users`);
     const checkpointSeconds = checkpointMirror(db).ms / 1000;
     return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()), checkpointSeconds };
@@ -90,13 +92,14 @@ async function peer(client: ServiceClient, dbPath: string, users: number): Promi
       for (let offset = 0; offset < users; offset += PAGE_LIMIT) {
         const params = { offset, limit: Math.min(PAGE_LIMIT, users - offset) };
         // Retried like the sync's own requests, so a dropped keep-alive socket does not end the benchmark.
-        const page = await callWithRetries(`offset ${offset}`, () => client.listUsersPage(params), { attempts: 5 });
+        const page = await callWithRetries(`offset ${offset}`, () => client.listUserRecords(params), { attempts: 5 });
         const now = new Date().toISOString();
         db.transaction(() => {
-          for (const record of page.records) {
+          for (const [index, span] of page.spans.entries()) {
+            const raw = page.body.toString('utf8', span.start, span.end);
+            const record = parseUserRecord(JSON.parse(raw), index);
             if (!record.ok) continue;
             const u = record.user;
-            const raw = JSON.stringify(page.raw[record.index]);
             upsertUser.run(u.user_id, u.team_id, u.client_user_id, toUtcTimestamp(u.created_on), u.ingestion_start ?? null, u.ingestion_end ?? null, raw, now, now);
             dropSources.run(u.user_id);
             for (const s of toSourceRows(u)) insertSource.run(s.user_id, s.slug, s.name, s.logo, s.created_on, s.descriptor);

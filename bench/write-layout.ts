@@ -27,6 +27,7 @@ import { parseUserRecord } from '../src/service/user-record.js';
 import { clientIdLookupsPerSecond } from './client-id-lookups.js';
 import { generateUserJson, userKeys, type UserKeys } from '../src/stand-in/user-generator.js';
 import { sqliteRunWriter, type RunWriter } from '../src/sync/run-writer.js';
+import { pageOf } from '../test/support/mirror-fixtures.js';
 
 const USERS = Number(process.env.BENCH_LAYOUT_USERS ?? 300_000);
 const PAGE = 500;
@@ -69,7 +70,7 @@ function run(writer: RunWriter, keys: UserKeys, changed?: (i: number) => boolean
   for (let p = 0; p * PAGE < USERS; p++) {
     const records = page(keys, p, changed);
     t = performance.now();
-    writer.stagePage(runId, records);
+    writer.stagePage(runId, pageOf(records), 0);
     timed += performance.now() - t;
   }
   t = performance.now();

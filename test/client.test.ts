@@ -1,7 +1,10 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServiceClient } from '../src/service/client.js';
+import { ServiceClient, type PageParams } from '../src/service/client.js';
+import type { User } from '../src/service/schemas.js';
+import { parseUserRecord } from '../src/service/user-record.js';
+import { decodePage } from '../src/sync/page-decode.js';
 import {
   HttpError,
   NetworkError,
@@ -13,6 +16,21 @@ import {
 import { isRetryable } from '../src/service/retry.js';
 import { startStandIn } from '../src/stand-in/index.js';
 import { recordingServer } from './support/canned-server.js';
+
+/**
+ * A page read as a strict caller reads it: every record parsed, the first
+ * bad one an error naming its path (the sync instead sets a bad record aside).
+ */
+async function listUsers(c: ServiceClient, params: PageParams, signal?: AbortSignal) {
+  const page = await c.listUserRecords(params, signal);
+  const users: User[] = [];
+  page.spans.forEach((span, index) => {
+    const parsed = parseUserRecord(JSON.parse(page.body.toString('utf8', span.start, span.end)), index);
+    if (!parsed.ok) throw new ResponseValidationError(parsed.reason, 'GET', '/v2/user/');
+    users.push(parsed.user);
+  });
+  return { total: page.total, offset: page.offset, limit: page.limit, users };
+}
 
 type StandIn = Awaited<ReturnType<typeof startStandIn>>;
 
@@ -37,12 +55,12 @@ afterAll(async () => {
 
 describe('listUsers', () => {
   it('reads pages in the live shape and walks the whole directory', async () => {
-    const first = await client.listUsers({ offset: 0, limit: 500 });
+    const first = await listUsers(client, { offset: 0, limit: 500 });
     expect(first.total).toBe(1234);
     expect(first.users).toHaveLength(500);
     const ids = new Set<string>();
     for (let offset = 0; offset < first.total; offset += 500) {
-      const page = await client.listUsers({ offset, limit: 500 });
+      const page = await listUsers(client, { offset, limit: 500 });
       for (const u of page.users) ids.add(u.user_id);
     }
     expect(ids.size).toBe(1234);
@@ -57,7 +75,7 @@ describe('listUsers', () => {
       body: JSON.stringify({ users: [{ ...minimalUser(), shiny_new_field: { a: 1 } }], total: 1, offset: 0, limit: 500 }),
     }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
-    const page = await c.listUsers({ offset: 0, limit: 500 });
+    const page = await listUsers(c, { offset: 0, limit: 500 });
     expect((page.users[0] as Record<string, unknown>).shiny_new_field).toEqual({ a: 1 });
     await c.close();
     srv.server.close();
@@ -71,7 +89,7 @@ describe('listUsers', () => {
     [{ offset: 1.5, limit: 10 }, 'offset'],
   ])('rejects %j before sending, naming %s', async (params, field) => {
     const before = standIn.requests.length;
-    const err = await client.listUsers(params).catch((e: unknown) => e);
+    const err = await listUsers(client, params).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RequestValidationError);
     expect((err as RequestValidationError).field).toBe(field);
     expect((err as Error).message).toContain(field);
@@ -83,11 +101,11 @@ describe('listUsers', () => {
     users[37] = { ...minimalUser(), user_id: 'not-a-uuid' };
     const srv = await recordingServer(() => ({ status: 200, body: JSON.stringify({ users, total: 40, offset: 0, limit: 500 }) }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
-    const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ResponseValidationError);
     expect((err as Error).message).toContain('users[37].user_id');
-    const page = await c.listUsersPage({ offset: 0, limit: 500 });
-    expect(page.records.filter((r) => !r.ok).map((r) => r.index)).toEqual([37]);
+    const page = await c.listUserRecords({ offset: 0, limit: 500 });
+    expect(decodePage(page, 0, () => 'write').rejected.map((r) => r.index)).toEqual([37]);
     await c.close();
     srv.server.close();
   });
@@ -95,7 +113,7 @@ describe('listUsers', () => {
   it('turns a body that is not JSON into a validation error, not a crash', async () => {
     const srv = await recordingServer(() => ({ status: 200, body: '<html>oops' }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
-    await expect(c.listUsers({ offset: 0, limit: 5 })).rejects.toBeInstanceOf(ResponseValidationError);
+    await expect(listUsers(c, { offset: 0, limit: 5 })).rejects.toBeInstanceOf(ResponseValidationError);
     await c.close();
     srv.server.close();
   });
@@ -119,7 +137,7 @@ describe('tolerance of live payloads', () => {
       body: JSON.stringify({ users: tolerant, total: tolerant.length, offset: 0, limit: 500 }),
     }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
-    const page = await c.listUsers({ offset: 0, limit: 500 });
+    const page = await listUsers(c, { offset: 0, limit: 500 });
     expect(page.users).toHaveLength(4);
     await c.close();
     srv.server.close();
@@ -131,7 +149,7 @@ describe('tolerance of live payloads', () => {
       delete u[field];
       const srv = await recordingServer(() => ({ status: 200, body: JSON.stringify({ users: [u], total: 1, offset: 0, limit: 1 }) }));
       const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
-      const err = await c.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e);
+      const err = await listUsers(c, { offset: 0, limit: 1 }).catch((e: unknown) => e);
       expect((err as Error).message).toContain(`users[0].${field}`);
       await c.close();
       srv.server.close();
@@ -141,7 +159,7 @@ describe('tolerance of live payloads', () => {
 
 describe('resolveUser', () => {
   it('finds a user by client_user_id', async () => {
-    const { users } = await client.listUsers({ offset: 0, limit: 3 });
+    const { users } = await listUsers(client, { offset: 0, limit: 3 });
     const wanted = users[2]!;
     const result = await client.resolveUser(wanted.client_user_id);
     expect(result).toEqual({ found: true, user: wanted, rawJson: expect.any(String), warnings: [] });
@@ -170,7 +188,7 @@ describe('resolveUser', () => {
   );
 
   it('round-trips awkward ids through the stand-in', async () => {
-    const { users } = await client.listUsers({ offset: 0, limit: 500 });
+    const { users } = await listUsers(client, { offset: 0, limit: 500 });
     for (const u of users.slice(0, 20)) {
       const r = await client.resolveUser(u.client_user_id);
       expect(r.found && r.user.user_id).toBe(u.user_id);
@@ -239,12 +257,12 @@ describe('errors', () => {
 
   it('maps stand-in faults to retryable errors', async () => {
     standIn.faults.failNext({ method: 'GET', status: 429, times: 1, retryAfter: 3 });
-    const e429 = (await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
+    const e429 = (await listUsers(client, { offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
     expect([e429.status, e429.retryAfterMs, isRetryable(e429)]).toEqual([429, 3000, true]);
     standIn.faults.failNext({ method: 'GET', status: 503, times: 1, retryAfter: 1 });
-    const e503 = (await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
+    const e503 = (await listUsers(client, { offset: 0, limit: 10 }).catch((e: unknown) => e)) as HttpError;
     expect([e503.status, isRetryable(e503)]).toEqual([503, true]);
-    expect((await client.listUsers({ offset: 0, limit: 10 })).users).toHaveLength(10);
+    expect((await listUsers(client, { offset: 0, limit: 10 })).users).toHaveLength(10);
   });
 
   it('reports refused connections as network errors', async () => {
@@ -252,7 +270,7 @@ describe('errors', () => {
     const url = srv.url;
     await new Promise((r) => srv.server.close(r));
     const c = new ServiceClient({ baseUrl: url, apiKey: 'pk_test' });
-    const err = await c.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e);
+    const err = await listUsers(c, { offset: 0, limit: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NetworkError);
     expect((err as NetworkError).code).toBe('ECONNREFUSED');
     expect(isRetryable(err)).toBe(true);
@@ -262,7 +280,7 @@ describe('errors', () => {
   it('reports a connection reset as a network error', async () => {
     standIn.faults.set({ resetRate: 1 });
     try {
-      const err = await client.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e);
+      const err = await listUsers(client, { offset: 0, limit: 10 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NetworkError);
       expect(isRetryable(err)).toBe(true);
     } finally {
@@ -274,12 +292,12 @@ describe('errors', () => {
   it('distinguishes header and body timeouts', async () => {
     const slow = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, headersTimeoutMs: 100, bodyTimeoutMs: 100 });
     standIn.faults.set({ latencyMs: 3_000 });
-    const headers = await slow.listUsers({ offset: 0, limit: 10 }).catch((e: unknown) => e);
+    const headers = await listUsers(slow, { offset: 0, limit: 10 }).catch((e: unknown) => e);
     standIn.faults.clear();
     expect(headers).toBeInstanceOf(TimeoutError);
     expect((headers as TimeoutError).phase).toBe('headers');
     standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 256, slowChunkDelayMs: 3_000 });
-    const body = await slow.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    const body = await listUsers(slow, { offset: 0, limit: 500 }).catch((e: unknown) => e);
     standIn.faults.clear();
     expect(body).toBeInstanceOf(TimeoutError);
     expect((body as TimeoutError).phase).toBe('body');
@@ -298,7 +316,7 @@ describe('bounds on one request', () => {
     });
     standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 1, slowChunkDelayMs: 100 });
     try {
-      const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+      const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(TimeoutError);
       expect((err as TimeoutError).phase).toBe('total');
       expect((err as Error).message).toContain('HTTP_REQUEST_TIMEOUT_MS');
@@ -308,14 +326,14 @@ describe('bounds on one request', () => {
       await c.close();
     }
     // The client is still usable afterwards.
-    expect((await client.listUsers({ offset: 0, limit: 5 })).users).toHaveLength(5);
+    expect((await listUsers(client, { offset: 0, limit: 5 })).users).toHaveLength(5);
   });
 
   it('an abort by the caller stays an abort, not a timeout', async () => {
     const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, requestTimeoutMs: 60_000 });
     standIn.faults.set({ latencyMs: 2_000 });
     try {
-      const err = await c.listUsers({ offset: 0, limit: 5 }, AbortSignal.timeout(200)).catch((e: unknown) => e);
+      const err = await listUsers(c, { offset: 0, limit: 5 }, AbortSignal.timeout(200)).catch((e: unknown) => e);
       expect(err).not.toBeInstanceOf(TimeoutError);
     } finally {
       standIn.faults.clear();
@@ -325,11 +343,11 @@ describe('bounds on one request', () => {
 
   it('stops reading a page larger than its bound, and does not retry it', async () => {
     const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, maxBodyBytes: 10_000 });
-    const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+    const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ResponseTooLargeError);
     expect((err as Error).message).toContain('SYNC_MAX_PAGE_BYTES');
     expect(isRetryable(err)).toBe(false);
-    expect((await c.listUsers({ offset: 0, limit: 3 })).users).toHaveLength(3);
+    expect((await listUsers(c, { offset: 0, limit: 3 })).users).toHaveLength(3);
     await c.close();
   });
 
@@ -348,7 +366,7 @@ describe('bounds on one request', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const c = new ServiceClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: 'pk_test', maxBodyBytes: 1024 * 1024 });
     try {
-      const err = await c.listUsers({ offset: 0, limit: 500 }).catch((e: unknown) => e);
+      const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ResponseTooLargeError);
     } finally {
       await c.close();
@@ -369,7 +387,7 @@ describe('key isolation', () => {
       managementUrl: mgmt.url,
       managementKey: 'mg_management_secret',
     });
-    await c.listUsers({ offset: 0, limit: 5 });
+    await listUsers(c, { offset: 0, limit: 5 });
     await c.resolveUser('x').catch(() => undefined);
     await c.deleteOrgMember(crypto.randomUUID(), crypto.randomUUID());
     expect(team.seen).toHaveLength(2);
@@ -395,9 +413,9 @@ describe('key isolation', () => {
     const srv = await recordingServer(() => ({ status: 401, body: '{"detail":"Invalid API key"}' }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_us_super_secret', managementUrl: srv.url, managementKey: 'mg_super_secret' });
     const errors = [
-      await c.listUsers({ offset: 0, limit: 5 }).catch((e: unknown) => e),
+      await listUsers(c, { offset: 0, limit: 5 }).catch((e: unknown) => e),
       await c.deleteOrgMember('a', 'b').catch((e: unknown) => e),
-      await c.listUsers({ offset: 0, limit: 501 }).catch((e: unknown) => e),
+      await listUsers(c, { offset: 0, limit: 501 }).catch((e: unknown) => e),
     ];
     for (const e of errors) {
       const text = `${String(e)} ${JSON.stringify(e)} ${(e as Error).stack ?? ''}`;
@@ -409,7 +427,7 @@ describe('key isolation', () => {
 
   it('gets 401 from the stand-in with a wrong key and 403 with a team key on /v1', async () => {
     const wrong = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: 'sk_wrong', apiKeyHeader: standIn.apiKeyHeader });
-    expect(((await wrong.listUsers({ offset: 0, limit: 1 }).catch((e: unknown) => e)) as HttpError).status).toBe(401);
+    expect(((await listUsers(wrong, { offset: 0, limit: 1 }).catch((e: unknown) => e)) as HttpError).status).toBe(401);
     const teamAsMgmt = new ServiceClient({ managementUrl: standIn.managementUrl, managementKey: standIn.apiKey });
     const [member] = standIn.members.list().slice(-1);
     const err = (await teamAsMgmt.deleteOrgMember(member!.orgId, member!.memberId).catch((e: unknown) => e)) as HttpError;

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseUser } from '../src/service/user-record.js';
 import { parseUserRecord } from '../src/service/user-record.js';
+import { decodePage } from '../src/sync/page-decode.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';
@@ -14,7 +15,7 @@ import type { Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorReader } from '../db/mirror-reader.js';
 import { recordingServer } from './support/canned-server.js';
-import { staged, userId, wireUser, type TempDir, type TempMirror, type WireRecord, useTempMirror } from './support/mirror-fixtures.js';
+import { pageOf, staged, userId, useTempMirror, wireUser, type TempDir, type TempMirror, type WireRecord } from './support/mirror-fixtures.js';
 
 /**
  * Shaped like the user the official Node SDK's own wire tests list: valid
@@ -151,11 +152,13 @@ describe('the client', () => {
     }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
     try {
-      const page = await c.listUsersPage({ offset: 0, limit: 2 });
+      const page = await c.listUserRecords({ offset: 0, limit: 2 });
       expect(page.unknownKeys).toEqual(['next_cursor', 'links']);
-      expect(page.records.map((r) => r.ok)).toEqual([true, false]);
-      expect(page.records[0]).toMatchObject({ ok: true, warnings: [{ field: 'ingestion_start' }, { field: 'ingestion_end' }] });
-      expect(page.raw[0]).toEqual(sdkWireFixtureUser());
+      const decoded = decodePage(page, 0, () => 'write');
+      expect(decoded.rejected.map((r) => r.index)).toEqual([1]);
+      expect(decoded.sighted).toHaveLength(1);
+      expect(decoded.sighted[0]?.record?.warnings).toMatchObject([{ field: 'ingestion_start' }, { field: 'ingestion_end' }]);
+      expect(JSON.parse(decoded.sighted[0]?.record?.rawJson ?? 'null')).toEqual(sdkWireFixtureUser());
     } finally {
       await c.close();
       srv.server.close();
@@ -206,8 +209,8 @@ describe('the mirror', () => {
 
   function syncOnce(records: WireRecord[]): number {
     const runId = writer.beginRun();
-    writer.stagePage(runId, records.map(staged));
-    writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+    writer.stagePage(runId, pageOf(records.map(staged)), 0);
+    writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
     writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: records.length });
     return runId;
   }

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import type { StagedRecord } from '../db/user-writes.js';
-import { range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
+import { pageOf, range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 8_000;
 const SHIFT = 2_000;
@@ -72,8 +72,8 @@ it('a reader process never sees a half-published run', async () => {
   const writer = sqliteRunWriter(db);
   const publish = (g: number) => {
     const runId = writer.beginRun(N);
-    for (const page of generation(g)) writer.stagePage(runId, page);
-    const r = writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+    for (const page of generation(g)) writer.stagePage(runId, pageOf(page), 0);
+    const r = writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
     writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N, ...r });
     return r;
   };

@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
-import { ensureBuilt, range, ROOT, stagedUsers, tempDir, type TempDir } from './support/mirror-fixtures.js';
+import { ensureBuilt, pageOf, range, ROOT, stagedUsers, tempDir, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 6_000;
 const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).href);
@@ -25,7 +25,7 @@ const dist = (p: string) => JSON.stringify(pathToFileURL(join(ROOT, 'dist', p)).
 const CHILD = `
 import { checkpointMirror, openMirror } from ${dist('db/open.js')};
 import { sqliteRunWriter } from ${dist('src/sync/run-writer.js')};
-import { UserSchema } from ${dist('src/service/schemas.js')};
+import { scanRecordSpans } from ${dist('src/service/page-spans.js')};
 const [path, mode] = process.argv.slice(2);
 const db = openMirror(path);
 const writer = sqliteRunWriter(db);
@@ -38,19 +38,20 @@ const rec = (n, g) => ({
 });
 const pages = [];
 for (let p = ${N / 4}; p < ${N + N / 4}; p += 500) {
-  pages.push(Array.from({ length: 500 }, (_, i) => { const r = rec(p + i, 1); return { user: UserSchema.parse(r), rawJson: JSON.stringify(r), warnings: [] }; }));
+  const body = Buffer.from('{"users":[' + Array.from({ length: 500 }, (_, i) => JSON.stringify(rec(p + i, 1))).join(',') + '],"total":0,"offset":0,"limit":500}');
+  pages.push({ body, spans: scanRecordSpans(body).spans });
 }
 const say = (s) => process.stdout.write(s + '\\n');
 for (;;) {
   const runId = writer.beginRun(${N});
   for (const [i, page] of pages.entries()) {
-    writer.stagePage(runId, page);
+    writer.stagePage(runId, page, 0);
     if (i === 2) say('staging');
     if (mode === 'scan') await new Promise((r) => setTimeout(r, 5));
   }
   if (mode === 'staging' || mode === 'scan') { say('staged'); setInterval(() => {}, 1000); break; }
   say('publishing');
-  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
   writer.finishRun(runId, { status: 'succeeded', pages: pages.length, usersSeen: ${N} });
   say('published');
   // The run is visible at its COMMIT; the WAL is copied into the file after (src/sync/exclusive-run.ts).
@@ -70,9 +71,9 @@ beforeEach(() => {
   const writer = sqliteRunWriter(db);
   const runId = writer.beginRun(N);
   for (let p = 0; p < N; p += 500) {
-    writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 0 })));
+    writer.stagePage(runId, pageOf(stagedUsers(range(p, p + 500), () => ({ gen: 0 }))), 0);
   }
-  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
   writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
   db.close();
   writeFileSync(dir.file('child.mjs'), CHILD);
@@ -118,8 +119,8 @@ function checkRecovers(db: Db): void {
     status: 'failed',
     error: expect.stringMatching(/^interrupted/),
   });
-  for (let p = 0; p < N; p += 500) writer.stagePage(runId, stagedUsers(range(p, p + 500), () => ({ gen: 2 })));
-  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+  for (let p = 0; p < N; p += 500) writer.stagePage(runId, pageOf(stagedUsers(range(p, p + 500), () => ({ gen: 2 }))), 0);
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
   writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
   expect(db.prepare(`SELECT count(*) FROM active_users WHERE raw ->> '$.gen' = 2`).pluck().get()).toBe(N);
   expect(db.prepare(`SELECT count(*) FROM active_users`).pluck().get()).toBe(N);

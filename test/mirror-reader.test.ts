@@ -4,7 +4,7 @@ import type { Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
 import { checkStoredUser } from '../src/replica/resolve.js';
-import { OTHER_TEAM, staged, stagedUsers, TEAM, userId, wireUser, type TempDir, useTempMirror } from './support/mirror-fixtures.js';
+import { OTHER_TEAM, pageOf, staged, stagedUsers, TEAM, userId, useTempMirror, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
@@ -18,8 +18,8 @@ useTempMirror((m) => {
 
 function sync(records: ReturnType<typeof staged>[], sweep = true): number {
   const runId = writer.beginRun(records.length);
-  writer.stagePage(runId, records);
-  const r = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.listUnseenActive(runId) } : { deletionsChecked: false, deletions: [] });
+  writer.stagePage(runId, pageOf(records), 0);
+  const r = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) } : { deletionsChecked: false, deletions: [] });
   writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: 1, usersSeen: records.length, ...r, error: sweep ? undefined : 'drift' });
   return runId;
 }

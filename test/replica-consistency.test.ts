@@ -12,6 +12,7 @@ import { UserSchema } from '../src/service/schemas.js';
 import { requireBuiltCli, startCli } from './support/cli-process.js';
 import { createReplicaRig, type ReplicaRig } from './support/replica-rig.js';
 import { createSyncRig, directoryView, type SyncRig } from './support/sync-rig.js';
+import { pageOf } from './support/mirror-fixtures.js';
 
 const USERS = 20_000;
 const PAGE = 500;
@@ -100,7 +101,7 @@ describe('a publish committed in the middle of a page read', () => {
     // A run staged like the sync stages it, published from inside the reader's transaction.
     const runId = rig.writer.beginRun();
     const records = [...directory.records()].map((r) => ({ user: UserSchema.parse(r), rawJson: JSON.stringify(r), warnings: [] }));
-    rig.writer.stagePage(runId, records);
+    rig.writer.stagePage(runId, pageOf(records), 0);
     let published = false;
     const reader = new ReplicaReader(openMirror(rig.dbPath, { readonly: true }), {
       midRead: () => {

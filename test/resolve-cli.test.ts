@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { DEFAULT_BUSY_TIMEOUT_MS, openMirror } from '../db/open.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { ensureBuilt, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
+import { ensureBuilt, pageOf, ROOT, stagedUsers, tempDir, wireUser, type TempDir, type WireRecord } from './support/mirror-fixtures.js';
 
 interface Result {
   code: number;
@@ -45,8 +45,8 @@ beforeEach(() => {
     [2, 3],
   ]) {
     const runId = writer.beginRun();
-    writer.stagePage(runId, stagedUsers(ns));
-    writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+    writer.stagePage(runId, pageOf(stagedUsers(ns)), 0);
+    writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
     writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
   }
   db.close();

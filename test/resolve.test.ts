@@ -4,7 +4,7 @@ import { openMirror, type Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError } from '../db/mirror-reader.js';
 import { closeResolvers, MirrorMissingError, resolveOffline, resolveOfflineMany } from '../src/replica/resolve.js';
-import { range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
+import { pageOf, range, stagedUsers, tempDir, userId, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let path: string;
@@ -13,8 +13,8 @@ let writer: RunWriter;
 
 function sync(ns: number[]): void {
   const runId = writer.beginRun();
-  writer.stagePage(runId, stagedUsers(ns));
-  writer.publish(runId, { deletionsChecked: true, deletions: writer.listUnseenActive(runId) });
+  writer.stagePage(runId, pageOf(stagedUsers(ns)), 0);
+  writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) });
   writer.finishRun(runId, { status: 'succeeded', pages: 1, usersSeen: ns.length });
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/scan.js';
 import { planDeletions, type ScanOutcome } from '../src/sync/deletions.js';
 import { nextRetryStep, refusalOf } from '../src/service/retry.js';
-import { listPage } from '../src/sync/page-records.js';
+import { decodePage } from '../src/sync/page-decode.js';
 import { scanRecordSpans } from '../src/service/page-spans.js';
 import type { RecordPage } from '../src/service/client.js';
 import { verdictOf } from '../src/sync/deletions.js';
@@ -157,7 +157,7 @@ describe('verdictOf', () => {
   });
 });
 
-describe('listPage', () => {
+describe('decodePage', () => {
   const good = {
     user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
     team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
@@ -169,7 +169,7 @@ describe('listPage', () => {
 
   it('stages valid records with their bytes as received, unknown fields kept, and sets the rest aside', () => {
     const text = `[ ${JSON.stringify(good, null, 1)} ,${JSON.stringify(bad)}]`;
-    const split = listPage(pageOf(text), 1_500, () => 'write');
+    const split = decodePage(pageOf(text), 1_500, () => 'write');
     expect(split.sighted).toHaveLength(1);
     expect(split.sighted[0]?.record?.user.user_id).toBe(good.user_id);
     expect(split.sighted[0]?.record?.rawJson).toBe(JSON.stringify(good, null, 1));
@@ -179,7 +179,7 @@ describe('listPage', () => {
   it('never parses a record whose bytes the ledger knows: an unchanged one is only sighted', () => {
     const parsedIds: string[] = [];
     // `bad` would be rejected if parsed; the ledger vouching for its bytes means it is not parsed at all.
-    const split = listPage(pageOf(JSON.stringify([bad, good])), 0, (id) => {
+    const split = decodePage(pageOf(JSON.stringify([bad, good])), 0, (id) => {
       parsedIds.push(id);
       return 'unchanged';
     });
@@ -224,7 +224,7 @@ describe('scanRecordSpans', () => {
   });
 });
 
-describe('listPage with a record size bound', () => {
+describe('decodePage with a record size bound', () => {
   const good = {
     user_id: '0b6f2c0e-9a51-4e43-9c3b-2a7e1c5d8f10',
     team_id: '5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d',
@@ -235,7 +235,7 @@ describe('listPage with a record size bound', () => {
   it('sets a record above the bound aside with its ids only, valid or not, and counts bytes, not characters', () => {
     const big = { ...good, notes: 'é'.repeat(600) };
     const bigBad = { ...big, user_id: 'not-a-uuid' };
-    const split = listPage(pageOf(JSON.stringify([good, big, bigBad])), 0, () => 'write', 1_000);
+    const split = decodePage(pageOf(JSON.stringify([good, big, bigBad])), 0, () => 'write', 1_000);
     expect(split.sighted.map((s) => s.record?.user.user_id)).toEqual([good.user_id]);
     expect(split.rejected.map((r) => r.raw)).toEqual([
       { user_id: good.user_id, client_user_id: 'cu_1' },

@@ -26,7 +26,6 @@ import {
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './wire.js';
 import { parseRetryAfter } from './retry.js';
-import { parseUserRecords, type ParsedRecord } from './user-record.js';
 import { parseUser, type FieldWarning } from './user-record.js';
 import { formatIssues } from './user-record.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
@@ -74,18 +73,6 @@ export interface PageParams {
   limit: number;
 }
 
-/** A list page with each record validated on its own (see user-record.ts). */
-export interface UserPage {
-  total: number;
-  offset: number;
-  limit: number;
-  records: ParsedRecord[];
-  /** The records exactly as received, index-aligned with `records`. */
-  raw: unknown[];
-  /** Envelope keys other than users/total/offset/limit: the service added something. */
-  unknownKeys: string[];
-}
-
 /**
  * A list page as received: the body's bytes and each record's byte range,
  * nothing parsed but the envelope (see page-spans.ts). What the sync uses,
@@ -98,13 +85,6 @@ export interface RecordPage {
   body: Buffer;
   spans: RecordSpan[];
   unknownKeys: string[];
-}
-
-export interface StrictUserPage {
-  total: number;
-  offset: number;
-  limit: number;
-  users: User[];
 }
 
 /**
@@ -162,17 +142,6 @@ export class ServiceClient {
     }
   }
 
-  /** One page, each record validated separately. */
-  async listUsersPage(params: PageParams, signal?: AbortSignal): Promise<UserPage> {
-    const path = '/v2/user/';
-    const res = await this.send(this.teamTarget('GET', path), 'GET', path, path + pageQuery(params, path), signal);
-    if (res.status !== 200) throw this.httpError(res, 'GET', path);
-    const envelope = UserPageEnvelopeSchema.safeParse(res.body);
-    if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
-    const { users, total, offset, limit, ...rest } = envelope.data;
-    return { total, offset, limit, unknownKeys: Object.keys(rest), records: parseUserRecords(users), raw: users };
-  }
-
   /** One page as bytes cut into records, none of them parsed: what the sync engine uses. */
   async listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage> {
     const path = '/v2/user/';
@@ -185,17 +154,6 @@ export class ServiceClient {
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
     return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans };
-  }
-
-  /** One page, all or nothing: the first bad record is an error naming `users[i].field`. */
-  async listUsers(params: PageParams, signal?: AbortSignal): Promise<StrictUserPage> {
-    const page = await this.listUsersPage(params, signal);
-    const users: User[] = [];
-    for (const record of page.records) {
-      if (!record.ok) throw new ResponseValidationError(record.reason, 'GET', '/v2/user/');
-      users.push(record.user);
-    }
-    return { total: page.total, offset: page.offset, limit: page.limit, users };
   }
 
   async resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult> {

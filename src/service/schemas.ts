@@ -82,7 +82,7 @@ export type User = z.infer<typeof UserSchema>;
 /**
  * The list envelope. `users` stays `unknown[]` here so that one bad record
  * can be reported (or set aside by the sync) without losing the page: see
- * `parseUserRecords`. Loose: keys the service adds are reported, not fatal.
+ * `parseUserRecord`. Loose: keys the service adds are reported, not fatal.
  */
 export const UserPageEnvelopeSchema = z.looseObject({
   users: z.array(z.unknown()),

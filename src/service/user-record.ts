@@ -138,10 +138,6 @@ export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   return { ok: false, index, reason: parsed.issues, raw };
 }
 
-export function parseUserRecords(raws: readonly unknown[]): ParsedRecord[] {
-  return raws.map((raw, index) => parseUserRecord(raw, index));
-}
-
 /**
  * Renders zod issues the way an operator reads them: `users[37].user_id:
  * Invalid UUID`. Field paths only, never input values (an input may be a key).

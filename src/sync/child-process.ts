@@ -23,19 +23,18 @@ export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
   /** After an abort, how long the child has to record its run before it is killed. */
   killAfterMs?: number;
-  /** The child's entry; the built ./child-main.js by default. */
-  entry?: string;
 }
 
 export type LeasedSyncRunner = (signal: AbortSignal, job: SyncJobContext) => Promise<LeasedOutcome<SyncSummary>>;
 
-const DEFAULT_ENTRY = fileURLToPath(new URL('./child-main.js', import.meta.url));
+/** The child's entry: the built ./child-main.js beside this file. */
+const CHILD_MAIN = fileURLToPath(new URL('./child-main.js', import.meta.url));
 
 export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSyncRunner {
   const killAfterMs = options.killAfterMs ?? 30_000;
   return (signal, job) =>
     new Promise((resolve, reject) => {
-      const child = fork(options.entry ?? DEFAULT_ENTRY, [JSON.stringify(job)], {
+      const child = fork(CHILD_MAIN, [JSON.stringify(job)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         // A debugger port cannot be shared with the parent.

@@ -35,9 +35,8 @@
  * SYNC_CONCURRENCY 4 (under 2 minutes against the local stand-in).
  */
 import { setMaxListeners } from 'node:events';
-import type { Db } from '../../db/open.js';
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
-import { RunWriter, sqliteRunWriter } from './run-writer.js';
+import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
 import { silentLogger, type Logger } from '../runtime/log.js';
@@ -54,9 +53,8 @@ export type SyncStatus = 'succeeded' | 'partial' | 'failed';
 
 export interface SyncOptions {
   client: DirectorySource;
-  /** The mirror to write: an open database, or a run writer over a store. */
-  db?: Db;
-  writer?: RunWriter;
+  /** The mirror to write, through the run's writer (sqliteRunWriter over an open database). */
+  writer: RunWriter;
   /** Requests in flight after the first page (SYNC_CONCURRENCY). */
   concurrency?: number;
   /** Deletion checks in flight (SYNC_VERIFY_CONCURRENCY): they hold the run's write transaction while they wait. */
@@ -131,8 +129,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
 
 /** `stopReason` names an ending that is no plain error: the deadline, an abort, a refused key. */
 async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReason: (err: unknown) => string | undefined): Promise<SyncSummary> {
-  const writer = options.writer ?? (options.db !== undefined ? sqliteRunWriter(options.db) : undefined);
-  if (writer === undefined) throw new TypeError('runSync needs `db` or `writer`');
+  const writer = options.writer;
   const log = options.logger ?? silentLogger;
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
   const maxDeleteRatio = options.maxDeleteRatio ?? SYNC_DEFAULTS.maxDeleteRatio;

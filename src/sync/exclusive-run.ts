@@ -8,6 +8,7 @@ import type { Logger } from '../runtime/log.js';
 import { checkpointMirror, type Db } from '../../db/open.js';
 import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
+import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
 
 export const LEASED_SYNC_ENV = [
@@ -46,7 +47,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
       p.onLeased?.();
       return runSync({
         client: p.client,
-        db: p.db,
+        writer: sqliteRunWriter(p.db),
         concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
         maxDeleteRatio: p.config.SYNC_MAX_DELETE_RATIO,
         pageAttempts: p.config.SYNC_PAGE_ATTEMPTS,

@@ -23,37 +23,21 @@ import {
   type PublishDeletions,
   type PublishResult,
   type SqliteMirrorStoreOptions,
-  type StagedRecord,
   type UserWrite,
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
-import { contentHash } from '../../db/user-row.js';
-import { RunLedger, type Sighting } from './run-ledger.js';
-
-export type { Sighting } from './run-ledger.js';
-
-/** One listing, with what the ledger said of it; `record` is needed for every sighting but 'unchanged'. */
-export interface SightedRecord {
-  userId: string;
-  digest: string;
-  sighting: Sighting;
-  record?: StagedRecord;
-}
+import { RunLedger } from './run-ledger.js';
+import { decodePage, DEFAULT_MAX_RECORD_BYTES, type PageBytes, type RejectedRecordInput } from './page-decode.js';
 
 export interface StagePageResult {
-  /** Records processed: every record of the page. */
+  /** Records listed and readable: every record of the page but the rejected ones. */
   seen: number;
   /** Records written: new, changed or reappearing users (a repeat listing counts again). */
   changed: number;
   /** Records whose user_id was already seen in this run, this page included: drift. */
   duplicates: number;
-}
-
-export interface RejectedRecordInput {
-  offset: number;
-  index: number;
-  reason: string;
-  raw: unknown;
+  /** Records set aside (malformed, no identity, oversized): kept with the run's row. */
+  rejected: number;
 }
 
 /** Rejected records kept per run: a run where every record is malformed must not hold them all in memory. */
@@ -101,35 +85,24 @@ export class RunWriter {
   }
 
   /**
-   * Records one listing of a user in the run's ledger and says what it takes:
-   * asked from the record's bytes, before parsing it, so that an unchanged
-   * record is never parsed. Every sighting but 'unchanged' must then reach
-   * stageSighted with its record.
+   * Stages one page, the whole of its trip through the writer: each record's
+   * bytes are hashed and shown to the run's ledger, only new and changed
+   * records are parsed (page-decode.ts), and what changed is written into
+   * the run's transaction (readers see none of it until publish). Records
+   * that cannot be stored are kept for the run's row.
    */
-  sight(runId: number, userId: string, digest: string): Sighting {
-    return this.openLedger(runId).ledger.sight(userId, digest);
-  }
-
-  /** Hashes and sights parsed records, then stages them: for callers that hold parsed records (tests, tools). */
-  stagePage(runId: number, records: readonly StagedRecord[]): StagePageResult {
-    const sighted = records.map((record) => {
-      const digest = contentHash(record.rawJson);
-      return { userId: record.user.user_id, record, digest, sighting: this.sight(runId, record.user.user_id, digest) };
-    });
-    return this.stageSighted(runId, sighted);
-  }
-
-  /** Writes what `sight` asked for into the run's transaction: readers see none of it until publish. */
-  stageSighted(runId: number, sighted: readonly SightedRecord[]): StagePageResult {
-    const { run } = this.openLedger(runId);
+  stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
+    const { run, ledger } = this.openLedger(runId);
+    const listed = decodePage(page, offset, (userId, digest) => ledger.sight(userId, digest), maxRecordBytes);
+    for (const rejected of listed.rejected) this.keepRejected(run, ledger, rejected);
     const writes: UserWrite[] = [];
     let duplicates = 0;
     let changed = 0;
-    for (const { sighting, record, digest } of sighted) {
+    for (const { sighting, record, digest } of listed.sighted) {
       const repeat = sighting === 'repeat-write' || sighting === 'repeat-unchanged';
       if (repeat) duplicates++;
       if (sighting === 'unchanged') continue;
-      if (record === undefined) throw new TypeError(`stageSighted: a '${sighting}' sighting without its record`);
+      if (record === undefined) throw new TypeError(`stagePage: a '${sighting}' sighting without its record`);
       const sameAsStart = sighting === 'repeat-unchanged';
       if (!sameAsStart) changed++;
       writes.push({ record, digest, repeat, sameAsStart });
@@ -141,12 +114,11 @@ export class RunWriter {
       throw err;
     }
     run.duplicates += duplicates;
-    return { seen: sighted.length, changed, duplicates };
+    return { seen: listed.sighted.length, changed, duplicates, rejected: listed.rejected.length };
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
-  stageRejected(runId: number, rejected: RejectedRecordInput): void {
-    const { run, ledger } = this.openLedger(runId);
+  private keepRejected(run: OpenRun, ledger: RunLedger, rejected: RejectedRecordInput): void {
     const userId = stringField(rejected.raw, 'user_id');
     const raw = JSON.stringify(rejected.raw) ?? 'null';
     if (run.rejected.length < REJECTED_KEPT && run.rejectedBytes + raw.length <= REJECTED_KEPT_BYTES) {
@@ -167,12 +139,6 @@ export class RunWriter {
   /** Active users not seen in this run so far: the deletion candidates. */
   countUnseenActive(runId: number): number {
     return this.openLedger(runId).ledger.unseenActiveCount;
-  }
-
-  /** Every deletion candidate's user_id: for callers that know them all gone (tests, tools). */
-  listUnseenActive(runId: number): string[] {
-    const { ledger } = this.openLedger(runId);
-    return ledger.unseenActiveCount === 0 ? [] : [...this.unseenActiveIds(ledger)];
   }
 
   /**

@@ -19,11 +19,10 @@
 import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import { listPage } from './page-records.js';
 import { MAX_PAGE_LIMIT } from '../service/client.js';
 import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
 
-export type PageStager = Pick<RunWriter, 'sight' | 'stageSighted' | 'stageRejected'>;
+export type PageStager = Pick<RunWriter, 'stagePage'>;
 
 export interface PageFailure {
   offset: number;
@@ -64,7 +63,7 @@ export interface PassOptions {
   concurrency: number;
   limit: number;
   retry: RetryOptions;
-  /** Largest user record stored (SYNC_MAX_RECORD_BYTES); see page-records.ts. */
+  /** Largest user record stored (SYNC_MAX_RECORD_BYTES); see page-decode.ts. */
   maxRecordBytes?: number;
   onPage?: (progress: PassProgress) => void;
 }
@@ -93,18 +92,15 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   const abandonAfter = Math.max(3, options.concurrency);
   let failureStreak = 0;
 
-  const sight = (userId: string, digest: string) => writer.sight(runId, userId, digest);
   const stage = (page: RecordPage, offset: number): void => {
     if (page.spans.length === 0) plan.emptyAt(offset);
-    const { sighted, rejected } = listPage(page, offset, sight, options.maxRecordBytes);
-    const counts = writer.stageSighted(runId, sighted);
-    for (const r of rejected) writer.stageRejected(runId, r);
+    const counts = writer.stagePage(runId, page, offset, options.maxRecordBytes);
     result.pagesDone++;
     result.totalAtEnd = page.total;
     for (const key of page.unknownKeys) result.unknownEnvelopeKeys.add(key);
     result.seen += counts.seen;
     result.duplicates += counts.duplicates;
-    result.rejected += rejected.length;
+    result.rejected += counts.rejected;
     options.onPage?.({ pagesDone: result.pagesDone, pagesPlanned, usersSeen: result.seen });
   };
 

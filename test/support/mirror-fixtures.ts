@@ -4,7 +4,7 @@
  * processes run.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,8 @@ import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
 import type { StagedRecord } from '../../db/user-writes.js';
 import { UserRefresh, type RefreshResult } from '../../db/user-writes.js';
 import { contentHash } from '../../db/user-row.js';
+import { scanRecordSpans } from '../../src/service/page-spans.js';
+import type { PageBytes } from '../../src/sync/page-decode.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -55,6 +57,18 @@ export function stagedUsers(ns: readonly number[], overrides: (n: number) => Wir
   return ns.map((n) => staged(wireUser(n, overrides(n))));
 }
 
+/**
+ * A list page's bytes, as the client hands them to the run writer: staged
+ * records as received (`rawJson`), anything else as JSON (a malformed record).
+ */
+export function pageOf(items: ReadonlyArray<StagedRecord | WireRecord | string>): PageBytes {
+  const records = items.map((item) => (typeof item === 'object' && 'rawJson' in item ? (item as StagedRecord).rawJson : JSON.stringify(item)));
+  const body = Buffer.from(`{"users":[${records.join(',')}],"total":${records.length},"offset":0,"limit":500}`);
+  const scan = scanRecordSpans(body);
+  if (!scan.ok) throw new Error(`pageOf: ${scan.reason}`);
+  return { body, spans: scan.spans };
+}
+
 export function range(from: number, to: number): number[] {
   return Array.from({ length: to - from }, (_, i) => from + i);
 }
@@ -76,18 +90,15 @@ export function steppingClock(start = Date.parse('2026-02-01T00:00:00.000Z')): (
   return () => new Date((t += 1000));
 }
 
-const BUILT = [
-  'db/mirror-store',
-  'src/sync/run-writer',
-  'db/mirror-reader',
-  'db/user-row',
-  'db/migrations/001-mirror',
-  'db/migrations/004-field-warnings',
-  'src/service/user-record',
-  'src/resolve',
-  'src/commands/resolve',
-  'src/cli',
-];
+/** Every source file the build compiles, without the extension. */
+function builtSources(dir = ''): string[] {
+  return readdirSync(join(ROOT, dir || '.'), { withFileTypes: true }).flatMap((e) => {
+    const path = dir === '' ? e.name : `${dir}/${e.name}`;
+    if (dir === '' && !['src', 'jobs', 'db'].includes(e.name)) return [];
+    if (e.isDirectory()) return builtSources(path);
+    return e.name.endsWith('.ts') ? [path.slice(0, -3)] : [];
+  });
+}
 
 /**
  * Child processes run the compiled build. Rebuild when a source file is newer
@@ -95,7 +106,7 @@ const BUILT = [
  */
 export function ensureBuilt(): void {
   const stale = () =>
-    BUILT.some((f) => {
+    builtSources().some((f) => {
       try {
         return statSync(join(ROOT, `${f}.ts`)).mtimeMs > statSync(join(ROOT, 'dist', `${f}.js`)).mtimeMs;
       } catch {

@@ -1,7 +1,8 @@
 /**
- * Turns one fetched page, as bytes cut into records, into what the writer
- * stages and what it sets aside. Each record's bytes are hashed and shown to
- * the run's ledger (`sight`) before anything else: a record whose bytes are
+ * Decodes one fetched page, as bytes cut into records, into what the run
+ * writer stages and what it sets aside; the writer calls it once per page.
+ * Each record's bytes are hashed and shown to the run's ledger (`sight`)
+ * before anything else: a record whose bytes are
  * those of the stored user is never decoded, parsed or validated (it passed
  * validation when it was stored; ROW_FORMAT in db/user-row.ts covers rule
  * changes). Only new and changed records are parsed, and a repeat listing
@@ -18,11 +19,32 @@
  * user keeps the row it had and is never a deletion candidate. A record that
  * is not valid JSON on its own is set aside the same way.
  */
-import type { RecordPage } from '../service/client.js';
+import type { StagedRecord } from '../../db/mirror-store.js';
+import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import { parseUserRecord } from '../service/user-record.js';
-import type { RejectedRecordInput, SightedRecord, Sighting } from './run-writer.js';
-import { contentHash } from '../../db/user-row.js';
+import type { Sighting } from './run-ledger.js';
+
+/** A page's bytes and each record's byte range in them (the client's RecordPage is one). */
+export interface PageBytes {
+  body: Buffer;
+  spans: readonly RecordSpan[];
+}
+
+/** One listing, with what the ledger said of it; `record` is set for every sighting but 'unchanged'. */
+export interface SightedRecord {
+  userId: string;
+  digest: string;
+  sighting: Sighting;
+  record?: StagedRecord;
+}
+
+export interface RejectedRecordInput {
+  offset: number;
+  index: number;
+  reason: string;
+  raw: unknown;
+}
 
 export interface ListedPage {
   /** Every valid (or unchanged) record, with the ledger's sighting; `record` set where it is written. */
@@ -37,7 +59,7 @@ export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
 /** Longest id kept from an oversized record; real ids are UUIDs and short client ids. */
 const MAX_KEPT_ID = 256;
 
-export function listPage(page: RecordPage, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): ListedPage {
+export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): ListedPage {
   const out: ListedPage = { sighted: [], rejected: [] };
   page.spans.forEach((span, index) => listRecord(page.body, span, index, offset, sight, maxRecordBytes, out));
   return out;
