@@ -14,7 +14,7 @@ let rig: Rig;
 const children: CliProcess[] = [];
 
 beforeAll(async () => {
-  requireBuiltCli('src/commands/worker.js', 'jobs/removal-worker.js');
+  requireBuiltCli('src/commands/worker.js', 'jobs/removals/worker.js');
   shared = await startShared();
 });
 afterAll(async () => {

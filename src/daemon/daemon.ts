@@ -42,35 +42,29 @@ import { Queue } from 'bullmq';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import { openMirror, type Db } from '../../db/open.js';
-import { openWhenUnlocked } from './startup-waits.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
-import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../../db/open-audit.js';
+import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { QUEUE_ENV, createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
-import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
-import { checkRemovalGate } from '../../jobs/redis-durability.js';
-import { enqueueSync, openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
+import { checkRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
+import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import { syncInChildProcess } from '../sync/child-process.js';
 import type { SyncSummary } from '../sync/engine.js';
-import { waitForRedis } from './startup-waits.js';
-import { createMetrics, type QueueDepth } from './metrics.js';
-import { restartableWorker, type RestartableWorker } from './watchdog.js';
-import { intervalOf, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
+import { openWhenUnlocked, waitForRedis } from './startup-waits.js';
+import { createMetrics, queueDepths } from './metrics.js';
+import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
-import { decideStartupSync } from './schedule.js';
-import { startStatusServer, type ReadinessReport, type StatusServer } from './status-server.js';
-import { startWatchdog, type Watchdog, type WatchedWorker, type WorkerSample } from './watchdog.js';
-import { mirrorFigures, mirrorFreshness } from './staleness.js';
-import { assessStaleness, staleAfterMs } from './staleness.js';
+import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
+import { restartableWorker, startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
+import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
 
 /** Every variable the daemon reads. */
@@ -187,25 +181,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let watchdog: Watchdog | undefined;
   let removalGate: RemovalGate | undefined;
 
-  const readiness = async (): Promise<ReadinessReport> => {
-    const checks: Record<string, string> = { phase: phase === 'running' ? 'ok' : phase };
-    try {
-      db.prepare('SELECT count(*) FROM sync_runs').get();
-      checks.db = 'ok';
-    } catch (err) {
-      checks.db = describe(err);
-    }
-    if (checks.db === 'ok') {
-      // A stale mirror is not fit to answer from, however healthy the process looks.
-      const s = assessStaleness({ ...mirrorFreshness(reader), now: new Date(), staleAfterMs: staleAfter });
-      checks.mirror = s.stale ? `stale: ${s.reason ?? ''}` : 'ok';
-    }
-    const ping = control.ping();
-    const answered = await settleWithin(ping, 1_000);
-    checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
-    checks.removals = removalGate === undefined ? 'not checked yet' : describeRemovalGate(removalGate);
-    return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
-  };
+  const readiness = readinessOf({ db, reader, control, staleAfterMs: staleAfter, removalGate: () => removalGate }, () => phase);
 
   let status: StatusServer | undefined;
   let replica: Replica | undefined;
@@ -294,17 +270,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       expression: config.SYNC_CRON,
       logger: log,
       onTick: async (tick) => {
-        const queue = syncQueue;
-        if (queue === undefined) return;
-        const added = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
-        if (added.outcome === 'enqueued') {
-          log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId: added.jobId }, 'sync enqueued (or already enqueued by a peer)');
-        } else {
-          log.info(
-            { event: 'schedule.tick_coalesced', tick: tick.toISOString(), jobId: added.jobId, into: added.into },
-            'a sync job is already waiting; this tick folds into it',
-          );
-        }
+        if (syncQueue !== undefined) await enqueueTick(syncQueue, tick, log);
       },
     });
     const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
@@ -375,61 +341,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   return { started, statusPort: status.port, stop };
 }
 
-/** Reported in /readyz but not gating it: held removals must not take the sync side out of rotation. */
-const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals']);
 
-function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning: (h: H) => boolean): WatchedWorker {
-  return {
-    name: worker.name,
-    restart: () => worker.restart(),
-    async sample(): Promise<WorkerSample> {
-      const [counts, ttl] = await Promise.all([queue.getJobCounts('wait', 'prioritized', 'active'), queue.getRateLimitTtl()]);
-      return {
-        running: isRunning(worker.current()),
-        waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
-        active: counts.active ?? 0,
-        rateLimited: ttl > 0,
-      };
-    },
-  };
-}
 
-const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
-
-async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue }): Promise<QueueDepth[]> {
-  const out: QueueDepth[] = [];
-  for (const name of ['sync', 'removals', 'removals_unbound'] as const) {
-    const counts = await queues[name].getJobCounts(...DEPTH_STATES);
-    for (const state of DEPTH_STATES) out.push({ queue: name, state, count: counts[state] ?? 0 });
-  }
-  return out;
-}
-
-async function enqueueCatchUpIfStale(
-  queue: Queue<SyncJobData>,
-  schedule: Schedule,
-  lastSucceededAt: () => Date | undefined,
-  log: Logger,
-): Promise<void> {
-  const next = schedule.nextRuns(2);
-  const counts = await queue.getJobCounts('wait', 'prioritized', 'delayed', 'active');
-  const decision = decideStartupSync({
-    lastSucceededAt: lastSucceededAt(),
-    now: new Date(),
-    intervalMs: intervalOf(next),
-    pendingSyncJobs: Object.values(counts).reduce((a, b) => a + b, 0),
-    msToNextTick: (next[0]?.getTime() ?? Date.now()) - Date.now(),
-  });
-  const age = decision.ageMs === undefined ? undefined : Math.round(decision.ageMs / 1000);
-  if (!decision.enqueue) {
-    log.info({ event: 'startup_sync.skipped', reason: decision.reason, ageSeconds: age }, 'no start-up sync needed');
-    return;
-  }
-  // The id names the coming tick, so daemons that start within one interval enqueue one catch-up between them.
-  const slot = next[0] ?? new Date();
-  const added = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
-  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, ...added }, 'start-up sync enqueued');
-}
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

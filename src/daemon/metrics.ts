@@ -15,6 +15,7 @@
  * than hanging until Prometheus gives up.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Queue } from 'bullmq';
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
@@ -269,4 +270,16 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
       removalsHeld.set(gate.held ? 1 : 0);
     },
   };
+}
+
+const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
+
+/** Job counts per queue and state, for the queue-depth gauge. */
+export async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue }): Promise<QueueDepth[]> {
+  const out: QueueDepth[] = [];
+  for (const name of ['sync', 'removals', 'removals_unbound'] as const) {
+    const counts = await queues[name].getJobCounts(...DEPTH_STATES);
+    for (const state of DEPTH_STATES) out.push({ queue: name, state, count: counts[state] ?? 0 });
+  }
+  return out;
 }

@@ -8,7 +8,9 @@
  * apart still name the same job.
  */
 import cron from 'node-cron';
+import type { Queue } from 'bullmq';
 import type { Logger } from '../runtime/log.js';
+import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
 
@@ -128,4 +130,44 @@ export function decideStartupSync(f: StartupFacts): StartupDecision {
   if (ageMs === undefined) return { enqueue: true, reason: 'the mirror has never been synced successfully', ageMs };
   if (ageMs > f.intervalMs) return { enqueue: true, reason: 'the mirror is older than one schedule interval', ageMs };
   return { enqueue: false, reason: 'the mirror is fresh', ageMs };
+}
+
+/** A tick's sync job: enqueued, or folded into one already waiting (a peer daemon's tick, a catch-up). */
+export async function enqueueTick(queue: Queue<SyncJobData>, tick: Date, log: Logger): Promise<void> {
+  const added = await enqueueSync(queue, { reason: 'schedule', tick: tick.toISOString() });
+  if (added.outcome === 'enqueued') {
+    log.info({ event: 'schedule.tick', tick: tick.toISOString(), jobId: added.jobId }, 'sync enqueued (or already enqueued by a peer)');
+  } else {
+    log.info(
+      { event: 'schedule.tick_coalesced', tick: tick.toISOString(), jobId: added.jobId, into: added.into },
+      'a sync job is already waiting; this tick folds into it',
+    );
+  }
+}
+
+/** At start-up: a catch-up sync when the mirror is stale and nothing is about to sync it (decideStartupSync). */
+export async function enqueueCatchUpIfStale(
+  queue: Queue<SyncJobData>,
+  schedule: Schedule,
+  lastSucceededAt: () => Date | undefined,
+  log: Logger,
+): Promise<void> {
+  const next = schedule.nextRuns(2);
+  const counts = await queue.getJobCounts('wait', 'prioritized', 'delayed', 'active');
+  const decision = decideStartupSync({
+    lastSucceededAt: lastSucceededAt(),
+    now: new Date(),
+    intervalMs: intervalOf(next),
+    pendingSyncJobs: Object.values(counts).reduce((a, b) => a + b, 0),
+    msToNextTick: (next[0]?.getTime() ?? Date.now()) - Date.now(),
+  });
+  const age = decision.ageMs === undefined ? undefined : Math.round(decision.ageMs / 1000);
+  if (!decision.enqueue) {
+    log.info({ event: 'startup_sync.skipped', reason: decision.reason, ageSeconds: age }, 'no start-up sync needed');
+    return;
+  }
+  // The id names the coming tick, so daemons that start within one interval enqueue one catch-up between them.
+  const slot = next[0] ?? new Date();
+  const added = await enqueueSync(queue, { reason: 'startup', tick: slot.toISOString() });
+  log.info({ event: 'startup_sync.enqueued', reason: decision.reason, ageSeconds: age, ...added }, 'start-up sync enqueued');
 }

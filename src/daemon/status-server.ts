@@ -17,6 +17,12 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Registry } from 'prom-client';
 import type { Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
+import { settleWithin } from '../runtime/deadline.js';
+import type { Db } from '../../db/open.js';
+import type { MirrorReader } from '../../db/mirror-reader.js';
+import type { RedisClient } from '../../jobs/redis-connection.js';
+import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
+import { assessStaleness, mirrorFreshness } from './staleness.js';
 
 export interface ReadinessReport {
   ready: boolean;
@@ -88,4 +94,44 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: Status
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {
   res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
   res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+/** Reported in /readyz but not gating it: held removals must not take the sync side out of rotation. */
+const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals']);
+
+export interface ReadinessSources {
+  db: Db;
+  reader: MirrorReader;
+  control: RedisClient;
+  staleAfterMs: number;
+  removalGate: () => RemovalGate | undefined;
+}
+
+/** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
+export function readinessOf(s: ReadinessSources, phase: () => string): () => Promise<ReadinessReport> {
+  return async () => {
+    const current = phase();
+    const checks: Record<string, string> = { phase: current === 'running' ? 'ok' : current };
+    try {
+      s.db.prepare('SELECT count(*) FROM sync_runs').get();
+      checks.db = 'ok';
+    } catch (err) {
+      checks.db = describe(err);
+    }
+    if (checks.db === 'ok') {
+      // A stale mirror is not fit to answer from, however healthy the process looks.
+      const st = assessStaleness({ ...mirrorFreshness(s.reader), now: new Date(), staleAfterMs: s.staleAfterMs });
+      checks.mirror = st.stale ? `stale: ${st.reason ?? ''}` : 'ok';
+    }
+    const ping = s.control.ping();
+    const answered = await settleWithin(ping, 1_000);
+    checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
+    const gate = s.removalGate();
+    checks.removals = gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
+    return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
+  };
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -15,6 +15,7 @@
  * After a restart the clock starts again, so a worker is restarted at most
  * once per `stallMs` for the same stuck queue.
  */
+import type { Queue } from 'bullmq';
 import type { Logger } from '../runtime/log.js';
 import { settleWithin } from '../runtime/deadline.js';
 
@@ -188,6 +189,23 @@ export function restartableWorker<H>(options: RestartableWorkerOptions<H>): Rest
     async close(timeoutMs) {
       closed = true;
       return retire(generation, timeoutMs);
+    },
+  };
+}
+
+/** A restartable worker as the watchdog samples it: running or not, and its queue's backlog. */
+export function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning: (h: H) => boolean): WatchedWorker {
+  return {
+    name: worker.name,
+    restart: () => worker.restart(),
+    async sample(): Promise<WorkerSample> {
+      const [counts, ttl] = await Promise.all([queue.getJobCounts('wait', 'prioritized', 'active'), queue.getRateLimitTtl()]);
+      return {
+        running: isRunning(worker.current()),
+        waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
+        active: counts.active ?? 0,
+        rateLimited: ttl > 0,
+      };
     },
   };
 }
