@@ -1,9 +1,10 @@
 /**
- * Migration 1: the mirror schema. This is the contract analytics queries are
- * written against (documented in db/SCHEMA.md): once shipped, change it only
- * by appending a migration.
+ * The mirror's schema, as the list of migrations that build it, oldest first.
+ * It is the contract analytics queries are written against (db/SCHEMA.md):
+ * a shipped migration is never edited; a change is a new one appended at the
+ * end. open.ts applies those a file has not had yet.
  *
- * Every timestamp column holds `YYYY-MM-DDTHH:MM:SS.sssZ` (UTC, milliseconds,
+ * Migration 1, the mirror schema. Every timestamp column holds `YYYY-MM-DDTHH:MM:SS.sssZ` (UTC, milliseconds,
  * always 24 characters), the format of `Date#toISOString` and of SQLite's
  * `strftime('%Y-%m-%dT%H:%M:%fZ')`, so text comparison is time comparison.
  */

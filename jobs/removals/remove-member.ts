@@ -8,12 +8,11 @@
  * written before the DELETE, so no removal happens unrecorded.
  */
 import { hostname } from 'node:os';
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
 import type { Logger } from '../../src/runtime/log.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
-import type { BackoffStrategy, MinimalJob } from 'bullmq';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
 import { backoffDelay, isRetryable, retryAfterOf, type BackoffPolicy } from '../../src/service/retry.js';
 

@@ -7,16 +7,13 @@
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
+import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './producer.js';
-import { createRemovalBackoff, describeError } from './remove-member.js';
+import { createRemovalBackoff, createRemoveMemberProcessor, describeError, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
-import { throttledErrorLog } from '../../src/runtime/log.js';
-import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
-import { TolerantWorker } from '../tolerant-worker.js';
-import { UnreadableJob } from '../tolerant-worker.js';
+import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
 import type { RedisClient } from '../redis-connection.js';
 
 export interface RemovalWorkerOptions {

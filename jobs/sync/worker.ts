@@ -17,9 +17,8 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
+import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
-import { throttledErrorLog } from '../../src/runtime/log.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';
 

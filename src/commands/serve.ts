@@ -13,8 +13,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig, REPLICA_ENV } from '../runtime/config.js';
 import { createLogger } from '../runtime/log.js';
-import { replicaSettings, SERVE_DEFAULT_PORT } from '../replica/settings.js';
-import { startReplica } from '../replica/settings.js';
+import { replicaSettings, SERVE_DEFAULT_PORT, startReplica } from '../replica/settings.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });

@@ -28,17 +28,14 @@ import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { MirrorDbError, openMirror, type Db } from '../../db/open.js';
-import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../../db/open-audit.js';
+import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
-import { decideRemovalGate, type DurabilityVerdict } from '../../jobs/redis-durability.js';
-import { readEstateDurability } from '../../jobs/redis-durability.js';
-import { mirrorFigures } from '../daemon/staleness.js';
+import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
+import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
-import { staleAfterMs } from '../daemon/staleness.js';
 import {
   buildStatusReport,
   formatStatusReport,

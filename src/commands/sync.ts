@@ -27,8 +27,7 @@
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
-import { createLogger } from '../runtime/log.js';
-import { humanLog } from '../runtime/log.js';
+import { createLogger, humanLog } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';

@@ -15,18 +15,15 @@
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
-import { createLogger, type Logger } from '../runtime/log.js';
-import { humanLog } from '../runtime/log.js';
-import { openAudit } from '../../db/open-audit.js';
-import { auditLocation } from '../../db/open-audit.js';
+import { createLogger, humanLog, type Logger } from '../runtime/log.js';
+import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removals/worker.js';
 import { managementTarget, removalQueueName } from '../../jobs/removals/queue.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
-import { describeRemovalGate } from '../../jobs/redis-durability.js';
-import { checkRemovalGate } from '../../jobs/redis-durability.js';
+import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
 
 const Args = z.object({
   positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {

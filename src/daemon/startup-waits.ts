@@ -4,9 +4,8 @@
  * outages, so it keeps trying instead of exiting.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from '../runtime/log.js';
+import { type Logger, RepeatThrottle } from '../runtime/log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
-import { RepeatThrottle } from '../runtime/log.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
 

@@ -6,9 +6,7 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
-import { formatAge } from './staleness.js';
-import { oneLine } from './staleness.js';
-import { assessStaleness, type RunTrouble } from './staleness.js';
+import { assessStaleness, formatAge, oneLine, type RunTrouble } from './staleness.js';
 
 export interface RunFacts {
   id: number;

@@ -4,10 +4,8 @@
  * each user as stored, a resolve as the bare User, `{"detail": "..."}` for
  * errors and FastAPI's 422 for a bad query.
  */
-import type { PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
-import { parseListQuery } from '../service/wire.js';
-import { validationErrorBody } from '../service/wire.js';
-import type { Freshness } from '../../db/replica-reader.js';
+import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
+import { parseListQuery, validationErrorBody } from '../service/wire.js';
 
 export interface Answer {
   status: number;

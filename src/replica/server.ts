@@ -12,22 +12,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { ReplicaReader } from '../../db/replica-reader.js';
 import type { Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
-import { keyDigest, offeredKeyMatches } from '../service/wire.js';
-import {
-  INTERNAL_ERROR,
-  NOT_FOUND,
-  UNAUTHORIZED,
-  detail,
-  listQueryOrAnswer,
-  notServing,
-  pageAnswer,
-  readinessAnswer,
-  resolveAnswer,
-  type Answer,
-} from './answers.js';
-import { judgeFreshness, type FreshnessVerdict } from './answers.js';
+import { decodeSegment, keyDigest, offeredKeyMatches } from '../service/wire.js';
+import { type Answer, detail, type FreshnessVerdict, INTERNAL_ERROR, judgeFreshness, listQueryOrAnswer, NOT_FOUND, notServing, pageAnswer, readinessAnswer, resolveAnswer, UNAUTHORIZED } from './answers.js';
 import type { ReplicaSettings } from './settings.js';
-import { decodeSegment } from '../service/wire.js';
 
 export interface ReplicaServerOptions {
   settings: ReplicaSettings;

@@ -1,5 +1,7 @@
 /**
- * Binding and closing this project's HTTP servers. A bind error (port in
+ * The lifecycle of this project's servers and long-running commands.
+ *
+ * Binding and closing its HTTP servers. A bind error (port in
  * use, bad host) rejects the start instead of surfacing as an 'error' event
  * later; closing also cuts keep-alive connections, so a client's idle socket
  * never holds a shutdown open.

@@ -1,4 +1,7 @@
 /**
+ * Logging: the process logger, its rendering for a terminal, and throttles
+ * for errors that repeat (a Redis outage must not write a line per retry).
+ *
  * The process logger: pino, one JSON event per line on stdout. Keys are
  * redacted by path as a second line of defence; the first is never putting
  * them into a log object at all.

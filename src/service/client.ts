@@ -26,8 +26,7 @@ import {
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './wire.js';
 import { parseRetryAfter } from './retry.js';
-import { parseUser, type FieldWarning } from './user-record.js';
-import { formatIssues } from './user-record.js';
+import { type FieldWarning, formatIssues, parseUser } from './user-record.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 import type { Readable } from 'node:stream';

@@ -1,4 +1,8 @@
 /**
+ * The service's HTTP surface as the servers that imitate it speak it (the
+ * stand-in, the replica) and as the client addresses it: path segments, the
+ * list query, FastAPI-shaped 422s, and the key comparison.
+ *
  * One path segment of the service's URLs, both ways: the client encodes an
  * id into exactly one segment; the stand-in and the replica decode each raw
  * segment on its own.

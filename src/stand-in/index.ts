@@ -7,13 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { listen } from '../runtime/lifecycle.js';
 import { MANAGEMENT_KEY_HEADER, type Keys } from './routes.js';
-import { Directory } from './directory.js';
-import { Churn } from './directory.js';
+import { Churn, Directory, type JsonRecord } from './directory.js';
 import { Faults, type FaultPlan } from './faults.js';
 import { Members } from './members.js';
 import { RequestLog, RouteCounts, type RequestLogEntry } from './request-log.js';
 import { createStandInServer } from './server.js';
-import type { JsonRecord } from './directory.js';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 

@@ -3,8 +3,7 @@
  * with the per-pair counters tests use to prove removals are idempotent.
  * Ids are compared lowercased, as the live service parses them into UUIDs.
  */
-import { Prng, seedKey } from './random.js';
-import { randomUuid } from './random.js';
+import { Prng, randomUuid, seedKey } from './random.js';
 
 export interface OrgMember {
   orgId: string;

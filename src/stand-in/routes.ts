@@ -3,16 +3,12 @@
  * ../service/wire.ts).
  */
 import type { RouteName } from './request-log.js';
-import { decodeSegment } from '../service/wire.js';
-import { STATUS_CODES } from 'node:http';
+import { decodeSegment, failedItems, keyDigest, offeredKeyMatches, parseListQuery, pathUuid, validationErrorBody, type ValidationItem } from '../service/wire.js';
+import { type IncomingHttpHeaders, STATUS_CODES } from 'node:http';
 import { ByteBuilder } from './byte-builder.js';
 import type { Directory } from './directory.js';
 import type { Members } from './members.js';
 import { detailReply, jsonReply, type Reply } from './server.js';
-import { failedItems, pathUuid, validationErrorBody, type ValidationItem } from '../service/wire.js';
-import { parseListQuery } from '../service/wire.js';
-import { keyDigest, offeredKeyMatches } from '../service/wire.js';
-import type { IncomingHttpHeaders } from 'node:http';
 
 /** Which key a path needs: the team key (/v2), the management key (/v1), or none. */
 export type Area = 'team' | 'management' | 'none';

@@ -6,13 +6,10 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { authorizeManagement, authorizeTeam, type AuthOutcome, type Keys } from './routes.js';
+import { answer, authorizeManagement, authorizeTeam, type AuthOutcome, type Domain, faultReply, type Keys, matchRoute, type Route } from './routes.js';
 import type { Churn } from './directory.js';
-import type { FaultDecision, Faults } from './faults.js';
-import { answer, faultReply, type Domain } from './routes.js';
+import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
-import { matchRoute, type Route } from './routes.js';
-import type { SlowBody } from './faults.js';
 
 export interface ServerDeps extends Domain {
   keys: Keys;

@@ -16,10 +16,8 @@
  * date-time spellings. Older and odd shapes (the quirk bits below) appear only
  * in the share of records the directory asks for as legacy.
  */
-import { AWKWARD_ID_SUFFIXES, PROVIDERS, TIME_ZONES, legacySourceLogo, providerLogo } from './catalog.js';
-import { Prng, fmix32, hash32, seedKey, unfmix32 } from './random.js';
-import { hex8, randomUuid, uuidFromWords } from './random.js';
-import { DAY_MS, anyDateTime, isoDate, isoNaive } from './catalog.js';
+import { anyDateTime, AWKWARD_ID_SUFFIXES, DAY_MS, isoDate, isoNaive, legacySourceLogo, providerLogo, PROVIDERS, TIME_ZONES } from './catalog.js';
+import { fmix32, hash32, hex8, Prng, randomUuid, seedKey, unfmix32, uuidFromWords } from './random.js';
 
 export type WireSource = { name: string; slug: string; logo: string };
 /** Today's shape has all three keys; only legacy records drop `provider` or both descriptors. */

@@ -4,7 +4,7 @@
  * The service has no deletion events, and an offset listing of a directory
  * that changes while it is read skips and repeats users. So a user missing
  * from the scan is only a *candidate*: it is deleted only once the service
- * confirms it (deletions.ts). That makes growth, shrinkage and shifting
+ * confirms it (checkCandidates, below). That makes growth, shrinkage and shifting
  * of the listing harmless, and leaves two reasons to hold deletions back:
  *
  * - `incomplete`: pages failed after their retries. Every user on a lost page

@@ -38,15 +38,11 @@ import { setMaxListeners } from 'node:events';
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
-import { DEFAULT_BACKOFF, type BackoffPolicy } from '../service/retry.js';
+import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
 import { silentLogger, type Logger } from '../runtime/log.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { PAGE_LIMIT } from './scan.js';
-import type { DirectorySource } from './scan.js';
-import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import { scanPass, type PassResult } from './scan.js';
-import { checkCandidates, type DeletionCheck } from './deletions.js';
-import { planDeletions, type DeletionPlan } from './deletions.js';
+import { type DirectorySource, PAGE_LIMIT, type PassResult, scanPass } from './scan.js';
+import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';

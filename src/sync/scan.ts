@@ -19,8 +19,7 @@
 import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import { MAX_PAGE_LIMIT } from '../service/client.js';
-import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
+import { MAX_PAGE_LIMIT, type PageParams, type RecordPage, type ResolveResult } from '../service/client.js';
 
 export type PageStager = Pick<RunWriter, 'stagePage'>;
 
