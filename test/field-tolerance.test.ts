@@ -156,9 +156,9 @@ describe('the client', () => {
       expect(page.unknownKeys).toEqual(['next_cursor', 'links']);
       const decoded = decodePage(page, 0, () => 'write');
       expect(decoded.rejected.map((r) => r.index)).toEqual([1]);
-      expect(decoded.sighted).toHaveLength(1);
-      expect(decoded.sighted[0]?.record?.warnings).toMatchObject([{ field: 'ingestion_start' }, { field: 'ingestion_end' }]);
-      expect(JSON.parse(decoded.sighted[0]?.record?.rawJson ?? 'null')).toEqual(sdkWireFixtureUser());
+      expect(decoded.writes).toHaveLength(1);
+      expect(decoded.writes[0]?.record.warnings).toMatchObject([{ field: 'ingestion_start' }, { field: 'ingestion_end' }]);
+      expect(JSON.parse(decoded.writes[0]?.record.rawJson ?? 'null')).toEqual(sdkWireFixtureUser());
     } finally {
       await c.close();
       srv.server.close();

@@ -170,9 +170,10 @@ describe('decodePage', () => {
   it('stages valid records with their bytes as received, unknown fields kept, and sets the rest aside', () => {
     const text = `[ ${JSON.stringify(good, null, 1)} ,${JSON.stringify(bad)}]`;
     const split = decodePage(pageOf(text), 1_500, () => 'write');
-    expect(split.sighted).toHaveLength(1);
-    expect(split.sighted[0]?.record?.user.user_id).toBe(good.user_id);
-    expect(split.sighted[0]?.record?.rawJson).toBe(JSON.stringify(good, null, 1));
+    expect(split.writes).toHaveLength(1);
+    expect(split.writes[0]?.record.user.user_id).toBe(good.user_id);
+    expect(split.writes[0]?.record.rawJson).toBe(JSON.stringify(good, null, 1));
+    expect(split).toMatchObject({ seen: 1, changed: 1, duplicates: 0 });
     expect(split.rejected).toEqual([{ offset: 1_500, index: 1, reason: expect.stringContaining('users[1].user_id'), raw: bad }]);
   });
 
@@ -185,10 +186,7 @@ describe('decodePage', () => {
     });
     expect(parsedIds).toEqual(['not-a-uuid', good.user_id]);
     expect(split.rejected).toEqual([]);
-    expect(split.sighted.map((s) => [s.userId, s.sighting, s.record])).toEqual([
-      ['not-a-uuid', 'unchanged', undefined],
-      [good.user_id, 'unchanged', undefined],
-    ]);
+    expect(split).toMatchObject({ writes: [], seen: 2, changed: 0, duplicates: 0 });
   });
 });
 
@@ -236,7 +234,7 @@ describe('decodePage with a record size bound', () => {
     const big = { ...good, notes: 'é'.repeat(600) };
     const bigBad = { ...big, user_id: 'not-a-uuid' };
     const split = decodePage(pageOf(JSON.stringify([good, big, bigBad])), 0, () => 'write', 1_000);
-    expect(split.sighted.map((s) => s.record?.user.user_id)).toEqual([good.user_id]);
+    expect(split.writes.map((w) => w.record.user.user_id)).toEqual([good.user_id]);
     expect(split.rejected.map((r) => r.raw)).toEqual([
       { user_id: good.user_id, client_user_id: 'cu_1' },
       { user_id: 'not-a-uuid', client_user_id: 'cu_1' },

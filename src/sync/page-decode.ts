@@ -19,7 +19,7 @@
  * user keeps the row it had and is never a deletion candidate. A record that
  * is not valid JSON on its own is set aside the same way.
  */
-import type { StagedRecord } from '../../db/mirror-store.js';
+import type { UserWrite } from '../../db/mirror-store.js';
 import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import { parseUserRecord } from '../service/user-record.js';
@@ -31,14 +31,6 @@ export interface PageBytes {
   spans: readonly RecordSpan[];
 }
 
-/** One listing, with what the ledger said of it; `record` is set for every sighting but 'unchanged'. */
-export interface SightedRecord {
-  userId: string;
-  digest: string;
-  sighting: Sighting;
-  record?: StagedRecord;
-}
-
 export interface RejectedRecordInput {
   offset: number;
   index: number;
@@ -46,10 +38,17 @@ export interface RejectedRecordInput {
   raw: unknown;
 }
 
-export interface ListedPage {
-  /** Every valid (or unchanged) record, with the ledger's sighting; `record` set where it is written. */
-  sighted: SightedRecord[];
+/** What a page takes: the writes the ledger asked for, the records set aside, and counts. */
+export interface DecodedPage {
+  /** New, changed or reappearing users, and repeat listings (the directory moved under the scan). */
+  writes: UserWrite[];
   rejected: RejectedRecordInput[];
+  /** Records listed and readable: every record but the rejected ones. */
+  seen: number;
+  /** Of `writes`, those that change the mirror (a repeat listing equal to the run's start does not). */
+  changed: number;
+  /** Records whose user_id was already listed in this run, this page included: drift. */
+  duplicates: number;
 }
 
 export type Sight = (userId: string, digest: string) => Sighting;
@@ -59,13 +58,13 @@ export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
 /** Longest id kept from an oversized record; real ids are UUIDs and short client ids. */
 const MAX_KEPT_ID = 256;
 
-export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): ListedPage {
-  const out: ListedPage = { sighted: [], rejected: [] };
+export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): DecodedPage {
+  const out: DecodedPage = { writes: [], rejected: [], seen: 0, changed: 0, duplicates: 0 };
   page.spans.forEach((span, index) => listRecord(page.body, span, index, offset, sight, maxRecordBytes, out));
   return out;
 }
 
-function listRecord(body: Buffer, span: RecordSpan, index: number, offset: number, sight: Sight, max: number, out: ListedPage): void {
+function listRecord(body: Buffer, span: RecordSpan, index: number, offset: number, sight: Sight, max: number, out: DecodedPage): void {
   const bytes = span.end - span.start;
   if (bytes > max) {
     const reason = `users[${index}]: record is ${bytes} bytes, above SYNC_MAX_RECORD_BYTES (${max}); not stored`;
@@ -75,7 +74,7 @@ function listRecord(body: Buffer, span: RecordSpan, index: number, offset: numbe
   const digest = contentHash(body.subarray(span.start, span.end));
   let sighting = span.userId === undefined ? undefined : sight(span.userId, digest);
   if (sighting === 'unchanged') {
-    out.sighted.push({ userId: span.userId ?? '', digest, sighting });
+    out.seen++;
     return;
   }
   const rawJson = body.toString('utf8', span.start, span.end);
@@ -89,10 +88,14 @@ function listRecord(body: Buffer, span: RecordSpan, index: number, offset: numbe
     out.rejected.push({ offset, index, reason: parsed.reason, raw: parsed.raw });
     return;
   }
-  const userId = parsed.user.user_id;
-  sighting ??= sight(userId, digest);
-  const record = sighting !== 'unchanged' ? { user: parsed.user, rawJson, warnings: parsed.warnings } : undefined;
-  out.sighted.push({ userId, digest, sighting, ...(record === undefined ? {} : { record }) });
+  sighting ??= sight(parsed.user.user_id, digest);
+  out.seen++;
+  const repeat = sighting === 'repeat-write' || sighting === 'repeat-unchanged';
+  if (repeat) out.duplicates++;
+  if (sighting === 'unchanged') return;
+  const sameAsStart = sighting === 'repeat-unchanged';
+  if (!sameAsStart) out.changed++;
+  out.writes.push({ record: { user: parsed.user, rawJson, warnings: parsed.warnings }, digest, repeat, sameAsStart });
 }
 
 function jsonOrUndefined(text: string): unknown {

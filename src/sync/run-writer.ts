@@ -23,7 +23,6 @@ import {
   type PublishDeletions,
   type PublishResult,
   type SqliteMirrorStoreOptions,
-  type UserWrite,
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { RunLedger } from './run-ledger.js';
@@ -93,28 +92,16 @@ export class RunWriter {
    */
   stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
     const { run, ledger } = this.openLedger(runId);
-    const listed = decodePage(page, offset, (userId, digest) => ledger.sight(userId, digest), maxRecordBytes);
-    for (const rejected of listed.rejected) this.keepRejected(run, ledger, rejected);
-    const writes: UserWrite[] = [];
-    let duplicates = 0;
-    let changed = 0;
-    for (const { sighting, record, digest } of listed.sighted) {
-      const repeat = sighting === 'repeat-write' || sighting === 'repeat-unchanged';
-      if (repeat) duplicates++;
-      if (sighting === 'unchanged') continue;
-      if (record === undefined) throw new TypeError(`stagePage: a '${sighting}' sighting without its record`);
-      const sameAsStart = sighting === 'repeat-unchanged';
-      if (!sameAsStart) changed++;
-      writes.push({ record, digest, repeat, sameAsStart });
-    }
+    const decoded = decodePage(page, offset, (userId, digest) => ledger.sight(userId, digest), maxRecordBytes);
+    for (const rejected of decoded.rejected) this.keepRejected(run, ledger, rejected);
     try {
-      this.store.writeUsers(runId, writes);
+      this.store.writeUsers(runId, decoded.writes);
     } catch (err) {
       run.broken = true;
       throw err;
     }
-    run.duplicates += duplicates;
-    return { seen: listed.sighted.length, changed, duplicates, rejected: listed.rejected.length };
+    run.duplicates += decoded.duplicates;
+    return { seen: decoded.seen, changed: decoded.changed, duplicates: decoded.duplicates, rejected: decoded.rejected.length };
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
