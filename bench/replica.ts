@@ -168,7 +168,7 @@ async function main(): Promise<void> {
       { SERVICE_API_KEY: serviceKey },
     );
     children.push(standIn);
-    const baseUrl = (await standIn.line(/^SERVICE_BASE_URL=/)).slice('SERVICE_BASE_URL='.length);
+    const baseUrl = (await standIn.line(/^(?:export )?SERVICE_BASE_URL=/)).replace(/^.*?SERVICE_BASE_URL=/, '');
     const syncEnv = { SERVICE_BASE_URL: baseUrl, SERVICE_API_KEY: serviceKey, MIRROR_DB: mirrorDb, LOG_LEVEL: 'warn' };
 
     const t0 = performance.now();
