@@ -1,5 +1,8 @@
 /**
- * The sync schedule: node-cron on SYNC_CRON, in UTC, so daemons on hosts
+ * The sync schedule and the syncs it enqueues: each tick's, and a catch-up
+ * at start-up when the mirror is stale.
+ *
+ * node-cron runs on SYNC_CRON, in UTC, so daemons on hosts
  * with different local time zones (and DST changes) agree on every tick.
  *
  * node-cron hands each execution the scheduled slot (`context.date`), not the

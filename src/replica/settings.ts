@@ -1,6 +1,7 @@
 /**
- * The replica's settings, from the configuration registry (src/runtime/config.ts).
- * Pure: the caller reads the environment, and a `serve` without a key passes
+ * The replica's settings, from the configuration registry
+ * (src/runtime/config.ts), and starting it with them. Reading the settings is
+ * pure: the caller reads the environment, and a `serve` without a key passes
  * the one it generated.
  */
 import { ConfigError, type Config, type REPLICA_ENV } from '../runtime/config.js';

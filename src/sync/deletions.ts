@@ -1,5 +1,6 @@
 /**
- * What a finished scan may do about deletions. Pure.
+ * Deletions: what a finished scan may do about them (planDeletions, pure),
+ * and the upstream check of each candidate (checkCandidates, the I/O).
  *
  * The service has no deletion events, and an offset listing of a directory
  * that changes while it is read skips and repeats users. So a user missing
