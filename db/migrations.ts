@@ -328,5 +328,45 @@ CREATE VIEW sources_per_user AS
 
 export const droppableUserKey: Migration = { version: 6, name: 'droppable-user-key', sql: v6sql };
 
+/**
+ * Version 7: the change feed (db/change-feed.ts). `user_changes.cause` says
+ * why a user became inactive (a verified deletion or a superseded key
+ * holder); `change_events` holds each change as the event consumers read or
+ * receive, written in the transaction that publishes it; `change_feed` is
+ * the feed's one row: the epoch that makes event ids unique across mirror
+ * files, and the highest cursor retention has dropped (older cursors get
+ * 410).
+ */
+const v7sql = /* sql */ `
+ALTER TABLE user_changes ADD COLUMN cause TEXT;
+
+CREATE TABLE change_events (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  type           TEXT NOT NULL,
+  run_id         INTEGER,
+  user_id        TEXT,
+  at             TEXT NOT NULL,
+  body           TEXT NOT NULL
+) STRICT;
+CREATE INDEX change_events_at ON change_events (at);
+
+CREATE TABLE change_feed (
+  id             INTEGER PRIMARY KEY CHECK (id = 1),
+  epoch          TEXT NOT NULL,
+  pruned_through INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO change_feed (id, epoch) VALUES (1, lower(hex(randomblob(4))));
+`;
+
+export const changeFeed: Migration = { version: 7, name: 'change-feed', sql: v7sql };
+
 /** Every migration, in order. Append; never edit one that has shipped. */
-export const MIGRATIONS: readonly Migration[] = [mirrorSchema, memberRemovals, syncLease, fieldWarnings, verifiedDeletions, droppableUserKey];
+export const MIGRATIONS: readonly Migration[] = [
+  mirrorSchema,
+  memberRemovals,
+  syncLease,
+  fieldWarnings,
+  verifiedDeletions,
+  droppableUserKey,
+  changeFeed,
+];

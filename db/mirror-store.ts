@@ -22,6 +22,7 @@
  * file (db/open-audit.ts), so a scan never blocks them.
  */
 import type { Db } from './open.js';
+import { ChangeFeed, type BaselineMode } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
 import { UserWrites, type UserWrite } from './user-writes.js';
@@ -58,6 +59,8 @@ export interface MirrorStore {
 
 export interface SqliteMirrorStoreOptions {
   clock?: () => Date;
+  /** What a first sync into an empty mirror puts in the change feed (CHANGES_BASELINE); default one marker event. */
+  baseline?: BaselineMode;
 }
 
 /**
@@ -87,6 +90,8 @@ export class SqliteMirrorStore implements MirrorStore {
   private readonly keys: MirrorKeys;
   private readonly writes: UserWrites;
   private readonly load: FirstSyncLoad;
+  private readonly feed: ChangeFeed;
+  private readonly baseline: BaselineMode;
   private readonly s;
 
   constructor(
@@ -105,11 +110,13 @@ export class SqliteMirrorStore implements MirrorStore {
     this.keys = new MirrorKeys(db);
     this.writes = new UserWrites(db);
     this.load = new FirstSyncLoad(db, this.writes);
+    this.feed = new ChangeFeed(db);
+    this.baseline = options.baseline ?? 'marker';
     this.s = {
       // Still active: a user soft-deleted since the run began (superseded, or online) stays as it is.
       recordDeletions: db.prepare<{ run: number; now: string; ids: string }>(
-        `INSERT INTO user_changes (run_id, user_id, change, at)
-         SELECT @run, u.user_id, 'deleted', @now FROM json_each(@ids) AS j JOIN users AS u ON u.user_id = j.value
+        `INSERT INTO user_changes (run_id, user_id, change, cause, at)
+         SELECT @run, u.user_id, 'deleted', 'verified', @now FROM json_each(@ids) AS j JOIN users AS u ON u.user_id = j.value
          WHERE u.deleted_at IS NULL`,
       ),
       applyDeletions: db.prepare<{ now: string; ids: string }>(
@@ -140,6 +147,7 @@ export class SqliteMirrorStore implements MirrorStore {
         : (this.records.setTotalAtStart(recorded, totalAtStart), recorded);
     this.db.exec('BEGIN IMMEDIATE');
     try {
+      this.writes.clearBefore();
       this.run = { id, bulk: this.load.mirrorIsEmpty() ? this.load.begin() : undefined };
     } catch (err) {
       this.db.exec('ROLLBACK');
@@ -193,7 +201,11 @@ export class SqliteMirrorStore implements MirrorStore {
         this.s.recordDeletions.run({ run: runId, now, ids });
         swept += this.s.applyDeletions.run({ now, ids }).changes;
       }
-      return this.records.markPublished(runId, now, swept, opts.deletionsChecked);
+      const counts = this.records.markPublished(runId, now, swept, opts.deletionsChecked);
+      // The run's events, visible at the same COMMIT as its changes.
+      if (run.bulk !== undefined && this.baseline === 'marker') this.feed.appendBaseline(runId, now, counts.created);
+      else this.feed.appendRun(runId, now);
+      return counts;
     })();
     this.db.exec('COMMIT');
     this.run = undefined;

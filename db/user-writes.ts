@@ -16,6 +16,7 @@
  * - `field_warnings` holds the warnings of each user's stored record: they
  *   are replaced whenever the user's row is written, and only then.
  */
+import { ChangeFeed, prepareRunBefore } from './change-feed.js';
 import type { Db } from './open.js';
 import {
   needsWrite,
@@ -72,10 +73,15 @@ export function userValues(record: StagedRecord, digest: string, now: string): C
   return values;
 }
 
+/** Why a user became inactive, in `user_changes.cause`. */
+export type ChangeCause = 'verified' | 'superseded';
+
 export class UserWrites {
   private readonly s;
+  private readonly before;
 
   constructor(db: Db) {
+    this.before = prepareRunBefore(db);
     this.s = {
       liveUser: db.prepare<[string], LiveState & { raw: string }>(`SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`),
       isDeleted: db.prepare<[string], number>(`SELECT deleted_at IS NOT NULL FROM users WHERE user_id = ?`).pluck(),
@@ -96,14 +102,14 @@ export class UserWrites {
       insertWarning: db.prepare<[string, string, string, number | null, string]>(
         `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, ?, ?)`,
       ),
-      insertChange: db.prepare<[number | null, string, string, string]>(
-        `INSERT INTO user_changes (run_id, user_id, change, at) VALUES (?, ?, ?, ?)`,
+      insertChange: db.prepare<[number | null, string, string, string | null, string]>(
+        `INSERT INTO user_changes (run_id, user_id, change, cause, at) VALUES (?, ?, ?, ?, ?)`,
       ),
       // Through user_changes_user: a user's change rows, few, then the run's among them.
       runChange: db.prepare<[string, number], { id: number; change: string }>(
         `SELECT id, change FROM user_changes WHERE user_id = ? AND run_id = ?`,
       ),
-      setChange: db.prepare<[string, string, number]>(`UPDATE user_changes SET change = ?, at = ? WHERE id = ?`),
+      setChange: db.prepare<[string, string | null, string, number]>(`UPDATE user_changes SET change = ?, cause = ?, at = ? WHERE id = ?`),
       dropChange: db.prepare<[number]>(`DELETE FROM user_changes WHERE id = ?`),
     };
   }
@@ -121,11 +127,17 @@ export class UserWrites {
     // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
     const prior = write.repeat || deleted === 1 ? this.s.runChange.get(userId, runId) : undefined;
     const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
+    this.before.capture(userId);
     for (const holder of this.takeKey(record.user, now)) this.retire(runId, holder, now);
     this.s.upsertUser.run(userValues(record, write.digest, now));
     this.replaceDetails(record, runId, now);
     const change = write.sameAsStart ? undefined : activeBefore ? 'updated' : 'created';
-    this.recordChange(runId, userId, prior, change, now);
+    this.recordChange(runId, userId, prior, change, null, now);
+  }
+
+  /** Forgets the previous run's before-states: call as a run's transaction opens. */
+  clearBefore(): void {
+    this.before.clear();
   }
 
   /**
@@ -137,11 +149,11 @@ export class UserWrites {
     const superseded = this.takeKey(record.user, now);
     for (const id of superseded) {
       this.s.softDelete.run(now, id);
-      this.s.insertChange.run(null, id, 'deleted', now);
+      this.s.insertChange.run(null, id, 'deleted', 'superseded', now);
     }
     this.s.upsertUser.run(userValues(record, digest, now));
     this.replaceDetails(record, null, now);
-    this.s.insertChange.run(null, record.user.user_id, created ? 'created' : 'updated', now);
+    this.s.insertChange.run(null, record.user.user_id, created ? 'created' : 'updated', null, now);
     return superseded;
   }
 
@@ -162,14 +174,21 @@ export class UserWrites {
   private retire(runId: number, userId: string, now: string): void {
     this.s.softDelete.run(now, userId);
     const prior = this.s.runChange.get(userId, runId);
-    this.recordChange(runId, userId, prior, prior?.change === 'created' ? undefined : 'deleted', now);
+    this.recordChange(runId, userId, prior, prior?.change === 'created' ? undefined : 'deleted', 'superseded', now);
   }
 
-  private recordChange(runId: number, userId: string, prior: { id: number } | undefined, change: string | undefined, now: string): void {
+  private recordChange(
+    runId: number,
+    userId: string,
+    prior: { id: number } | undefined,
+    change: string | undefined,
+    cause: ChangeCause | null,
+    now: string,
+  ): void {
     if (prior === undefined) {
-      if (change !== undefined) this.s.insertChange.run(runId, userId, change, now);
+      if (change !== undefined) this.s.insertChange.run(runId, userId, change, cause, now);
     } else if (change === undefined) this.s.dropChange.run(prior.id);
-    else this.s.setChange.run(change, now, prior.id);
+    else this.s.setChange.run(change, cause, now, prior.id);
   }
 
   /**
@@ -212,12 +231,14 @@ export interface RefreshResult {
 
 export class UserRefresh {
   private readonly writes: UserWrites;
+  private readonly feed: ChangeFeed;
 
   constructor(
     private readonly db: Db,
     private readonly clock: () => Date = () => new Date(),
   ) {
     this.writes = new UserWrites(db);
+    this.feed = new ChangeFeed(db);
   }
 
   /** `digest`: the record's content hash (db/user-row.ts). */
@@ -230,7 +251,18 @@ export class UserRefresh {
           return { change: 'unchanged', superseded: [] };
         }
         const created = live === undefined || live.deleted_at !== null;
-        const superseded = this.writes.applyRefreshed(record, digest, this.clock().toISOString(), created);
+        const now = this.clock().toISOString();
+        const superseded = this.writes.applyRefreshed(record, digest, now, created);
+        // Its events, in the order of its change rows: the holders it displaced, then the user.
+        const { user_id: userId, team_id: teamId, client_user_id: clientUserId } = record.user;
+        for (const id of superseded) {
+          this.feed.appendChange({ change: 'deleted', cause: 'superseded', userId: id, teamId, clientUserId, raw: 'null', before: undefined }, now);
+        }
+        const before = live === undefined ? undefined : { raw: live.raw, deletedAt: live.deleted_at };
+        this.feed.appendChange(
+          { change: created ? 'created' : 'updated', cause: null, userId, teamId, clientUserId, raw: record.rawJson, before },
+          now,
+        );
         return { change: created ? 'created' : 'updated', superseded };
       })
       .immediate();

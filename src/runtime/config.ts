@@ -128,6 +128,16 @@ export const ENV = {
   // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
   REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // The change feed (db/change-feed.ts): a first sync's events, and how long events are kept.
+  CHANGES_BASELINE: z.enum(['marker', 'events'], { error: 'must be marker or events' }).default('marker'),
+  CHANGES_RETENTION_DAYS: positiveInt(30, 3_650),
+  // Webhooks (jobs/webhooks/): every event POSTed here, signed per Standard Webhooks.
+  WEBHOOK_URL: httpUrl.optional(),
+  WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by a base64 key of at least 12 bytes')
+    .optional(),
+  WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
 } as const;
 
 export type EnvName = keyof typeof ENV;
@@ -141,6 +151,7 @@ export const SECRET_ENV: ReadonlySet<EnvName> = new Set([
   'REDIS_PASSWORD',
   'REDIS_SENTINEL_PASSWORD',
   'REPLICA_API_KEY',
+  'WEBHOOK_SECRET',
 ]);
 
 export class ConfigError extends Error {

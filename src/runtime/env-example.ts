@@ -25,6 +25,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
   ['Daemon', ['SHUTDOWN_TIMEOUT_MS', 'WATCHDOG_INTERVAL_MS', 'WATCHDOG_STALL_MS', 'STATUS_HOST', 'STATUS_PORT', 'LOG_LEVEL']],
   ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S']],
+  ['Change feed and webhooks', ['CHANGES_BASELINE', 'CHANGES_RETENTION_DAYS', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'WEBHOOK_TIMEOUT_MS']],
 ];
 
 const ABOUT: Record<EnvName, string> = {
@@ -77,6 +78,11 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
   REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
+  CHANGES_BASELINE: "a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)",
+  CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not been handed',
+  WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
+  WEBHOOK_SECRET: 'whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL)',
+  WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */

@@ -82,6 +82,16 @@ export class Directory {
     return deleted;
   }
 
+  /** Lists deleted users again, as they were (upstream restoring an account); returns how many came back. */
+  restore(refs: readonly UserRef[]): number {
+    let restored = 0;
+    for (const ref of refs) {
+      const index = typeof ref === 'number' ? ref : this.fileByUserId.get(ref) ?? this.generatedByUserId(ref);
+      if (index !== undefined && index >= 0 && index < this.universe && this.deletions.remove(index)) restored++;
+    }
+    return restored;
+  }
+
   /** Bumps the user's version (its JSON changes); returns the new record. */
   update(ref: UserRef): DirectoryRecord | undefined {
     const index = this.liveIndex(ref);
@@ -209,6 +219,12 @@ export class SparseDeletions {
     if (this.members.has(index)) return false;
     this.members.add(index);
     this.sorted.splice(lowerBound(this.sorted, index), 0, index);
+    return true;
+  }
+
+  remove(index: number): boolean {
+    if (!this.members.delete(index)) return false;
+    this.sorted.splice(lowerBound(this.sorted, index), 1);
     return true;
   }
 

@@ -1,0 +1,346 @@
+/**
+ * The change feed: each change the mirror publishes, as an event that
+ * consumers pull (`user-mirror changes`, the replica's /mirror/v1/changes)
+ * or receive (the daemon's webhooks). `user_changes` says what changed; an
+ * event says it in a consumer's terms, with the record as mirrored.
+ *
+ * - One event per `user_changes` row, written in the transaction that
+ *   publishes the row (a run's publish, an online resolve), so an event is
+ *   visible exactly when its change is, and a rolled-back run emits nothing.
+ * - The cursor is the event's rowid: one writer at a time holds the write
+ *   lock, so cursors grow in commit order. Ids are `evt_<epoch>_<cursor>`:
+ *   the epoch is drawn when the feed is created, so a rebuilt mirror never
+ *   reuses an id a consumer has already seen.
+ * - The body is stored as delivered, byte for byte: a webhook retried a
+ *   week later carries the same bytes, and a page is read, never rebuilt.
+ * - A first sync into an empty mirror is a baseline: one `mirror.baseline`
+ *   event (the default) or a `user.created` per user (CHANGES_BASELINE).
+ * - Retention drops events older than CHANGES_RETENTION_DAYS, never past a
+ *   hold (the webhook dispatcher's cursor); `pruned_through` remembers how
+ *   far, so a cursor behind it is told it missed events (410).
+ *
+ * The event's shape is `ChangeEventSchema`; docs/change-event.schema.json is
+ * rendered from it and docs/changes.md explains it.
+ */
+import { z } from 'zod';
+import type { Db } from './open.js';
+
+export const CHANGE_EVENT_TYPES = ['user.created', 'user.updated', 'user.deleted', 'user.restored', 'mirror.baseline'] as const;
+export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
+
+/** What CHANGES_BASELINE chooses for a first sync into an empty mirror. */
+export type BaselineMode = 'marker' | 'events';
+
+const common = {
+  id: z.string().regex(/^evt_[0-9a-f]+_[0-9]+$/),
+  cursor: z.number().int().positive(),
+  timestamp: z.iso.datetime(),
+  run_id: z.number().int().positive().nullable(),
+};
+const who = {
+  user_id: z.string(),
+  team_id: z.string(),
+  client_user_id: z.string(),
+};
+const user = z.record(z.string(), z.unknown());
+
+/** One event as every surface carries it (feed pages, JSON lines, webhook bodies). */
+export const ChangeEventSchema = z.discriminatedUnion('type', [
+  z.object({ ...common, type: z.literal('user.created'), data: z.object({ ...who, user }) }),
+  z.object({ ...common, type: z.literal('user.restored'), data: z.object({ ...who, user }) }),
+  z.object({
+    ...common,
+    type: z.literal('user.updated'),
+    data: z.object({
+      ...who,
+      user,
+      /** Top-level fields of the record whose value changed, appeared or went. */
+      changed_fields: z.array(z.string()),
+      /** Connected-source slugs the user gained and lost. */
+      sources_added: z.array(z.string()),
+      sources_removed: z.array(z.string()),
+    }),
+  }),
+  z.object({
+    ...common,
+    type: z.literal('user.deleted'),
+    data: z.object({
+      ...who,
+      user: z.null(),
+      /** `verified`: the service confirmed the user gone; `superseded`: another user took its client_user_id. */
+      reason: z.enum(['verified', 'superseded']),
+    }),
+  }),
+  z.object({
+    ...common,
+    type: z.literal('mirror.baseline'),
+    data: z.object({ users: z.number().int().nonnegative(), note: z.string() }),
+  }),
+]);
+export type ChangeEvent = z.infer<typeof ChangeEventSchema>;
+
+/** A stored event: its cursor, id, user and the body as delivered. */
+export interface FeedEvent {
+  cursor: number;
+  id: string;
+  type: ChangeEventType;
+  userId: string | null;
+  body: string;
+}
+
+export type FeedPage =
+  | { gone: false; events: FeedEvent[]; next: number }
+  /** The cursor is behind retention: events after it were dropped. `oldest` is the oldest cursor still good to ask after. */
+  | { gone: true; oldest: number };
+
+/** A user's state before its change: absent, or its row as it was. */
+export interface Before {
+  raw: string | null;
+  deletedAt: string | null;
+}
+
+/** One change to turn into an event. */
+export interface ChangeInput {
+  change: 'created' | 'updated' | 'deleted';
+  cause: string | null;
+  userId: string;
+  teamId: string;
+  clientUserId: string;
+  /** The record as now mirrored. */
+  raw: string;
+  before: Before | undefined;
+}
+
+/** The event type and its `data` members for one change (pure: the feed's decision). */
+export function describeChange(c: ChangeInput): { type: ChangeEventType; data: string } {
+  const ids = `"user_id":${JSON.stringify(c.userId)},"team_id":${JSON.stringify(c.teamId)},"client_user_id":${JSON.stringify(c.clientUserId)}`;
+  if (c.change === 'deleted') {
+    const reason = c.cause === 'superseded' ? 'superseded' : 'verified';
+    return { type: 'user.deleted', data: `{${ids},"user":null,"reason":"${reason}"}` };
+  }
+  if (c.change === 'created') {
+    const restored = c.before?.raw != null && c.before.deletedAt !== null;
+    return { type: restored ? 'user.restored' : 'user.created', data: `{${ids},"user":${c.raw}}` };
+  }
+  const diff = diffRecords(c.before?.raw ?? null, c.raw);
+  const lists = `"changed_fields":${JSON.stringify(diff.fields)},"sources_added":${JSON.stringify(diff.added)},"sources_removed":${JSON.stringify(diff.removed)}`;
+  return { type: 'user.updated', data: `{${ids},"user":${c.raw},${lists}}` };
+}
+
+/** Top-level fields that differ, and connected-source slugs gained and lost, between two records. */
+export function diffRecords(beforeRaw: string | null, afterRaw: string): { fields: string[]; added: string[]; removed: string[] } {
+  const before = objectOrEmpty(beforeRaw);
+  const after = objectOrEmpty(afterRaw);
+  const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => !deepEqual(before[k], after[k])).sort();
+  const was = slugsOf(before);
+  const now = slugsOf(after);
+  return { fields, added: [...now].filter((s) => !was.has(s)).sort(), removed: [...was].filter((s) => !now.has(s)).sort() };
+}
+
+function objectOrEmpty(raw: string | null): Record<string, unknown> {
+  if (raw === null) return {};
+  try {
+    const v: unknown = JSON.parse(raw);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The slugs of a record's connected sources, `provider` preferred to the deprecated `source`, as the mirror reads them. */
+function slugsOf(record: Record<string, unknown>): Set<string> {
+  const out = new Set<string>();
+  const list = record['connected_sources'];
+  if (!Array.isArray(list)) return out;
+  for (const entry of list) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const e = entry as Record<string, unknown>;
+    const slug = slugOf(e['provider']) ?? slugOf(e['source']);
+    if (slug !== undefined) out.add(slug);
+  }
+  return out;
+}
+
+function slugOf(descriptor: unknown): string | undefined {
+  if (typeof descriptor !== 'object' || descriptor === null) return undefined;
+  const slug = (descriptor as Record<string, unknown>)['slug'];
+  return typeof slug === 'string' && slug !== '' ? slug : undefined;
+}
+
+/** Structural equality of JSON values; key order does not matter. */
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => deepEqual(v, b[i]));
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  const ob = b as Record<string, unknown>;
+  return ka.every((k) => Object.hasOwn(ob, k) && deepEqual((a as Record<string, unknown>)[k], ob[k]));
+}
+
+/**
+ * The state of each user before the open run first wrote it (absent rows
+ * included), kept per connection in a TEMP table so that an event compares
+ * the run's end with the run's start, whatever the run did in between.
+ */
+const RUN_BEFORE_SQL = /* sql */ `
+CREATE TEMP TABLE IF NOT EXISTS run_before (
+  user_id TEXT PRIMARY KEY, existed INTEGER NOT NULL, raw TEXT, deleted_at TEXT
+) WITHOUT ROWID;
+`;
+
+export function prepareRunBefore(db: Db): { capture: (userId: string) => void; clear: () => void } {
+  db.exec(RUN_BEFORE_SQL);
+  const capture = db.prepare<[string]>(
+    `INSERT OR IGNORE INTO temp.run_before (user_id, existed, raw, deleted_at)
+     SELECT j.id, u.user_id IS NOT NULL, u.raw, u.deleted_at FROM (SELECT ? AS id) AS j LEFT JOIN users AS u ON u.user_id = j.id`,
+  );
+  const clear = db.prepare(`DELETE FROM temp.run_before`);
+  return { capture: (userId) => void capture.run(userId), clear: () => void clear.run() };
+}
+
+/** Change rows read per statement at publish: the statement cannot stay open while events are inserted. */
+const CHANGE_BATCH = 1_000;
+
+interface ChangeRow {
+  user_id: string;
+  change: 'created' | 'updated' | 'deleted';
+  cause: string | null;
+  team_id: string;
+  client_user_id: string;
+  raw: string;
+  existed: number | null;
+  before_raw: string | null;
+  before_deleted_at: string | null;
+}
+
+export class ChangeFeed {
+  private readonly s;
+
+  constructor(private readonly db: Db) {
+    db.exec(RUN_BEFORE_SQL);
+    this.s = {
+      epoch: db.prepare<[], string>(`SELECT epoch FROM change_feed WHERE id = 1`).pluck(),
+      prunedThrough: db.prepare<[], number>(`SELECT pruned_through FROM change_feed WHERE id = 1`).pluck(),
+      lastCursor: db.prepare<[], number>(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'change_events'), 0)`).pluck(),
+      insert: db.prepare<[number, string, number | null, string | null, string, string]>(
+        `INSERT INTO change_events (id, type, run_id, user_id, at, body) VALUES (?, ?, ?, ?, ?, ?)`,
+      ),
+      firstChange: db.prepare<[number], number | null>(`SELECT min(id) FROM user_changes WHERE run_id = ?`).pluck(),
+      // A run's change rows are one id range (one writer at a time): read it by rowid, a batch at a time.
+      runChanges: db.prepare<[number, number], ChangeRow & { id: number }>(
+        `SELECT c.id, c.user_id, c.change, c.cause, u.team_id, u.client_user_id, u.raw,
+                b.existed, b.raw AS before_raw, b.deleted_at AS before_deleted_at
+         FROM user_changes AS c JOIN users AS u ON u.user_id = c.user_id
+         LEFT JOIN temp.run_before AS b ON b.user_id = c.user_id
+         WHERE c.id >= ? AND c.run_id = ? ORDER BY c.id LIMIT ${CHANGE_BATCH}`,
+      ),
+      page: db.prepare<[number, number], { cursor: number; type: ChangeEventType; user_id: string | null; body: string }>(
+        `SELECT id AS cursor, type, user_id, body FROM change_events WHERE id > ? ORDER BY id LIMIT ?`,
+      ),
+      bounds: db.prepare<[], { oldest: number | null; latest: number | null; oldest_at: string | null }>(
+        `SELECT min(id) AS oldest, max(id) AS latest, (SELECT at FROM change_events ORDER BY id LIMIT 1) AS oldest_at FROM change_events`,
+      ),
+      prune: db.prepare<[string, number]>(`DELETE FROM change_events WHERE id IN (SELECT id FROM change_events WHERE at < ? AND id <= ? ORDER BY id)`),
+      prunedMax: db.prepare<[string, number], number | null>(`SELECT max(id) FROM change_events WHERE at < ? AND id <= ?`).pluck(),
+      setPruned: db.prepare<[number]>(`UPDATE change_feed SET pruned_through = max(pruned_through, ?) WHERE id = 1`),
+    };
+  }
+
+  /**
+   * A run's events, from its `user_changes` rows and the state each user had
+   * before the run (prepareRunBefore), in the order the changes were
+   * recorded. Call inside the run's transaction, at publish. Returns how
+   * many were written.
+   */
+  appendRun(runId: number, at: string): number {
+    const epoch = this.s.epoch.get() ?? '0';
+    let cursor = this.s.lastCursor.get() ?? 0;
+    let n = 0;
+    for (let from = this.s.firstChange.get(runId); from !== null && from !== undefined; ) {
+      const rows = this.s.runChanges.all(from, runId);
+      for (const row of rows) {
+        const before: Before | undefined = row.existed === 1 ? { raw: row.before_raw, deletedAt: row.before_deleted_at } : undefined;
+        const { type, data } = describeChange({
+          change: row.change,
+          cause: row.cause,
+          userId: row.user_id,
+          teamId: row.team_id,
+          clientUserId: row.client_user_id,
+          raw: row.raw,
+          before,
+        });
+        cursor++;
+        this.s.insert.run(cursor, type, runId, row.user_id, at, envelope(epoch, cursor, type, at, runId, data));
+        n++;
+      }
+      from = rows.length < CHANGE_BATCH ? undefined : (rows.at(-1)?.id ?? 0) + 1;
+    }
+    return n;
+  }
+
+  /** One change outside any run (an online resolve), in the caller's transaction. */
+  appendChange(change: ChangeInput, at: string): void {
+    const epoch = this.s.epoch.get() ?? '0';
+    const cursor = (this.s.lastCursor.get() ?? 0) + 1;
+    const { type, data } = describeChange(change);
+    this.s.insert.run(cursor, type, null, change.userId, at, envelope(epoch, cursor, type, at, null, data));
+  }
+
+  /** The marker a first sync into an empty mirror emits instead of a `user.created` per user. */
+  appendBaseline(runId: number, at: string, users: number): void {
+    const epoch = this.s.epoch.get() ?? '0';
+    const cursor = (this.s.lastCursor.get() ?? 0) + 1;
+    const note = 'first sync into an empty mirror: every active user is new; read them from the mirror or the replica';
+    const data = JSON.stringify({ users, note });
+    this.s.insert.run(cursor, 'mirror.baseline', runId, null, at, envelope(epoch, cursor, 'mirror.baseline', at, runId, data));
+  }
+
+  /** Events after `after`, at most `limit`: O(limit) whatever the feed's length (a rowid range). */
+  page(after: number, limit: number): FeedPage {
+    const pruned = this.s.prunedThrough.get() ?? 0;
+    if (after < pruned) return { gone: true, oldest: pruned };
+    const rows = this.s.page.all(after, limit);
+    const events = rows.map((r) => ({ cursor: r.cursor, id: idOf(r.body), type: r.type, userId: r.user_id, body: r.body }));
+    return { gone: false, events, next: events.at(-1)?.cursor ?? after };
+  }
+
+  /** The feed's extent: the latest cursor (0 when none yet), the oldest held, and how far retention dropped. */
+  bounds(): { latest: number; oldest: number | null; oldestAt: string | null; prunedThrough: number } {
+    const b = this.s.bounds.get();
+    return {
+      latest: Math.max(b?.latest ?? 0, this.s.lastCursor.get() ?? 0),
+      oldest: b?.oldest ?? null,
+      oldestAt: b?.oldest_at ?? null,
+      prunedThrough: this.s.prunedThrough.get() ?? 0,
+    };
+  }
+
+  /**
+   * Drops events published before `cutoff` with a cursor at or below
+   * `hold` (what every subscriber that must not miss one has taken), in its
+   * own write transaction. Returns how many were dropped.
+   */
+  prune(cutoff: string, hold: number): number {
+    return this.db
+      .transaction(() => {
+        const through = this.s.prunedMax.get(cutoff, hold);
+        if (through === null || through === undefined) return 0;
+        const dropped = this.s.prune.run(cutoff, hold).changes;
+        this.s.setPruned.run(through);
+        return dropped;
+      })
+      .immediate();
+  }
+}
+
+function envelope(epoch: string, cursor: number, type: ChangeEventType, at: string, runId: number | null, data: string): string {
+  return `{"id":"evt_${epoch}_${cursor}","cursor":${cursor},"type":"${type}","timestamp":"${at}","run_id":${runId ?? 'null'},"data":${data}}`;
+}
+
+/** The id from a stored body, which starts `{"id":"evt_…"`. */
+function idOf(body: string): string {
+  return body.slice(7, body.indexOf('"', 7));
+}
