@@ -85,6 +85,8 @@ export interface FeedEvent {
   id: string;
   type: ChangeEventType;
   userId: string | null;
+  /** When its change was published (the event's `timestamp`). */
+  publishedAt: string;
   body: string;
 }
 
@@ -237,8 +239,8 @@ export class ChangeFeed {
          LEFT JOIN temp.run_before AS b ON b.user_id = c.user_id
          WHERE c.id >= ? AND c.run_id = ? ORDER BY c.id LIMIT ${CHANGE_BATCH}`,
       ),
-      page: db.prepare<[number, number], { cursor: number; type: ChangeEventType; user_id: string | null; body: string }>(
-        `SELECT id AS cursor, type, user_id, body FROM change_events WHERE id > ? ORDER BY id LIMIT ?`,
+      page: db.prepare<[number, number], { cursor: number; type: ChangeEventType; user_id: string | null; at: string; body: string }>(
+        `SELECT id AS cursor, type, user_id, at, body FROM change_events WHERE id > ? ORDER BY id LIMIT ?`,
       ),
       bounds: db.prepare<[], { oldest: number | null; latest: number | null; oldest_at: string | null }>(
         `SELECT min(id) AS oldest, max(id) AS latest, (SELECT at FROM change_events ORDER BY id LIMIT 1) AS oldest_at FROM change_events`,
@@ -303,7 +305,7 @@ export class ChangeFeed {
     const pruned = this.s.prunedThrough.get() ?? 0;
     if (after < pruned) return { gone: true, oldest: pruned };
     const rows = this.s.page.all(after, limit);
-    const events = rows.map((r) => ({ cursor: r.cursor, id: idOf(r.body), type: r.type, userId: r.user_id, body: r.body }));
+    const events = rows.map((r) => ({ cursor: r.cursor, id: idOf(r.body), type: r.type, userId: r.user_id, publishedAt: r.at, body: r.body }));
     return { gone: false, events, next: events.at(-1)?.cursor ?? after };
   }
 
@@ -321,18 +323,26 @@ export class ChangeFeed {
   /**
    * Drops events published before `cutoff` with a cursor at or below
    * `hold` (what every subscriber that must not miss one has taken), in its
-   * own write transaction. Returns how many were dropped.
+   * own write transaction, waiting at most `waitMs` for the write lock
+   * (SQLITE_BUSY past it). Returns how many were dropped.
    */
-  prune(cutoff: string, hold: number): number {
-    return this.db
-      .transaction(() => {
-        const through = this.s.prunedMax.get(cutoff, hold);
-        if (through === null || through === undefined) return 0;
-        const dropped = this.s.prune.run(cutoff, hold).changes;
-        this.s.setPruned.run(through);
-        return dropped;
-      })
-      .immediate();
+  prune(cutoff: string, hold: number, waitMs = 200): number {
+    const previous = this.db.pragma('busy_timeout', { simple: true });
+    this.db.pragma(`busy_timeout = ${waitMs}`);
+    try {
+      const bound = Number.isFinite(hold) ? hold : Number.MAX_SAFE_INTEGER;
+      return this.db
+        .transaction(() => {
+          const through = this.s.prunedMax.get(cutoff, bound);
+          if (through === null || through === undefined) return 0;
+          const dropped = this.s.prune.run(cutoff, bound).changes;
+          this.s.setPruned.run(through);
+          return dropped;
+        })
+        .immediate();
+    } finally {
+      this.db.pragma(`busy_timeout = ${Number(previous)}`);
+    }
   }
 }
 

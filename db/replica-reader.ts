@@ -17,6 +17,7 @@
  * Raw records are read as BLOBs: the UTF-8 bytes SQLite holds go onto the
  * wire as they are, never decoded into a JS string and encoded again.
  */
+import { ChangeFeed, type FeedPage } from './change-feed.js';
 import type { Db } from './open.js';
 import { MirrorNotReadyError } from './mirror-reader.js';
 
@@ -79,6 +80,7 @@ export class ReplicaReader {
   private readonly s;
   private index: ActiveIndex = { key: undefined, rowids: new Float64Array(0) };
   private readonly pageTx: (offset: number, limit: number) => PageAnswer;
+  private feed: ChangeFeed | undefined;
 
   constructor(
     private readonly db: Db,
@@ -158,6 +160,21 @@ export class ReplicaReader {
     for (const rowid of this.s.activeRowids.iterate()) rowids[n++] = rowid;
     rowids.sort();
     this.index = { key, rowids: n === rowids.length ? rowids : rowids.subarray(0, n) };
+  }
+
+  /**
+   * The change feed after `after` (undefined: from the oldest event held),
+   * or undefined when this mirror has no feed yet (written by an older
+   * version, before its next sync). One statement: one snapshot.
+   */
+  changes(after: number | undefined, limit: number): FeedPage | undefined {
+    if (this.feed === undefined) {
+      const has = this.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
+      if (has === undefined) return undefined;
+      this.feed = new ChangeFeed(this.db);
+    }
+    const feed = this.feed;
+    return this.db.transaction(() => feed.page(after ?? feed.bounds().prunedThrough, limit))();
   }
 
   close(): void {

@@ -45,6 +45,14 @@ const COMMANDS: Record<string, Command> = {
       'removals [--json] | removals --failed [--json] [--limit N] | removals retry <job_id>|--all | removals adopt <job_id>|--all | removals target',
     load: () => import('./commands/removals.js'),
   },
+  changes: {
+    summary: 'print the change feed: creations, updates, deletions, restores (--follow keeps watching)',
+    synopsis: 'changes [--after CURSOR] [--limit N] [--follow] [--json]',
+    details:
+      'exit codes: 0 ok; 1 the cursor is older than the retention (the message names the oldest still held) or no feed yet;\n' +
+      '  2 usage or configuration error\n',
+    load: () => import('./commands/changes.js'),
+  },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },
   daemon: {
     summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)',

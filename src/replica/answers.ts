@@ -4,8 +4,9 @@
  * each user as stored, a resolve as the bare User, `{"detail": "..."}` for
  * errors and FastAPI's 422 for a bad query.
  */
+import type { FeedPage } from '../../db/change-feed.js';
 import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
-import { parseListQuery, validationErrorBody } from '../service/wire.js';
+import { failedItems, parseListQuery, queryInt, validationErrorBody } from '../service/wire.js';
 
 export interface Answer {
   status: number;
@@ -16,6 +17,7 @@ export interface Answer {
 
 const COMMA = Buffer.from(',');
 const USERS_OPEN = Buffer.from('{"users":[');
+const EVENTS_OPEN = Buffer.from('{"events":[');
 
 export function detail(status: number, message: string, headers: readonly string[] = []): Answer {
   return { status, body: JSON.stringify({ detail: message }), headers };
@@ -44,6 +46,36 @@ export function pageAnswer(page: PageAnswer, offset: number, limit: number, verd
   });
   parts.push(Buffer.from(`],"total":${page.total},"offset":${offset},"limit":${limit}}`));
   return { status: 200, body: Buffer.concat(parts), headers: verdict.headers };
+}
+
+/** The feed's path, outside the service's own /v2/ namespace. */
+export const CHANGES_PATH = '/mirror/v1/changes';
+export const CHANGES_DEFAULT_LIMIT = 100;
+export const CHANGES_MAX_LIMIT = 1_000;
+
+/** A valid `after` (undefined: from the oldest held) and `limit`, or the 422 answer. */
+export function changesQueryOrAnswer(query: string): { after: number | undefined; limit: number } | Answer {
+  const params = new URLSearchParams(query);
+  const after = queryInt(params, 'after', { default: -1, ge: 0 });
+  const limit = queryInt(params, 'limit', { default: CHANGES_DEFAULT_LIMIT, ge: 1, le: CHANGES_MAX_LIMIT });
+  if (after.ok && limit.ok) return { after: after.value < 0 ? undefined : after.value, limit: limit.value };
+  return { status: 422, body: validationErrorBody(failedItems([after, limit])), headers: [] };
+}
+
+/** `{"events": [...], "next": CURSOR}`, the stored bodies as they are; 410 with the oldest good cursor when retention dropped events after `after`. */
+export function changesAnswer(page: FeedPage | undefined): Answer {
+  if (page === undefined) return detail(503, 'Mirror not ready: this mirror has no change feed yet; it starts with the next sync', ['retry-after', '30']);
+  if (page.gone) {
+    const body = JSON.stringify({ detail: 'Cursor older than the change feed retention: events after it were dropped', oldest: page.oldest });
+    return { status: 410, body, headers: [] };
+  }
+  const parts: Buffer[] = [EVENTS_OPEN];
+  page.events.forEach((e, i) => {
+    if (i > 0) parts.push(COMMA);
+    parts.push(Buffer.from(e.body));
+  });
+  parts.push(Buffer.from(`],"next":${page.next}}`));
+  return { status: 200, body: Buffer.concat(parts), headers: [] };
 }
 
 export function resolveAnswer(found: ResolveAnswer, verdict: FreshnessVerdict): Answer {

@@ -1,6 +1,8 @@
 /**
  * The replica's HTTP server: routing, the key check, headers. The two read
- * endpoints of the service (list, resolve) in its wire format, plus
+ * endpoints of the service (list, resolve) in its wire format, the mirror's
+ * change feed (GET /mirror/v1/changes?after=CURSOR&limit=N, behind the same
+ * key; db/change-feed.ts), plus
  * /healthz (liveness) and /readyz (a succeeded sync no older than
  * REPLICA_MAX_STALENESS_S); see ./answers.ts for the headers.
  *
@@ -13,7 +15,23 @@ import type { ReplicaReader } from '../../db/replica-reader.js';
 import type { Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment, keyDigest, offeredKeyMatches } from '../service/wire.js';
-import { type Answer, detail, type FreshnessVerdict, INTERNAL_ERROR, judgeFreshness, listQueryOrAnswer, NOT_FOUND, notServing, pageAnswer, readinessAnswer, resolveAnswer, UNAUTHORIZED } from './answers.js';
+import {
+  type Answer,
+  CHANGES_PATH,
+  changesAnswer,
+  changesQueryOrAnswer,
+  detail,
+  type FreshnessVerdict,
+  INTERNAL_ERROR,
+  judgeFreshness,
+  listQueryOrAnswer,
+  NOT_FOUND,
+  notServing,
+  pageAnswer,
+  readinessAnswer,
+  resolveAnswer,
+  UNAUTHORIZED,
+} from './answers.js';
 import type { ReplicaSettings } from './settings.js';
 
 export interface ReplicaServerOptions {
@@ -90,6 +108,10 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
         verdict = judge(page);
         return verdict.serving ? pageAnswer(page, q.offset, q.limit, verdict) : notServing(verdict);
       }
+      case 'changes': {
+        const q = changesQueryOrAnswer(route.query);
+        return 'status' in q ? q : changesAnswer(reader.changes(q.after, q.limit));
+      }
       default:
         return NOT_FOUND;
     }
@@ -110,6 +132,7 @@ function send(res: ServerResponse, answer: Answer): void {
  */
 export type ReplicaRoute =
   | { name: 'list'; query: string }
+  | { name: 'changes'; query: string }
   | { name: 'resolve'; clientUserId: string }
   | { name: 'healthz' }
   | { name: 'readyz' }
@@ -133,6 +156,7 @@ function byPath(path: string, query: string): ReplicaRoute {
     return segment === '' || segment.includes('/') ? { name: 'not-found' } : { name: 'resolve', clientUserId: decodeSegment(segment) };
   }
   if (path === '/v2/user' || path === '/v2/user/') return { name: 'list', query };
+  if (path === CHANGES_PATH) return { name: 'changes', query };
   if (path === '/healthz') return { name: 'healthz' };
   if (path === '/readyz') return { name: 'readyz' };
   return { name: 'not-found' };

@@ -21,6 +21,7 @@ export const LEASED_SYNC_ENV = [
   'SYNC_MAX_RECORD_BYTES',
   'SYNC_MAX_VERIFY',
   'SYNC_VERIFY_CONCURRENCY',
+  'CHANGES_BASELINE',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -47,7 +48,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
       p.onLeased?.();
       return runSync({
         client: p.client,
-        writer: sqliteRunWriter(p.db),
+        writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
         concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
         maxDeleteRatio: p.config.SYNC_MAX_DELETE_RATIO,
         pageAttempts: p.config.SYNC_PAGE_ATTEMPTS,

@@ -1,0 +1,109 @@
+/**
+ * `user-mirror changes [--after CURSOR] [--limit N] [--follow] [--json]`
+ *
+ * Prints the mirror's change feed (db/change-feed.ts) from MIRROR_DB, read
+ * only: every event after CURSOR (default: from the oldest the feed holds), in
+ * cursor order. `--json` prints each event as one JSON line, exactly the
+ * body a webhook receives (it carries its `cursor`); otherwise one line per
+ * event for a terminal. `--limit N` stops after N events. `--follow` keeps
+ * polling for new events until SIGINT/SIGTERM, like `tail -f`; a consumer
+ * that restarts passes the last cursor it handled as `--after`.
+ *
+ * Exit codes: 0 ok (also after SIGINT with --follow), 1 the cursor is older
+ * than the feed's retention (events after it were dropped; the message
+ * gives the oldest cursor still held) or the mirror cannot be read,
+ * 2 usage or configuration error.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { parseCommandArgs } from './args.js';
+import { readConfig } from '../runtime/config.js';
+import { openMirror, type Db } from '../../db/open.js';
+import { ChangeFeed, type FeedEvent } from '../../db/change-feed.js';
+
+const Args = z.object({
+  after: z.coerce.number({ error: 'must be a cursor (a whole number)' }).int('must be a cursor (a whole number)').min(0, 'must be 0 or more').optional(),
+  limit: z.coerce.number({ error: 'must be a whole number' }).int('must be a whole number').min(1, 'must be at least 1').optional(),
+  follow: z.boolean().optional(),
+  json: z.boolean().optional(),
+  positionals: z.array(z.string()).max(0, 'takes no arguments'),
+});
+
+/** Events read per query; a page costs O(PAGE) whatever the feed's length. */
+const PAGE = 1_000;
+/** How often --follow looks for new events: syncs publish every few minutes, a second is plenty. */
+const FOLLOW_POLL_MS = 1_000;
+
+export default async function changes(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(
+    argv,
+    { after: { type: 'string' }, limit: { type: 'string' }, follow: { type: 'boolean' }, json: { type: 'boolean' } },
+    Args,
+  );
+  const { MIRROR_DB } = readConfig(['MIRROR_DB']);
+  const db = openMirror(MIRROR_DB, { readonly: true });
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const feed = openFeed(db, MIRROR_DB);
+    if (feed === undefined) return 1;
+    const print = args.json === true ? (e: FeedEvent) => e.body : line;
+    let after = args.after ?? feed.bounds().prunedThrough;
+    let left = args.limit ?? Infinity;
+    while (left > 0 && !stop.signal.aborted) {
+      const page = feed.page(after, Math.min(PAGE, left));
+      if (page.gone) {
+        process.stderr.write(
+          `cursor ${after} is older than the feed's retention (CHANGES_RETENTION_DAYS): events after it were dropped; the oldest cursor still held is ${page.oldest} (--after ${page.oldest})\n`,
+        );
+        return 1;
+      }
+      if (page.events.length > 0) process.stdout.write(page.events.map((e) => print(e) + '\n').join(''));
+      after = page.next;
+      left -= page.events.length;
+      if (page.events.length === 0) {
+        if (args.follow !== true) break;
+        await sleep(FOLLOW_POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
+      }
+    }
+    return 0;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    db.close();
+  }
+}
+
+/** The feed, or undefined (said on stderr) when the mirror predates it: no sync has run with this version yet. */
+function openFeed(db: Db, path: string): ChangeFeed | undefined {
+  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
+  if (has === undefined) {
+    process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
+    return undefined;
+  }
+  return new ChangeFeed(db);
+}
+
+/** `cursor  timestamp  type  client_user_id  user_id  detail`: one line for a person. */
+function line(e: FeedEvent): string {
+  const event = JSON.parse(e.body) as { timestamp: string; data: Record<string, unknown> };
+  const d = event.data;
+  const detail =
+    e.type === 'user.updated'
+      ? [...listed(d['changed_fields'], (f) => `~${f}`), ...listed(d['sources_added'], (s) => `+${s}`), ...listed(d['sources_removed'], (s) => `-${s}`)].join(' ')
+      : e.type === 'user.deleted'
+        ? String(d['reason'])
+        : e.type === 'mirror.baseline'
+          ? `${String(d['users'])} users`
+          : '';
+  return [String(e.cursor).padStart(8), event.timestamp, e.type.padEnd(15), String(d['client_user_id'] ?? '-'), e.userId ?? '-', detail]
+    .join('  ')
+    .trimEnd();
+}
+
+/** `~field` for a changed field, `+slug` / `-slug` for a source gained or lost. */
+function listed(list: unknown, mark: (item: string) => string): string[] {
+  return Array.isArray(list) ? list.map((item) => mark(String(item))) : [];
+}
