@@ -7,6 +7,7 @@ import { defineConfig } from 'vitest/config';
  */
 const UNIT = [
   'test/architecture.test.ts',
+  'test/change-event-schema.test.ts',
   'test/config.test.ts',
   'test/daemon-decisions.test.ts',
   'test/daemon-watchdog.test.ts',

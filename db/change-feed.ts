@@ -32,17 +32,20 @@ export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
 export type BaselineMode = 'marker' | 'events';
 
 const common = {
-  id: z.string().regex(/^evt_[0-9a-f]+_[0-9]+$/),
-  cursor: z.number().int().positive(),
-  timestamp: z.iso.datetime(),
-  run_id: z.number().int().positive().nullable(),
+  id: z
+    .string()
+    .regex(/^evt_[0-9a-f]+_[0-9]+$/)
+    .describe('Stable and unique: the same on every delivery of this event (webhook-id); deduplicate on it'),
+  cursor: z.number().int().positive().describe('Position in the feed, increasing in commit order: ask for events after it'),
+  timestamp: z.iso.datetime().describe('When the change was published in the mirror (UTC)'),
+  run_id: z.number().int().positive().nullable().describe('The sync run that published the change; null for an online resolve'),
 };
 const who = {
-  user_id: z.string(),
-  team_id: z.string(),
-  client_user_id: z.string(),
+  user_id: z.string().describe("The service's user id (UUID)"),
+  team_id: z.string().describe('The team (UUID)'),
+  client_user_id: z.string().describe("The team's own id for the user"),
 };
-const user = z.record(z.string(), z.unknown());
+const user = z.record(z.string(), z.unknown()).describe('The user record as mirrored: the bytes the service listed, as JSON');
 
 /** One event as every surface carries it (feed pages, JSON lines, webhook bodies). */
 export const ChangeEventSchema = z.discriminatedUnion('type', [
