@@ -34,7 +34,7 @@ export interface MirrorFigures {
 }
 
 export interface QueueDepth {
-  queue: 'sync' | 'removals' | 'removals_unbound';
+  queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
   state: string;
   count: number;
 }
@@ -46,6 +46,8 @@ export interface MetricSources {
   staleAfterMs?: number;
   queues?: () => Promise<QueueDepth[]>;
   redisUp?: () => Promise<boolean>;
+  /** Webhook delivery's lag (src/daemon/change-delivery.ts); absent without WEBHOOK_URL. */
+  webhookLag?: () => Promise<{ eventsBehind: number; secondsBehind: number; failed: number }>;
 }
 
 export interface DaemonMetrics {
@@ -54,6 +56,8 @@ export interface DaemonMetrics {
   recordHttp(event: ResponseEvent): void;
   recordSync(result: SyncJobResult<SyncSummary>): void;
   recordRemoval(outcome: string): void;
+  /** One webhook delivery attempt's outcome: delivered, retrying, failed. */
+  recordWebhook(outcome: string): void;
   recordWorkerRestart(worker: string, reason: string): void;
   /** The start-up verdict on Redis for the removal queue (see jobs/redis-durability.ts). */
   recordRemovalGate(gate: { durable: boolean; held: boolean }): void;
@@ -203,6 +207,41 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     },
   });
 
+  const webhookDeliveries = new Counter({
+    name: 'user_mirror_webhook_deliveries_total',
+    help: 'Webhook delivery attempts by outcome: delivered, retrying (network error, timeout, 5xx, 429), failed (any other answer).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  // Read from Redis and the mirror on scrape, once for the three gauges.
+  let lagRead: Promise<{ eventsBehind: number; secondsBehind: number; failed: number } | undefined> | undefined;
+  const readLag = () => {
+    lagRead ??= (async () => {
+      const read = sources.webhookLag;
+      if (read === undefined) return undefined;
+      let lag: { eventsBehind: number; secondsBehind: number; failed: number } | undefined;
+      const done = read().then((l) => void (lag = l), () => undefined);
+      return (await settleWithin(done, SCRAPE_BUDGET_MS)) ? lag : undefined;
+    })().finally(() => setTimeout(() => (lagRead = undefined), MIRROR_CACHE_MS).unref());
+    return lagRead;
+  };
+  const lagGauge = (name: string, help: string, pick: (l: { eventsBehind: number; secondsBehind: number; failed: number }) => number) => {
+    const gauge: Gauge = new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        gauge.reset();
+        const lag = await readLag();
+        if (lag !== undefined) gauge.set(pick(lag));
+      },
+    });
+    return gauge;
+  };
+  lagGauge('user_mirror_webhook_events_behind', 'Change events published but not yet delivered (or failed for good) to WEBHOOK_URL.', (l) => l.eventsBehind);
+  lagGauge('user_mirror_webhook_seconds_behind', 'Age of the oldest change event not yet delivered to WEBHOOK_URL; 0 when caught up.', (l) => l.secondsBehind);
+  lagGauge('user_mirror_webhook_failed', 'Webhook deliveries failed for good (a 4xx answer), waiting for `user-mirror webhooks retry`.', (l) => l.failed);
+
   const redisDurable = new Gauge({
     name: 'user_mirror_redis_durable',
     help: '1 if Redis keeps queued removals (AOF on, maxmemory-policy noeviction), 0 if it can lose them (read at start-up).',
@@ -262,6 +301,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     recordRemoval(outcome) {
       removalJobs.inc({ outcome });
     },
+    recordWebhook(outcome) {
+      webhookDeliveries.inc({ outcome });
+    },
     recordWorkerRestart(worker, reason) {
       restarts.inc({ worker, reason });
     },
@@ -275,10 +317,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
 const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
 
 /** Job counts per queue and state, for the queue-depth gauge. */
-export async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue }): Promise<QueueDepth[]> {
+export async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue; webhooks?: Queue | undefined }): Promise<QueueDepth[]> {
   const out: QueueDepth[] = [];
-  for (const name of ['sync', 'removals', 'removals_unbound'] as const) {
-    const counts = await queues[name].getJobCounts(...DEPTH_STATES);
+  for (const name of ['sync', 'removals', 'removals_unbound', 'webhooks'] as const) {
+    const queue = queues[name];
+    if (queue === undefined) continue;
+    const counts = await queue.getJobCounts(...DEPTH_STATES);
     for (const state of DEPTH_STATES) out.push({ queue: name, state, count: counts[state] ?? 0 });
   }
   return out;
