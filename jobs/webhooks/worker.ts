@@ -82,6 +82,12 @@ export interface WebhookWorkerOptions {
   backoff?: Partial<BackoffPolicy>;
   /** How long a crashed worker's job stays locked before it is re-queued (default 30 s). */
   lockDurationMs?: number;
+  /**
+   * How often this worker looks for jobs whose worker died (default 5 s).
+   * Every later event waits for such a job, so it is looked for often; a
+   * live worker's lock never lapses, so looking often never re-queues its job.
+   */
+  stalledIntervalMs?: number;
   /** Shown in BullMQ as the worker's name. */
   name?: string;
 }
@@ -103,6 +109,7 @@ export const WEBHOOK_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 60_000, ma
 /** How often a job that found an earlier one active looks again. */
 const EARLIER_ACTIVE_WAIT_MS = 1_000;
 const DEFAULT_LOCK_MS = 30_000;
+const DEFAULT_STALLED_CHECK_MS = 5_000;
 /**
  * Stalls are not failures of the event: a worker killed mid-request stalls
  * its job, and failing the job would skip it. The count only guards against
@@ -233,7 +240,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     name: options.name ?? `${hostname()}:${process.pid}`,
     concurrency: 1,
     lockDuration,
-    stalledInterval: lockDuration,
+    stalledInterval: options.stalledIntervalMs ?? Math.min(lockDuration, DEFAULT_STALLED_CHECK_MS),
     maxStalledCount: MAX_STALLED,
     // BullMQ honours a manual rate limit (the retry pause) only when a limiter is configured; this one never binds.
     limiter: { max: 100_000, duration: 1_000 },

@@ -33,6 +33,8 @@ export interface Receiver {
   /** Ids of 2xx-answered requests, in order, repeats included. */
   delivered(): string[];
   answer: (req: { id: string; body: string; n: number }) => Answer;
+  /** How long each request is held before it is answered. */
+  latencyMs: number;
   /** Stops listening and drops open connections: the receiver is down. */
   down(): Promise<void>;
   /** Listens again on the same port. */
@@ -48,6 +50,7 @@ export async function startReceiver(): Promise<Receiver> {
     requests: [],
     delivered: () => receiver.requests.filter((r) => r.status !== 'destroyed' && r.status < 300).map((r) => r.id),
     answer: () => ({ status: 204 }),
+    latencyMs: 0,
     async down() {
       const s = server;
       server = undefined;
@@ -68,6 +71,7 @@ export async function startReceiver(): Promise<Receiver> {
     const body = Buffer.concat(chunks).toString('utf8');
     const id = String(req.headers['webhook-id'] ?? '');
     const verified = req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, body).ok;
+    if (receiver.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.latencyMs));
     const answer = receiver.answer({ id, body, n: receiver.requests.length });
     receiver.requests.push({ id, body, status: answer === 'destroy' ? 'destroyed' : answer.status, verified });
     if (answer === 'destroy') {
