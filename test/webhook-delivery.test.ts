@@ -9,6 +9,7 @@ import { enqueueEvents, readDispatched, writeDispatched, WEBHOOK_JOB } from '../
 import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { until } from './support/removal-rig.js';
+import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { createWebhookRig, feedEvents, firstDeliveries, startReceiver, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 
 let redis: TestRedis;
@@ -108,5 +109,38 @@ describe('webhook delivery', () => {
     const failed = await listFailedWebhooks(rig.queue, 10);
     expect(failed).toEqual([expect.objectContaining({ event_id: 'bad', reason: expect.stringMatching(/^invalid webhook job: cursor: must be positive/) })]);
     expect(receiver.requests.map((r) => r.id)).toEqual(['evt_5eed_2']);
+  });
+});
+
+describe('user-mirror webhooks', () => {
+  it('shows counts and the cursor, lists a refused delivery and retries it; exit codes 3 and 2', async () => {
+    requireBuiltCli('src/commands/webhooks.js');
+    const env = { PATH: process.env.PATH, REDIS_URL: redis.url, QUEUE_PREFIX: rig.prefix, MIRROR_ID: rig.mirrorId, WEBHOOK_URL: receiver.url };
+    const events = feedEvents(1, 3);
+    receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 410 } : { status: 200 });
+    await rig.startWorker();
+    await enqueueEvents(rig.queue, events);
+    await writeDispatched(rig.queue, 3);
+    await until(async () => (await rig.queue.getJobCounts('failed')).failed === 1 && receiver.delivered().length === 2, 'one failed, two delivered');
+
+    const counts = await runCli(['webhooks', '--json'], env);
+    expect(counts.code).toBe(0);
+    expect(JSON.parse(counts.stdout)).toMatchObject({ mirror_id: 'mirror-a', target: rig.target.id, dispatched: 3, jobs: { completed: 2, failed: 1, waiting: 0 } });
+
+    const failed = await runCli(['webhooks', '--failed'], env);
+    expect(failed.stdout).toMatch(/^EVENT_ID +CURSOR +USER_ID +ATTEMPTS/);
+    expect(failed.stdout).toMatch(/evt_5eed_2 +2 +user-2 +1 .*receiver answered 410/);
+    expect(failed.stdout).not.toContain('token=abc');
+
+    receiver.answer = () => ({ status: 200 });
+    expect(await runCli(['webhooks', 'retry', 'evt_5eed_2'], env)).toMatchObject({ code: 0, stdout: 'job evt_5eed_2: re-queued\n' });
+    await until(() => receiver.delivered().includes('evt_5eed_2'), 'the retried delivery');
+    expect(await runCli(['webhooks', 'retry', 'evt_5eed_9'], env)).toMatchObject({ code: 3 });
+    expect(await runCli(['webhooks', 'retry', '--all'], env)).toMatchObject({ code: 0, stdout: '0 failed webhook(s) re-queued\n' });
+
+    const missing = await runCli(['webhooks'], { ...env, WEBHOOK_URL: '' });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('WEBHOOK_URL');
+    expect((await runCli(['webhooks', 'retry'], env)).code).toBe(2);
   });
 });
