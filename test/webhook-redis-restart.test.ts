@@ -4,32 +4,22 @@
  * process killed with SIGKILL mid-request. Every event arrives, first
  * deliveries in cursor order; a repeat carries the same webhook-id.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueEvents } from '../jobs/webhooks/queue.js';
-import { startTestRedis, type TestRedis } from './support/redis-server.js';
+import type { TestRedis } from './support/redis-server.js';
 import { until } from './support/removal-rig.js';
 import { requireBuiltCli } from './support/cli-process.js';
-import { createWebhookRig, feedEvents, firstDeliveries, SECRET, startReceiver, type Receiver, type WebhookRig } from './support/webhook-rig.js';
+import { feedEvents, firstDeliveries, SECRET, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 
 let redis: TestRedis;
 let receiver: Receiver;
 let rig: WebhookRig;
-beforeAll(async () => {
-  redis = await startTestRedis({ persistence: 'aof' });
-  if (!redis.owned) throw new Error('this test kills Redis: run it without REDIS_URL so it starts its own');
-});
-afterAll(async () => {
-  await redis?.stop();
-});
-beforeEach(async () => {
-  receiver = await startReceiver();
-  rig = await createWebhookRig(redis.url, receiver);
-});
-afterEach(async () => {
-  await rig?.close();
-  await receiver?.close();
+useWebhookRig((parts) => ({ redis, receiver, rig } = parts), { ownRedis: true });
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
 });
 
 describe('webhooks and crashes', () => {
@@ -70,7 +60,7 @@ describe('webhooks and crashes', () => {
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 /** A worker in its own process (from dist/), lock 2 s so the stalled job is recovered soon. */
-function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): ReturnType<typeof spawn> {
+function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): ChildProcess {
   const script = `
     const { startWebhookWorker } = await import('./dist/jobs/webhooks/worker.js');
     const { webhookTarget } = await import('./dist/jobs/webhooks/queue.js');
@@ -84,8 +74,6 @@ function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): Ret
     stdio: 'ignore',
     env: { PATH: process.env.PATH, REDIS_URL: redisUrl, QUEUE_PREFIX: rig.prefix, MIRROR_ID: rig.mirrorId, WEBHOOK_URL: url, WEBHOOK_SECRET: SECRET },
   });
-  afterEach(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
+  children.push(child);
   return child;
 }

@@ -28,7 +28,7 @@ import { hostname } from 'node:os';
 import { Agent, request } from 'undici';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { throttledErrorLog, type Logger } from '../../src/runtime/log.js';
-import { settleWithin } from '../../src/runtime/deadline.js';
+import { closeWithin } from '../../src/runtime/deadline.js';
 import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/service/retry.js';
 import { describeError } from '../removals/remove-member.js';
 import type { RedisClient } from '../redis-connection.js';
@@ -256,14 +256,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       await running.waitUntilReady();
     },
     async close(closeMs = 25_000) {
-      const closing = running.close().then(
-        () => true,
-        (err: unknown) => {
-          logger.warn({ err: describeError(err) }, 'webhook worker close failed');
-          return false;
-        },
-      );
-      const drained = (await settleWithin(closing, closeMs)) && (await closing);
+      const drained = await closeWithin(running.close(), closeMs, (err) => logger.warn({ err: describeError(err) }, 'webhook worker close failed'));
       if (!drained) logger.warn({ timeoutMs: closeMs }, 'webhook in flight at shutdown timeout; it will be delivered again');
       await agent.close().catch(() => undefined);
       return { drained };

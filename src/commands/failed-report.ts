@@ -4,7 +4,24 @@
  * re-queued, stderr otherwise) or the JSON results, and the exit code
  * (0 all re-queued, 1 some not, 3 the one job asked for does not exist).
  */
+import { z } from 'zod';
 import type { RetryResult } from '../../jobs/retry-failed.js';
+
+/** The flags of a command with a failed list and retries (`removals`, `webhooks`), for parseCommandArgs. */
+export const FAILED_JOB_FLAGS = {
+  failed: { type: 'boolean' },
+  json: { type: 'boolean' },
+  limit: { type: 'string' },
+  all: { type: 'boolean' },
+} as const;
+
+/** Their meaning, for the command's zod schema (beside its `positionals`). */
+export const failedJobArgs = {
+  failed: z.boolean().default(false),
+  json: z.boolean().default(false),
+  all: z.boolean().default(false),
+  limit: z.coerce.number().int().min(1).max(100_000).default(1_000),
+};
 
 /** `noun` names what a job is (`removal`, `webhook`) in the total line of `--all`. */
 export function reportRetries(results: readonly RetryResult[], all: boolean, json: boolean, noun: string): number {

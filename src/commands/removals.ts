@@ -19,7 +19,7 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { printable, renderTable, reportRetries } from './failed-report.js';
+import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import { readConfig } from '../runtime/config.js';
 import type { Db } from '../../db/open.js';
 import { AUDIT_LOCATION_ENV, auditLocation, openAudit } from '../../db/open-audit.js';
@@ -37,13 +37,6 @@ import {
   type HostOutcomes,
 } from '../../jobs/removals/failed.js';
 
-const OPTIONS = {
-  failed: { type: 'boolean' },
-  json: { type: 'boolean' },
-  limit: { type: 'string' },
-  all: { type: 'boolean' },
-} as const;
-
 const Args = z
   .object({
     positionals: z.union(
@@ -55,10 +48,7 @@ const Args = z
       ],
       { error: "expected nothing, 'retry <job_id>|--all', 'adopt <job_id>|--all' or 'target'" },
     ),
-    failed: z.boolean().default(false),
-    json: z.boolean().default(false),
-    all: z.boolean().default(false),
-    limit: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    ...failedJobArgs,
   })
   .superRefine((a, ctx) => {
     const verb = a.positionals[0];
@@ -70,7 +60,7 @@ const Args = z
   });
 
 export default async function main(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(argv, OPTIONS, Args);
+  const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
   const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = managementTarget(config.MANAGEMENT_URL);

@@ -10,28 +10,18 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { printable, renderTable, reportRetries } from './failed-report.js';
+import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import { ConfigError, readConfig } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { createWebhookQueue, readDispatched, webhookTarget, type WebhookQueue } from '../../jobs/webhooks/queue.js';
 import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
-
-const OPTIONS = {
-  failed: { type: 'boolean' },
-  json: { type: 'boolean' },
-  limit: { type: 'string' },
-  all: { type: 'boolean' },
-} as const;
 
 const Args = z
   .object({
     positionals: z.union([z.tuple([]), z.tuple([z.literal('retry')]), z.tuple([z.literal('retry'), z.string().min(1)])], {
       error: "expected nothing or 'retry <event_id>|--all'",
     }),
-    failed: z.boolean().default(false),
-    json: z.boolean().default(false),
-    all: z.boolean().default(false),
-    limit: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    ...failedJobArgs,
   })
   .superRefine((a, ctx) => {
     const retry = a.positionals[0] === 'retry';
@@ -42,7 +32,7 @@ const Args = z
   });
 
 export default async function main(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(argv, OPTIONS, Args);
+  const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
   const config = readConfig([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
   if (config.WEBHOOK_URL === undefined) throw new ConfigError(['WEBHOOK_URL: is required (the receiver whose queue to show)']);
   const { endpoint, prefix } = queueSettingsFromConfig(config);

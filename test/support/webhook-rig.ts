@@ -4,6 +4,7 @@
  * feed's, and per test a fresh queue prefix, queue and workers.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FeedEvent } from '../../db/change-feed.js';
 import { silentLogger } from '../../src/runtime/log.js';
@@ -11,7 +12,7 @@ import { createRedisConnection, type RedisClient } from '../../jobs/redis-connec
 import { createWebhookQueue, webhookTarget, type WebhookQueue, type WebhookTarget } from '../../jobs/webhooks/queue.js';
 import { verifyWebhook } from '../../jobs/webhooks/signature.js';
 import { startWebhookWorker, type WebhookWorkerHandle, type WebhookWorkerOptions } from '../../jobs/webhooks/worker.js';
-import { freePort } from './redis-server.js';
+import { freePort, startTestRedis, type TestRedis } from './redis-server.js';
 
 export const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
@@ -147,4 +148,37 @@ export async function createWebhookRig(redisUrl: string, receiver: Receiver): Pr
 /** Each id once, in the order of its first 2xx. */
 export function firstDeliveries(receiver: Receiver): string[] {
   return [...new Set(receiver.delivered())];
+}
+
+export interface WebhookParts {
+  redis: TestRedis;
+  receiver: Receiver;
+  rig: WebhookRig;
+}
+
+/**
+ * The lifecycle webhook test files share: one Redis per file (`ownRedis`:
+ * one the test started, for tests that kill it), a fresh receiver and rig
+ * per test, all closed afterwards. `onReady` receives them before each test.
+ */
+export function useWebhookRig(onReady: (parts: WebhookParts) => void, options: { ownRedis?: boolean } = {}): void {
+  let redis: TestRedis | undefined;
+  let parts: WebhookParts | undefined;
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    if (options.ownRedis && !redis.owned) throw new Error('this test kills Redis: run it without REDIS_URL so it starts its own');
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  beforeEach(async () => {
+    if (redis === undefined) throw new Error('useWebhookRig: Redis did not start');
+    const receiver = await startReceiver();
+    parts = { redis, receiver, rig: await createWebhookRig(redis.url, receiver) };
+    onReady(parts);
+  });
+  afterEach(async () => {
+    await parts?.rig.close();
+    await parts?.receiver.close();
+  });
 }
