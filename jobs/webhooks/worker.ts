@@ -246,6 +246,11 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     limiter: { max: 100_000, duration: 1_000 },
     removeOnComplete: KEEP_COMPLETED_WEBHOOKS,
   });
+  worker.on('failed', (job, err) => {
+    // The processor logs the failures it decides; this is BullMQ failing a job on its own (a stall limit).
+    if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
+    logger.error({ event: 'webhook.failed', jobId: job?.id, err: describeError(err) }, 'webhook job failed outside delivery');
+  });
   worker.on('stalled', (jobId) => logger.warn({ event: 'webhook.stalled', jobId }, 'webhook job stalled (its worker stopped); re-queued first'));
   worker.on('error', throttledErrorLog(logger, { event: 'webhooks.worker_error', msg: 'webhook worker error' }));
   const running = worker;
