@@ -22,6 +22,7 @@ const UNIT = [
   'test/sync-engine-memory.test.ts',
   'test/sync-fingerprint-table.test.ts',
   'test/sync-run-ledger.test.ts',
+  'test/webhook-signature.test.ts',
 ];
 
 // Tests talk to real Redis servers, real HTTP servers and child processes:

@@ -53,6 +53,12 @@ const COMMANDS: Record<string, Command> = {
       '  2 usage or configuration error\n',
     load: () => import('./commands/changes.js'),
   },
+  webhooks: {
+    summary: 'webhook queue state (counts, dispatched cursor); --failed lists refused deliveries; retry',
+    synopsis: 'webhooks [--json] | webhooks --failed [--json] [--limit N] | webhooks retry <event_id>|--all',
+    details: 'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL is required); 3 no such job\n',
+    load: () => import('./commands/webhooks.js'),
+  },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },
   daemon: {
     summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)',

@@ -6,6 +6,7 @@
 import type { Job } from 'bullmq';
 import type { RemovalAudit, RemovalAuditRow } from '../../db/removal-audit.js';
 import type { RemovalQueue } from './producer.js';
+import { retryAllFailedJobs, retryFailedJob, type RetryResult } from '../retry-failed.js';
 
 export interface FailedRemoval {
   job_id: string;
@@ -90,32 +91,16 @@ export async function listFailedRemovals(
   return merged;
 }
 
-export type RetryResult = { jobId: string; result: 'retried' } | { jobId: string; result: 'not_found' } | { jobId: string; result: 'not_failed'; state: string };
+export type { RetryResult };
 
-/** Re-queues a failed job with a fresh attempt budget (the old one is spent). */
-export async function retryFailedRemoval(queue: RemovalQueue, jobId: string): Promise<RetryResult> {
-  const job = await queue.getJob(jobId);
-  if (job === undefined) return { jobId, result: 'not_found' };
-  const state = await job.getState();
-  if (state !== 'failed') return { jobId, result: 'not_failed', state };
-  await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-  return { jobId, result: 'retried' };
+/** Re-queues a failed removal with a fresh attempt budget (the old one is spent). */
+export function retryFailedRemoval(queue: RemovalQueue, jobId: string): Promise<RetryResult> {
+  return retryFailedJob(queue, jobId);
 }
 
-/**
- * Every job failed at the time of the call. Ids are collected first: a
- * retried job that fails again at once must not be retried again in this pass.
- */
-export async function retryAllFailedRemovals(queue: RemovalQueue, pageSize = 500): Promise<RetryResult[]> {
-  const ids: string[] = [];
-  for (let start = 0; ; start += pageSize) {
-    const page = await queue.getFailed(start, start + pageSize - 1);
-    for (const job of page) if (job.id !== undefined) ids.push(job.id);
-    if (page.length < pageSize) break;
-  }
-  const results: RetryResult[] = [];
-  for (const id of ids) results.push(await retryFailedRemoval(queue, id));
-  return results;
+/** Every removal failed at the time of the call. */
+export function retryAllFailedRemovals(queue: RemovalQueue, pageSize = 500): Promise<RetryResult[]> {
+  return retryAllFailedJobs(queue, {}, pageSize);
 }
 
 function viewOf(job: Job): FailedJobView {

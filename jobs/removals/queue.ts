@@ -18,11 +18,11 @@
  * Everything here is pure: names, the payload schema, the options a producer
  * must send, and how the target and deduplication ids are derived.
  */
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
 import { formatIssues } from '../../src/service/user-record.js';
 import { UnreadableJob } from '../tolerant-worker.js';
+import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
 
 /**
  * The queue of jobs written before removals named their target. No worker
@@ -127,28 +127,9 @@ export function checkRemovalJob(
   return checked;
 }
 
-/** A management service as the queue names it: never its key. */
-export interface ManagementTarget {
-  /** 16 hex digits of SHA-256 over the canonical URL (`canonicalManagementUrl`). */
-  id: string;
-  /** The canonical URL, for logs and reasons. */
-  url: string;
-}
-
-/**
- * `https://API.example.com:443/base/` → `https://api.example.com/base`:
- * scheme and host lower-cased, default port, user info, query, fragment and
- * trailing slashes dropped, so every spelling of one service is one target.
- */
-export function canonicalManagementUrl(managementUrl: string): string {
-  const u = new URL(managementUrl);
-  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
-}
-
-export function managementTarget(managementUrl: string): ManagementTarget {
-  const url = canonicalManagementUrl(managementUrl);
-  return { id: createHash('sha256').update(url).digest('hex').slice(0, 16), url };
-}
+/** A management service as the queue names it (its URL's fingerprint, jobs/url-target.ts): never its key. */
+export type ManagementTarget = UrlTarget;
+export { canonicalUrl as canonicalManagementUrl, urlTarget as managementTarget };
 
 /** BullMQ queue names may not contain ':'. */
 export function removalQueueName(targetId: string): string {

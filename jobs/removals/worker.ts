@@ -12,7 +12,7 @@ import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.j
 import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './producer.js';
 import { createRemovalBackoff, createRemoveMemberProcessor, describeError, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
-import { settleWithin } from '../../src/runtime/deadline.js';
+import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
 import type { RedisClient } from '../redis-connection.js';
 
@@ -156,15 +156,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
     counters: () => ({ ...counts }),
     async close(timeoutMs = 25_000) {
-      const closing = worker.close().then(
-        () => true,
-        (err: unknown) => {
-          logger.warn({ err: describeError(err) }, 'removal worker close failed');
-          return false;
-        },
-      );
-      // The graceful close keeps going in the background after a timeout; the caller decides whether to exit.
-      const drained = (await settleWithin(closing, timeoutMs)) && (await closing);
+      const drained = await closeWithin(worker.close(), timeoutMs, (err) => logger.warn({ err: describeError(err) }, 'removal worker close failed'));
       if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
       // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
       if (events !== undefined) await settleWithin(events.close(), EVENTS_CLOSE_MS);

@@ -19,6 +19,7 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
+import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import { readConfig } from '../runtime/config.js';
 import type { Db } from '../../db/open.js';
 import { AUDIT_LOCATION_ENV, auditLocation, openAudit } from '../../db/open-audit.js';
@@ -34,15 +35,7 @@ import {
   retryFailedRemoval,
   type FailedRemoval,
   type HostOutcomes,
-  type RetryResult,
 } from '../../jobs/removals/failed.js';
-
-const OPTIONS = {
-  failed: { type: 'boolean' },
-  json: { type: 'boolean' },
-  limit: { type: 'string' },
-  all: { type: 'boolean' },
-} as const;
 
 const Args = z
   .object({
@@ -55,10 +48,7 @@ const Args = z
       ],
       { error: "expected nothing, 'retry <job_id>|--all', 'adopt <job_id>|--all' or 'target'" },
     ),
-    failed: z.boolean().default(false),
-    json: z.boolean().default(false),
-    all: z.boolean().default(false),
-    limit: z.coerce.number().int().min(1).max(100_000).default(1_000),
+    ...failedJobArgs,
   })
   .superRefine((a, ctx) => {
     const verb = a.positionals[0];
@@ -70,7 +60,7 @@ const Args = z
   });
 
 export default async function main(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(argv, OPTIONS, Args);
+  const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
   const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = managementTarget(config.MANAGEMENT_URL);
@@ -85,7 +75,7 @@ export default async function main(argv: string[]): Promise<number> {
     const [verb, jobId] = args.positionals;
     if (verb === 'retry') {
       const results = jobId === undefined ? await retryAllFailedRemovals(queue) : [await retryFailedRemoval(queue, jobId)];
-      return reportRetries(results, jobId === undefined, args.json);
+      return reportRetries(results, jobId === undefined, args.json, 'removal');
     }
     if (verb === 'adopt') {
       const policy = { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS };
@@ -192,19 +182,6 @@ function reportAdoptions(results: readonly AdoptResult[], target: ManagementTarg
   return results.every((r) => r.result === 'adopted') ? 0 : 1;
 }
 
-function reportRetries(results: readonly RetryResult[], all: boolean, json: boolean): number {
-  if (json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
-  for (const r of results) {
-    if (json) break;
-    if (r.result === 'retried') process.stdout.write(`job ${r.jobId}: re-queued\n`);
-    else if (r.result === 'not_found') process.stderr.write(`job ${r.jobId}: no such job\n`);
-    else process.stderr.write(`job ${r.jobId}: is ${r.state}, not failed; left alone\n`);
-  }
-  if (all && !json) process.stdout.write(`${results.filter((r) => r.result === 'retried').length} failed removal(s) re-queued\n`);
-  if (!all && results[0]?.result === 'not_found') return 3;
-  return results.every((r) => r.result === 'retried') ? 0 : 1;
-}
-
 function renderFailed(rows: readonly FailedRemoval[]): string {
   if (rows.length === 0) return 'no failed removals\n';
   const header = ['JOB_ID', 'ORG_ID', 'MEMBER_ID', 'ATTEMPTS', 'FAILED_AT', 'HOST', 'RETRYABLE', 'REASON'];
@@ -218,15 +195,7 @@ function renderFailed(rows: readonly FailedRemoval[]): string {
     r.in_queue ? 'yes' : 'no',
     printable(r.reason ?? '-'),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => (i === header.length - 1 ? 0 : (row[i] ?? '').length))));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ');
-  return `${[line(header), ...table.map(line)].join('\n')}\n`;
-}
-
-/** Stored text came from callers: keep one row per line and no terminal escapes. */
-function printable(text: string): string {
-  const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
-  return flat.length > 300 ? `${flat.slice(0, 300)}…` : flat;
+  return renderTable(header, table);
 }
 
 function hasAuditTable(db: Db): boolean {

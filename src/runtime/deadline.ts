@@ -60,3 +60,20 @@ export async function settleWithin(promise: Promise<unknown>, ms: number): Promi
     clearTimeout(timer);
   }
 }
+
+/**
+ * Closes something that first finishes its work in hand (a BullMQ worker),
+ * waiting at most `ms`. True when it closed in time; false on a timeout (the
+ * close goes on in the background: the caller decides whether to exit) or
+ * an error (handed to `onError`).
+ */
+export async function closeWithin(closing: Promise<unknown>, ms: number, onError: (err: unknown) => void): Promise<boolean> {
+  const closed = closing.then(
+    () => true,
+    (err: unknown) => {
+      onError(err);
+      return false;
+    },
+  );
+  return (await settleWithin(closed, ms)) && (await closed);
+}

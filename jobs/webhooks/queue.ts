@@ -1,0 +1,160 @@
+/**
+ * The webhook queue contract (jobs/WEBHOOKS.md): the change feed's events
+ * (db/change-feed.ts), handed by the daemon's dispatcher to a BullMQ queue
+ * whose worker POSTs each to WEBHOOK_URL.
+ *
+ *   target     a fingerprint of WEBHOOK_URL (16 hex digits, `webhookTarget`)
+ *   queue      `webhooks-<mirrorId>-<target>`, key prefix = QUEUE_PREFIX
+ *   job name   `webhook`, job id = the event id
+ *   data       `{ cursor, event_id, user_id, body }`, body exactly as delivered
+ *   cursor     `<prefix>:<queue>:dispatched`: the highest cursor handed to the queue
+ *
+ * The mirror id is part of the name so that two mirrors (or a sandbox and a
+ * production daemon) sharing a Redis and a receiver never take each other's
+ * deliveries; the target is, so that changing WEBHOOK_URL starts a new queue
+ * instead of sending the old one's backlog to the new receiver.
+ */
+import { Queue } from 'bullmq';
+import type { JobsOptions } from 'bullmq';
+import { z } from 'zod';
+import type { FeedEvent } from '../../db/change-feed.js';
+import { formatIssues } from '../../src/service/user-record.js';
+import type { Logger } from '../../src/runtime/log.js';
+import type { RedisClient } from '../redis-connection.js';
+import { UnreadableJob } from '../tolerant-worker.js';
+import { urlTarget, type UrlTarget } from '../url-target.js';
+
+export const WEBHOOK_JOB = 'webhook';
+
+/** A receiver as the queue names it, plus where to POST. */
+export interface WebhookTarget extends UrlTarget {
+  /**
+   * WEBHOOK_URL as configured (a query string may carry the receiver's own
+   * routing or token): requests go here; logs only ever show `url`.
+   */
+  endpoint: string;
+}
+
+export function webhookTarget(webhookUrl: string): WebhookTarget {
+  return { ...urlTarget(webhookUrl), endpoint: webhookUrl };
+}
+
+/** BullMQ queue names may not contain ':'; MIRROR_ID is letters, digits, `_ . -` (src/runtime/config.ts). */
+export function webhookQueueName(mirrorId: string, targetId: string): string {
+  return `webhooks-${mirrorId}-${targetId}`;
+}
+
+export const WebhookJobSchema = z.strictObject({
+  cursor: z.number({ error: 'must be a number (the event cursor)' }).int('must be an integer').positive('must be positive'),
+  event_id: z.string({ error: 'must be a string (the event id)' }).regex(/^evt_[0-9a-f]+_[0-9]+$/, 'must be an event id (evt_<epoch>_<cursor>)'),
+  user_id: z.string({ error: 'must be a string or null' }).min(1, 'must not be empty').nullable(),
+  body: z.string({ error: 'must be a string (the event as delivered)' }).min(2, 'must be the event JSON'),
+});
+export type WebhookJobData = z.output<typeof WebhookJobSchema>;
+
+export type WebhookJobCheck = { ok: true; data: WebhookJobData } | { ok: false; reason: string };
+
+/** Validates a job before anything is sent; the reason names fields, never echoes values. */
+export function checkWebhookJob(name: string | undefined, data: unknown): WebhookJobCheck {
+  if (data instanceof UnreadableJob) return { ok: false, reason: data.reason };
+  if (name !== WEBHOOK_JOB) return { ok: false, reason: `unknown job name (expected '${WEBHOOK_JOB}')` };
+  const parsed = WebhookJobSchema.safeParse(data);
+  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, reason: formatIssues(parsed.error.issues) };
+}
+
+/**
+ * Completed jobs kept, by count: their ids make a re-enqueue a no-op. The
+ * dispatcher re-sends at most the batch it was writing when it stopped, so
+ * this must exceed the largest batch; a count (not an age) keeps Redis
+ * memory bounded however busy the feed is.
+ */
+export const KEEP_COMPLETED_WEBHOOKS = { count: 10_000 } as const;
+
+/**
+ * One attempt as BullMQ counts them: the worker never lets BullMQ retry
+ * (that would move the job to `delayed` and let later events overtake it);
+ * it retries retryable failures itself (worker.ts). Failed jobs are kept:
+ * they are the operator's to-do list (`user-mirror webhooks --failed`).
+ */
+export function webhookJobOptions(eventId: string): JobsOptions {
+  return { jobId: eventId, attempts: 1, removeOnComplete: KEEP_COMPLETED_WEBHOOKS, removeOnFail: false };
+}
+
+/** The queue, with the connection it was opened on (the dispatcher's cursor is read and written through it). */
+export class WebhookQueue extends Queue<WebhookJobData, unknown, typeof WEBHOOK_JOB> {
+  constructor(
+    readonly redis: RedisClient,
+    name: string,
+    prefix: string,
+  ) {
+    super(name, { connection: redis, prefix });
+  }
+}
+
+export interface WebhookQueueOptions {
+  mirrorId: string;
+  target: WebhookTarget;
+  /** QUEUE_PREFIX. */
+  prefix: string;
+  logger?: Logger;
+}
+
+/** The queue the dispatcher and the CLI share. */
+export function createWebhookQueue(connection: RedisClient, options: WebhookQueueOptions): WebhookQueue {
+  const queue = new WebhookQueue(connection, webhookQueueName(options.mirrorId, options.target.id), options.prefix);
+  // Connection errors also reject the calls they affect; this keeps BullMQ from printing each one.
+  queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'webhook queue connection error'));
+  return queue;
+}
+
+/**
+ * Hands events to the queue in cursor order, in one round trip. An event
+ * whose job is still in Redis (waiting, active, failed, or among the
+ * completed kept) is not added again. Returns the highest cursor handed
+ * over (0 for none): what `writeDispatched` records next.
+ */
+export async function enqueueEvents(queue: WebhookQueue, events: readonly FeedEvent[]): Promise<number> {
+  const sorted = [...events].sort((a, b) => a.cursor - b.cursor);
+  const jobs = sorted.map((e) => {
+    const data: WebhookJobData = { cursor: e.cursor, event_id: e.id, user_id: e.userId, body: e.body };
+    const checked = checkWebhookJob(WEBHOOK_JOB, data);
+    if (!checked.ok) throw new Error(`event at cursor ${e.cursor} cannot be queued: ${checked.reason}`);
+    return { name: WEBHOOK_JOB as typeof WEBHOOK_JOB, data, opts: webhookJobOptions(e.id) };
+  });
+  if (jobs.length > 0) await queue.addBulk(jobs);
+  return sorted.at(-1)?.cursor ?? 0;
+}
+
+/** In the queue's own key space: one hash slot with its jobs on a Cluster, removed with the queue. */
+function dispatchedKey(queue: WebhookQueue): string {
+  return queue.toKey('dispatched');
+}
+
+/** The highest cursor the dispatcher has handed to the queue; 0 before the first. */
+export async function readDispatched(queue: WebhookQueue): Promise<number> {
+  const raw = await queue.redis.get(dispatchedKey(queue));
+  const n = raw === null ? 0 : Number(raw);
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+}
+
+/**
+ * Records that every event up to `cursor` is in the queue. Never moves
+ * back (a late write from a dispatcher that lost its lease must not make
+ * the next one re-send, or retention drop, the wrong range). Returns the
+ * stored value.
+ */
+export async function writeDispatched(queue: WebhookQueue, cursor: number): Promise<number> {
+  if (!Number.isSafeInteger(cursor) || cursor < 0) throw new Error(`dispatched cursor must be a non-negative integer, got ${cursor}`);
+  const stored = await queue.redis.eval(RAISE_TO, 1, dispatchedKey(queue), String(cursor));
+  return Number(stored);
+}
+
+const RAISE_TO = `
+local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+local wanted = tonumber(ARGV[1])
+if wanted > current then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return wanted
+end
+return current
+`;

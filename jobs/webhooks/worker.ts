@@ -1,0 +1,279 @@
+/**
+ * The webhook worker: takes the queue's events one at a time and POSTs each
+ * to the receiver, signed (signature.ts). Used by the daemon.
+ *
+ * Delivery is at least once, in order: concurrency 1 gives a total order
+ * (a superset of "in order per user"), and no retry ever lets a later event
+ * overtake. BullMQ's own retries would move the job to `delayed` and take
+ * the next one, so a retryable failure (network error, timeout, 5xx, 408,
+ * 429) instead rate-limits the whole queue for the backoff and throws
+ * BullMQ's RateLimitError: bullmq 6.7's moveJobFromActiveToWait RPUSHes the
+ * job onto the end of `wait` that workers take from, so it is taken first
+ * when the pause ends. Retryable failures are retried without end: a
+ * receiver down for an hour gets everything when it comes back, and the
+ * queue's depth shows the lag meanwhile. Any other answer (3xx, other 4xx)
+ * fails the job for good (UnrecoverableError), kept in the failed set for
+ * `user-mirror webhooks retry`; the next event then goes.
+ *
+ * A job left active by a worker that died (or by a Redis restart under a
+ * rate-limited move) is re-queued by BullMQ's stalled check, at the taking
+ * end of `wait`, only once its lock expires. Until then a worker must not
+ * deliver later events: a job that finds another job active waits, the same
+ * way, for it.
+ *
+ * Logs carry event ids, cursors, statuses, attempts and delays; never the
+ * secret, a signature or a body.
+ */
+import { hostname } from 'node:os';
+import { Agent, request } from 'undici';
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { throttledErrorLog, type Logger } from '../../src/runtime/log.js';
+import { closeWithin } from '../../src/runtime/deadline.js';
+import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/service/retry.js';
+import { describeError } from '../removals/remove-member.js';
+import type { RedisClient } from '../redis-connection.js';
+import { TolerantWorker } from '../tolerant-worker.js';
+import { KEEP_COMPLETED_WEBHOOKS, checkWebhookJob, webhookQueueName, type WebhookJobData, type WebhookTarget } from './queue.js';
+import { webhookHeaders } from './signature.js';
+
+/** What a delivered job returns (`job.returnvalue`). */
+export interface WebhookResult {
+  status: number;
+  attempts: number;
+}
+
+/** Kept in the job's progress while it is retried, so listings and logs can count attempts. */
+export interface WebhookProgress {
+  attempts: number;
+  /** The last failed attempt: `status 503`, or the network error. */
+  last: string;
+}
+
+export interface WebhookOutcome {
+  outcome: 'delivered' | 'retrying' | 'failed';
+  eventId: string | undefined;
+  cursor: number | undefined;
+  /** The receiver's status, when it answered. */
+  status?: number;
+  attempt: number;
+  /** Before the next attempt (`retrying`). */
+  delayMs?: number;
+  /** The request's duration. */
+  ms: number;
+}
+
+export interface WebhookWorkerOptions {
+  /** An ioredis client (or cluster) created in the `worker` role (see ../redis-connection.ts). */
+  connection: RedisClient;
+  /** QUEUE_PREFIX. */
+  prefix: string;
+  /** MIRROR_ID: the queue is this mirror's own. */
+  mirrorId: string;
+  /** `webhookTarget(WEBHOOK_URL)`. */
+  target: WebhookTarget;
+  /** WEBHOOK_SECRET (`whsec_…`); without it requests go unsigned. */
+  secret: string | undefined;
+  /** WEBHOOK_TIMEOUT_MS: one attempt, connect to last byte. */
+  timeoutMs: number;
+  logger: Logger;
+  /** Called once per attempt, for metrics. */
+  onOutcome?: (outcome: WebhookOutcome) => void;
+  /** Retry curve; tests shorten it. */
+  backoff?: Partial<BackoffPolicy>;
+  /** How long a crashed worker's job stays locked before it is re-queued (default 30 s). */
+  lockDurationMs?: number;
+  /**
+   * How often this worker looks for jobs whose worker died (default 5 s).
+   * Every later event waits for such a job, so it is looked for often; a
+   * live worker's lock never lapses, so looking often never re-queues its job.
+   */
+  stalledIntervalMs?: number;
+  /** Shown in BullMQ as the worker's name. */
+  name?: string;
+}
+
+export interface WebhookWorkerHandle {
+  worker: Worker<unknown, WebhookResult, string>;
+  /** Resolves once the worker is connected and fetching jobs. */
+  waitUntilReady(): Promise<void>;
+  /**
+   * Stops fetching, waits up to `timeoutMs` for the request in flight,
+   * closes. `drained: false` means it was still running: its lock expires
+   * and the job is delivered again (same webhook-id) by the next worker.
+   */
+  close(timeoutMs?: number): Promise<{ drained: boolean }>;
+}
+
+/** From 1 s, doubling to 60 s, jittered; a Retry-After is honoured up to 10 min. */
+export const WEBHOOK_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 60_000, maxRetryAfterMs: 10 * 60_000 };
+/** How often a job that found an earlier one active looks again. */
+const EARLIER_ACTIVE_WAIT_MS = 1_000;
+const DEFAULT_LOCK_MS = 30_000;
+const DEFAULT_STALLED_CHECK_MS = 5_000;
+/**
+ * Stalls are not failures of the event: a worker killed mid-request stalls
+ * its job, and failing the job would skip it. The count only guards against
+ * a job that kills every worker that takes it.
+ */
+const MAX_STALLED = 1_000;
+
+export type DeliveryAttempt = { status: number; retryAfter: string | undefined } | { error: string };
+
+export type DeliveryDecision =
+  | { kind: 'delivered'; status: number }
+  | { kind: 'retry'; delayMs: number; last: string; status?: number }
+  | { kind: 'fail'; reason: string; status: number };
+
+/**
+ * What one attempt's result means (pure). `attempt` counts from 1. A
+ * Retry-After (429, 503) is the delay itself, within [baseMs, maxRetryAfterMs]:
+ * the receiver said when it can take more.
+ */
+export function decideDelivery(result: DeliveryAttempt, attempt: number, policy: BackoffPolicy, nowMs = Date.now(), random: () => number = Math.random): DeliveryDecision {
+  if ('error' in result) return { kind: 'retry', delayMs: backoffDelay(attempt, policy, undefined, random), last: result.error };
+  const { status } = result;
+  if (status >= 200 && status < 300) return { kind: 'delivered', status };
+  if (status >= 500 || status === 429 || status === 408) {
+    const asked = parseRetryAfter(result.retryAfter, nowMs);
+    const delayMs =
+      asked === undefined ? backoffDelay(attempt, policy, undefined, random) : Math.min(policy.maxRetryAfterMs, Math.max(policy.baseMs, asked));
+    return { kind: 'retry', delayMs, last: `status ${status}`, status };
+  }
+  return { kind: 'fail', reason: `receiver answered ${status}; not retried (only 5xx, 408, 429 and network errors are)`, status };
+}
+
+export function attemptsOf(progress: unknown): number {
+  if (typeof progress !== 'object' || progress === null) return 0;
+  const n = (progress as Record<string, unknown>).attempts;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorkerHandle {
+  const { logger, target, secret, timeoutMs } = options;
+  const policy: BackoffPolicy = { ...WEBHOOK_BACKOFF, ...options.backoff };
+  const lockDuration = options.lockDurationMs ?? DEFAULT_LOCK_MS;
+  const queueName = webhookQueueName(options.mirrorId, target.id);
+  const agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+  if (secret === undefined) logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');
+
+  const report = (outcome: WebhookOutcome): void => {
+    try {
+      options.onOutcome?.(outcome);
+    } catch (err) {
+      logger.error({ err: describeError(err) }, 'webhook outcome callback threw');
+    }
+  };
+
+  const post = async (data: WebhookJobData): Promise<DeliveryAttempt> => {
+    const headers = webhookHeaders(secret, data.event_id, Math.floor(Date.now() / 1000), data.body);
+    try {
+      const res = await request(target.endpoint, { method: 'POST', headers, body: data.body, dispatcher: agent, signal: AbortSignal.timeout(timeoutMs) });
+      // The receiver's answer is not ours to keep or log; reading it frees the connection.
+      await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
+      const retryAfter = res.headers['retry-after'];
+      return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+    } catch (err) {
+      return { error: networkError(err, timeoutMs) };
+    }
+  };
+
+  // The processor needs the worker (to rate-limit its queue) and the worker needs the processor.
+  let worker: Worker<unknown, WebhookResult, string> | undefined;
+
+  /** Puts the job back at the front of the queue and pauses the queue for `ms`. */
+  const holdQueue = async (ms: number): Promise<never> => {
+    try {
+      await worker?.rateLimit(ms);
+    } catch (err) {
+      // Redis is away: wait here instead, so a move that does succeed is not retried at once.
+      logger.warn({ event: 'webhook.hold_failed', err: describeError(err) }, 'could not pause the webhook queue; waiting in the worker');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(ms, 5_000)));
+    }
+    throw Worker.RateLimitError();
+  };
+
+  const processor = async (job: Job<unknown, WebhookResult, string>): Promise<WebhookResult> => {
+    const checked = checkWebhookJob(job.name, job.data);
+    if (!checked.ok) {
+      logger.error({ event: 'webhook.invalid_job', jobId: job.id, reason: checked.reason }, 'invalid webhook job; failed, not delivered');
+      report({ outcome: 'failed', eventId: job.id, cursor: undefined, attempt: 0, ms: 0 });
+      throw new UnrecoverableError(`invalid webhook job: ${checked.reason}`);
+    }
+    const data = checked.data;
+    const earlier = (await options.connection.lrange(worker?.toKey('active') ?? '', 0, -1)).filter((id) => id !== job.id);
+    if (earlier.length > 0) {
+      logger.info({ event: 'webhook.waiting_for_earlier', eventId: data.event_id, cursor: data.cursor, active: earlier.slice(0, 3) }, 'an earlier webhook is still active (its worker stopped?); waiting for it');
+      return holdQueue(EARLIER_ACTIVE_WAIT_MS);
+    }
+
+    const attempt = attemptsOf(job.progress) + 1;
+    const started = Date.now();
+    const decision = decideDelivery(await post(data), attempt, policy);
+    const ms = Date.now() - started;
+    const facts = { eventId: data.event_id, cursor: data.cursor, attempt, ms };
+    if (decision.kind === 'delivered') {
+      logger.info({ event: 'webhook.delivered', ...facts, status: decision.status }, 'webhook delivered');
+      report({ outcome: 'delivered', ...facts, status: decision.status });
+      return { status: decision.status, attempts: attempt };
+    }
+    if (decision.kind === 'fail') {
+      logger.error({ event: 'webhook.failed', ...facts, status: decision.status }, 'webhook refused by the receiver; failed for good (webhooks retry re-sends it)');
+      await job.updateProgress({ attempts: attempt, last: `status ${decision.status}` } satisfies WebhookProgress).catch(() => undefined);
+      report({ outcome: 'failed', ...facts, status: decision.status });
+      throw new UnrecoverableError(decision.reason);
+    }
+    logger.warn(
+      { event: 'webhook.retry', ...facts, status: decision.status, last: decision.last, delayMs: decision.delayMs },
+      'webhook not delivered; the queue waits and retries it first',
+    );
+    await job.updateProgress({ attempts: attempt, last: decision.last } satisfies WebhookProgress).catch((err: unknown) => {
+      logger.warn({ event: 'webhook.progress_failed', eventId: data.event_id, err: describeError(err) }, 'could not record the attempt');
+    });
+    report({ outcome: 'retrying', ...facts, status: decision.status, delayMs: decision.delayMs });
+    return holdQueue(decision.delayMs);
+  };
+
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-worker.ts).
+  worker = new TolerantWorker<unknown, WebhookResult, string>(queueName, processor, {
+    connection: options.connection,
+    prefix: options.prefix,
+    name: options.name ?? `${hostname()}:${process.pid}`,
+    concurrency: 1,
+    lockDuration,
+    stalledInterval: options.stalledIntervalMs ?? Math.min(lockDuration, DEFAULT_STALLED_CHECK_MS),
+    maxStalledCount: MAX_STALLED,
+    // BullMQ honours a manual rate limit (the retry pause) only when a limiter is configured; this one never binds.
+    limiter: { max: 100_000, duration: 1_000 },
+    removeOnComplete: KEEP_COMPLETED_WEBHOOKS,
+  });
+  worker.on('failed', (job, err) => {
+    // The processor logs the failures it decides; this is BullMQ failing a job on its own (a stall limit).
+    if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
+    logger.error({ event: 'webhook.failed', jobId: job?.id, err: describeError(err) }, 'webhook job failed outside delivery');
+  });
+  worker.on('stalled', (jobId) => logger.warn({ event: 'webhook.stalled', jobId }, 'webhook job stalled (its worker stopped); re-queued first'));
+  worker.on('error', throttledErrorLog(logger, { event: 'webhooks.worker_error', msg: 'webhook worker error' }));
+  const running = worker;
+
+  return {
+    worker: running,
+    waitUntilReady: async () => {
+      await running.waitUntilReady();
+    },
+    async close(closeMs = 25_000) {
+      const drained = await closeWithin(running.close(), closeMs, (err) => logger.warn({ err: describeError(err) }, 'webhook worker close failed'));
+      if (!drained) logger.warn({ timeoutMs: closeMs }, 'webhook in flight at shutdown timeout; it will be delivered again');
+      await agent.close().catch(() => undefined);
+      return { drained };
+    },
+  };
+}
+
+/** A network failure in one line, without the URL (its query may carry the receiver's token). */
+function networkError(err: unknown, timeoutMs: number): string {
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${timeoutMs} ms`;
+  const e = err as { code?: unknown; message?: unknown };
+  const code = typeof e.code === 'string' ? e.code : 'network error';
+  const message = typeof e.message === 'string' ? e.message.replace(/https?:\/\/\S+/g, '(url)') : String(err);
+  return `${code}: ${message}`.slice(0, 300);
+}

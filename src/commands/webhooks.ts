@@ -1,0 +1,82 @@
+/**
+ * `user-mirror webhooks`: the state of this mirror's webhook queue for the
+ * receiver WEBHOOK_URL names (jobs/WEBHOOKS.md), read from Redis.
+ *
+ *   webhooks [--json]                       job counts per state and the dispatched cursor
+ *   webhooks --failed [--json] [--limit N]  deliveries the receiver refused (or invalid jobs)
+ *   webhooks retry <event_id>|--all         send failed deliveries again (after the queue's waiting ones)
+ *
+ * Exit codes: 0 ok, 1 some retry failed, 2 usage or configuration, 3 no such job.
+ */
+import { z } from 'zod';
+import { parseCommandArgs } from './args.js';
+import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
+import { ConfigError, readConfig } from '../runtime/config.js';
+import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { createWebhookQueue, readDispatched, webhookTarget, type WebhookQueue } from '../../jobs/webhooks/queue.js';
+import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
+
+const Args = z
+  .object({
+    positionals: z.union([z.tuple([]), z.tuple([z.literal('retry')]), z.tuple([z.literal('retry'), z.string().min(1)])], {
+      error: "expected nothing or 'retry <event_id>|--all'",
+    }),
+    ...failedJobArgs,
+  })
+  .superRefine((a, ctx) => {
+    const retry = a.positionals[0] === 'retry';
+    if (retry && a.positionals.length === 1 && !a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'retry needs an event id or --all' });
+    if (retry && a.positionals.length === 2 && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'give an event id or --all, not both' });
+    if (!retry && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry' });
+    if (retry && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: 'not with retry' });
+  });
+
+export default async function main(argv: string[]): Promise<number> {
+  const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
+  const config = readConfig([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
+  if (config.WEBHOOK_URL === undefined) throw new ConfigError(['WEBHOOK_URL: is required (the receiver whose queue to show)']);
+  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const target = webhookTarget(config.WEBHOOK_URL);
+  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:webhooks' });
+  const queue = createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix });
+  try {
+    const [verb, eventId] = args.positionals;
+    if (verb === 'retry') {
+      const results = eventId === undefined ? await retryAllFailedWebhooks(queue) : [await retryFailedWebhook(queue, eventId)];
+      return reportRetries(results, eventId === undefined, args.json, 'webhook');
+    }
+    if (args.failed) {
+      const failed = await listFailedWebhooks(queue, args.limit);
+      process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
+      return 0;
+    }
+    return await reportCounts(queue, config.MIRROR_ID, args.json);
+  } finally {
+    await queue.close().catch(() => undefined);
+    redis.disconnect();
+  }
+}
+
+async function reportCounts(queue: WebhookQueue, mirrorId: string, json: boolean): Promise<number> {
+  const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
+  const dispatched = await readDispatched(queue);
+  const target = queue.name.slice(queue.name.lastIndexOf('-') + 1);
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ mirror_id: mirrorId, target, queue: queue.name, jobs, dispatched }, null, 2)}\n`);
+    return 0;
+  }
+  const lines = [
+    `mirror ${mirrorId}, target ${target}, queue ${queue.name}`,
+    `dispatched through cursor ${dispatched}`,
+    ...Object.entries(jobs).map(([state, n]) => `  ${state.padEnd(12)} ${n}`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return 0;
+}
+
+function renderFailed(rows: readonly FailedWebhook[]): string {
+  if (rows.length === 0) return 'no failed webhooks\n';
+  const header = ['EVENT_ID', 'CURSOR', 'USER_ID', 'ATTEMPTS', 'FAILED_AT', 'REASON'];
+  const table = rows.map((r) => [printable(r.event_id), String(r.cursor ?? '-'), printable(r.user_id ?? '-'), String(r.attempts), r.failed_at ?? '-', printable(r.reason ?? '-')]);
+  return renderTable(header, table);
+}

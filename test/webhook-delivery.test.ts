@@ -1,0 +1,137 @@
+/**
+ * Webhook delivery against a real receiver (node:http, verifying every
+ * signature) and a Redis of the test's own: order, deduplication, retries
+ * through a flaky and then absent receiver, and refusals.
+ */
+import { describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { enqueueEvents, readDispatched, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
+import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
+import type { TestRedis } from './support/redis-server.js';
+import { until } from './support/removal-rig.js';
+import { requireBuiltCli, runCli } from './support/cli-process.js';
+import { feedEvents, firstDeliveries, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
+
+let redis: TestRedis;
+let receiver: Receiver;
+let rig: WebhookRig;
+useWebhookRig((parts) => ({ redis, receiver, rig } = parts));
+
+describe('webhook delivery', () => {
+  it('delivers events in cursor order, signed, and a re-enqueue delivers nothing twice', async () => {
+    const events = feedEvents(1, 20);
+    await rig.startWorker();
+    expect(await enqueueEvents(rig.queue, events)).toBe(20);
+    await writeDispatched(rig.queue, 20);
+    await until(() => receiver.delivered().length === 20, '20 deliveries');
+
+    expect(receiver.delivered()).toEqual(events.map((e) => e.id));
+    expect(receiver.requests.every((r) => r.verified)).toBe(true);
+    expect(receiver.requests.map((r) => r.body)).toEqual(events.map((e) => e.body));
+
+    // A dispatcher that crashed before recording its cursor hands the same events over again.
+    await enqueueEvents(rig.queue, events.slice(5));
+    await sleep(500);
+    expect(receiver.requests).toHaveLength(20);
+
+    // The cursor never moves back, and lives in the queue's own key space.
+    expect(await writeDispatched(rig.queue, 7)).toBe(20);
+    expect(await readDispatched(rig.queue)).toBe(20);
+    expect(await rig.queue.redis.get(`${rig.prefix}:webhooks-mirror-a-${rig.target.id}:dispatched`)).toBe('20');
+  });
+
+  it('gets every event through a flaky receiver that then goes away, in order, duplicates only under one id', async () => {
+    const events = feedEvents(1, 30);
+    // A fixed pattern: about half the requests fail, in each of the three ways.
+    const failures = ['ok', { status: 500 }, 'ok', 'destroy', 'ok', { status: 429, headers: { 'retry-after': '1' } }, 'ok', { status: 503 }, 'ok', 'ok', 'destroy', 'ok'] as const;
+    receiver.answer = ({ n }) => {
+      const f = failures[n % failures.length] ?? 'ok';
+      return f === 'ok' ? { status: 200 } : f;
+    };
+    await rig.startWorker();
+    await enqueueEvents(rig.queue, events);
+    await until(() => firstDeliveries(receiver).length >= 12, 'a dozen deliveries', 30_000);
+
+    await receiver.down();
+    await sleep(2_500);
+    await receiver.up();
+
+    await until(() => firstDeliveries(receiver).length === 30, 'every event delivered', 40_000);
+    expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
+    expect(receiver.requests.every((r) => r.status === 'destroyed' || r.verified)).toBe(true);
+    // Every request for one id carried that event's body: a repeat is recognisable by its webhook-id.
+    const byId = new Map(events.map((e) => [e.id, e.body]));
+    expect(receiver.requests.every((r) => byId.get(r.id) === r.body)).toBe(true);
+    expect(receiver.requests.some((r) => r.status === 'destroyed')).toBe(true);
+    expect(receiver.requests.some((r) => r.status === 429)).toBe(true);
+    // The last answer may be in before its job is marked completed.
+    await until(async () => (await rig.queue.getJobCounts('completed')).completed === 30, 'every job completed');
+    expect(await rig.queue.getJobCounts('failed', 'waiting', 'delayed')).toEqual({ failed: 0, waiting: 0, delayed: 0 });
+  }, 60_000);
+
+  it('fails a refused event for good, delivers the ones after it, and sends it again on retry', async () => {
+    const events = feedEvents(1, 6);
+    const refused = events[2]?.id ?? '';
+    receiver.answer = ({ id }) => (id === refused ? { status: 400 } : { status: 200 });
+    await rig.startWorker();
+    await enqueueEvents(rig.queue, events);
+    await until(() => receiver.delivered().length === 5, 'the other five delivered');
+    expect(receiver.delivered()).toEqual(events.filter((e) => e.id !== refused).map((e) => e.id));
+    expect(receiver.requests.filter((r) => r.id === refused)).toHaveLength(1);
+
+    const failed = await listFailedWebhooks(rig.queue, 10);
+    expect(failed).toEqual([expect.objectContaining({ event_id: refused, cursor: 3, user_id: 'user-3', attempts: 1, reason: expect.stringContaining('receiver answered 400') })]);
+
+    receiver.answer = () => ({ status: 200 });
+    expect(await retryFailedWebhook(rig.queue, refused)).toEqual({ jobId: refused, result: 'retried' });
+    await until(() => receiver.delivered().includes(refused), 'the retried event delivered');
+    expect(await listFailedWebhooks(rig.queue, 10)).toEqual([]);
+    expect(await retryFailedWebhook(rig.queue, 'evt_5eed_99')).toEqual({ jobId: 'evt_5eed_99', result: 'not_found' });
+  });
+
+  it('fails a job with invalid data once, naming the field, and sends nothing', async () => {
+    await rig.startWorker();
+    await rig.queue.add(WEBHOOK_JOB, { cursor: -1, event_id: 'evt_5eed_1', user_id: null, body: '{}' }, { jobId: 'bad' });
+    await enqueueEvents(rig.queue, feedEvents(2, 1));
+    await until(() => receiver.delivered().length === 1, 'the valid event delivered');
+    const failed = await listFailedWebhooks(rig.queue, 10);
+    expect(failed).toEqual([expect.objectContaining({ event_id: 'bad', reason: expect.stringMatching(/^invalid webhook job: cursor: must be positive/) })]);
+    expect(receiver.requests.map((r) => r.id)).toEqual(['evt_5eed_2']);
+  });
+});
+
+describe('user-mirror webhooks', () => {
+  it('shows counts and the cursor, lists a refused delivery and retries it; exit codes 3 and 2', async () => {
+    requireBuiltCli('src/commands/webhooks.js');
+    const env = { PATH: process.env.PATH, REDIS_URL: redis.url, QUEUE_PREFIX: rig.prefix, MIRROR_ID: rig.mirrorId, WEBHOOK_URL: receiver.url };
+    const events = feedEvents(1, 3);
+    receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 410 } : { status: 200 });
+    await rig.startWorker();
+    await enqueueEvents(rig.queue, events);
+    await writeDispatched(rig.queue, 3);
+    await until(async () => {
+      const c = await rig.queue.getJobCounts('failed', 'completed');
+      return c.failed === 1 && c.completed === 2;
+    }, 'one failed, two completed');
+
+    const counts = await runCli(['webhooks', '--json'], env);
+    expect(counts.code).toBe(0);
+    expect(JSON.parse(counts.stdout)).toMatchObject({ mirror_id: 'mirror-a', target: rig.target.id, dispatched: 3, jobs: { completed: 2, failed: 1, waiting: 0 } });
+
+    const failed = await runCli(['webhooks', '--failed'], env);
+    expect(failed.stdout).toMatch(/^EVENT_ID +CURSOR +USER_ID +ATTEMPTS/);
+    expect(failed.stdout).toMatch(/evt_5eed_2 +2 +user-2 +1 .*receiver answered 410/);
+    expect(failed.stdout).not.toContain('token=abc');
+
+    receiver.answer = () => ({ status: 200 });
+    expect(await runCli(['webhooks', 'retry', 'evt_5eed_2'], env)).toMatchObject({ code: 0, stdout: 'job evt_5eed_2: re-queued\n' });
+    await until(() => receiver.delivered().includes('evt_5eed_2'), 'the retried delivery');
+    expect(await runCli(['webhooks', 'retry', 'evt_5eed_9'], env)).toMatchObject({ code: 3 });
+    expect(await runCli(['webhooks', 'retry', '--all'], env)).toMatchObject({ code: 0, stdout: '0 failed webhook(s) re-queued\n' });
+
+    const missing = await runCli(['webhooks'], { ...env, WEBHOOK_URL: '' });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('WEBHOOK_URL');
+    expect((await runCli(['webhooks', 'retry'], env)).code).toBe(2);
+  });
+});
