@@ -132,7 +132,35 @@ function dispatchedKey(queue: WebhookQueue): string {
 
 /** The highest cursor the dispatcher has handed to the queue; 0 before the first. */
 export async function readDispatched(queue: WebhookQueue): Promise<number> {
-  const raw = await queue.redis.get(dispatchedKey(queue));
+  return readCursor(queue.redis, dispatchedKey(queue));
+}
+
+/**
+ * The highest cursor the worker has settled: delivered, or failed for good.
+ * Jobs go one at a time in cursor order, so every event up to it is settled
+ * (a manual retry aside): how far behind delivery is. 0 before the first.
+ */
+export async function readSettled(queue: WebhookQueue): Promise<number> {
+  return readCursor(queue.redis, queue.toKey('settled'));
+}
+
+/** Raises the settled cursor to `cursor` (never lowers it); the worker calls it with its queue's `toKey('settled')`. */
+export async function raiseSettled(redis: RedisClient, settledKey: string, cursor: number): Promise<void> {
+  await redis.eval(RAISE_TO, 1, settledKey, String(cursor));
+}
+
+/**
+ * Starts the queue's cursors again at `cursor`: only for a feed that was
+ * rebuilt (a new mirror file, cursors from 1 again), which the dispatcher
+ * tells by a dispatched cursor beyond the feed's newest.
+ */
+export async function resetCursors(queue: WebhookQueue, cursor: number): Promise<void> {
+  await queue.redis.set(dispatchedKey(queue), String(cursor));
+  await queue.redis.set(queue.toKey('settled'), String(cursor));
+}
+
+async function readCursor(redis: RedisClient, key: string): Promise<number> {
+  const raw = await redis.get(key);
   const n = raw === null ? 0 : Number(raw);
   return Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }

@@ -33,7 +33,7 @@ import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/ser
 import { describeError } from '../removals/remove-member.js';
 import type { RedisClient } from '../redis-connection.js';
 import { TolerantWorker } from '../tolerant-worker.js';
-import { KEEP_COMPLETED_WEBHOOKS, checkWebhookJob, webhookQueueName, type WebhookJobData, type WebhookTarget } from './queue.js';
+import { KEEP_COMPLETED_WEBHOOKS, checkWebhookJob, raiseSettled, webhookQueueName, type WebhookJobData, type WebhookTarget } from './queue.js';
 import { webhookHeaders } from './signature.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
@@ -177,6 +177,14 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     }
   };
 
+  /** Records how far delivery has come (status, metrics); a lost write only overstates the lag until the next. */
+  const settle = async (cursor: number): Promise<void> => {
+    if (worker === undefined) return;
+    await raiseSettled(options.connection, worker.toKey('settled'), cursor).catch((err: unknown) => {
+      logger.warn({ event: 'webhook.settled_unrecorded', cursor, err: describeError(err) }, 'could not record the settled cursor');
+    });
+  };
+
   // The processor needs the worker (to rate-limit its queue) and the worker needs the processor.
   let worker: Worker<unknown, WebhookResult, string> | undefined;
 
@@ -211,6 +219,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     const decision = decideDelivery(await post(data), attempt, policy);
     const ms = Date.now() - started;
     const facts = { eventId: data.event_id, cursor: data.cursor, attempt, ms };
+    if (decision.kind !== 'retry') await settle(data.cursor);
     if (decision.kind === 'delivered') {
       logger.info({ event: 'webhook.delivered', ...facts, status: decision.status }, 'webhook delivered');
       report({ outcome: 'delivered', ...facts, status: decision.status });

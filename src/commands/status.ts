@@ -1,7 +1,8 @@
 /**
  * `user-mirror status [--json]`: last sync runs, mirror size and age, queue
- * depths (sync and removals), failed removals, and whether Redis keeps
- * queued removals (AOF, eviction policy; held unless ALLOW_VOLATILE_REDIS=1). Human-readable by
+ * depths (sync and removals), failed removals, whether Redis keeps
+ * queued removals (AOF, eviction policy; held unless ALLOW_VOLATILE_REDIS=1),
+ * the change feed and, with WEBHOOK_URL set, how far behind its delivery is. Human-readable by
  * default; `--json` prints the same report as one JSON object.
  *
  * Works without the daemon, and without Redis: the mirror part comes from
@@ -13,8 +14,10 @@
  *      Redis answers and keeps removals, and none waits without a target;
  *   1  needs attention: the mirror is stale (no succeeded sync within
  *      SYNC_STALE_AFTER_MS) or unreadable; with MANAGEMENT_URL set, also
- *      Redis unreachable, removals held, or removals without a target.
- *      Without MANAGEMENT_URL (a sync-only estate) Redis is only reported;
+ *      Redis unreachable, removals held, or removals without a target;
+ *      with WEBHOOK_URL set, also Redis unreachable (webhook lag and
+ *      failures are shown, not judged). Without either (a sync-only
+ *      estate) Redis is only reported;
  *   2  usage or configuration error, MIRROR_DB naming something that cannot
  *      be a mirror (a directory, a device, not a SQLite file) included.
  */
@@ -32,6 +35,8 @@ import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
+import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookTarget } from '../../jobs/webhooks/queue.js';
+import { ChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
@@ -40,6 +45,7 @@ import {
   buildStatusReport,
   formatStatusReport,
   statusExitCode,
+  type FeedFacts,
   type MirrorFacts,
   type QueueCounts,
   type QueueFacts,
@@ -59,12 +65,15 @@ export default async function status(argv: string[]): Promise<number> {
   const settings = queueSettingsFromConfig(config);
   // Optional: a sync-only estate has no management service; the removal queue is then not shown.
   const target = process.env.MANAGEMENT_URL ? managementTarget(readConfig(['MANAGEMENT_URL']).MANAGEMENT_URL) : undefined;
+  const hookUrl = process.env.WEBHOOK_URL ? readConfig(['WEBHOOK_URL']).WEBHOOK_URL : undefined;
+  const hook = hookUrl === undefined ? undefined : webhookTarget(hookUrl);
   const auditPath = auditLocation(config);
 
   const [{ mirror, misconfigured }, { queues, durability }] = await Promise.all([
     Promise.resolve().then(() => readMirror(config.MIRROR_DB, auditPath)),
-    readQueues(settings, config.MIRROR_ID, target),
+    readQueues(settings, config.MIRROR_ID, target, hook),
   ]);
+  const feed = mirror.available ? withOldestUnsettled(config.MIRROR_DB, mirror.feed, queues) : null;
   const intervalMs = intervalOfExpression(config.SYNC_CRON);
   const report = buildStatusReport({
     mirrorPath: config.MIRROR_DB,
@@ -76,6 +85,8 @@ export default async function status(argv: string[]): Promise<number> {
     queues,
     removalGate: durability === undefined ? undefined : decideRemovalGate(durability, config.ALLOW_VOLATILE_REDIS),
     removalsConfigured: target !== undefined,
+    feed,
+    webhooksConfigured: hook !== undefined,
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);
@@ -119,6 +130,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       })),
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
+      feed: feedOf(db),
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;
@@ -144,10 +156,36 @@ function failedInAudit(path: string): number | undefined {
   }
 }
 
+/** The feed's extent, or null for a mirror written before the feed. */
+function feedOf(db: Db): FeedFacts | null {
+  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
+  if (has === undefined) return null;
+  const b = new ChangeFeed(db).bounds();
+  return { latest: b.latest, oldest: b.oldest, prunedThrough: b.prunedThrough };
+}
+
+/** When the first event the webhook has not settled was published: how far behind delivery is, in time. */
+function withOldestUnsettled(path: string, feed: FeedFacts | null | undefined, queues: QueueFacts): FeedFacts | null {
+  if (feed === null || feed === undefined) return null;
+  const settled = queues.reachable ? queues.webhooks?.settled : undefined;
+  if (settled === undefined || settled >= feed.latest) return feed;
+  let db: Db | undefined;
+  try {
+    db = openMirror(path, { readonly: true });
+    const page = new ChangeFeed(db).page(Math.max(settled, feed.prunedThrough), 1);
+    return { ...feed, oldestUnsettledAt: page.gone ? undefined : page.events[0]?.publishedAt };
+  } catch {
+    return feed;
+  } finally {
+    db?.close();
+  }
+}
+
 async function readQueues(
   { endpoint, prefix }: QueueSettings,
   mirrorId: string,
   target: ManagementTarget | undefined,
+  hook: WebhookTarget | undefined,
 ): Promise<{ queues: QueueFacts; durability: DurabilityVerdict | undefined }> {
   // A status command reports an outage, it does not wait it out: one attempt, and a budget below.
   const redis = createRedisConnection(endpoint, { role: 'probe', connectionName: 'user-mirror:status' });
@@ -163,14 +201,16 @@ async function readQueues(
     const sync = new Queue(syncQueueName(mirrorId), { connection: redis, prefix });
     const unbound = openUnboundQueue(redis, prefix);
     const removals = target === undefined ? undefined : createRemovalQueue(redis, { target, prefix });
-    queues.push(sync, unbound, ...(removals === undefined ? [] : [removals]));
+    const webhooks = hook === undefined ? undefined : createWebhookQueue(redis, { mirrorId, target: hook, prefix });
+    queues.push(sync, unbound, ...(removals === undefined ? [] : [removals]), ...(webhooks === undefined ? [] : [webhooks]));
     for (const q of queues) q.on('error', () => undefined);
-    const [s, u, r, hosts, d] = await Promise.all([
+    const [s, u, r, hosts, d, w] = await Promise.all([
       counts(sync),
       countUnbound(unbound),
       removals === undefined ? undefined : counts(removals),
       removals === undefined ? [] : recentOutcomesByHost(removals),
       readEstateDurability(redis),
+      webhooks === undefined ? undefined : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks)]),
     ]);
     facts = {
       reachable: true,
@@ -180,6 +220,10 @@ async function readQueues(
         removals === undefined || r === undefined || target === undefined
           ? null
           : { target: { id: target.id, url: target.url, queue: removals.name }, counts: r, hosts },
+      webhooks:
+        webhooks === undefined || w === undefined || hook === undefined
+          ? null
+          : { target: { id: hook.id, url: hook.url, queue: webhooks.name }, counts: w[0], dispatched: w[1], settled: w[2] },
     };
     durability = d;
   })().catch((err: unknown) => {

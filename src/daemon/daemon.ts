@@ -37,7 +37,6 @@
  * aborted and recorded as failed; the mirror stays as it was), then Redis,
  * the HTTP pools and SQLite.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
@@ -51,12 +50,12 @@ import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal
 import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
-import { checkRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
+import type { RemovalGate } from '../../jobs/redis-durability.js';
 import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import { syncInChildProcess } from '../sync/child-process.js';
 import type { SyncSummary } from '../sync/engine.js';
-import { openWhenUnlocked, waitForRedis } from './startup-waits.js';
+import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics, queueDepths } from './metrics.js';
 import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
@@ -66,6 +65,7 @@ import { readinessOf, startStatusServer, type StatusServer } from './status-serv
 import { restartableWorker, startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
+import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 
 /** Every variable the daemon reads. */
 export const DAEMON_ENV = [
@@ -95,6 +95,10 @@ export const DAEMON_ENV = [
   'REPLICA_API_KEY',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
+  'CHANGES_RETENTION_DAYS',
+  'WEBHOOK_URL',
+  'WEBHOOK_SECRET',
+  'WEBHOOK_TIMEOUT_MS',
   'LOG_LEVEL',
 ] as const;
 export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]>;
@@ -137,6 +141,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const where = describeRedis(endpoint);
   const target = managementTarget(config.MANAGEMENT_URL);
+  const webhooks = webhookSettings(config);
 
   log.info(
     {
@@ -180,8 +185,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let schedule: Schedule | undefined;
   let watchdog: Watchdog | undefined;
   let removalGate: RemovalGate | undefined;
+  let delivery: ChangeDelivery | undefined;
 
-  const readiness = readinessOf({ db, reader, control, staleAfterMs: staleAfter, removalGate: () => removalGate }, () => phase);
+  const readiness = readinessOf({ db, reader, control, staleAfterMs: staleAfter, removalGate: () => removalGate, webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()) }, () => phase);
 
   let status: StatusServer | undefined;
   let replica: Replica | undefined;
@@ -212,7 +218,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
     removalQueue.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
-    const gate = await readRemovalGate();
+    const gate = await readRemovalGate(control, config.ALLOW_VOLATILE_REDIS, { logger: log, where, signal: startAbort.signal });
     if (gate === undefined) return;
     removalGate = gate;
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: gate.state === 'held' });
@@ -227,7 +233,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
           prefix,
           mirrorId: config.MIRROR_ID,
           logger: log,
-          onResult: (r) => metrics.recordSync(r),
+          onResult: (r) => {
+            metrics.recordSync(r);
+            void delivery?.afterSync();
+          },
           // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
           run: syncInChildProcess({ onResponse: (e) => metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
         });
@@ -259,10 +268,20 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       close: async (handle, ms) => (await handle.close(ms)).drained,
     });
 
-    const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue };
+    // The change feed: retention always; webhooks where configured, on a Redis that keeps jobs (as removals).
+    delivery = startChangeDelivery({
+      db,
+      config,
+      webhooks,
+      redis: { control, endpoint, prefix, durable: gate.state === 'run' },
+      logger: log,
+      onOutcome: (o) => metrics.recordWebhook(o.outcome),
+    });
+    const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue, webhooks: delivery.queue };
     metrics.setSources({
       queues: () => queueDepths(queues),
       redisUp: async () => (await control.ping()) === 'PONG',
+      ...(delivery.queue === undefined ? {} : { webhookLag: delivery.lag }),
     });
 
     if (phase !== 'starting') return;
@@ -298,19 +317,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     deps.send?.('ready');
   };
 
-  /** Undefined when stopped first. Redis may drop between the PING and INFO: wait and ask again. */
-  const readRemovalGate = async (): Promise<RemovalGate | undefined> => {
-    for (;;) {
-      try {
-        return await checkRemovalGate(control, config.ALLOW_VOLATILE_REDIS, log);
-      } catch (err) {
-        log.warn({ event: 'removals.redis_durability_unread', err: describe(err) }, 'could not read redis settings; retrying');
-        const pause = sleep(1_000, undefined, { signal: startAbort.signal }).then(() => true, () => false);
-        if (!(await pause) || !(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return undefined;
-      }
-    }
-  };
-
   const started = start();
 
   const stop = async (): Promise<number> => {
@@ -323,6 +329,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const [syncDrained, removalsDrained] = await Promise.all([
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
+      delivery?.close(remainingBudget(t0, total, Date.now())),
     ]);
     await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close(), unboundQueue?.close()]), 2_000);
     control.disconnect();
@@ -340,9 +347,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   return { started, statusPort: status.port, stop };
 }
-
-
-
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -1,13 +1,32 @@
 /**
  * Waiting for the daemon's control connection (jobs/redis-connection.ts,
  * role `control`) before the workers start: the daemon outlives Redis
- * outages, so it keeps trying instead of exiting.
+ * outages, so it keeps trying instead of exiting; then its reading of
+ * Redis's durability, asked again until it answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Logger, RepeatThrottle } from '../runtime/log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
+import { checkRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
+
+/** The removal gate (jobs/redis-durability.ts), read once Redis answers; undefined when stopped first. Redis may drop between the PING and INFO: wait and ask again. */
+export async function readRemovalGate(
+  redis: RedisClient,
+  allowVolatile: boolean,
+  options: { logger: Logger; where: string; signal: AbortSignal },
+): Promise<RemovalGate | undefined> {
+  for (;;) {
+    try {
+      return await checkRemovalGate(redis, allowVolatile, options.logger);
+    } catch (err) {
+      options.logger.warn({ event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) }, 'could not read redis settings; retrying');
+      const pause = sleep(1_000, undefined, { signal: options.signal }).then(() => true, () => false);
+      if (!(await pause) || !(await waitForRedis(redis, options))) return undefined;
+    }
+  }
+}
 
 /** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
 export async function waitForRedis(redis: RedisClient, options: { logger: Logger; where: string; signal: AbortSignal }): Promise<boolean> {

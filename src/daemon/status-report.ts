@@ -38,11 +38,30 @@ export interface RemovalQueueFacts {
   hosts: Array<{ host: string; total: number; outcomes: Record<string, number> }>;
 }
 
+/** The webhook queue of WEBHOOK_URL's target; null when WEBHOOK_URL is unset. */
+export interface WebhookQueueFacts {
+  target: { id: string; url: string; queue: string };
+  counts: QueueCounts;
+  /** The highest cursor handed to the queue, and the highest settled (delivered, or failed for good) in order. */
+  dispatched: number;
+  settled: number;
+}
+
+/** The mirror's change feed (db/change-feed.ts); null when the mirror has none yet. */
+export interface FeedFacts {
+  latest: number;
+  oldest: number | null;
+  prunedThrough: number;
+  /** When the oldest event not yet settled by the webhook was published; undefined when none or unknown. */
+  oldestUnsettledAt?: string | undefined;
+}
+
 export type QueueFacts =
   | {
       reachable: true;
       sync: QueueCounts;
       removals: RemovalQueueFacts | null;
+      webhooks?: WebhookQueueFacts | null;
       /** Jobs of an older producer that name no target: no worker takes them (jobs/removals/unbound.ts). */
       unboundRemovals: number;
     }
@@ -65,6 +84,8 @@ export type MirrorFacts =
       lastRuns: RunFacts[];
       /** Failed removals recorded in the audit; undefined when there is no audit table. */
       failedRemovalsInAudit: number | undefined;
+      /** The change feed's extent; null for a mirror written before it. */
+      feed?: FeedFacts | null;
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
@@ -84,6 +105,9 @@ export interface StatusFacts {
   removalGate?: RemovalGate | undefined;
   /** MANAGEMENT_URL is set: this estate runs removals, so Redis matters to `status`'s verdict. */
   removalsConfigured: boolean;
+  feed?: FeedFacts | null;
+  /** WEBHOOK_URL is set: Redis matters to the verdict, as for removals. */
+  webhooksConfigured?: boolean;
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -128,6 +152,11 @@ export interface StatusReport {
   removalQueue: RemovalQueueReport | null;
   /** False for a sync-only estate (no MANAGEMENT_URL): Redis is then reported, not judged. */
   removalsConfigured: boolean;
+  /** The change feed's extent; null when the mirror has none (yet). */
+  changeFeed: { latest: number; oldest: number | null; prunedThrough: number } | null;
+  /** Webhook delivery; null without WEBHOOK_URL or when Redis was unreachable. */
+  webhooks: { target: string; url: string; dispatched: number; settled: number; eventsBehind: number; secondsBehind: number; failed: number; queued: number } | null;
+  webhooksConfigured: boolean;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -161,6 +190,27 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     },
     removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
     removalsConfigured: f.removalsConfigured,
+    changeFeed: f.feed === undefined || f.feed === null ? null : { latest: f.feed.latest, oldest: f.feed.oldest, prunedThrough: f.feed.prunedThrough },
+    webhooks: webhookReport(f),
+    webhooksConfigured: f.webhooksConfigured ?? false,
+  };
+}
+
+function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
+  const w = f.queues.reachable ? f.queues.webhooks : undefined;
+  if (w === undefined || w === null) return null;
+  const latest = Math.max(f.feed?.latest ?? 0, w.dispatched);
+  const settled = Math.min(w.settled, latest);
+  const at = f.feed?.oldestUnsettledAt;
+  return {
+    target: w.target.id,
+    url: w.target.url,
+    dispatched: w.dispatched,
+    settled,
+    eventsBehind: latest - settled,
+    secondsBehind: latest > settled && at !== undefined ? Math.max(0, Math.round((f.now.getTime() - Date.parse(at)) / 1000)) : 0,
+    failed: w.counts.failed,
+    queued: w.counts.waiting + w.counts.active + w.counts.delayed,
   };
 }
 
@@ -239,6 +289,15 @@ export function formatStatusReport(r: StatusReport): string {
   ].filter((x): x is string => x !== undefined);
   lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : ' (this host\'s audit)'}`);
   if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
+  if (r.changeFeed !== null) {
+    const f = r.changeFeed;
+    lines.push(`change feed     latest cursor ${f.latest}, oldest held ${f.oldest ?? 'none'}${f.prunedThrough > 0 ? ` (retention dropped up to ${f.prunedThrough})` : ''}`);
+  }
+  const w = r.webhooks;
+  if (w !== null) {
+    const behind = w.eventsBehind === 0 ? 'caught up' : `BEHIND ${w.eventsBehind} events (${formatAge(w.secondsBehind)})`;
+    lines.push(`webhooks        ${behind}, ${w.failed} failed${w.failed > 0 ? " ('user-mirror webhooks --failed')" : ''}   (target ${w.target}, ${w.url})`);
+  } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   return `${lines.join('\n')}\n`;
 }
 
@@ -274,11 +333,15 @@ function formatCounts(c: QueueCounts): string {
  * does: the mirror is unreadable or stale; and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
- * no worker takes. A sync-only estate needs no Redis: it is shown, not judged.
+ * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
+ * unreachable. A webhook's lag and failures are shown, not judged (like
+ * failed removals: the operator's to-do list). A sync-only estate needs no
+ * Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   const mirrorOk = r.mirror.available && r.mirror.stale !== true;
-  if (!r.removalsConfigured) return mirrorOk ? 0 : 1;
+  if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
+  if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;
   const healthy = mirrorOk && r.queues.reachable && !removalsHeld && !unbound;

@@ -96,8 +96,19 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
   res.end(res.req.method === 'HEAD' ? undefined : body);
 }
 
+/** A slow receiver is reported, not judged: it must not take the mirror out of rotation. */
+async function describeLag(lag: Promise<{ eventsBehind: number; secondsBehind: number; failed: number }>): Promise<string> {
+  let text = 'timeout';
+  const done = lag.then(
+    (l) => void (text = l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`),
+    (err: unknown) => void (text = describe(err)),
+  );
+  await settleWithin(done, 1_000);
+  return text;
+}
+
 /** Reported in /readyz but not gating it: held removals must not take the sync side out of rotation. */
-const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals']);
+const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals', 'webhooks']);
 
 export interface ReadinessSources {
   db: Db;
@@ -105,6 +116,8 @@ export interface ReadinessSources {
   control: RedisClient;
   staleAfterMs: number;
   removalGate: () => RemovalGate | undefined;
+  /** Webhook delivery's lag; undefined without WEBHOOK_URL. */
+  webhookLag?: () => Promise<{ eventsBehind: number; secondsBehind: number; failed: number }> | undefined;
 }
 
 /** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
@@ -128,6 +141,8 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
     const gate = s.removalGate();
     checks.removals = gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
+    const lag = s.webhookLag?.();
+    if (lag !== undefined) checks.webhooks = await describeLag(lag);
     return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
   };
 }

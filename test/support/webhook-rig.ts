@@ -23,6 +23,8 @@ export interface Received {
   id: string;
   body: string;
   status: number | 'destroyed';
+  /** The three Standard Webhooks headers as sent. */
+  signed: { 'webhook-id': string; 'webhook-timestamp': string; 'webhook-signature': string };
   /** verifyWebhook's verdict, with the content type checked too. */
   verified: boolean;
 }
@@ -74,7 +76,9 @@ export async function startReceiver(): Promise<Receiver> {
     const verified = req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, body).ok;
     if (receiver.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.latencyMs));
     const answer = receiver.answer({ id, body, n: receiver.requests.length });
-    receiver.requests.push({ id, body, status: answer === 'destroy' ? 'destroyed' : answer.status, verified });
+    const header = (name: string) => String(req.headers[name] ?? '');
+    const signed = { 'webhook-id': id, 'webhook-timestamp': header('webhook-timestamp'), 'webhook-signature': header('webhook-signature') };
+    receiver.requests.push({ id, body, signed, status: answer === 'destroy' ? 'destroyed' : answer.status, verified });
     if (answer === 'destroy') {
       req.socket.destroy();
       return;
@@ -92,7 +96,7 @@ export function feedEvents(from: number, count: number, users = 5): FeedEvent[] 
     const id = `evt_5eed_${cursor}`;
     const userId = `user-${cursor % users}`;
     const body = `{"id":"${id}","cursor":${cursor},"type":"user.updated","timestamp":"2025-01-01T00:00:00.000Z","run_id":1,"data":{"user_id":"${userId}"}}`;
-    return { cursor, id, type: 'user.updated' as const, userId, body };
+    return { cursor, id, type: 'user.updated' as const, userId, publishedAt: '2025-01-01T00:00:00.000Z', body };
   });
 }
 

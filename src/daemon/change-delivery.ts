@@ -1,0 +1,236 @@
+/**
+ * The daemon's duties to the change feed (db/change-feed.ts): hand new
+ * events to the webhook queue (jobs/webhooks/), say how far behind delivery
+ * is, and drop events past their retention.
+ *
+ * Dispatch: events after the queue's dispatched cursor are read from the
+ * mirror and added in cursor order, a batch at a time, each as a job whose
+ * id is the event's id; then the cursor moves. A crash between the two
+ * re-adds the same ids, which BullMQ ignores while the jobs exist (the queue
+ * keeps completed jobs for longer than a batch), so an event is handed over
+ * at least once and never skipped. A queue that already holds
+ * MAX_QUEUED_EVENTS waits: a million-user baseline is paced by the receiver
+ * rather than copied into Redis. A target without a cursor (a new one, or
+ * one whose Redis lost its data) starts at the oldest event held: at least
+ * once, never a silent gap; receivers deduplicate on the event id.
+ *
+ * Retention: events published more than CHANGES_RETENTION_DAYS ago are
+ * dropped after each sync, but never one above the dispatched cursor of a
+ * configured webhook (once dispatched, the job holds the body itself); when
+ * that cursor cannot be read (Redis down), nothing is dropped.
+ */
+import { ChangeFeed } from '../../db/change-feed.js';
+import { isBusy } from '../../db/busy-retry.js';
+import {
+  createWebhookQueue,
+  enqueueEvents,
+  readDispatched,
+  readSettled,
+  resetCursors,
+  webhookTarget,
+  writeDispatched,
+  type WebhookQueue,
+  type WebhookTarget,
+} from '../../jobs/webhooks/queue.js';
+import { startWebhookWorker, type WebhookOutcome, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
+import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
+import type { Db } from '../../db/open.js';
+import { ConfigError, type Config } from '../runtime/config.js';
+import type { Logger } from '../runtime/log.js';
+
+/** Events read and added per round trip. */
+const DISPATCH_BATCH = 500;
+/** Jobs waiting in the queue beyond which dispatch waits for the receiver. */
+export const MAX_QUEUED_EVENTS = 20_000;
+
+export interface DispatchResult {
+  dispatched: number;
+  cursor: number;
+  /** True when dispatch stopped because the queue is full. */
+  paced: boolean;
+}
+
+export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, log: Logger): Promise<DispatchResult> {
+  let cursor = await readDispatched(queue);
+  if (cursor > feed.bounds().latest) {
+    // Beyond the newest event: the mirror file was rebuilt and its cursors began again (a new epoch).
+    log.warn({ event: 'webhooks.feed_rebuilt', cursor, latest: feed.bounds().latest }, 'the feed is newer than the webhook cursor (mirror rebuilt): delivering from its start');
+    cursor = 0;
+    await resetCursors(queue, cursor);
+  }
+  let dispatched = 0;
+  for (;;) {
+    const queued = await queue.count();
+    if (queued >= MAX_QUEUED_EVENTS) return { dispatched, cursor, paced: true };
+    const page = feed.page(cursor, Math.min(DISPATCH_BATCH, MAX_QUEUED_EVENTS - queued));
+    if (page.gone) {
+      // A new target on a feed retention has trimmed starts at what is held; a known one can only get
+      // here by an operator's hand (retention holds at its cursor): say so, and go on from what is held.
+      if (cursor === 0) log.info({ event: 'webhooks.start', oldest: page.oldest }, `webhook target new: delivering from the oldest event held`);
+      else log.error({ event: 'webhooks.events_dropped', cursor, oldest: page.oldest }, 'events were dropped before they were dispatched');
+      cursor = page.oldest;
+      await writeDispatched(queue, cursor);
+      continue;
+    }
+    if (page.events.length === 0) return { dispatched, cursor, paced: false };
+    await enqueueEvents(queue, page.events);
+    cursor = page.next;
+    await writeDispatched(queue, cursor);
+    dispatched += page.events.length;
+  }
+}
+
+export interface DeliveryLag {
+  /** The feed's newest cursor. */
+  latest: number;
+  /** Every event up to here was delivered or failed for good. */
+  settled: number;
+  eventsBehind: number;
+  /** Since the oldest event not yet settled was published; 0 when none. */
+  secondsBehind: number;
+  failed: number;
+}
+
+export async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Date): Promise<DeliveryLag> {
+  const { latest } = feed.bounds();
+  const [settledRaw, counts] = await Promise.all([readSettled(queue), queue.getJobCounts('failed')]);
+  const settled = Math.min(settledRaw, latest);
+  const oldest = latest > settled ? feed.page(settled, 1) : undefined;
+  const at = oldest !== undefined && !oldest.gone ? oldest.events[0]?.publishedAt : undefined;
+  return {
+    latest,
+    settled,
+    eventsBehind: latest - settled,
+    secondsBehind: at === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(at)) / 1000)),
+    failed: counts.failed ?? 0,
+  };
+}
+
+/**
+ * Drops events past retention, up to `hold` (Infinity without webhooks).
+ * Runs on the daemon's connection just after a sync, when no run holds the
+ * write lock; should another writer hold it, this waits at most a moment
+ * and leaves the work to the next sync.
+ */
+export function pruneFeed(feed: ChangeFeed, retentionDays: number, hold: number, now: Date, log: Logger): number {
+  const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
+  try {
+    const dropped = feed.prune(cutoff, hold);
+    if (dropped > 0) log.info({ event: 'changes.pruned', dropped, cutoff, hold: Number.isFinite(hold) ? hold : null }, `dropped ${dropped} change events past retention`);
+    return dropped;
+  } catch (err) {
+    if (!isBusy(err)) throw err;
+    log.info({ event: 'changes.prune_deferred' }, 'mirror busy; change events past retention are dropped after the next sync');
+    return 0;
+  }
+}
+
+const WEBHOOK_LOCK_MS = 10_000;
+
+/** How often the daemon looks for events it did not publish itself (`sync --once`, `resolve --online`) and for room in a full queue. */
+const DISPATCH_INTERVAL_MS = 2_000;
+
+export interface ChangeDeliveryOptions {
+  /** The daemon's connection to the mirror: it reads the feed and drops what is past retention. */
+  db: Db;
+  config: Config<'MIRROR_ID' | 'CHANGES_RETENTION_DAYS' | 'WEBHOOK_TIMEOUT_MS'>;
+  /** webhookSettings(config): undefined without WEBHOOK_URL. */
+  webhooks: { target: WebhookTarget; secret: string } | undefined;
+  redis: { control: RedisClient; endpoint: RedisEndpoint; prefix: string; durable: boolean };
+  logger: Logger;
+  onOutcome?: (outcome: WebhookOutcome) => void;
+}
+
+export interface ChangeDelivery {
+  /** The webhook queue; undefined without webhooks (or while they are held). */
+  queue: WebhookQueue | undefined;
+  /** After each sync job: dispatch what it published, then drop what is past retention. */
+  afterSync(): Promise<void>;
+  /** Webhook delivery's lag (rejects without webhooks). */
+  lag(): Promise<DeliveryLag>;
+  /** Stops dispatch and the worker (waiting up to `timeoutMs` for a request in flight), closes the queue. True when drained. */
+  close(timeoutMs: number): Promise<boolean>;
+}
+
+/**
+ * The daemon's change feed duties, started once Redis answers. Webhooks run
+ * only on a Redis that keeps queued jobs (the removal gate's verdict): on
+ * one that can lose them they are held, loudly, and retention holds still.
+ * Dispatch runs one at a time (a tick that finds one running skips), so
+ * the cursor has one writer.
+ */
+export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
+  const log = o.logger;
+  const feed = new ChangeFeed(o.db);
+  const { control, endpoint, prefix, durable } = o.redis;
+  const hook = o.webhooks;
+  if (hook !== undefined && !durable) log.error({ event: 'webhooks.held', target: hook.target.id }, 'webhooks held: this Redis can lose queued jobs (see removals.held)');
+  const queue = hook !== undefined && durable ? createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target: hook.target, prefix, logger: log }) : undefined;
+  let connection: RedisClient | undefined;
+  let worker: WebhookWorkerHandle | undefined;
+  if (hook !== undefined && queue !== undefined) {
+    connection = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:webhook-worker' });
+    worker = startWebhookWorker({
+      connection,
+      prefix,
+      mirrorId: o.config.MIRROR_ID,
+      target: hook.target,
+      secret: hook.secret,
+      timeoutMs: o.config.WEBHOOK_TIMEOUT_MS,
+      // Renewed while a request is in flight; after a crash, later events wait at most this long for the lost one.
+      lockDurationMs: WEBHOOK_LOCK_MS,
+      logger: log,
+      ...(o.onOutcome === undefined ? {} : { onOutcome: o.onOutcome }),
+    });
+    log.info({ event: 'webhooks.started', target: hook.target.id, url: hook.target.url, queue: queue.name }, `webhooks to ${hook.target.url}`);
+  }
+
+  let running: Promise<void> | undefined;
+  const dispatch = (): Promise<void> => {
+    if (queue === undefined) return Promise.resolve();
+    running ??= dispatchNewEvents(feed, queue, log)
+      .then((r) => {
+        if (r.dispatched > 0) log.info({ event: 'webhooks.dispatched', events: r.dispatched, cursor: r.cursor, paced: r.paced }, `${r.dispatched} events queued for the webhook`);
+      })
+      .catch((err: unknown) => log.warn({ event: 'webhooks.dispatch_failed', err: err instanceof Error ? err.message : String(err) }, 'could not queue events; trying again'))
+      .finally(() => (running = undefined));
+    return running;
+  };
+  const timer = queue === undefined ? undefined : setInterval(() => void dispatch(), DISPATCH_INTERVAL_MS);
+  timer?.unref();
+  void dispatch();
+
+  return {
+    queue,
+    async afterSync() {
+      await dispatch();
+      let hold = Infinity;
+      if (hook !== undefined) {
+        // What a webhook still needs is what is not in its queue yet; unknown (Redis down, held): keep everything.
+        if (queue === undefined) return;
+        try {
+          hold = await readDispatched(queue);
+        } catch {
+          return;
+        }
+      }
+      pruneFeed(feed, o.config.CHANGES_RETENTION_DAYS, hold, new Date(), log);
+    },
+    lag: () => (queue === undefined ? Promise.reject(new Error('no webhooks')) : deliveryLag(feed, queue, new Date())),
+    async close(timeoutMs) {
+      if (timer !== undefined) clearInterval(timer);
+      await running;
+      const drained = worker === undefined ? true : (await worker.close(timeoutMs)).drained;
+      connection?.disconnect();
+      await queue?.close().catch(() => undefined);
+      return drained;
+    },
+  };
+}
+
+/** WEBHOOK_URL and its secret, or undefined when webhooks are off. A URL without a secret is a configuration error: unsigned events cannot be trusted by their receiver. */
+export function webhookSettings(config: Config<'WEBHOOK_URL' | 'WEBHOOK_SECRET'>): { target: WebhookTarget; secret: string } | undefined {
+  if (config.WEBHOOK_URL === undefined) return undefined;
+  if (config.WEBHOOK_SECRET === undefined) throw new ConfigError(['WEBHOOK_SECRET: is required when WEBHOOK_URL is set (whsec_ followed by a base64 key)']);
+  return { target: webhookTarget(config.WEBHOOK_URL), secret: config.WEBHOOK_SECRET };
+}
