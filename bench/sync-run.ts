@@ -15,8 +15,6 @@ import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { PAGE_LIMIT } from '../src/sync/scan.js';
-import { runScript } from './peer-script.js';
-import { runSdkLoop } from './peer-sdk.js';
 
 export interface SyncRunRequest {
   /** Our sync, the competent script (bench/peer-script.ts), the SDK loop (bench/peer-sdk.ts), or the fetch-only floor. */
@@ -107,11 +105,13 @@ function expectRows(dbPath: string, users: number, what: string): void {
 
 async function peerRun(r: SyncRunRequest): Promise<RunResult> {
   const what = `${r.kind} over ${r.users} users`;
-  const { result, seconds, peakRssMb } = await measured<{ changed?: number; pages?: number }>(() =>
+  // Loaded here, by the process that runs it: the SDK alone adds ~70 MB of RSS
+  // to whatever process imports it, and ours must not carry it.
+  const work =
     r.kind === 'script'
-      ? runScript({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, dbPath: r.dbPath, maxUsers: r.users })
-      : runSdkLoop({ baseUrl: r.baseUrl, apiKey: r.apiKey, dbPath: r.dbPath, maxUsers: r.users }),
-  );
+      ? await import('./peer-script.js').then((m) => () => m.runScript({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, dbPath: r.dbPath, maxUsers: r.users }))
+      : await import('./peer-sdk.js').then((m) => () => m.runSdkLoop({ baseUrl: r.baseUrl, apiKey: r.apiKey, dbPath: r.dbPath, maxUsers: r.users }));
+  const { result, seconds, peakRssMb } = await measured<{ changed?: number; pages?: number }>(work);
   expectRows(r.dbPath, r.users, what);
   // A re-sync of an unchanged directory must change nothing: the script's skip has to work to count.
   if (r.expectUnchanged === true && result.changed !== undefined && result.changed !== 0) throw new Error(`${what}: re-sync changed ${result.changed} rows`);
