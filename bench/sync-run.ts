@@ -3,19 +3,22 @@
  * sync (src/sync/child-main.ts): a fresh process per run, so that its peak RSS
  * is that run's and not what an earlier scenario left in the heap. Forked by
  * bench/sync.ts with a SyncRunRequest as its argument; replies a RunResult
- * over IPC and exits.
+ * over IPC and exits. The peers (bench/peer-script.ts, bench/peer-sdk.ts)
+ * and the fetch-only floor run here too, so that every figure is measured the
+ * same way: a fresh process, the same RSS sampling, the same clock.
  */
+import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
+import { Pool } from 'undici';
 import { checkpointMirror, openMirror } from '../db/open.js';
-import { toSourceRows, toUtcTimestamp } from '../db/user-row.js';
 import { ServiceClient } from '../src/service/client.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { PAGE_LIMIT } from '../src/sync/scan.js';
-import { callWithRetries } from '../src/service/retry.js';
-import { parseUserRecord } from '../src/service/user-record.js';
 
 export interface SyncRunRequest {
-  kind: 'sync' | 'peer';
+  /** Our sync, the competent script (bench/peer-script.ts), the SDK loop (bench/peer-sdk.ts), or the fetch-only floor. */
+  kind: 'sync' | 'script' | 'sdk' | 'fetch-only';
   baseUrl: string;
   apiKey: string;
   apiKeyHeader: string;
@@ -24,11 +27,13 @@ export interface SyncRunRequest {
   concurrency: number;
   /** HTTP connections of the client. */
   connections: number;
+  /** A peer's re-sync of an unchanged directory: fail if it rewrote any row. */
+  expectUnchanged?: boolean;
 }
 
 export interface RunResult {
   seconds: number;
-  /** The sampled peak and the kernel's high-water mark (ru_maxrss), whichever is higher. */
+  /** The sampled peak and the kernel's high-water mark (VmHWM), whichever is higher. */
   peakRssMb: number;
   /** The WAL checkpoint after the run (src/sync/exclusive-run.ts does the same), not in `seconds`. */
   checkpointSeconds?: number;
@@ -36,7 +41,21 @@ export interface RunResult {
 
 const MB = 1024 * 1024;
 
-const maxRssMb = (): number => (process.resourceUsage().maxRSS * 1024) / MB;
+/**
+ * The process's RSS high-water mark. On Linux, VmHWM of /proc/self/status:
+ * it belongs to this process image. Not ru_maxrss (process.resourceUsage()),
+ * which Linux carries across the fork and exec that start a child, so that a
+ * child's figure can be its parent's RSS at the fork rather than its own.
+ */
+function maxRssMb(): number {
+  try {
+    const kb = /^VmHWM:\s*(\d+)\s*kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    if (kb !== undefined) return Number(kb) / 1024;
+  } catch {
+    // not Linux
+  }
+  return (process.resourceUsage().maxRSS * 1024) / MB;
+}
 
 /** Samples RSS while `work` runs. */
 async function measured<T>(work: () => Promise<T>): Promise<{ result: T; seconds: number; peakRssMb: number }> {
@@ -73,56 +92,84 @@ async function sync(client: ServiceClient, r: SyncRunRequest): Promise<RunResult
   }
 }
 
-/** The peer: a page at a time, parsed and validated, one transaction per page upserting users and their sources. */
-async function peer(client: ServiceClient, dbPath: string, users: number): Promise<RunResult> {
-  const db = openMirror(dbPath);
-  const upsertUser = db.prepare(
-    `INSERT INTO users (user_id, team_id, client_user_id, created_on, ingestion_start, ingestion_end, raw, content_hash, first_seen_at, last_seen_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, ?)
-     ON CONFLICT (user_id) DO UPDATE SET team_id = excluded.team_id, client_user_id = excluded.client_user_id,
-       created_on = excluded.created_on, ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end,
-       raw = excluded.raw, last_seen_at = excluded.last_seen_at`,
-  );
-  const dropSources = db.prepare(`DELETE FROM connected_sources WHERE user_id = ?`);
-  const insertSource = db.prepare(
-    `INSERT INTO connected_sources (user_id, slug, name, logo, created_on, descriptor) VALUES (?, ?, ?, ?, ?, ?)`,
-  );
+/** Rows stored by a peer: the check that it stored every user. */
+function expectRows(dbPath: string, users: number, what: string): void {
+  const db = new Database(dbPath, { readonly: true });
   try {
-    const { seconds, peakRssMb } = await measured(async () => {
-      for (let offset = 0; offset < users; offset += PAGE_LIMIT) {
-        const params = { offset, limit: Math.min(PAGE_LIMIT, users - offset) };
-        // Retried like the sync's own requests, so a dropped keep-alive socket does not end the benchmark.
-        const page = await callWithRetries(`offset ${offset}`, () => client.listUserRecords(params), { attempts: 5 });
-        const now = new Date().toISOString();
-        db.transaction(() => {
-          for (const [index, span] of page.spans.entries()) {
-            const raw = page.body.toString('utf8', span.start, span.end);
-            const record = parseUserRecord(JSON.parse(raw), index);
-            if (!record.ok) continue;
-            const u = record.user;
-            upsertUser.run(u.user_id, u.team_id, u.client_user_id, toUtcTimestamp(u.created_on), u.ingestion_start ?? null, u.ingestion_end ?? null, raw, now, now);
-            dropSources.run(u.user_id);
-            for (const s of toSourceRows(u)) insertSource.run(s.user_id, s.slug, s.name, s.logo, s.created_on, s.descriptor);
-          }
-        })();
-      }
-    });
-    return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };
+    const n = db.prepare<[], number>('SELECT count(*) FROM users').pluck().get();
+    if (n !== users) throw new Error(`${what}: expected ${users} users stored, found ${n}`);
   } finally {
     db.close();
   }
 }
 
+async function peerRun(r: SyncRunRequest): Promise<RunResult> {
+  const what = `${r.kind} over ${r.users} users`;
+  // Loaded here, by the process that runs it: the SDK alone adds ~70 MB of RSS
+  // to whatever process imports it, and ours must not carry it.
+  const work =
+    r.kind === 'script'
+      ? await import('./peer-script.js').then((m) => () => m.runScript({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, dbPath: r.dbPath, maxUsers: r.users }))
+      : await import('./peer-sdk.js').then((m) => () => m.runSdkLoop({ baseUrl: r.baseUrl, apiKey: r.apiKey, dbPath: r.dbPath, maxUsers: r.users }));
+  const { result, seconds, peakRssMb } = await measured<{ changed?: number; pages?: number }>(work);
+  expectRows(r.dbPath, r.users, what);
+  // A re-sync of an unchanged directory must change nothing: the script's skip has to work to count.
+  if (r.expectUnchanged === true && result.changed !== undefined && result.changed !== 0) throw new Error(`${what}: re-sync changed ${result.changed} rows`);
+  return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };
+}
+
+/**
+ * The floor: the same page requests (offset, limit 500) at the same
+ * concurrency over the same HTTP client library (an undici Pool), each body
+ * read and discarded. No parsing, no SQLite: the best any client can do.
+ */
+async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
+  const origin = new URL(r.baseUrl);
+  const pool = new Pool(origin.origin, { connections: r.connections });
+  const prefix = origin.pathname.replace(/\/+$/, '');
+  const headers = { accept: 'application/json', [r.apiKeyHeader]: r.apiKey };
+  let pages = 0;
+  let bytes = 0;
+  try {
+    const { seconds, peakRssMb } = await measured(async () => {
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < r.users) {
+          const offset = next;
+          next += PAGE_LIMIT;
+          const res = await pool.request({ method: 'GET', path: `${prefix}/v2/user/?offset=${offset}&limit=${Math.min(PAGE_LIMIT, r.users - offset)}`, headers });
+          for await (const chunk of res.body) bytes += (chunk as Buffer).length;
+          if (res.statusCode !== 200) throw new Error(`fetch-only: offset ${offset}: HTTP ${res.statusCode}`);
+          pages++;
+        }
+      };
+      await Promise.all(Array.from({ length: r.concurrency }, worker));
+    });
+    // Every page answered 200 with a body of about the size the sync reads.
+    const expectedPages = Math.ceil(r.users / PAGE_LIMIT);
+    if (pages !== expectedPages || bytes < r.users * 100) throw new Error(`fetch-only: ${pages}/${expectedPages} pages, ${bytes} bytes`);
+    return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };
+  } finally {
+    await pool.close();
+  }
+}
 
 async function main(): Promise<void> {
   const r = JSON.parse(process.argv[2] ?? '{}') as SyncRunRequest;
-  const client = new ServiceClient({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, connections: r.connections });
-  try {
-    const result = r.kind === 'sync' ? await sync(client, r) : await peer(client, r.dbPath, r.users);
-    await new Promise<void>((resolve) => process.send?.(result, undefined, {}, () => resolve()) ?? resolve());
-  } finally {
-    await client.close();
+  let result: RunResult;
+  if (r.kind === 'sync') {
+    const client = new ServiceClient({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, connections: r.connections });
+    try {
+      result = await sync(client, r);
+    } finally {
+      await client.close();
+    }
+  } else if (r.kind === 'fetch-only') {
+    result = await fetchOnly(r);
+  } else {
+    result = await peerRun(r);
   }
+  await new Promise<void>((resolve) => process.send?.(result, undefined, {}, () => resolve()) ?? resolve());
 }
 
 await main();

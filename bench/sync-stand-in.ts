@@ -16,7 +16,9 @@ export interface SyncStandInReady {
 }
 
 const users = Number(process.argv[2] ?? '1000');
-const standIn = await startStandIn({ users, seed: 2024, orgs: 0, membersPerOrg: 0, requestLogSize: 1 });
+// The key travels in the header the official SDK sends (x-vital-api-key), so
+// that the SDK peer and our client (told the header) call the same stand-in.
+const standIn = await startStandIn({ users, seed: 2024, orgs: 0, membersPerOrg: 0, requestLogSize: 1, apiKeyHeader: 'x-vital-api-key' });
 
 process.on('message', (raw: unknown) => {
   const msg = raw as SyncStandInRequest;

@@ -1,40 +1,63 @@
 /**
  * `npm run bench:sync`: the sync path against the stand-in over loopback,
- * the stand-in in a child process (its own core), each scenario in a fresh
- * process of its own (bench/sync-run.ts), as the daemon runs each sync:
+ * measured against honest peers in the same run, on the same stand-in. The
+ * stand-in runs in a child process (its own core); every scenario, ours and
+ * the peers', runs in a fresh process of its own (bench/sync-run.ts), as the
+ * daemon runs each sync, with its peak RSS measured the same way:
  *
- *   1. first sync of BENCH_USERS (default 1,000,000) into a fresh mirror,
- *      with the peak RSS of its process
- *   2. re-sync of the same, unchanged
- *   3. the peer, on BENCH_PEER_USERS (default 200,000, at most BENCH_USERS):
- *      what a competent user would write without this project. One page at
- *      a time through the same client (so the same validation), then one
- *      transaction per page upserting the users and replacing their sources.
- *      Not autocommit per row: that would flatter us. Run in the same run as
- *      the others, on the same stand-in, so that the ratio holds whatever
- *      else loads the machine.
- *   4. 100 ms per request, concurrency 8, first sync of BENCH_LATENCY_USERS
- *      (default 200,000) into a fresh mirror: latency hiding, not CPU
+ *   - ours: first sync of BENCH_USERS (default 100,000) into a fresh mirror
+ *     (concurrency 4), then a re-sync of the same, unchanged
+ *   - the competent script (bench/peer-script.ts) on BENCH_SCRIPT_USERS
+ *     (default BENCH_USERS): 4 pages in flight, one transaction, upserts that
+ *     skip unchanged rows, WAL. First sync and re-sync unchanged.
+ *   - the official SDK's plain loop (bench/peer-sdk.ts) on BENCH_PEER_USERS
+ *     (default min(BENCH_USERS, 100,000)): a page at a time, a transaction
+ *     per page. First sync and re-sync.
+ *   - 100 ms per request, concurrency 8, on a stand-in of
+ *     BENCH_LATENCY_USERS (default min(BENCH_USERS, 200,000)): our first sync
+ *     between two runs of the fetch-only floor (the same requests, bodies
+ *     read and discarded); the faster floor counts.
+ *   - BENCH_SYNC_3M=1: our first sync and re-sync of 3,000,000 users, for
+ *     their peak RSS.
  *
- * Prints a markdown table, with the machine's load average before and after
- * (others share this 2-core machine: absolute figures move with it, the
- * ratio to the peer much less). Each scenario checks that the run succeeded and
- * saw every user, so a fast wrong answer cannot pass.
+ * The first-sync runs alternate ours, script, SDK; then the re-syncs in the
+ * same order; so load from others on this shared machine hits all alike.
+ * BENCH_ROUNDS (default 1) repeats the whole sequence with fresh databases
+ * (even rounds in the reverse order) and reports the median of each scenario.
+ * Peers on fewer users than ours compare by rate.
+ *
+ * Prints a markdown table of absolute figures and the ratios the goals are
+ * set on, with the machine's load average before and after. Each scenario
+ * checks that it stored every user (ours: a succeeded run that saw every
+ * user; peers: the row count; the floor: every page answered), so a fast
+ * wrong answer cannot pass.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadavg } from 'node:os';
 import type { FaultPlan } from '../src/stand-in/index.js';
 import type { RunResult, SyncRunRequest } from './sync-run.js';
 import type { SyncStandInReady, SyncStandInRequest } from './sync-stand-in.js';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
-const LATENCY_USERS = Number(process.env.BENCH_LATENCY_USERS ?? 200_000);
-const PEER_USERS = Number(process.env.BENCH_PEER_USERS ?? 200_000);
+const envInt = (name: string, fallback: number): number => {
+  const v = process.env[name];
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`${name} must be a positive integer, got ${v}`);
+  return n;
+};
+const USERS = envInt('BENCH_USERS', 100_000);
+const SCRIPT_USERS = Math.min(envInt('BENCH_SCRIPT_USERS', USERS), USERS);
+const SDK_USERS = Math.min(envInt('BENCH_PEER_USERS', Math.min(USERS, 100_000)), USERS);
+const LATENCY_USERS = envInt('BENCH_LATENCY_USERS', Math.min(USERS, 200_000));
+const ROUNDS = envInt('BENCH_ROUNDS', 1);
+const BIG = process.env.BENCH_SYNC_3M === '1' ? 3_000_000 : 0;
+const MAX_RSS_MB = 200;
+
+type Key = 'ours-first' | 'script-first' | 'sdk-first' | 'ours-resync' | 'script-resync' | 'sdk-resync' | 'ours-latency' | 'floor' | 'ours-3m-first' | 'ours-3m-resync';
 
 interface Row {
   scenario: string;
@@ -44,6 +67,7 @@ interface Row {
   peakRssMb: number;
   /** The WAL checkpoint the caller runs once the run's result is out (src/sync/exclusive-run.ts), not in `seconds`. */
   checkpointSeconds?: number;
+  ratio: string;
   goal: string;
   pass: boolean | undefined;
 }
@@ -85,40 +109,58 @@ async function inChild(request: SyncRunRequest): Promise<RunResult> {
   });
 }
 
-async function syncScenario(
-  scenario: string,
-  s: SyncStandInReady,
-  dbPath: string,
-  users: number,
-  concurrency: number,
-  goal: string,
-  minRate: number,
-): Promise<Row> {
-  const r = await inChild({ kind: 'sync', ...endpoint(s), dbPath, users, concurrency, connections: Math.max(8, concurrency) });
-  const rate = users / r.seconds;
-  return report({ scenario, users, ...r, rate, goal, pass: rate >= minRate });
+const runs = new Map<Key, { users: number; results: RunResult[] }>();
+
+async function run(key: Key, what: string, s: SyncStandInReady, request: Omit<SyncRunRequest, 'baseUrl' | 'apiKey' | 'apiKeyHeader'>): Promise<void> {
+  const r = await inChild({ baseUrl: s.baseUrl, apiKey: s.apiKey, apiKeyHeader: s.apiKeyHeader, ...request });
+  process.stderr.write(
+    `bench:sync:   ${what}: ${request.users} users in ${r.seconds.toFixed(2)} s, ${Math.round(request.users / r.seconds)} users/s, peak RSS ${Math.round(r.peakRssMb)} MB\n`,
+  );
+  const entry = runs.get(key) ?? { users: request.users, results: [] };
+  entry.results.push(r);
+  runs.set(key, entry);
 }
 
-async function peer(s: SyncStandInReady, dbPath: string, users: number): Promise<Row> {
-  const r = await inChild({ kind: 'peer', ...endpoint(s), dbPath, users, concurrency: 1, connections: 1 });
-  return report({ scenario: 'peer: page at a time, one transaction per page', users, ...r, rate: users / r.seconds, goal: 'reference', pass: undefined });
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+/** One scenario over its rounds: the median time (the floor: the fastest), the highest peak RSS. */
+function row(key: Key, scenario: string, fastest = false): Row {
+  const e = runs.get(key);
+  if (e === undefined) throw new Error(`no runs of ${key}`);
+  const seconds = fastest ? Math.min(...e.results.map((r) => r.seconds)) : median(e.results.map((r) => r.seconds));
+  const checkpoints = e.results.flatMap((r) => (r.checkpointSeconds === undefined ? [] : [r.checkpointSeconds]));
+  return {
+    scenario,
+    users: e.users,
+    seconds,
+    rate: e.users / seconds,
+    peakRssMb: Math.max(...e.results.map((r) => r.peakRssMb)),
+    checkpointSeconds: checkpoints.length > 0 ? median(checkpoints) : undefined,
+    ratio: '',
+    goal: 'reference',
+    pass: undefined,
+  };
 }
 
-function endpoint(s: SyncStandInReady): Pick<SyncRunRequest, 'baseUrl' | 'apiKey' | 'apiKeyHeader'> {
-  return { baseUrl: s.baseUrl, apiKey: s.apiKey, apiKeyHeader: s.apiKeyHeader };
-}
-
-function report(row: Row): Row {
-  process.stderr.write(`bench:sync:   ${row.scenario}: ${row.users} users in ${row.seconds.toFixed(1)} s, ${Math.round(row.rate)} users/s, peak RSS ${Math.round(row.peakRssMb)} MB\n`);
-  return row;
+/** Ours against the peers: `min` times each peer's rate. */
+function judge(ours: Row, peers: ReadonlyArray<[Row, string, number]>): void {
+  const parts = peers.map(([p, name, min]) => ({ name, min, times: ours.rate / p.rate }));
+  ours.ratio = parts.map((p) => `${p.times.toFixed(2)}× ${p.name}`).join(', ');
+  ours.goal = [...parts.map((p) => `≥ ${p.min}× ${p.name}`), `RSS ≤ ${MAX_RSS_MB} MB`].join(', ');
+  ours.pass = parts.every((p) => p.times >= p.min) && ours.peakRssMb <= MAX_RSS_MB;
 }
 
 function table(rows: readonly Row[]): string {
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-  const head = '| scenario | users | seconds | users/s | then checkpoint s | peak RSS MB | goal | result |\n|---|---:|---:|---:|---:|---:|---|---|';
+  const head =
+    '| scenario | users | seconds | users/s | then checkpoint s | peak RSS MB | ours vs peer | goal | result |\n|---|---:|---:|---:|---:|---:|---|---|---|';
   const body = rows.map(
     (r) =>
-      `| ${r.scenario} | ${fmt(r.users)} | ${r.seconds.toFixed(1)} | ${fmt(r.rate)} | ${r.checkpointSeconds === undefined ? '-' : r.checkpointSeconds.toFixed(1)} | ${fmt(r.peakRssMb)} | ${r.goal} | ${r.pass === undefined ? '-' : r.pass ? 'pass' : 'FAIL'} |`,
+      `| ${r.scenario} | ${fmt(r.users)} | ${r.seconds.toFixed(2)} | ${fmt(r.rate)} | ${r.checkpointSeconds === undefined ? '-' : r.checkpointSeconds.toFixed(2)} | ${fmt(r.peakRssMb)} | ${r.ratio || '-'} | ${r.goal} | ${r.pass === undefined ? '-' : r.pass ? 'pass' : 'FAIL'} |`,
   );
   return [head, ...body].join('\n');
 }
@@ -127,39 +169,108 @@ async function main(): Promise<void> {
   const loadBefore = loadavg().map((l) => l.toFixed(2)).join(' ');
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-sync-'));
   const rows: Row[] = [];
-  process.stderr.write(`bench:sync: starting the stand-in with ${USERS.toLocaleString('en-US')} users (child process)\n`);
-  const big = await startStandInChild(USERS);
+  const fmt = (n: number) => n.toLocaleString('en-US');
+  process.stderr.write(
+    `bench:sync: stand-ins of ${fmt(USERS)} and ${fmt(LATENCY_USERS)} users (child processes); ours on ${fmt(USERS)}, the script on ${fmt(SCRIPT_USERS)}, the SDK loop on ${fmt(SDK_USERS)}; ${ROUNDS} round(s)\n`,
+  );
+  const full = await startStandInChild(USERS);
+  const slow = await startStandInChild(LATENCY_USERS);
   try {
-    process.stderr.write('bench:sync: 1/4 first sync\n');
-    const first = await syncScenario(`first sync (concurrency 4)`, big.ready, join(dir, 'mirror.db'), USERS, 4, '>= 40,000 users/s', 40_000);
-    rows.push(first);
-
-    process.stderr.write('bench:sync: 2/4 re-sync, unchanged\n');
-    rows.push(await syncScenario('re-sync unchanged (concurrency 4)', big.ready, join(dir, 'mirror.db'), USERS, 4, '>= 150,000 users/s', 150_000));
-
-    process.stderr.write('bench:sync: 3/4 the peer\n');
-    const peerRow = await peer(big.ready, join(dir, 'peer.db'), Math.min(PEER_USERS, USERS));
-    first.goal += `, >= 5x the peer (${(first.rate / peerRow.rate).toFixed(1)}x)`;
-    first.pass = first.pass === true && first.rate >= 5 * peerRow.rate;
-    const second = rows[1];
-    if (second !== undefined) second.goal += ` (${(second.rate / peerRow.rate).toFixed(1)}x the peer's first sync)`;
-
-    await big.close();
-
-    process.stderr.write(`bench:sync: 4/4 100 ms latency, ${LATENCY_USERS.toLocaleString('en-US')} users\n`);
-    const slow = await startStandInChild(LATENCY_USERS);
-    try {
-      await slow.send({ op: 'faults', plan: { latencyMs: 100 } satisfies Partial<FaultPlan> });
-      rows.push(await syncScenario('first sync, 100 ms latency (concurrency 8)', slow.ready, join(dir, 'latency.db'), LATENCY_USERS, 8, '>= 32,000 users/s', 32_000));
-    } finally {
-      await slow.close();
+    await slow.send({ op: 'faults', plan: { latencyMs: 100 } satisfies Partial<FaultPlan> });
+    const m = full.ready;
+    for (let round = 1; round <= ROUNDS; round++) {
+      process.stderr.write(`bench:sync: round ${round}/${ROUNDS}\n`);
+      const db = (name: string) => join(dir, `${name}-${round}.db`);
+      const steps: Array<[Key, Key, () => Promise<void>, () => Promise<void>]> = [
+        [
+          'ours-first',
+          'ours-resync',
+          () => run('ours-first', 'ours, first sync', m, { kind: 'sync', dbPath: db('ours'), users: USERS, concurrency: 4, connections: 8 }),
+          () => run('ours-resync', 'ours, re-sync', m, { kind: 'sync', dbPath: db('ours'), users: USERS, concurrency: 4, connections: 8 }),
+        ],
+        [
+          'script-first',
+          'script-resync',
+          () => run('script-first', 'script, first sync', m, { kind: 'script', dbPath: db('script'), users: SCRIPT_USERS, concurrency: 4, connections: 4 }),
+          () =>
+            run('script-resync', 'script, re-sync', m, {
+              kind: 'script',
+              dbPath: db('script'),
+              users: SCRIPT_USERS,
+              concurrency: 4,
+              connections: 4,
+              expectUnchanged: true,
+            }),
+        ],
+        [
+          'sdk-first',
+          'sdk-resync',
+          () => run('sdk-first', 'SDK loop, first sync', m, { kind: 'sdk', dbPath: db('sdk'), users: SDK_USERS, concurrency: 1, connections: 1 }),
+          () => run('sdk-resync', 'SDK loop, re-sync', m, { kind: 'sdk', dbPath: db('sdk'), users: SDK_USERS, concurrency: 1, connections: 1 }),
+        ],
+      ];
+      if (round % 2 === 0) steps.reverse();
+      for (const [, , first] of steps) await first();
+      for (const [, , , again] of steps) await again();
+      const floor = () => run('floor', 'fetch-only, 100 ms latency', slow.ready, { kind: 'fetch-only', dbPath: '', users: LATENCY_USERS, concurrency: 8, connections: 8 });
+      await floor();
+      await run('ours-latency', 'ours, 100 ms latency', slow.ready, { kind: 'sync', dbPath: db('latency'), users: LATENCY_USERS, concurrency: 8, connections: 8 });
+      await floor();
+      for (const name of ['ours', 'script', 'sdk', 'latency']) for (const ext of ['', '-wal', '-shm']) rmSync(db(name) + ext, { force: true });
     }
-    rows.push(peerRow);
-    for (const r of rows) if (r.pass !== undefined) r.pass = r.pass && r.peakRssMb <= 200;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    await slow.close();
+    await full.close();
   }
-  process.stdout.write(`\n${table(rows)}\n\nnode ${process.version}, ${(await import('node:os')).cpus().length} CPUs; the stand-in and each scenario in processes of their own; users/s end to end (HTTP, validation, staging, publish), the WAL checkpoint after it shown apart (the peer checkpoints as it goes, SQLite's default); every goal also needs peak RSS <= 200 MB.\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+
+  const ours1 = row('ours-first', 'ours: first sync (concurrency 4)');
+  const script1 = row('script-first', 'competent script: first sync (4 in flight, one transaction)');
+  const sdk1 = row('sdk-first', 'SDK loop: first sync (page at a time, transaction per page)');
+  judge(ours1, [
+    [script1, 'the script', 1.3],
+    [sdk1, 'the SDK loop', 5],
+  ]);
+  const ours2 = row('ours-resync', 'ours: re-sync unchanged (concurrency 4)');
+  const script2 = row('script-resync', 'competent script: re-sync unchanged');
+  const sdk2 = row('sdk-resync', 'SDK loop: re-sync unchanged');
+  judge(ours2, [
+    [script2, 'the script', 3],
+    [sdk2, 'the SDK loop', 25],
+  ]);
+  const latency = row('ours-latency', 'ours: first sync, 100 ms latency (concurrency 8)');
+  const floor = row('floor', 'fetch-only floor: 100 ms latency (concurrency 8), bodies discarded', true);
+  const share = latency.rate / floor.rate;
+  latency.ratio = `${(share * 100).toFixed(0)}% of fetch-only`;
+  latency.goal = `≥ 85% of fetch-only, RSS ≤ ${MAX_RSS_MB} MB`;
+  latency.pass = share >= 0.85 && latency.peakRssMb <= MAX_RSS_MB;
+  floor.goal = 'floor (the faster of 2 runs)';
+  rows.push(ours1, script1, sdk1, ours2, script2, sdk2, latency, floor);
+
+  if (BIG > 0) {
+    process.stderr.write(`bench:sync: ${fmt(BIG)} users, our first sync and re-sync, for peak RSS\n`);
+    const big = await startStandInChild(BIG);
+    try {
+      const dbPath = join(dir, 'big.db');
+      await run('ours-3m-first', 'ours, first sync, 3M', big.ready, { kind: 'sync', dbPath, users: BIG, concurrency: 4, connections: 8 });
+      await run('ours-3m-resync', 'ours, re-sync, 3M', big.ready, { kind: 'sync', dbPath, users: BIG, concurrency: 4, connections: 8 });
+    } finally {
+      await big.close();
+    }
+    for (const [key, name] of [
+      ['ours-3m-first', 'ours: first sync, 3M users (concurrency 4)'],
+      ['ours-3m-resync', 'ours: re-sync unchanged, 3M users (concurrency 4)'],
+    ] as const) {
+      const r = row(key, name);
+      r.goal = `peak RSS ≤ ${MAX_RSS_MB} MB`;
+      r.pass = r.peakRssMb <= MAX_RSS_MB;
+      rows.push(r);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+
+  process.stdout.write(
+    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs; ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins and each scenario in processes of their own; users/s end to end; ours' WAL checkpoint after the run shown apart (the peers checkpoint as they go, SQLite's default).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`,
+  );
 }
 
 await main();
