@@ -22,6 +22,12 @@
  *   plus a few seconds to close Redis and SQLite, plus a 5 s backstop margin.
  * - exp_backoff_restart_delay: a crash (bad config, unreadable mirror) is
  *   retried with growing pauses (up to 15 s), not in a tight loop.
+ * - the replica on every core: with REPLICA_WORKERS above 1 (and REPLICA_PORT
+ *   set) the replica leaves the daemon for an app of its own,
+ *   `user-mirror-replica`, which runs `serve` with that many processes on
+ *   the one port (node:cluster inside `serve`: pm2's own cluster mode would
+ *   also start the daemon's side more than once). The daemon then serves no
+ *   replica (REPLICA_PORT is not passed to it).
  * - env: the variables the daemon reads (src/runtime/config.ts), taken from the
  *   environment of whoever runs `pm2 start` (pm2 passes that environment on
  *   as well; the list makes the contract explicit). No values live in this
@@ -83,6 +89,7 @@ const DAEMON_VARIABLES = [
   'REPLICA_API_KEY',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
+  'REPLICA_WORKERS',
   'CHANGES_BASELINE',
   'CHANGES_RETENTION_DAYS',
   'WEBHOOK_URL',
@@ -109,6 +116,26 @@ function shutdownTimeoutMs() {
 
 const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
 
+/** What `serve` reads. */
+const REPLICA_VARIABLES = [
+  'MIRROR_DB',
+  'REPLICA_PORT',
+  'REPLICA_HOST',
+  'REPLICA_API_KEY',
+  'REPLICA_API_KEY_HEADER',
+  'REPLICA_MAX_STALENESS_S',
+  'REPLICA_WORKERS',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  'LOG_LEVEL',
+  'NODE_ENV',
+];
+
+const replicaWorkers = Number(process.env.REPLICA_WORKERS || '1');
+const replicaApart = replicaWorkers > 1 && Boolean(process.env.REPLICA_PORT);
+const daemonEnv = pickEnv(DAEMON_VARIABLES);
+if (replicaApart) delete daemonEnv.REPLICA_PORT;
+
 module.exports = {
   apps: [
     {
@@ -132,7 +159,29 @@ module.exports = {
       merge_logs: true,
       // The daemon logs JSON lines with their own timestamps.
       time: false,
-      env: pickEnv(DAEMON_VARIABLES),
+      env: daemonEnv,
     },
+    ...(replicaApart
+      ? [
+          {
+            name: `${process.env.USER_MIRROR_APP_NAME || 'user-mirror'}-replica`,
+            script: path.join(__dirname, 'dist', 'cli.js'),
+            args: ['serve'],
+            interpreter: process.execPath,
+            cwd: __dirname,
+            exec_mode: 'fork',
+            instances: 1,
+            autorestart: true,
+            stop_exit_codes: [2],
+            kill_timeout: 15_000,
+            exp_backoff_restart_delay: 200,
+            out_file: path.join(logDir, 'user-mirror-replica.out.log'),
+            error_file: path.join(logDir, 'user-mirror-replica.err.log'),
+            merge_logs: true,
+            time: false,
+            env: pickEnv(REPLICA_VARIABLES),
+          },
+        ]
+      : []),
   ],
 };

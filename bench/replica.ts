@@ -11,7 +11,11 @@
  *
  *  - resolve of random active client ids (goal ≥ 20,000 requests/s);
  *  - the same while `sync --once` children run back to back on the same file;
- *  - list pages of 500 at random offsets (goal ≥ 100,000 users/s).
+ *  - list pages of 500 at random offsets (goal ≥ 100,000 users/s);
+ *  - resolve again with REPLICA_WORKERS processes on the port
+ *    (BENCH_REPLICA_WORKERS, default the machine's CPUs; 1 skips it);
+ *  - a bare node:http server with a fixed 1 KB body: the floor. Server CPU
+ *    per request counts the serving process and its workers.
  *
  * Every answer is checked (status; a resolve must name the id asked for), so
  * a fast wrong answer cannot pass. BENCH_REPLICA_PROF=1 runs the replica with
@@ -30,6 +34,7 @@ import { encodePathSegment } from '../src/service/wire.js';
 
 const USERS = Number(process.env.BENCH_REPLICA_USERS ?? 200_000);
 const SECONDS = Number(process.env.BENCH_REPLICA_SECONDS ?? 10);
+const WORKERS = Number(process.env.BENCH_REPLICA_WORKERS ?? cpus().length);
 const RESOLVE_CONNECTIONS = Number(process.env.BENCH_REPLICA_CONNECTIONS ?? 32);
 const LIST_CONNECTIONS = Number(process.env.BENCH_REPLICA_LIST_CONNECTIONS ?? 8);
 const PROFILE = process.env.BENCH_REPLICA_PROF === '1';
@@ -118,11 +123,14 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 }
 
-/** CPU seconds a process has used so far (Linux /proc; undefined elsewhere). */
+/** CPU seconds a process and its live children (a `serve` with workers) have used so far (Linux /proc; undefined elsewhere). */
 function cpuSeconds(pid: number | undefined): number | undefined {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    let total = (Number(fields[11]) + Number(fields[12])) / 100;
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    for (const child of children === '' ? [] : children.split(' ')) total += cpuSeconds(Number(child)) ?? 0;
+    return total;
   } catch {
     return undefined;
   }
@@ -230,6 +238,21 @@ async function main(): Promise<void> {
     await pool.close();
     serve.child.kill('SIGTERM');
     await serve.exited;
+
+    // The replica on every core: REPLICA_WORKERS processes on one port (node:cluster).
+    if (WORKERS > 1) {
+      const many = startChild(['serve'], { MIRROR_DB: mirrorDb, REPLICA_PORT: '0', REPLICA_API_KEY: replicaKey, REPLICA_WORKERS: String(WORKERS), LOG_LEVEL: 'info' });
+      children.push(many);
+      const port = (JSON.parse(await many.line(/"event":"replica.listening"/)) as { port: number }).port;
+      await many.line(/"event":"replica.workers"/);
+      const manyPool = new Pool(`http://127.0.0.1:${port}`, { connections: RESOLVE_CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
+      await load(manyPool, RESOLVE_CONNECTIONS, 1, resolveNext, replicaKey);
+      const l = await measured(many.child.pid, () => load(manyPool, RESOLVE_CONNECTIONS, SECONDS, resolveNext, replicaKey));
+      rows.push(row(`resolve, active ids, REPLICA_WORKERS=${WORKERS}`, RESOLVE_CONNECTIONS, l, undefined, '', 0));
+      await manyPool.close();
+      many.child.kill('SIGTERM');
+      await many.exited;
+    }
     rows.push(await ceiling(ids, replicaKey));
     print(rows, loadBefore, syncs);
     if (PROFILE) process.stdout.write(`\nreplica CPU profile in ${profDir} (open in Chrome DevTools or speedscope)\n`);

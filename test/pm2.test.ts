@@ -42,24 +42,39 @@ interface EcosystemApp {
   env: Record<string, string>;
 }
 
-/** Loads the ecosystem file afresh with `env` as the environment of `pm2 start`. */
-function loadEcosystem(env: Record<string, string>): EcosystemApp {
+/** Loads the ecosystem file afresh with `env` as the environment of `pm2 start`: its apps. */
+function loadApps(env: Record<string, string>): EcosystemApp[] {
   const require = createRequire(import.meta.url);
   const saved = { ...process.env };
   try {
     Object.assign(process.env, env);
     delete require.cache[require.resolve(ECOSYSTEM)];
-    const config = require(ECOSYSTEM) as { apps: EcosystemApp[] };
-    const app = config.apps[0];
-    if (app === undefined || config.apps.length !== 1) throw new Error('expected exactly one app');
-    return app;
+    return (require(ECOSYSTEM) as { apps: EcosystemApp[] }).apps;
   } finally {
     for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
     Object.assign(process.env, saved);
   }
 }
 
+/** The one app (the daemon) of an ecosystem without a replica of its own. */
+function loadEcosystem(env: Record<string, string>): EcosystemApp {
+  const apps = loadApps(env);
+  const app = apps[0];
+  if (app === undefined || apps.length !== 1) throw new Error('expected exactly one app');
+  return app;
+}
+
 describe('ecosystem.config.cjs', () => {
+  it('with REPLICA_WORKERS above 1, runs the replica as an app of its own with that many processes, and not in the daemon', () => {
+    const apps = loadApps({ REPLICA_PORT: '8788', REPLICA_WORKERS: '4', REPLICA_API_KEY: 'rk_x', MIRROR_DB: '/srv/m.db' });
+    expect(apps.map((a) => a.args)).toEqual([['daemon'], ['serve']]);
+    const [daemon, replica] = apps;
+    expect(daemon?.env.REPLICA_PORT).toBeUndefined();
+    expect(replica?.env).toMatchObject({ REPLICA_PORT: '8788', REPLICA_WORKERS: '4', REPLICA_API_KEY: 'rk_x', MIRROR_DB: '/srv/m.db' });
+    expect(replica?.interpreter).toBe(process.execPath);
+    expect(loadApps({ REPLICA_PORT: '8788', REPLICA_WORKERS: '1' })).toHaveLength(1);
+  });
+
   it('runs one forked instance of the built daemon, with room for a graceful stop', () => {
     const app = loadEcosystem({ SHUTDOWN_TIMEOUT_MS: '40000' });
     expect(app.script).toBe(CLI);

@@ -4,6 +4,7 @@
  * the stand-in. The official SDK keeps resolving from the daemon's replica
  * once the service is gone. Needs `npm run build` first.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +46,31 @@ describe('user-mirror serve', () => {
       serve.child.kill('SIGTERM');
       expect(await serve.exited()).toBe(0);
     }
+  });
+
+  it('with REPLICA_WORKERS=2 answers from two processes on one port, restarts a worker that dies, stops them all', async () => {
+    const port = await freePort();
+    const env = { PATH: process.env.PATH, MIRROR_DB: rig.dbPath, REPLICA_PORT: String(port), REPLICA_API_KEY_HEADER: SDK_KEY_HEADER, REPLICA_WORKERS: '2' };
+    const serve = startCli(['serve'], env);
+    const pid = serve.child.pid ?? 0;
+    const workers = () => execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '').map(Number);
+    try {
+      const key = (await serve.line(/^REPLICA_API_KEY=/)).slice('REPLICA_API_KEY='.length);
+      expect(workers()).toHaveLength(2);
+      const users = rig.standIn.directory.page(0, 40);
+      const sdk = sdkAt(port, key);
+      const got = await Promise.all(users.map((u) => sdk.user.getByClientUserId(String(u.client_user_id))));
+      expect(got.map((u) => u.userId)).toEqual(users.map((u) => u.user_id));
+      const [victim] = workers();
+      process.kill(victim ?? 0, 'SIGKILL');
+      await eventually(() => (workers().length === 2 && !workers().includes(victim ?? 0) ? true : undefined), 10_000, 'a worker restarted');
+      expect((await sdk.user.getByClientUserId(String(users[0]?.client_user_id))).userId).toBe(users[0]?.user_id);
+      expect(serve.stdout().split(key).length - 1).toBe(1);
+    } finally {
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited()).toBe(0);
+    }
+    expect(() => execFileSync('pgrep', ['-P', String(pid)])).toThrow();
   });
 
   it('refuses to start with the service key as its key (exit 2, the key never printed)', async () => {

@@ -3,35 +3,109 @@
  * list and resolve endpoints (src/replica), on REPLICA_HOST:REPLICA_PORT
  * (default 127.0.0.1:8788), until SIGINT or SIGTERM.
  *
+ * REPLICA_WORKERS (default 1) processes answer on the one port
+ * (node:cluster: the primary accepts and hands connections round-robin to
+ * its workers), each with its own readonly connection to the mirror: a
+ * replica on every core the machine gives it. The primary only watches: a
+ * worker that dies is started again (at most one restart a second), and a
+ * stop signal stops them all.
+ *
  * Without REPLICA_API_KEY a key is generated and printed once on stdout:
- * the only place it ever appears. Exit 2 for a configuration error (among
- * them REPLICA_API_KEY equal to SERVICE_API_KEY), 1 when the mirror cannot
- * be opened or the port bound.
+ * the only place it ever appears (workers get it from the primary). Exit 2
+ * for a configuration error (among them REPLICA_API_KEY equal to
+ * SERVICE_API_KEY), 1 when the mirror cannot be opened or the port bound.
  */
+import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig, REPLICA_ENV } from '../runtime/config.js';
-import { createLogger } from '../runtime/log.js';
-import { replicaSettings, SERVE_DEFAULT_PORT, startReplica } from '../replica/settings.js';
+import { createLogger, type Logger } from '../runtime/log.js';
+import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaSettings } from '../replica/settings.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 
+/** How long stopping waits for the workers before it kills them. */
+const STOP_WORKERS_MS = 10_000;
+
 export default async function serve(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
-  const config = readConfig([...REPLICA_ENV, 'LOG_LEVEL']);
+  const config = readConfig([...REPLICA_ENV, 'REPLICA_WORKERS', 'LOG_LEVEL']);
   // Read only to refuse it as the replica's key; the service key is optional here.
   const serviceApiKey = process.env.SERVICE_API_KEY ? readConfig(['SERVICE_API_KEY']).SERVICE_API_KEY : undefined;
   const generatedKey = config.REPLICA_API_KEY === undefined ? `rk_${randomBytes(24).toString('hex')}` : undefined;
   const settings = replicaSettings(config, { serviceApiKey, defaultPort: SERVE_DEFAULT_PORT, generatedKey });
   const logger = createLogger(config.LOG_LEVEL);
-  const replica = await startReplica(config.MIRROR_DB, settings, logger);
-  if (generatedKey !== undefined) {
-    process.stdout.write(`# generated for this run (set REPLICA_API_KEY to keep one across restarts):\nREPLICA_API_KEY=${generatedKey}\n`);
-  }
+  if (cluster.isWorker) return serveOne(config.MIRROR_DB, settings, logger);
+  const printKey = () => {
+    if (generatedKey !== undefined) {
+      process.stdout.write(`# generated for this run (set REPLICA_API_KEY to keep one across restarts):\nREPLICA_API_KEY=${generatedKey}\n`);
+    }
+  };
+  if (config.REPLICA_WORKERS === 1) return serveOne(config.MIRROR_DB, settings, logger, printKey);
+  return servePrimary(config.REPLICA_WORKERS, settings, logger, printKey);
+}
+
+/** One process answering: the whole replica, or one worker of several. */
+async function serveOne(mirrorDb: string, settings: ReplicaSettings, logger: Logger, started?: () => void): Promise<number> {
+  const replica = await startReplica(mirrorDb, settings, logger);
+  started?.();
   const signal = await untilStopSignal();
   await replica.close();
   logger.info({ event: 'replica.stopped', signal }, 'replica stopped');
+  // A worker's channel to the primary would keep it alive.
+  cluster.worker?.disconnect();
   return 0;
+}
+
+/** Forks `count` workers on the shared port and keeps them running until a stop signal. */
+async function servePrimary(count: number, settings: ReplicaSettings, logger: Logger, started: () => void): Promise<number> {
+  // Workers read the same environment; the key they must accept comes from here (it may be generated).
+  const env = { REPLICA_API_KEY: settings.apiKey };
+  let stopping = false;
+  const fork = (): Worker => cluster.fork(env);
+  const listening = Array.from({ length: count }, () => fork()).map(
+    (worker) =>
+      new Promise<boolean>((resolve) => {
+        worker.once('listening', () => resolve(true));
+        worker.once('exit', () => resolve(false));
+      }),
+  );
+  if (!(await Promise.all(listening)).every(Boolean)) {
+    logger.error({ event: 'replica.workers_failed' }, 'a replica worker could not start; stopping');
+    await stopWorkers();
+    return 1;
+  }
+  logger.info({ event: 'replica.workers', workers: count, port: settings.port }, `replica answering with ${count} processes`);
+  started();
+  let lastRestart = 0;
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    logger.error({ event: 'replica.worker_exited', pid: worker.process.pid, code, signal }, 'a replica worker exited; starting another');
+    const wait = Math.max(0, lastRestart + 1_000 - Date.now());
+    lastRestart = Date.now() + wait;
+    setTimeout(() => {
+      if (!stopping) fork();
+    }, wait).unref();
+  });
+  const signal = await untilStopSignal();
+  stopping = true;
+  await stopWorkers();
+  logger.info({ event: 'replica.stopped', signal, workers: count }, 'replica stopped');
+  return 0;
+}
+
+async function stopWorkers(): Promise<void> {
+  const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+  const exited = Promise.all(workers.map((w) => new Promise((resolve) => (w.isDead() ? resolve(undefined) : w.once('exit', resolve)))));
+  for (const w of workers) w.process.kill('SIGTERM');
+  const timer = new AbortController();
+  const late = await Promise.race([
+    exited.then(() => false),
+    sleep(STOP_WORKERS_MS, true, { signal: timer.signal }).catch(() => false),
+  ]);
+  timer.abort();
+  if (late) for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
 }

@@ -121,6 +121,8 @@ export const ENV = {
   // The replica (src/replica): `serve` listens on 8788 when unset; the daemon serves one only when it is set.
   REPLICA_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   REPLICA_HOST: z.string().min(1).default('127.0.0.1'),
+  // `serve` only: processes sharing the port (node:cluster), one per core the replica may use.
+  REPLICA_WORKERS: positiveInt(1, 64),
   // Required by the daemon's replica; `serve` generates one (printed once) when unset. Never the service's key.
   REPLICA_API_KEY: secret.optional(),
   // Unset: the SERVICE_API_KEY_HEADER value, so a client of the service changes only its base URL and key.

@@ -24,7 +24,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['HTTP', ['HTTP_CONNECTIONS', 'HTTP_HEADERS_TIMEOUT_MS', 'HTTP_BODY_TIMEOUT_MS', 'HTTP_REQUEST_TIMEOUT_MS']],
   ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
   ['Daemon', ['SHUTDOWN_TIMEOUT_MS', 'WATCHDOG_INTERVAL_MS', 'WATCHDOG_STALL_MS', 'STATUS_HOST', 'STATUS_PORT', 'LOG_LEVEL']],
-  ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S']],
+  ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S', 'REPLICA_WORKERS']],
   ['Change feed and webhooks', ['CHANGES_BASELINE', 'CHANGES_RETENTION_DAYS', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'WEBHOOK_TIMEOUT_MS']],
 ];
 
@@ -78,6 +78,7 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
   REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
+  REPLICA_WORKERS: '`serve`: processes answering on the one port (node:cluster); up to the cores the replica may use',
   CHANGES_BASELINE: "a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)",
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not been handed',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
