@@ -136,52 +136,40 @@ const replicaApart = replicaWorkers > 1 && Boolean(process.env.REPLICA_PORT);
 const daemonEnv = pickEnv(DAEMON_VARIABLES);
 if (replicaApart) delete daemonEnv.REPLICA_PORT;
 
+const appName = process.env.USER_MIRROR_APP_NAME || 'user-mirror';
+
+/** What both apps share: the built CLI, on this Node, one forked process each. */
+function app(name, logName, command, env) {
+  return {
+    name,
+    script: path.join(__dirname, 'dist', 'cli.js'),
+    args: [command],
+    interpreter: process.execPath,
+    cwd: __dirname,
+    exec_mode: 'fork',
+    instances: 1,
+    autorestart: true,
+    // 2 = usage or configuration error: restarting cannot fix it.
+    stop_exit_codes: [2],
+    exp_backoff_restart_delay: 200,
+    out_file: path.join(logDir, `${logName}.out.log`),
+    error_file: path.join(logDir, `${logName}.err.log`),
+    merge_logs: true,
+    // JSON log lines carry their own timestamps.
+    time: false,
+    env,
+  };
+}
+
 module.exports = {
   apps: [
     {
-      name: process.env.USER_MIRROR_APP_NAME || 'user-mirror',
-      script: path.join(__dirname, 'dist', 'cli.js'),
-      args: ['daemon'],
-      interpreter: process.execPath,
-      cwd: __dirname,
-      exec_mode: 'fork',
-      instances: 1,
-      autorestart: true,
-      // 2 = usage or configuration error: restarting cannot fix it.
-      stop_exit_codes: [2],
+      ...app(appName, 'user-mirror', 'daemon', daemonEnv),
       wait_ready: true,
       listen_timeout: 30_000,
       kill_timeout: shutdownTimeoutMs() + 15_000,
-      exp_backoff_restart_delay: 200,
       max_memory_restart: process.env.USER_MIRROR_MAX_MEMORY || '1G',
-      out_file: path.join(logDir, 'user-mirror.out.log'),
-      error_file: path.join(logDir, 'user-mirror.err.log'),
-      merge_logs: true,
-      // The daemon logs JSON lines with their own timestamps.
-      time: false,
-      env: daemonEnv,
     },
-    ...(replicaApart
-      ? [
-          {
-            name: `${process.env.USER_MIRROR_APP_NAME || 'user-mirror'}-replica`,
-            script: path.join(__dirname, 'dist', 'cli.js'),
-            args: ['serve'],
-            interpreter: process.execPath,
-            cwd: __dirname,
-            exec_mode: 'fork',
-            instances: 1,
-            autorestart: true,
-            stop_exit_codes: [2],
-            kill_timeout: 15_000,
-            exp_backoff_restart_delay: 200,
-            out_file: path.join(logDir, 'user-mirror-replica.out.log'),
-            error_file: path.join(logDir, 'user-mirror-replica.err.log'),
-            merge_logs: true,
-            time: false,
-            env: pickEnv(REPLICA_VARIABLES),
-          },
-        ]
-      : []),
+    ...(replicaApart ? [{ ...app(`${appName}-replica`, 'user-mirror-replica', 'serve', pickEnv(REPLICA_VARIABLES)), kill_timeout: 15_000 }] : []),
   ],
 };
