@@ -96,6 +96,7 @@ describe('webhooks from the daemon', () => {
     receiver.latencyMs = 50;
     await eventually(() => (receiver.requests.length > 0 ? true : undefined), 10_000, 'a delivery in flight');
     await daemon.stop('SIGKILL');
+    const firstRun = daemon;
     churn(6);
     daemon = spawnDaemon(env);
     await daemon.ready;
@@ -127,6 +128,11 @@ describe('webhooks from the daemon', () => {
     const status = await runCli(['status', '--json'], env);
     expect(JSON.parse(status.stdout)).toMatchObject({ webhooks: { eventsBehind: 0, secondsBehind: 0, failed: 0 }, changeFeed: { latest: expected.size } });
     await daemon.stop('SIGTERM');
+    // Neither the signing secret nor the receiver's query token ever reaches a log line.
+    const output = [firstRun, daemon].map((d) => JSON.stringify(d.logs) + d.text()).join('\n');
+    expect(output).toContain('webhooks.dispatched');
+    expect(output).not.toContain(SECRET.slice('whsec_'.length, 'whsec_'.length + 16));
+    expect(output).not.toContain('token=abc');
     daemon = undefined;
 
     const final = feedBodies(mirrorDb);

@@ -2,6 +2,8 @@
  * The daemon's pure decisions: tick -> job id, start-up catch-up, watchdog,
  * lease ownership, log throttling, shutdown budget. No I/O.
  */
+import { webhookSettings } from '../src/daemon/change-delivery.js';
+import { readConfig } from '../src/runtime/config.js';
 import { describe, expect, it } from 'vitest';
 import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync/queue.js';
 import { leaseIsFree, type LeaseRow } from '../db/sync-lease.js';
@@ -173,5 +175,24 @@ describe('remainingBudget', () => {
   it('counts down from the total, never below the floor', () => {
     expect(remainingBudget(1_000, 10_000, 4_000)).toBe(7_000);
     expect(remainingBudget(1_000, 10_000, 20_000)).toBe(250);
+  });
+});
+
+describe('webhook settings', () => {
+  it('are off without WEBHOOK_URL; a URL without its secret is a configuration error naming the variable', () => {
+    expect(webhookSettings({ WEBHOOK_URL: undefined, WEBHOOK_SECRET: undefined })).toBeUndefined();
+    expect(() => webhookSettings({ WEBHOOK_URL: 'https://hooks.example/in', WEBHOOK_SECRET: undefined })).toThrow(/WEBHOOK_SECRET: is required when WEBHOOK_URL is set/);
+    const on = webhookSettings({ WEBHOOK_URL: 'https://Hooks.example:443/in/?token=t', WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' });
+    expect(on?.target.url).toBe('https://hooks.example/in');
+    expect(on?.target.id).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  it('refuse a secret that is not whsec_ and base64, without echoing it', () => {
+    expect(() => readConfig(['WEBHOOK_SECRET'], { WEBHOOK_SECRET: 'not-a-secret-value' })).toThrow(/WEBHOOK_SECRET: must be whsec_ followed by a base64 key/);
+    try {
+      readConfig(['WEBHOOK_SECRET'], { WEBHOOK_SECRET: 'not-a-secret-value' });
+    } catch (err) {
+      expect(String(err)).not.toContain('not-a-secret-value');
+    }
   });
 });
