@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ChangeEventSchema, describeChange, diffRecords, type ChangeInput } from '../db/change-feed.js';
+import { ChangeEventSchema, describeChange, diffRecords, type ChangeInput } from '../db/change-event.js';
 
 const base: ChangeInput = {
   change: 'created',

@@ -4,7 +4,8 @@
  * from the stand-in with churn between runs.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChangeEventSchema, ChangeFeed } from '../db/change-feed.js';
+import { ChangeEventSchema } from '../db/change-event.js';
+import { ChangeFeed } from '../db/change-feed.js';
 import { openMirror } from '../db/open.js';
 import { requireBuiltCli, startCli } from './support/cli-process.js';
 import { createReplicaRig, type ReplicaRig } from './support/replica-rig.js';

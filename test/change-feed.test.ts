@@ -5,7 +5,8 @@
  * against the stand-in over HTTP, run after run.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ChangeEventSchema, ChangeFeed, type ChangeEvent } from '../db/change-feed.js';
+import { ChangeEventSchema, type ChangeEvent } from '../db/change-event.js';
+import { ChangeFeed } from '../db/change-feed.js';
 import type { Db } from '../db/open.js';
 import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
 import type { RefreshResult } from '../db/user-writes.js';

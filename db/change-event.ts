@@ -1,0 +1,164 @@
+/**
+ * A change event: its shape, the one every surface carries (feed pages,
+ * `changes --json` lines, webhook bodies), and how a change of the mirror
+ * becomes one. Pure: no I/O. The feed that stores them is change-feed.ts;
+ * docs/change-event.schema.json is rendered from ChangeEventSchema and
+ * docs/changes.md explains it.
+ *
+ * - `created` with the user deleted before the change is `user.restored`.
+ * - `updated` names the top-level fields whose value changed (structurally:
+ *   key order inside is not a change) and the connected-source slugs gained
+ *   and lost; `deleted` says whether the service confirmed it or a newer
+ *   record took the user's key.
+ * - The record is embedded as the bytes the mirror holds, never re-serialised.
+ */
+import { z } from 'zod';
+
+export const CHANGE_EVENT_TYPES = ['user.created', 'user.updated', 'user.deleted', 'user.restored', 'mirror.baseline'] as const;
+export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
+
+/** What CHANGES_BASELINE chooses for a first sync into an empty mirror. */
+export type BaselineMode = 'marker' | 'events';
+
+const common = {
+  id: z
+    .string()
+    .regex(/^evt_[0-9a-f]+_[0-9]+$/)
+    .describe('Stable and unique: the same on every delivery of this event (webhook-id); deduplicate on it'),
+  cursor: z.number().int().positive().describe('Position in the feed, increasing in commit order: ask for events after it'),
+  timestamp: z.iso.datetime().describe('When the change was published in the mirror (UTC)'),
+  run_id: z.number().int().positive().nullable().describe('The sync run that published the change; null for an online resolve'),
+};
+const who = {
+  user_id: z.string().describe("The service's user id (UUID)"),
+  team_id: z.string().describe('The team (UUID)'),
+  client_user_id: z.string().describe("The team's own id for the user"),
+};
+const user = z.record(z.string(), z.unknown()).describe('The user record as mirrored: the bytes the service listed, as JSON');
+
+/** One event as every surface carries it (feed pages, JSON lines, webhook bodies). */
+export const ChangeEventSchema = z.discriminatedUnion('type', [
+  z.object({ ...common, type: z.literal('user.created'), data: z.object({ ...who, user }) }),
+  z.object({ ...common, type: z.literal('user.restored'), data: z.object({ ...who, user }) }),
+  z.object({
+    ...common,
+    type: z.literal('user.updated'),
+    data: z.object({
+      ...who,
+      user,
+      /** Top-level fields of the record whose value changed, appeared or went. */
+      changed_fields: z.array(z.string()),
+      /** Connected-source slugs the user gained and lost. */
+      sources_added: z.array(z.string()),
+      sources_removed: z.array(z.string()),
+    }),
+  }),
+  z.object({
+    ...common,
+    type: z.literal('user.deleted'),
+    data: z.object({
+      ...who,
+      user: z.null(),
+      /** `verified`: the service confirmed the user gone; `superseded`: another user took its client_user_id. */
+      reason: z.enum(['verified', 'superseded']),
+    }),
+  }),
+  z.object({
+    ...common,
+    type: z.literal('mirror.baseline'),
+    data: z.object({ users: z.number().int().nonnegative(), note: z.string() }),
+  }),
+]);
+export type ChangeEvent = z.infer<typeof ChangeEventSchema>;
+
+/** A user's state before its change: absent, or its row as it was. */
+export interface Before {
+  raw: string | null;
+  deletedAt: string | null;
+}
+
+/** One change to turn into an event. */
+export interface ChangeInput {
+  change: 'created' | 'updated' | 'deleted';
+  cause: string | null;
+  userId: string;
+  teamId: string;
+  clientUserId: string;
+  /** The record as now mirrored. */
+  raw: string;
+  before: Before | undefined;
+}
+
+/** The event type and its `data` members for one change (pure: the feed's decision). */
+export function describeChange(c: ChangeInput): { type: ChangeEventType; data: string } {
+  const ids = `"user_id":${JSON.stringify(c.userId)},"team_id":${JSON.stringify(c.teamId)},"client_user_id":${JSON.stringify(c.clientUserId)}`;
+  if (c.change === 'deleted') {
+    const reason = c.cause === 'superseded' ? 'superseded' : 'verified';
+    return { type: 'user.deleted', data: `{${ids},"user":null,"reason":"${reason}"}` };
+  }
+  if (c.change === 'created') {
+    const restored = c.before?.raw != null && c.before.deletedAt !== null;
+    return { type: restored ? 'user.restored' : 'user.created', data: `{${ids},"user":${c.raw}}` };
+  }
+  const diff = diffRecords(c.before?.raw ?? null, c.raw);
+  const lists = `"changed_fields":${JSON.stringify(diff.fields)},"sources_added":${JSON.stringify(diff.added)},"sources_removed":${JSON.stringify(diff.removed)}`;
+  return { type: 'user.updated', data: `{${ids},"user":${c.raw},${lists}}` };
+}
+
+/** Top-level fields that differ, and connected-source slugs gained and lost, between two records. */
+export function diffRecords(beforeRaw: string | null, afterRaw: string): { fields: string[]; added: string[]; removed: string[] } {
+  const before = objectOrEmpty(beforeRaw);
+  const after = objectOrEmpty(afterRaw);
+  const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => !deepEqual(before[k], after[k])).sort();
+  const was = slugsOf(before);
+  const now = slugsOf(after);
+  return { fields, added: [...now].filter((s) => !was.has(s)).sort(), removed: [...was].filter((s) => !now.has(s)).sort() };
+}
+
+function objectOrEmpty(raw: string | null): Record<string, unknown> {
+  if (raw === null) return {};
+  try {
+    const v: unknown = JSON.parse(raw);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The slugs of a record's connected sources, `provider` preferred to the deprecated `source`, as the mirror reads them. */
+function slugsOf(record: Record<string, unknown>): Set<string> {
+  const out = new Set<string>();
+  const list = record['connected_sources'];
+  if (!Array.isArray(list)) return out;
+  for (const entry of list) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const e = entry as Record<string, unknown>;
+    const slug = slugOf(e['provider']) ?? slugOf(e['source']);
+    if (slug !== undefined) out.add(slug);
+  }
+  return out;
+}
+
+function slugOf(descriptor: unknown): string | undefined {
+  if (typeof descriptor !== 'object' || descriptor === null) return undefined;
+  const slug = (descriptor as Record<string, unknown>)['slug'];
+  return typeof slug === 'string' && slug !== '' ? slug : undefined;
+}
+
+/** Structural equality of JSON values; key order does not matter. */
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => deepEqual(v, b[i]));
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  const ob = b as Record<string, unknown>;
+  return ka.every((k) => Object.hasOwn(ob, k) && deepEqual((a as Record<string, unknown>)[k], ob[k]));
+}
+
+/** The stored body: the envelope around `data`, with the id the cursor makes. */
+export function envelope(epoch: string, cursor: number, type: ChangeEventType, at: string, runId: number | null, data: string): string {
+  return `{"id":"evt_${epoch}_${cursor}","cursor":${cursor},"type":"${type}","timestamp":"${at}","run_id":${runId ?? 'null'},"data":${data}}`;
+}
