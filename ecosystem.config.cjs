@@ -116,20 +116,10 @@ function shutdownTimeoutMs() {
 
 const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
 
-/** What `serve` reads. */
-const REPLICA_VARIABLES = [
-  'MIRROR_DB',
-  'REPLICA_PORT',
-  'REPLICA_HOST',
-  'REPLICA_API_KEY',
-  'REPLICA_API_KEY_HEADER',
-  'REPLICA_MAX_STALENESS_S',
-  'REPLICA_WORKERS',
-  'SERVICE_API_KEY',
-  'SERVICE_API_KEY_HEADER',
-  'LOG_LEVEL',
-  'NODE_ENV',
-];
+/** What `serve` reads: the replica's variables, the mirror, the service key it must refuse, logging. */
+const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
+  (name) => name.startsWith('REPLICA_') || ['MIRROR_DB', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL', 'NODE_ENV'].includes(name),
+);
 
 const replicaWorkers = Number(process.env.REPLICA_WORKERS || '1');
 const replicaApart = replicaWorkers > 1 && Boolean(process.env.REPLICA_PORT);

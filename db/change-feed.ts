@@ -206,6 +206,15 @@ export class ChangeFeed {
   }
 }
 
+/**
+ * The feed of a mirror, or undefined for one written before it (migration 7
+ * runs on the next writable open): a read-only reader cannot create it.
+ */
+export function openChangeFeed(db: Db): ChangeFeed | undefined {
+  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
+  return has === undefined ? undefined : new ChangeFeed(db);
+}
+
 /** The id from a stored body, which starts `{"id":"evt_…"`. */
 function idOf(body: string): string {
   return body.slice(7, body.indexOf('"', 7));

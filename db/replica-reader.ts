@@ -17,7 +17,7 @@
  * Raw records are read as BLOBs: the UTF-8 bytes SQLite holds go onto the
  * wire as they are, never decoded into a JS string and encoded again.
  */
-import { ChangeFeed, type FeedPage } from './change-feed.js';
+import { openChangeFeed, type ChangeFeed, type FeedPage } from './change-feed.js';
 import type { Db } from './open.js';
 import { MirrorNotReadyError } from './mirror-reader.js';
 
@@ -168,12 +168,8 @@ export class ReplicaReader {
    * version, before its next sync). One statement: one snapshot.
    */
   changes(after: number | undefined, limit: number): FeedPage | undefined {
-    if (this.feed === undefined) {
-      const has = this.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
-      if (has === undefined) return undefined;
-      this.feed = new ChangeFeed(this.db);
-    }
-    const feed = this.feed;
+    const feed = (this.feed ??= openChangeFeed(this.db));
+    if (feed === undefined) return undefined;
     return this.db.transaction(() => feed.page(after ?? feed.bounds().prunedThrough, limit))();
   }
 

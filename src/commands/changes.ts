@@ -19,7 +19,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { openMirror, type Db } from '../../db/open.js';
-import { ChangeFeed, type FeedEvent } from '../../db/change-feed.js';
+import { openChangeFeed, type ChangeFeed, type FeedEvent } from '../../db/change-feed.js';
 
 const Args = z.object({
   after: z.coerce.number({ error: 'must be a cursor (a whole number)' }).int('must be a cursor (a whole number)').min(0, 'must be 0 or more').optional(),
@@ -78,12 +78,9 @@ export default async function changes(argv: string[]): Promise<number> {
 
 /** The feed, or undefined (said on stderr) when the mirror predates it: no sync has run with this version yet. */
 function openFeed(db: Db, path: string): ChangeFeed | undefined {
-  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
-  if (has === undefined) {
-    process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
-    return undefined;
-  }
-  return new ChangeFeed(db);
+  const feed = openChangeFeed(db);
+  if (feed === undefined) process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
+  return feed;
 }
 
 /** `cursor  timestamp  type  client_user_id  user_id  detail`: one line for a person. */

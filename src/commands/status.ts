@@ -36,7 +36,7 @@ import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
 import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookTarget } from '../../jobs/webhooks/queue.js';
-import { ChangeFeed } from '../../db/change-feed.js';
+import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
@@ -158,9 +158,8 @@ function failedInAudit(path: string): number | undefined {
 
 /** The feed's extent, or null for a mirror written before the feed. */
 function feedOf(db: Db): FeedFacts | null {
-  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
-  if (has === undefined) return null;
-  const b = new ChangeFeed(db).bounds();
+  const b = openChangeFeed(db)?.bounds();
+  if (b === undefined) return null;
   return { latest: b.latest, oldest: b.oldest, prunedThrough: b.prunedThrough };
 }
 

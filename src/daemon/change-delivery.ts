@@ -52,9 +52,10 @@ export interface DispatchResult {
 
 export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, log: Logger): Promise<DispatchResult> {
   let cursor = await readDispatched(queue);
-  if (cursor > feed.bounds().latest) {
+  const { latest } = feed.bounds();
+  if (cursor > latest) {
     // Beyond the newest event: the mirror file was rebuilt and its cursors began again (a new epoch).
-    log.warn({ event: 'webhooks.feed_rebuilt', cursor, latest: feed.bounds().latest }, 'the feed is newer than the webhook cursor (mirror rebuilt): delivering from its start');
+    log.warn({ event: 'webhooks.feed_rebuilt', cursor, latest }, 'the feed is newer than the webhook cursor (mirror rebuilt): delivering from its start');
     cursor = 0;
     await resetCursors(queue, cursor);
   }
