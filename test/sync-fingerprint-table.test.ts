@@ -30,7 +30,7 @@ describe('FingerprintTable', () => {
     expect(t.flagsAt(slot)).toBe(0);
   });
 
-  it('grows past half full, keeping every key, value and flag', () => {
+  it('grows past three quarters full, keeping every key, value and flag', () => {
     const t = new FingerprintTable();
     const start = t.capacity;
     const n = start * 3;
@@ -40,7 +40,7 @@ describe('FingerprintTable', () => {
       t.setFlagsAt(slot, i % 3);
     }
     expect(t.size).toBe(n);
-    expect(t.capacity).toBeGreaterThanOrEqual(n * 2);
+    expect(t.capacity).toBeGreaterThanOrEqual(n / 0.75);
     for (let i = 0; i < n; i++) {
       const slot = t.find(i * 7919, i);
       expect(slot).toBeGreaterThanOrEqual(0);
@@ -51,9 +51,8 @@ describe('FingerprintTable', () => {
 
   it('probes past keys that share a home slot', () => {
     const t = new FingerprintTable();
-    const mask = t.capacity - 1;
-    // Same (hi ^ lo) & mask: one home slot for all three.
-    const keys: Array<[number, number]> = [[0, 5], [mask + 1, mask + 1 + 5], [(mask + 1) * 2, (mask + 1) * 2 + 5]];
+    // Same hi ^ lo: one home slot for all three.
+    const keys: Array<[number, number]> = [[0, 5], [1, 4], [2, 7]];
     const slots = keys.map(([hi, lo]) => t.add(hi, lo));
     expect(new Set(slots).size).toBe(3);
     keys.forEach(([hi, lo], i) => expect(t.find(hi, lo)).toBe(slots[i]));
@@ -76,8 +75,22 @@ describe('FingerprintTable', () => {
     expect(t.find(2, 2)).toBe(b);
   });
 
-  it('sizes itself for the expected keys', () => {
-    expect(new FingerprintTable(100_000).capacity).toBe(262_144);
+  it('sizes itself for the expected keys, three quarters full, and holds them without growing', () => {
+    const t = new FingerprintTable(100_000);
+    expect(t.capacity).toBe(133_335);
+    for (let i = 0; i < 100_000; i++) t.add(i, i * 31);
+    expect(t.capacity).toBe(133_335);
+    expect(t.find(99_999, 99_999 * 31)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('wraps a probe from the last slot to the first', () => {
+    const t = new FingerprintTable();
+    const last = t.capacity - 1;
+    // hi ^ lo = 0xffffffff: the home slot is the last one.
+    const a = t.add(0xffffffff, 0);
+    const b = t.add(0, 0xffffffff);
+    expect([a, b]).toEqual([last, 0]);
+    expect([t.find(0xffffffff, 0), t.find(0, 0xffffffff)]).toEqual([last, 0]);
   });
 });
 

@@ -6,8 +6,8 @@
  * the deletion candidates and the mass-delete breaker count from.
  *
  * Memory, while a run lasts: users are kept as 64-bit fingerprints of their
- * user_id in a FingerprintTable, 34 to 68 bytes per user (active at the
- * start, or listed), ~36 MB for a million, where strings in a Map and a Set
+ * user_id in a FingerprintTable, at most 23 bytes per user (active at the
+ * start, or listed), ~23 MB for a million, where strings in a Map and a Set
  * took ~250 MB. Still O(users): bounded by the directory's size, with a small
  * constant. Released when the run publishes or fails. The ledger keeps no
  * user_id, so the candidates are read back from the mirror (`isUnseenActive`).
@@ -137,17 +137,19 @@ export class RunLedger {
 
 /**
  * A hash table of 64-bit keys, each with a 64-bit value and a few flag bits,
- * on typed arrays: open addressing, linear probing, power-of-two capacity,
- * doubled (by rehashing) whenever the load would pass one half. Pure.
+ * on typed arrays: open addressing, linear probing, at most three quarters
+ * full. Pure.
  *
  * Why: a Map<string, string> of a million user_ids costs about 200 MB of
- * heap; this costs 17 bytes per slot, so ~34-68 bytes per key (load between
- * 1/4 and 1/2), ~36 MB for a million keys, outside the JS heap and invisible
- * to the GC (measured: Map + Set of 1M user_ids, 247 MB of heap; this, 0
- * of heap and 36 MB of buffers, 53 MB for a moment while growing). It is
- * still O(keys): what it bounds is the constant, not the growth. Callers
- * store fingerprints, not the strings, so they must make a key collision
- * harmless (see RunLedger).
+ * heap; this costs 17 bytes per slot (9 while no value was ever set: a first
+ * sync's ledger), so 23 bytes per key at most (12 without values), outside
+ * the JS heap and invisible to the GC: ~68 MB for the 3 million users a
+ * re-sync holds, 36 MB for a first sync's. The capacity is any size, not a
+ * power of two (a key's home slot is its hash scaled to the capacity), so a
+ * table sized for the listing's total holds it at three quarters full, and
+ * never doubles for the last few users. It is still O(keys): what it bounds
+ * is the constant. Callers store fingerprints, not the strings, so they must
+ * make a key collision harmless (see RunLedger).
  *
  * No deletion: keys live until the table is dropped.
  */
@@ -157,22 +159,29 @@ const OCCUPIED = 0x80;
 export const FLAG_BITS = 0x7f;
 
 const MIN_CAPACITY = 1024;
+/**
+ * Fullest a table gets. Linear probing at 3/4 costs ~2.5 probes to find a
+ * key and ~8.5 to learn one is absent, each on the slot after the last (one
+ * cache line holds several); past it the misses grow as 1/(1 - load)².
+ */
+const MAX_LOAD = 0.75;
+/** Growth when a listing outgrows its total (drift): half again, so old and new arrays together stay small. */
+const GROWTH = 1.5;
 
 export class FingerprintTable {
   /** Key halves of slot i at 2i (hi) and 2i+1 (lo); values likewise. */
   private keys: Uint32Array;
-  /** Allocated by the first setValue: a table that never holds values (a first sync's ledger) saves a third. */
+  /** Allocated by the first setValue: a table that never holds values (a first sync's ledger) saves half. */
   private values: Uint32Array | undefined;
   private flags: Uint8Array;
-  private mask: number;
   private count = 0;
+  private limit: number;
 
   constructor(expectedKeys = 0) {
-    let capacity = MIN_CAPACITY;
-    while (capacity < expectedKeys * 2) capacity *= 2;
+    const capacity = Math.max(MIN_CAPACITY, Math.ceil(expectedKeys / MAX_LOAD) + 1);
     this.keys = new Uint32Array(capacity * 2);
     this.flags = new Uint8Array(capacity);
-    this.mask = capacity - 1;
+    this.limit = Math.floor(capacity * MAX_LOAD);
   }
 
   get size(): number {
@@ -194,7 +203,7 @@ export class FingerprintTable {
    * returns its slot. Growing moves every slot: never keep one across an add.
    */
   add(hi: number, lo: number): number {
-    if ((this.count + 1) * 2 > this.flags.length) this.grow();
+    if (this.count + 1 > this.limit) this.grow();
     const slot = this.probe(hi >>> 0, lo >>> 0);
     if (this.flags[slot] !== 0) throw new Error('FingerprintTable.add: key already present');
     this.keys[slot * 2] = hi;
@@ -233,21 +242,25 @@ export class FingerprintTable {
 
   /** The slot holding the key, else the empty slot where it would go. */
   private probe(hi: number, lo: number): number {
-    const { keys, flags, mask } = this;
-    // lo is a hash half already; hi ^ lo spreads keys that share their low bits.
-    for (let slot = (lo ^ hi) & mask; ; slot = (slot + 1) & mask) {
+    const { keys, flags } = this;
+    const capacity = flags.length;
+    // lo is a hash half already; hi ^ lo spreads keys that share their low bits. Scaled, not masked:
+    // (h × capacity) / 2³² is below capacity for any 32-bit h, exactly or after the product's rounding.
+    let slot = Math.floor((((hi ^ lo) >>> 0) * capacity) / 4294967296);
+    for (;;) {
       if (flags[slot] === 0) return slot;
       if (keys[slot * 2] === hi && keys[slot * 2 + 1] === lo) return slot;
+      slot = slot + 1 === capacity ? 0 : slot + 1;
     }
   }
 
   private grow(): void {
     const { keys, values, flags } = this;
-    const capacity = flags.length * 2;
+    const capacity = Math.ceil(flags.length * GROWTH);
     this.keys = new Uint32Array(capacity * 2);
     this.values = values === undefined ? undefined : new Uint32Array(capacity * 2);
     this.flags = new Uint8Array(capacity);
-    this.mask = capacity - 1;
+    this.limit = Math.floor(capacity * MAX_LOAD);
     for (let i = 0; i < flags.length; i++) {
       if (flags[i] === 0) continue;
       const slot = this.probe(keys[i * 2] ?? 0, keys[i * 2 + 1] ?? 0);
