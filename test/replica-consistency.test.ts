@@ -65,7 +65,20 @@ describe('a reader while a sync publishes', () => {
         for (let offset = start * PAGE; offset < USERS; offset += PAGE * READERS) await readPage(offset);
       }
     };
-    const readers = Array.from({ length: READERS }, (_, i) => reader(i));
+    // Resolves too: each answer's record and its X-Mirror-Run-Id come from one snapshot.
+    const clientIds = [...after.values()].map((raw) => (JSON.parse(raw) as { client_user_id: string }).client_user_id);
+    const resolved: Array<{ runId: string; version: Version }> = [];
+    const resolver = async (start: number) => {
+      for (let i = start; !stop; i += 7) {
+        const res = await rig.get(`/v2/user/resolve/${encodeURIComponent(clientIds[i % clientIds.length] ?? '')}`);
+        expect(res.status).toBe(200);
+        const text = normal(res.text);
+        const userId = (JSON.parse(text) as { user_id: string }).user_id;
+        const version: Version = before.get(userId) === text ? 'before' : after.get(userId) === text ? 'after' : 'neither';
+        resolved.push({ runId: String(res.headers['x-mirror-run-id']), version });
+      }
+    };
+    const readers = [...Array.from({ length: READERS }, (_, i) => reader(i)), resolver(0), resolver(3)];
     const child = startCli(['sync', '--once'], rig.sync.env({ LOG_LEVEL: 'warn' }));
     const code = await child.exited(120_000);
     expect(code, child.stderr()).toBe(0);
@@ -73,6 +86,11 @@ describe('a reader while a sync publishes', () => {
     await Promise.all(readers);
     // One more round after the run, so the published state has been read.
     for (let offset = 0; offset < USERS; offset += PAGE) await readPage(offset);
+    stop = false;
+    const lastResolves = resolver(1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    stop = true;
+    await lastResolves;
 
     const secondRun = String(rig.sync.db.prepare('SELECT max(id) FROM sync_runs').pluck().get());
     expect(secondRun).not.toBe(firstRun);
@@ -81,6 +99,10 @@ describe('a reader while a sync publishes', () => {
     for (const p of seen) expect(p.runId).toBe(p.versions.has('before') ? firstRun : secondRun);
     expect(seen.some((p) => p.versions.has('before'))).toBe(true);
     expect(seen.some((p) => p.versions.has('after'))).toBe(true);
+    expect(resolved.filter((r) => r.version === 'neither')).toEqual([]);
+    for (const r of resolved) expect(r.runId).toBe(r.version === 'before' ? firstRun : secondRun);
+    expect(resolved.some((r) => r.version === 'before')).toBe(true);
+    expect(resolved.some((r) => r.version === 'after')).toBe(true);
   });
 });
 

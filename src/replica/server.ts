@@ -11,7 +11,7 @@
  * need no key. Nothing a client sends is ever echoed in an error or a log.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { ReplicaReader } from '../../db/replica-reader.js';
+import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
 import type { Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment, keyDigest, offeredKeyMatches } from '../service/wire.js';
@@ -78,7 +78,16 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
   const { settings, reader } = options;
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
-  const judge = (f: Parameters<typeof judgeFreshness>[0]) => judgeFreshness(f, now(), settings.maxStalenessMs);
+  // Judged once per turn and freshness, as the reader reads once per turn (db/replica-reader.ts):
+  // the headers of a busy turn's answers are one array, built once.
+  let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
+  const forget = () => (judged = undefined);
+  const judge = (f: Freshness): FreshnessVerdict => {
+    if (judged !== undefined && judged.f.runId === f.runId && judged.f.syncedAt === f.syncedAt) return judged.verdict;
+    if (judged === undefined) setImmediate(forget);
+    judged = { f, verdict: judgeFreshness(f, now(), settings.maxStalenessMs) };
+    return judged.verdict;
+  };
 
   return (req) => {
     const route: ReplicaRoute = matchReplicaRoute(req.method ?? 'GET', req.url ?? '/');
