@@ -64,7 +64,16 @@ interface Child {
 }
 
 function startChild(args: readonly string[], env: Record<string, string>, nodeArgs: readonly string[] = []): Child {
-  const child = spawn(process.execPath, [...nodeArgs, CLI, ...args], {
+  return startProcess([...nodeArgs, CLI, ...args], env, args[0] ?? '');
+}
+
+/** A node process running `script` (node -e). */
+function startScript(script: string): Child {
+  return startProcess(['-e', script], {}, 'script');
+}
+
+function startProcess(argv: readonly string[], env: Record<string, string>, name: string): Child {
+  const child = spawn(process.execPath, argv, {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -79,7 +88,7 @@ function startChild(args: readonly string[], env: Record<string, string>, nodeAr
       const look = () => {
         const hit = out.split('\n').find((l) => pattern.test(l));
         if (hit !== undefined) return resolve(hit);
-        if (child.exitCode !== null || Date.now() - started > timeoutMs) return reject(new Error(`${args[0]}: no ${pattern}: ${out} ${err}`));
+        if (child.exitCode !== null || Date.now() - started > timeoutMs) return reject(new Error(`${name}: no ${pattern}: ${out} ${err}`));
         setTimeout(look, 50);
       };
       look();
@@ -210,7 +219,22 @@ async function main(): Promise<void> {
     const rows: Row[] = [];
     await load(pool, RESOLVE_CONNECTIONS, 1, resolveNext, replicaKey);
     const pid = serve.child.pid;
-    rows.push(row('resolve, active ids', RESOLVE_CONNECTIONS, await measured(pid, () => load(pool, RESOLVE_CONNECTIONS, SECONDS, resolveNext, replicaKey)), undefined, '≥ 20,000 req/s', 20_000));
+    // Ours and the bare server take turns, twice, each half the scenario's time: load from
+    // others on a shared machine hits both alike, and the CPU ratio compares like with like.
+    const bare = await startBare();
+    children.push(bare.child);
+    const oursRuns: Array<Load & { serverMicros: number | undefined }> = [];
+    const bareRuns: Array<Load & { serverMicros: number | undefined }> = [];
+    for (let turn = 0; turn < 2; turn++) {
+      oursRuns.push(await measured(pid, () => load(pool, RESOLVE_CONNECTIONS, SECONDS / 2, resolveNext, replicaKey)));
+      bareRuns.push(await measured(bare.child.child.pid, () => load(bare.pool, RESOLVE_CONNECTIONS, SECONDS / 2, bare.next, replicaKey)));
+    }
+    await bare.close();
+    const ours = combined(oursRuns);
+    const reference = combined(bareRuns);
+    rows.push(row('resolve, active ids', RESOLVE_CONNECTIONS, ours, undefined, '≥ 20,000 req/s', 20_000));
+    const cpuRatio = ours.serverMicros !== undefined && reference.serverMicros !== undefined ? ours.serverMicros / reference.serverMicros : undefined;
+    rows.push(row('reference: bare node:http, fixed 1 KB answer (in turns with the row above)', RESOLVE_CONNECTIONS, reference, undefined, '', 0));
 
     await load(pool, LIST_CONNECTIONS, 1, listNext, replicaKey);
     rows.push(row('list, pages of 500 at random offsets', LIST_CONNECTIONS, await measured(pid, () => load(pool, LIST_CONNECTIONS, SECONDS, listNext, replicaKey)), 500, '≥ 100,000 users/s', 100_000));
@@ -253,8 +277,7 @@ async function main(): Promise<void> {
       many.child.kill('SIGTERM');
       await many.exited;
     }
-    rows.push(await ceiling(ids, replicaKey));
-    print(rows, loadBefore, syncs);
+    print(rows, loadBefore, syncs, cpuRatio);
     if (PROFILE) process.stdout.write(`\nreplica CPU profile in ${profDir} (open in Chrome DevTools or speedscope)\n`);
   } finally {
     for (const c of children) if (c.child.exitCode === null) c.child.kill('SIGKILL');
@@ -267,21 +290,36 @@ async function main(): Promise<void> {
  * answers every request with one fixed 1 KB record, under the same client.
  * What the replica cannot beat on node:http, whatever it does.
  */
-async function ceiling(ids: readonly string[], apiKey: string): Promise<Row> {
-  const script = `const b=Buffer.alloc(1024,120);require('node:http').createServer({keepAliveTimeout:65000},(q,r)=>{r.writeHead(200,['content-type','application/json','content-length','1024']);r.end(b)}).listen(0,'127.0.0.1',function(){console.log(JSON.stringify({port:this.address().port}))})`;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  try {
-    const port = await new Promise<number>((resolve) => child.stdout?.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
-    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: RESOLVE_CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
-    let n = 0;
-    const next = () => ({ path: `/v2/user/resolve/${encodePathSegment(ids[n++ % ids.length] ?? '')}`, check: (status: number) => status === 200 });
-    await load(pool, RESOLVE_CONNECTIONS, 1, next, apiKey);
-    const l = await measured(child.pid, () => load(pool, RESOLVE_CONNECTIONS, SECONDS, next, apiKey));
-    await pool.close();
-    return row('reference: bare node:http, fixed 1 KB answer', RESOLVE_CONNECTIONS, l, undefined, '', 0);
-  } finally {
-    child.kill('SIGKILL');
-  }
+async function startBare(): Promise<{ child: Child; pool: Pool; next: () => { path: string; check: (status: number) => boolean }; close: () => Promise<void> }> {
+  const script = `const b=Buffer.alloc(1024,120);require('node:http').createServer({keepAliveTimeout:65000},(q,r)=>{r.writeHead(200,['content-type','application/json','content-length','1024']);r.end(b)}).listen(0,'127.0.0.1',function(){console.log('listening '+this.address().port)})`;
+  const child = startScript(script);
+  const port = Number((await child.line(/^listening \d+/)).split(' ')[1]);
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: RESOLVE_CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
+  let n = 0;
+  const next = () => ({ path: `/v2/user/resolve/x${n++}`, check: (status: number) => status === 200 });
+  await load(pool, RESOLVE_CONNECTIONS, 1, next, 'unused');
+  return {
+    child,
+    pool,
+    next,
+    close: async () => {
+      await pool.close();
+      child.child.kill('SIGKILL');
+    },
+  };
+}
+
+/** Several measured runs as one: requests and CPU summed, latencies merged. */
+function combined(runs: ReadonlyArray<Load & { serverMicros: number | undefined }>): Load & { serverMicros: number | undefined } {
+  const count = runs.reduce((a, r) => a + r.count, 0);
+  const cpu = runs.every((r) => r.serverMicros !== undefined) ? runs.reduce((a, r) => a + (r.serverMicros ?? 0) * r.count, 0) : undefined;
+  return {
+    latencies: Float64Array.from(runs.flatMap((r) => [...r.latencies])).sort(),
+    count,
+    errors: runs.reduce((a, r) => a + r.errors, 0),
+    seconds: runs.reduce((a, r) => a + r.seconds, 0),
+    serverMicros: cpu === undefined ? undefined : cpu / count,
+  };
 }
 
 function sampleClientIds(path: string, n: number): string[] {
@@ -311,7 +349,7 @@ function publishedBetween(path: string, from: string, to: string): number {
   }
 }
 
-function print(rows: readonly Row[], loadBefore: number[], syncs: number): void {
+function print(rows: readonly Row[], loadBefore: number[], syncs: number, cpuRatio: number | undefined): void {
   const fmt = (x: number, digits = 0) => x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const lines = [
     `replica over a mirror of ${fmt(USERS)} users, ${SECONDS} s per scenario, loopback, keep-alive (node ${process.version}, ${cpus().length} CPUs)`,
@@ -320,9 +358,10 @@ function print(rows: readonly Row[], loadBefore: number[], syncs: number): void 
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.scenario} | ${r.connections} | ${fmt(r.requests)} | ${fmt(r.perSecond)} | ${r.usersPerSecond === undefined ? '' : fmt(r.usersPerSecond)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.serverMicros === undefined ? '' : fmt(r.serverMicros)} | ${r.errors} | ${r.goal} | ${r.met} |`,
+        `| ${r.scenario} | ${r.connections} | ${fmt(r.requests)} | ${fmt(r.perSecond)} | ${r.usersPerSecond === undefined ? '' : fmt(r.usersPerSecond)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.serverMicros === undefined ? '' : fmt(r.serverMicros, 1)} | ${r.errors} | ${r.goal} | ${r.met} |`,
     ),
     '',
+    `Server CPU per resolve: ${cpuRatio === undefined ? 'not measured (no /proc)' : `${cpuRatio.toFixed(2)}× the bare server's (goal ≤ 1.5×: ${cpuRatio <= 1.5 ? 'met' : 'NOT met'})`}.`,
     `load average (1/5/15 min): ${loadBefore.map((l) => l.toFixed(2)).join(' / ')} before, ${loadavg().map((l) => l.toFixed(2)).join(' / ')} after; ${syncs} background sync run(s).`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -13,6 +13,8 @@
  *   - the official SDK's plain loop (bench/peer-sdk.ts) on BENCH_PEER_USERS
  *     (default min(BENCH_USERS, 100,000)): a page at a time, a transaction
  *     per page. First sync and re-sync.
+ *   - the fetch-only floor with no added latency (concurrency 4), after the
+ *     re-syncs: the stand-in and HTTP alone, what a re-sync is up against
  *   - 100 ms per request, concurrency 8, on a stand-in of
  *     BENCH_LATENCY_USERS (default min(BENCH_USERS, 200,000)): our first sync
  *     between two runs of the fetch-only floor (the same requests, bodies
@@ -57,7 +59,7 @@ const ROUNDS = envInt('BENCH_ROUNDS', 1);
 const BIG = process.env.BENCH_SYNC_3M === '1' ? 3_000_000 : 0;
 const MAX_RSS_MB = 200;
 
-type Key = 'ours-first' | 'script-first' | 'sdk-first' | 'ours-resync' | 'script-resync' | 'sdk-resync' | 'ours-latency' | 'floor' | 'ours-3m-first' | 'ours-3m-resync';
+type Key = 'ours-first' | 'script-first' | 'sdk-first' | 'ours-resync' | 'script-resync' | 'sdk-resync' | 'ours-latency' | 'floor' | 'floor-0' | 'ours-3m-first' | 'ours-3m-resync';
 
 interface Row {
   scenario: string;
@@ -212,6 +214,8 @@ async function main(): Promise<void> {
       if (round % 2 === 0) steps.reverse();
       for (const [, , first] of steps) await first();
       for (const [, , , again] of steps) await again();
+      // What the re-sync is up against: the same requests with nothing done with the bodies.
+      await run('floor-0', 'fetch-only, no added latency', m, { kind: 'fetch-only', dbPath: '', users: USERS, concurrency: 4, connections: 8 });
       const floor = () => run('floor', 'fetch-only, 100 ms latency', slow.ready, { kind: 'fetch-only', dbPath: '', users: LATENCY_USERS, concurrency: 8, connections: 8 });
       await floor();
       await run('ours-latency', 'ours, 100 ms latency', slow.ready, { kind: 'sync', dbPath: db('latency'), users: LATENCY_USERS, concurrency: 8, connections: 8 });
@@ -237,6 +241,9 @@ async function main(): Promise<void> {
     [script2, 'the script', 3],
     [sdk2, 'the SDK loop', 25],
   ]);
+  const floor0 = row('floor-0', 'fetch-only floor: no added latency (concurrency 4), bodies discarded');
+  floor0.goal = 'floor: the stand-in and HTTP alone';
+  ours2.ratio += `; ${((ours2.rate / floor0.rate) * 100).toFixed(0)}% of fetch-only`;
   const latency = row('ours-latency', 'ours: first sync, 100 ms latency (concurrency 8)');
   const floor = row('floor', 'fetch-only floor: 100 ms latency (concurrency 8), bodies discarded', true);
   const share = latency.rate / floor.rate;
@@ -244,7 +251,7 @@ async function main(): Promise<void> {
   latency.goal = `≥ 85% of fetch-only, RSS ≤ ${MAX_RSS_MB} MB`;
   latency.pass = share >= 0.85 && latency.peakRssMb <= MAX_RSS_MB;
   floor.goal = 'floor (the faster of 2 runs)';
-  rows.push(ours1, script1, sdk1, ours2, script2, sdk2, latency, floor);
+  rows.push(ours1, script1, sdk1, ours2, script2, sdk2, floor0, latency, floor);
 
   if (BIG > 0) {
     process.stderr.write(`bench:sync: ${fmt(BIG)} users, our first sync and re-sync, for peak RSS\n`);
