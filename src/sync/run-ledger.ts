@@ -244,9 +244,7 @@ export class FingerprintTable {
   private probe(hi: number, lo: number): number {
     const { keys, flags } = this;
     const capacity = flags.length;
-    // lo is a hash half already; hi ^ lo spreads keys that share their low bits. Scaled, not masked:
-    // (h × capacity) / 2³² is below capacity for any 32-bit h, exactly or after the product's rounding.
-    let slot = Math.floor((((hi ^ lo) >>> 0) * capacity) / 4294967296);
+    let slot = homeSlot(hi, lo, capacity);
     for (;;) {
       if (flags[slot] === 0) return slot;
       if (keys[slot * 2] === hi && keys[slot * 2 + 1] === lo) return slot;
@@ -273,6 +271,17 @@ export class FingerprintTable {
       this.flags[slot] = flags[i] ?? 0;
     }
   }
+}
+
+/**
+ * Where a key's probe starts in a table of `capacity` slots. The halves are
+ * folded and mixed (a multiply by 2³²/φ), so that keys that are not hashes
+ * (small integers, in tests) spread too, then scaled, not masked, to any
+ * capacity: (h × capacity) / 2³² is below capacity for any 32-bit h, exactly
+ * or after the product's rounding.
+ */
+export function homeSlot(hi: number, lo: number, capacity: number): number {
+  return Math.floor(((Math.imul(hi ^ lo, 0x9e3779b1) >>> 0) * capacity) / 4294967296);
 }
 
 /**
