@@ -14,8 +14,10 @@
  *  - list pages of 500 at random offsets (goal ≥ 100,000 users/s);
  *  - resolve again with REPLICA_WORKERS processes on the port
  *    (BENCH_REPLICA_WORKERS, default the machine's CPUs; 1 skips it);
- *  - a bare node:http server with a fixed 1 KB body: the floor. Server CPU
- *    per request counts the serving process and its workers.
+ *  - a bare node:http server with a fixed 1 KB body: the floor, measured in
+ *    turns with the first resolve scenario (twice each, half the time each),
+ *    and the ratio of their CPU per request printed under the table. Server
+ *    CPU per request counts the serving process and its workers.
  *
  * Every answer is checked (status; a resolve must name the id asked for), so
  * a fast wrong answer cannot pass. BENCH_REPLICA_PROF=1 runs the replica with
