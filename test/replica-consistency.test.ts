@@ -1,9 +1,11 @@
 /**
- * One read transaction per request: while a `sync --once` child publishes an
- * update to every user, readers of the replica (in this process, on its own
- * readonly connection) page through the mirror over and over. Every page
- * must come wholly from the run before or wholly from the run after, and say
- * which in X-Mirror-Run-Id. Needs `npm run build` first.
+ * One snapshot per answer (the replica reads one per event-loop turn): while
+ * a `sync --once` child publishes an update to every user, readers of the
+ * replica (in this process, on its own readonly connection) page through the
+ * mirror and resolve users over and over. Every page and every record must
+ * come wholly from the run before or wholly from the run after, and say which
+ * in X-Mirror-Run-Id. A turn whose read fails still ends. Needs
+ * `npm run build` first.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
@@ -150,6 +152,36 @@ describe('a publish committed in the middle of a page read', () => {
         const user = JSON.parse(raw.toString()) as { user_id: string };
         expect(normal(raw.toString())).toBe(after.get(user.user_id));
       }
+    } finally {
+      reader.close();
+    }
+  });
+});
+
+describe('a turn whose first read fails', () => {
+  let rig: SyncRig;
+  beforeAll(async () => {
+    rig = await createSyncRig({ users: 50, seed: 11 });
+    expect((await rig.sync()).status).toBe('succeeded');
+  });
+  afterAll(() => rig?.close());
+
+  it('ends with its turn: the next turn reads a fresh snapshot', async () => {
+    const runId = Number(rig.db.prepare('SELECT max(id) FROM sync_runs').pluck().get());
+    const clientUserId = String(rig.db.prepare('SELECT client_user_id FROM users WHERE deleted_at IS NULL LIMIT 1').pluck().get());
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    const reader = new ReplicaReader(openMirror(rig.dbPath, { readonly: true }));
+    try {
+      expect(reader.resolve(clientUserId)).toMatchObject({ runId });
+      await nextTurn();
+      // The freshness read fails (its table is gone for a moment) after the turn's BEGIN.
+      rig.db.exec('ALTER TABLE sync_runs RENAME TO sync_runs_away');
+      expect(() => reader.resolve(clientUserId)).toThrow(/sync_runs/);
+      rig.db.exec('ALTER TABLE sync_runs_away RENAME TO sync_runs');
+      await nextTurn();
+      const answer = reader.resolve(clientUserId);
+      expect(answer.runId).toBe(runId);
+      expect(answer.raw?.toString()).toContain(clientUserId);
     } finally {
       reader.close();
     }
