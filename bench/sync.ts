@@ -156,6 +156,19 @@ function judge(ours: Row, peers: ReadonlyArray<[Row, string, number]>): void {
   ours.pass = parts.every((p) => p.times >= p.min) && ours.peakRssMb <= MAX_RSS_MB;
 }
 
+/** Ours, the script's and the SDK loop's rows of one phase, ours judged against both (goals: × the script, × the SDK loop). */
+function compared(
+  [phase, ours, script, sdk]: [phase: 'first' | 'resync', ours: string, script: string, sdk: string],
+  [overScript, overSdk]: [number, number],
+): [Row, Row, Row] {
+  const rows: [Row, Row, Row] = [row(`ours-${phase}`, `ours: ${ours}`), row(`script-${phase}`, `competent script: ${script}`), row(`sdk-${phase}`, `SDK loop: ${sdk}`)];
+  judge(rows[0], [
+    [rows[1], 'the script', overScript],
+    [rows[2], 'the SDK loop', overSdk],
+  ]);
+  return rows;
+}
+
 function table(rows: readonly Row[]): string {
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
   const head =
@@ -227,20 +240,11 @@ async function main(): Promise<void> {
     await full.close();
   }
 
-  const ours1 = row('ours-first', 'ours: first sync (concurrency 4)');
-  const script1 = row('script-first', 'competent script: first sync (4 in flight, one transaction)');
-  const sdk1 = row('sdk-first', 'SDK loop: first sync (page at a time, transaction per page)');
-  judge(ours1, [
-    [script1, 'the script', 1.3],
-    [sdk1, 'the SDK loop', 5],
-  ]);
-  const ours2 = row('ours-resync', 'ours: re-sync unchanged (concurrency 4)');
-  const script2 = row('script-resync', 'competent script: re-sync unchanged');
-  const sdk2 = row('sdk-resync', 'SDK loop: re-sync unchanged');
-  judge(ours2, [
-    [script2, 'the script', 3],
-    [sdk2, 'the SDK loop', 25],
-  ]);
+  const [ours1, script1, sdk1] = compared(
+    ['first', 'first sync (concurrency 4)', 'first sync (4 in flight, one transaction)', 'first sync (page at a time, transaction per page)'],
+    [1.3, 5],
+  );
+  const [ours2, script2, sdk2] = compared(['resync', 're-sync unchanged (concurrency 4)', 're-sync unchanged', 're-sync unchanged'], [3, 25]);
   const floor0 = row('floor-0', 'fetch-only floor: no added latency (concurrency 4), bodies discarded');
   floor0.goal = 'floor: the stand-in and HTTP alone';
   ours2.ratio += `; ${((ours2.rate / floor0.rate) * 100).toFixed(0)}% of fetch-only`;

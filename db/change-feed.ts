@@ -169,6 +169,16 @@ export class ChangeFeed {
     return { gone: false, events, next: events.at(-1)?.cursor ?? after };
   }
 
+  /**
+   * When the first event after `after` was published: how far behind a
+   * subscriber settled at `after` is. Undefined when none follows, or when
+   * retention dropped what follows `after`.
+   */
+  publishedAfter(after: number): string | undefined {
+    const next = this.page(after, 1);
+    return next.gone ? undefined : next.events[0]?.publishedAt;
+  }
+
   /** The feed's extent: the latest cursor (0 when none yet), the oldest held, and how far retention dropped. */
   bounds(): { latest: number; oldest: number | null; oldestAt: string | null; prunedThrough: number } {
     const b = this.s.bounds.get();

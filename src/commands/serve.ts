@@ -17,13 +17,13 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig, REPLICA_ENV } from '../runtime/config.js';
 import { createLogger, type Logger } from '../runtime/log.js';
 import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaSettings } from '../replica/settings.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
+import { settleWithin } from '../runtime/deadline.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 
@@ -101,11 +101,5 @@ async function stopWorkers(): Promise<void> {
   const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
   const exited = Promise.all(workers.map((w) => new Promise((resolve) => (w.isDead() ? resolve(undefined) : w.once('exit', resolve)))));
   for (const w of workers) w.process.kill('SIGTERM');
-  const timer = new AbortController();
-  const late = await Promise.race([
-    exited.then(() => false),
-    sleep(STOP_WORKERS_MS, true, { signal: timer.signal }).catch(() => false),
-  ]);
-  timer.abort();
-  if (late) for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
+  if (!(await settleWithin(exited, STOP_WORKERS_MS))) for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
 }

@@ -171,8 +171,7 @@ function withOldestUnsettled(path: string, feed: FeedFacts | null | undefined, q
   let db: Db | undefined;
   try {
     db = openMirror(path, { readonly: true });
-    const page = new ChangeFeed(db).page(Math.max(settled, feed.prunedThrough), 1);
-    return { ...feed, oldestUnsettledAt: page.gone ? undefined : page.events[0]?.publishedAt };
+    return { ...feed, oldestUnsettledAt: new ChangeFeed(db).publishedAfter(Math.max(settled, feed.prunedThrough)) };
   } catch {
     return feed;
   } finally {

@@ -37,6 +37,7 @@ import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
+import { webhookLag } from './status-report.js';
 
 /** Events read and added per round trip. */
 const DISPATCH_BATCH = 500;
@@ -95,16 +96,8 @@ export interface DeliveryLag {
 export async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Date): Promise<DeliveryLag> {
   const { latest } = feed.bounds();
   const [settledRaw, counts] = await Promise.all([readSettled(queue), queue.getJobCounts('failed')]);
-  const settled = Math.min(settledRaw, latest);
-  const oldest = latest > settled ? feed.page(settled, 1) : undefined;
-  const at = oldest !== undefined && !oldest.gone ? oldest.events[0]?.publishedAt : undefined;
-  return {
-    latest,
-    settled,
-    eventsBehind: latest - settled,
-    secondsBehind: at === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(at)) / 1000)),
-    failed: counts.failed ?? 0,
-  };
+  const at = latest > settledRaw ? feed.publishedAfter(settledRaw) : undefined;
+  return { latest, ...webhookLag(latest, settledRaw, at, now), failed: counts.failed ?? 0 };
 }
 
 /**

@@ -196,19 +196,25 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
   };
 }
 
+/**
+ * How far webhook delivery is behind, from the feed's newest cursor, the
+ * settled cursor and when the first unsettled event was published: what
+ * `status`, /metrics and /readyz all say (src/daemon/change-delivery.ts).
+ */
+export function webhookLag(latest: number, settled: number, oldestUnsettledAt: string | undefined, now: Date): { settled: number; eventsBehind: number; secondsBehind: number } {
+  const upTo = Math.min(settled, latest);
+  const secondsBehind = latest > upTo && oldestUnsettledAt !== undefined ? Math.max(0, Math.round((now.getTime() - Date.parse(oldestUnsettledAt)) / 1000)) : 0;
+  return { settled: upTo, eventsBehind: latest - upTo, secondsBehind };
+}
+
 function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
   const w = f.queues.reachable ? f.queues.webhooks : undefined;
   if (w === undefined || w === null) return null;
-  const latest = Math.max(f.feed?.latest ?? 0, w.dispatched);
-  const settled = Math.min(w.settled, latest);
-  const at = f.feed?.oldestUnsettledAt;
   return {
     target: w.target.id,
     url: w.target.url,
     dispatched: w.dispatched,
-    settled,
-    eventsBehind: latest - settled,
-    secondsBehind: latest > settled && at !== undefined ? Math.max(0, Math.round((f.now.getTime() - Date.parse(at)) / 1000)) : 0,
+    ...webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now),
     failed: w.counts.failed,
     queued: w.counts.waiting + w.counts.active + w.counts.delayed,
   };
