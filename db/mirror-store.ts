@@ -46,11 +46,19 @@ export interface MirrorStore {
   beginRun(totalAtStart?: number, recorded?: number): number;
   /** [user_id, content_hash] of every active user, in user_id order, streamed. */
   activeUsers(): Iterable<readonly [string, string]>;
-  /** Every user_id, deleted ones included, in user_id order, streamed. */
-  userIds(): Iterable<string>;
+  /** Whether the open run loads an empty mirror (a first sync): it then has no active users. */
+  loadsEmptyMirror(): boolean;
+  /** [user_id, content_hash] of every user, deleted ones included, in user_id order, streamed. */
+  allUsers(): Iterable<readonly [string, string]>;
+  /** The content_hash of a user's row now, or undefined if it has none. */
+  contentHashOf(userId: string): string | undefined;
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }>;
-  /** One page's new and changed listings, into the run's transaction, all or nothing. */
-  writeUsers(runId: number, writes: readonly UserWrite[]): void;
+  /**
+   * One page's new and changed listings, into the run's transaction, all or
+   * nothing. Returns, for each write in order, the content_hash its user's
+   * row held just before it (undefined: no row).
+   */
+  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined>;
   /** Applies the confirmed deletions, counts the run's changes and makes the run visible. */
   publish(runId: number, deletions: PublishDeletions): PublishResult;
   /** Records how the run ended; an unpublished run is rolled back first. */
@@ -161,8 +169,16 @@ export class SqliteMirrorStore implements MirrorStore {
     return this.run?.bulk !== undefined ? [] : this.keys.activeUsers();
   }
 
-  userIds(): Iterable<string> {
-    return this.run?.bulk !== undefined ? [] : this.keys.userIds();
+  loadsEmptyMirror(): boolean {
+    return this.run?.bulk !== undefined;
+  }
+
+  allUsers(): Iterable<readonly [string, string]> {
+    return this.run?.bulk !== undefined ? [] : this.keys.allUsers();
+  }
+
+  contentHashOf(userId: string): string | undefined {
+    return this.keys.contentHashOf(userId);
   }
 
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }> {
@@ -170,17 +186,19 @@ export class SqliteMirrorStore implements MirrorStore {
   }
 
   /** A savepoint: a page is applied whole or not at all. */
-  writeUsers(runId: number, writes: readonly UserWrite[]): void {
+  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined> {
     const run = this.openRun(runId);
-    if (writes.length === 0) return;
+    if (writes.length === 0) return [];
     const now = this.now();
     const { bulk } = run;
-    this.db.transaction(() => {
-      for (const write of writes) {
-        if (bulk !== undefined) this.load.insert(bulk, runId, write, now);
-        else this.writes.applyListed(runId, write, now);
-      }
-    })();
+    return this.db.transaction(() =>
+      writes.map((write) => {
+        if (bulk === undefined) return this.writes.applyListed(runId, write, now);
+        // Into an empty mirror: the only earlier rows are this run's, which the ledger knows.
+        this.load.insert(bulk, runId, write, now);
+        return undefined;
+      }),
+    )();
   }
 
   /**
@@ -265,9 +283,12 @@ export class MirrorKeys {
            WHERE user_id > ? AND deleted_at IS NULL ORDER BY user_id LIMIT ${KEY_BATCH}`,
         )
         .pluck(),
-      userIds: db
-        .prepare<[string], string>(`SELECT user_id FROM users INDEXED BY users_content WHERE user_id > ? ORDER BY user_id LIMIT ${KEY_BATCH}`)
+      allHashes: db
+        .prepare<[string], string>(
+          `SELECT user_id || char(9) || content_hash FROM users INDEXED BY users_content WHERE user_id > ? ORDER BY user_id LIMIT ${KEY_BATCH}`,
+        )
         .pluck(),
+      contentHashOf: db.prepare<[string], string>(`SELECT content_hash FROM users WHERE user_id = ?`).pluck(),
       clientIdsOf: db.prepare<[string], { user_id: string; client_user_id: string }>(
         `SELECT u.user_id, u.client_user_id FROM json_each(?) AS j JOIN users AS u ON u.user_id = j.value`,
       ),
@@ -275,29 +296,33 @@ export class MirrorKeys {
   }
 
   /** [user_id, content_hash] of every active user, in user_id order. */
-  *activeUsers(): Generator<[string, string]> {
-    for (let after = ''; ; ) {
-      const rows = this.s.activeHashes.all(after);
-      for (const row of rows) {
-        const tab = row.indexOf('\t');
-        after = row.slice(0, tab);
-        yield [after, row.slice(tab + 1)];
-      }
-      if (rows.length < KEY_BATCH) return;
-    }
+  activeUsers(): Generator<[string, string]> {
+    return pairs(this.s.activeHashes);
   }
 
-  /** Every user_id, deleted users included, in user_id order. */
-  *userIds(): Generator<string> {
-    for (let after = ''; ; ) {
-      const ids = this.s.userIds.all(after);
-      yield* ids;
-      after = ids.at(-1) ?? after;
-      if (ids.length < KEY_BATCH) return;
-    }
+  /** [user_id, content_hash] of every user, deleted users included, in user_id order. */
+  allUsers(): Generator<[string, string]> {
+    return pairs(this.s.allHashes);
+  }
+
+  contentHashOf(userId: string): string | undefined {
+    return this.s.contentHashOf.get(userId);
   }
 
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }> {
     return userIds.length === 0 ? [] : this.s.clientIdsOf.all(JSON.stringify(userIds));
+  }
+}
+
+/** [user_id, content_hash] rows of a keyset-paged "user_id TAB content_hash" query, streamed. */
+function* pairs(query: { all(after: string): string[] }): Generator<[string, string]> {
+  for (let after = ''; ; ) {
+    const rows = query.all(after);
+    for (const row of rows) {
+      const tab = row.indexOf('\t');
+      after = row.slice(0, tab);
+      yield [after, row.slice(tab + 1)];
+    }
+    if (rows.length < KEY_BATCH) return;
   }
 }

@@ -84,7 +84,8 @@ export class UserWrites {
     this.before = prepareRunBefore(db);
     this.s = {
       liveUser: db.prepare<[string], LiveState & { raw: string }>(`SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`),
-      isDeleted: db.prepare<[string], number>(`SELECT deleted_at IS NOT NULL FROM users WHERE user_id = ?`).pluck(),
+      // [deleted, content_hash]: raw, so no object per call.
+      priorRow: db.prepare<[string], [number, string]>(`SELECT deleted_at IS NOT NULL, content_hash FROM users WHERE user_id = ?`).raw(),
       parkUser: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ? AND deleted_at IS NULL`),
       holdersOfKey: db
         .prepare<[string, string, string], string>(
@@ -119,11 +120,14 @@ export class UserWrites {
     return this.s.liveUser.get(userId);
   }
 
-  /** One listing of a sync run, with the change kept to one row per user and run. */
-  applyListed(runId: number, write: UserWrite, now: string): void {
+  /**
+   * One listing of a sync run, with the change kept to one row per user and
+   * run. Returns the content_hash the user's row held before (undefined: no row).
+   */
+  applyListed(runId: number, write: UserWrite, now: string): string | undefined {
     const { record } = write;
     const userId = record.user.user_id;
-    const deleted = this.s.isDeleted.get(userId);
+    const [deleted, priorHash] = this.s.priorRow.get(userId) ?? [undefined, undefined];
     // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
     const prior = write.repeat || deleted === 1 ? this.s.runChange.get(userId, runId) : undefined;
     const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
@@ -133,6 +137,7 @@ export class UserWrites {
     this.replaceDetails(record, runId, now);
     const change = write.sameAsStart ? undefined : activeBefore ? 'updated' : 'created';
     this.recordChange(runId, userId, prior, change, null, now);
+    return priorHash;
   }
 
   /** Forgets the previous run's before-states: call as a run's transaction opens. */

@@ -1,26 +1,41 @@
 /**
- * What one scan pass has seen, kept in memory: a fingerprint of the content
- * hash of every user active when the run began, and which user_ids were
- * listed so far. Pure: no I/O. It is what makes an unchanged user cheap to
- * re-sync (two string hashes and a table probe, no SQLite call), and what
- * the deletion candidates and the mass-delete breaker count from.
+ * What one scan pass has seen, kept in memory: which users were active when
+ * the run began, with what content, and which of them the pass has listed.
+ * Pure: no I/O. It is what makes an unchanged user cheap to re-sync (two
+ * string hashes and a table probe, no SQLite call), and what the deletion
+ * candidates and the mass-delete breaker count from.
  *
- * Memory, while a run lasts: users are kept as 64-bit fingerprints of their
- * user_id in a FingerprintTable, at most 23 bytes per user (active at the
- * start, or listed), ~23 MB for a million, where strings in a Map and a Set
- * took ~250 MB. Still O(users): bounded by the directory's size, with a small
- * constant. Released when the run publishes or fails. The ledger keeps no
- * user_id, so the candidates are read back from the mirror (`isUnseenActive`).
+ * Two sets of 64-bit fingerprints, no strings:
+ * - `active`: one fingerprint of (user_id, content hash) per user active at
+ *   the start, with flags. A listing whose pair is found is unchanged: it
+ *   marks the entry seen and nothing is written.
+ * - `listed`: one fingerprint of the user_id per user listed with other
+ *   content than at the start (new, changed, reappearing, unparsable).
+ *   A re-sync lists few of them; a first sync lists every user there.
+ * So a user costs 12 bytes (a 64-bit key and a flag byte per slot, at most
+ * three quarters full) in one of the two sets: ~36 MB for 3 million, where
+ * a fingerprint of the user_id with one of the content beside it took 23
+ * bytes, and strings in a Map and a Set ~250. Still O(users), with a small
+ * constant; released when the run publishes or fails.
  *
- * Fingerprint collisions (two user_ids, same 64 bits: about n²/2⁶⁵, 3·10⁻⁸
- * for a run over a million users) err on the safe side. The later of the two
- * users found in the table is taken for the earlier one:
- * - listed: it counts as a repeat (a duplicate), and a repeat is staged
- *   unless its content fingerprint also collides (2⁻⁶⁴ more).
- * - deletion candidates are only ever deleted once the service confirms
- *   them gone, so a collision can at worst leave a user unchecked for a run.
- * - two users active at the start collide: the slot is marked so that
- *   neither is ever judged unchanged; listing one marks both as seen.
+ * A changed user's start entry is not found by its new listing, so the
+ * writer reports the content the mirror held for each user it writes
+ * (`settle`): that marks the start entry seen, and finds a user listed
+ * unchanged earlier in the pass (a repeat). The candidates are read back from
+ * the mirror with their stored content (`isUnseenActive`).
+ *
+ * Fingerprint collisions: the fingerprints are seeded per run, so that any
+ * collision lasts one run. All err on the safe side but one:
+ * - a listing whose (user_id, content) pair collides with another user's
+ *   start entry (about n/2⁶⁴ per listing, 2·10⁻¹³ for a directory of 3
+ *   million) is taken for unchanged: that user is not written in this run,
+ *   and the other is not checked for deletion. The next run, seeded anew,
+ *   writes it.
+ * - two start entries that collide share a slot marked SHARED: neither is
+ *   ever judged unchanged, and listing one marks both seen (the other is not
+ *   checked for deletion in this run).
+ * - two user_ids that collide in `listed`: the later reads as a repeat of
+ *   the earlier (drift, which refuses the sweep) and is written.
  */
 
 export type Sighting =
@@ -35,30 +50,40 @@ export type Sighting =
 /** Writes a 64-bit fingerprint of `s` to out[0] and out[1]. Injectable, to force collisions in tests. */
 export type Fingerprint64 = (s: string, out: Uint32Array) => void;
 
+/** A start entry, always set on `active` slots (so a zero flag byte is only ever an empty slot's). */
 const ACTIVE = 1;
 const SEEN = 2;
-/** Two users active at the start share the slot: its content fingerprint is one of theirs only. */
+/** Two start entries share the slot: a listing found there may be either user, so it is never unchanged. */
 const SHARED = 4;
+/** Seen through `settle`, not through an unchanged listing. */
+const SETTLED = 8;
+
+/** How many users each set should expect, so that it is sized once (growing holds old and new arrays at once). */
+export interface LedgerSizes {
+  /** Users active in the mirror at the start (the listing's total will do): 0 on a first sync. */
+  active: number;
+  /** Users the pass will list with new content: the listing's total on a first sync, few on a re-sync. */
+  listed: number;
+}
 
 export class RunLedger {
-  private readonly table: FingerprintTable;
+  private readonly active: FingerprintTable;
+  private readonly listed: FingerprintTable;
   private readonly key = new Uint32Array(2);
   private readonly content = new Uint32Array(2);
+  private readonly pair = new Uint32Array(2);
   private activeSlots = 0;
   private unseenActive = 0;
   private seen = 0;
 
-  /**
-   * `active`: [user_id, content_hash] of every user active in the mirror at
-   * the start, streamed. `expectedUsers` (the listing's total) sizes the
-   * table once: growing it mid-run holds the old and the new arrays at once.
-   */
+  /** `active`: [user_id, content_hash] of every user active in the mirror at the start, streamed. */
   constructor(
     active: Iterable<readonly [string, string]>,
-    private readonly fingerprint: Fingerprint64 = fingerprint64,
-    expectedUsers = 0,
+    private readonly fingerprint: Fingerprint64 = seededFingerprint64(),
+    sizes: LedgerSizes = { active: 0, listed: 0 },
   ) {
-    this.table = new FingerprintTable(expectedUsers);
+    this.active = new FingerprintTable(sizes.active);
+    this.listed = new FingerprintTable(sizes.listed);
     for (const [userId, hash] of active) this.addActive(userId, hash);
     this.unseenActive = this.activeSlots;
   }
@@ -66,23 +91,57 @@ export class RunLedger {
   /**
    * Records one listing of `userId` with content `hash` and says what to do.
    * For a repeat, whatever an earlier listing staged is stale: drop it, then
-   * write only if this listing differs from the mirror.
+   * write only if this listing differs from the mirror. A 'write' is to be
+   * settled (`settle`) once the writer knows what the mirror held.
    */
   sight(userId: string, hash: string): Sighting {
-    const slot = this.slotOf(userId);
-    const flags = this.table.flagsAt(slot);
-    this.fingerprint(hash, this.content);
-    const same = (flags & (ACTIVE | SHARED)) === ACTIVE && this.table.valueEquals(slot, this.content[0] ?? 0, this.content[1] ?? 0);
-    if ((flags & SEEN) !== 0) return same ? 'repeat-unchanged' : 'repeat-write';
-    this.markSeen(slot, flags);
-    return same ? 'unchanged' : 'write';
+    this.pairOf(userId, hash);
+    const listed = this.listed.find(this.key[0] ?? 0, this.key[1] ?? 0) >= 0;
+    const slot = this.active.find(this.pair[0] ?? 0, this.pair[1] ?? 0);
+    if (slot < 0) {
+      if (listed) return 'repeat-write';
+      this.addListed();
+      return 'write';
+    }
+    const flags = this.active.flagsAt(slot);
+    const repeat = listed || (flags & SEEN) !== 0;
+    if ((flags & SHARED) !== 0) {
+      // Either twin: write it, and let `settle` (the mirror's content for this user) mark the entry.
+      if (repeat) return 'repeat-write';
+      this.addListed();
+      return 'write';
+    }
+    if ((flags & SEEN) === 0) this.markSeen(slot, flags, !listed);
+    return repeat ? 'repeat-unchanged' : 'unchanged';
   }
 
-  /** A listing that could not be parsed still shows the user exists: never sweep it. */
+  /**
+   * After a 'write' or an unparsable listing, what the mirror held for the
+   * user when it was written: `priorHash` its content then (undefined: no
+   * row). Marks the user's start entry seen, and returns whether the pass had
+   * already listed it unchanged (a repeat the sighting could not tell).
+   */
+  settle(userId: string, priorHash: string | undefined): boolean {
+    if (priorHash === undefined) return false;
+    this.pairOf(userId, priorHash);
+    const slot = this.active.find(this.pair[0] ?? 0, this.pair[1] ?? 0);
+    if (slot < 0) return false;
+    const flags = this.active.flagsAt(slot);
+    if ((flags & SETTLED) !== 0) return false;
+    this.active.setFlagsAt(slot, flags | SEEN | SETTLED);
+    if ((flags & SEEN) === 0) {
+      this.unseenActive--;
+      return false;
+    }
+    // Counted once when listed unchanged, once when listed again: one user.
+    this.seen--;
+    return true;
+  }
+
+  /** A listing that could not be parsed still shows the user exists: never sweep it. Settle it too. */
   sightUnparsed(userId: string): void {
-    const slot = this.slotOf(userId);
-    const flags = this.table.flagsAt(slot);
-    if ((flags & SEEN) === 0) this.markSeen(slot, flags);
+    this.fingerprint(userId, this.key);
+    if (this.listed.find(this.key[0] ?? 0, this.key[1] ?? 0) < 0) this.addListed();
   }
 
   /** Active users not listed so far: what a sweep would delete now. */
@@ -96,60 +155,60 @@ export class RunLedger {
   }
 
   /**
-   * Whether a sweep deletes `userId`: active at the start and not listed.
-   * The caller enumerates the candidates (the mirror's active users).
+   * Whether a sweep deletes `userId`, whose row holds content `hash`: active
+   * at the start and not listed. The caller enumerates the candidates (the
+   * mirror's users); a user written in this run holds new content, and is
+   * in `listed`.
    */
-  isUnseenActive(userId: string): boolean {
-    this.fingerprint(userId, this.key);
-    const slot = this.table.find(this.key[0] ?? 0, this.key[1] ?? 0);
-    return slot >= 0 && (this.table.flagsAt(slot) & (ACTIVE | SEEN)) === ACTIVE;
+  isUnseenActive(userId: string, hash: string): boolean {
+    this.pairOf(userId, hash);
+    const slot = this.active.find(this.pair[0] ?? 0, this.pair[1] ?? 0);
+    if (slot < 0 || (this.active.flagsAt(slot) & SEEN) !== 0) return false;
+    return this.listed.find(this.key[0] ?? 0, this.key[1] ?? 0) < 0;
   }
 
   private addActive(userId: string, hash: string): void {
-    this.fingerprint(userId, this.key);
-    const found = this.table.find(this.key[0] ?? 0, this.key[1] ?? 0);
+    this.pairOf(userId, hash);
+    const found = this.active.find(this.pair[0] ?? 0, this.pair[1] ?? 0);
     if (found >= 0) {
-      this.table.setFlagsAt(found, ACTIVE | SHARED);
+      this.active.setFlagsAt(found, ACTIVE | SHARED);
       return;
     }
-    const slot = this.table.add(this.key[0] ?? 0, this.key[1] ?? 0);
-    this.fingerprint(hash, this.content);
-    this.table.setValue(slot, this.content[0] ?? 0, this.content[1] ?? 0);
-    this.table.setFlagsAt(slot, ACTIVE);
+    this.active.setFlagsAt(this.active.add(this.pair[0] ?? 0, this.pair[1] ?? 0), ACTIVE);
     this.activeSlots++;
   }
 
-  /** The slot of `userId`, added (no flags) if absent. */
-  private slotOf(userId: string): number {
+  /** `key` := fingerprint of the user_id, `pair` := fingerprint of (user_id, content). */
+  private pairOf(userId: string, hash: string): void {
     this.fingerprint(userId, this.key);
-    const hi = this.key[0] ?? 0;
-    const lo = this.key[1] ?? 0;
-    const slot = this.table.find(hi, lo);
-    return slot >= 0 ? slot : this.table.add(hi, lo);
+    this.fingerprint(hash, this.content);
+    combine64(this.key, this.content, this.pair);
   }
 
-  private markSeen(slot: number, flags: number): void {
-    this.table.setFlagsAt(slot, flags | SEEN);
+  /** Adds `key` (the user_id just fingerprinted) to `listed`: a user counted once. */
+  private addListed(): void {
+    this.listed.add(this.key[0] ?? 0, this.key[1] ?? 0);
     this.seen++;
-    if ((flags & ACTIVE) !== 0) this.unseenActive--;
+  }
+
+  private markSeen(slot: number, flags: number, counted: boolean): void {
+    this.active.setFlagsAt(slot, flags | SEEN);
+    if (counted) this.seen++;
+    this.unseenActive--;
   }
 }
 
 /**
- * A hash table of 64-bit keys, each with a 64-bit value and a few flag bits,
- * on typed arrays: open addressing, linear probing, at most three quarters
- * full. Pure.
+ * A set of 64-bit keys, each with a few flag bits, on typed arrays: open
+ * addressing, linear probing, at most three quarters full. Pure.
  *
- * Why: a Map<string, string> of a million user_ids costs about 200 MB of
- * heap; this costs 17 bytes per slot (9 while no value was ever set: a first
- * sync's ledger), so 23 bytes per key at most (12 without values), outside
- * the JS heap and invisible to the GC: ~68 MB for the 3 million users a
- * re-sync holds, 36 MB for a first sync's. The capacity is any size, not a
- * power of two (a key's home slot is its hash scaled to the capacity), so a
- * table sized for the listing's total holds it at three quarters full, and
- * never doubles for the last few users. It is still O(keys): what it bounds
- * is the constant. Callers store fingerprints, not the strings, so they must
- * make a key collision harmless (see RunLedger).
+ * Why: a Set of a million user_id strings costs about 100 MB of heap; this
+ * costs 9 bytes per slot, 12 per key, outside the JS heap and invisible to
+ * the GC. The capacity is any size, not a power of two (a key's home slot
+ * is its hash scaled to the capacity), so a table sized for the listing's
+ * total holds it at three quarters full, and never doubles for the last few
+ * users. Callers store fingerprints, not the strings, so they must make a
+ * key collision harmless (see RunLedger).
  *
  * No deletion: keys live until the table is dropped.
  */
@@ -169,10 +228,8 @@ const MAX_LOAD = 0.75;
 const GROWTH = 1.5;
 
 export class FingerprintTable {
-  /** Key halves of slot i at 2i (hi) and 2i+1 (lo); values likewise. */
+  /** Key halves of slot i at 2i (hi) and 2i+1 (lo). */
   private keys: Uint32Array;
-  /** Allocated by the first setValue: a table that never holds values (a first sync's ledger) saves half. */
-  private values: Uint32Array | undefined;
   private flags: Uint8Array;
   private count = 0;
   private limit: number;
@@ -221,25 +278,6 @@ export class FingerprintTable {
     this.flags[slot] = OCCUPIED | (bits & FLAG_BITS);
   }
 
-  valueEquals(slot: number, hi: number, lo: number): boolean {
-    const values = this.values;
-    if (values === undefined) return hi >>> 0 === 0 && lo >>> 0 === 0;
-    return values[slot * 2] === hi >>> 0 && values[slot * 2 + 1] === lo >>> 0;
-  }
-
-  setValue(slot: number, hi: number, lo: number): void {
-    this.values ??= new Uint32Array(this.flags.length * 2);
-    this.values[slot * 2] = hi;
-    this.values[slot * 2 + 1] = lo;
-  }
-
-  /** Clears `bits` in every slot, in one pass over the flags. */
-  clearFlags(bits: number): void {
-    const keep = ~(bits & FLAG_BITS) & 0xff;
-    const flags = this.flags;
-    for (let i = 0; i < flags.length; i++) flags[i] = (flags[i] ?? 0) & keep;
-  }
-
   /** The slot holding the key, else the empty slot where it would go. */
   private probe(hi: number, lo: number): number {
     const { keys, flags } = this;
@@ -253,10 +291,9 @@ export class FingerprintTable {
   }
 
   private grow(): void {
-    const { keys, values, flags } = this;
+    const { keys, flags } = this;
     const capacity = Math.ceil(flags.length * GROWTH);
     this.keys = new Uint32Array(capacity * 2);
-    this.values = values === undefined ? undefined : new Uint32Array(capacity * 2);
     this.flags = new Uint8Array(capacity);
     this.limit = Math.floor(capacity * MAX_LOAD);
     for (let i = 0; i < flags.length; i++) {
@@ -264,10 +301,6 @@ export class FingerprintTable {
       const slot = this.probe(keys[i * 2] ?? 0, keys[i * 2 + 1] ?? 0);
       this.keys[slot * 2] = keys[i * 2] ?? 0;
       this.keys[slot * 2 + 1] = keys[i * 2 + 1] ?? 0;
-      if (values !== undefined && this.values !== undefined) {
-        this.values[slot * 2] = values[i * 2] ?? 0;
-        this.values[slot * 2 + 1] = values[i * 2 + 1] ?? 0;
-      }
       this.flags[slot] = flags[i] ?? 0;
     }
   }
@@ -289,14 +322,15 @@ export function homeSlot(hi: number, lo: number, capacity: number): number {
  * time, as two 32-bit halves written to `out`. The halves come from two
  * different mixers (MurmurHash3's and xxHash32's rounds and finalizers), not
  * one mixer with two seeds, so that a collision of one half says nothing
- * about the other. Not cryptographic: user_ids are not chosen to collide.
- * About 0.2 µs for a 36-character uuid (measured on a busy 2-core machine, node
- * 20), less than a Map lookup of the same string among a million.
+ * about the other. `seed` picks one of 2⁶⁴ such functions. Not
+ * cryptographic: user_ids are not chosen to collide. About 0.2 µs for a
+ * 36-character uuid (measured on a busy 2-core machine, node 20), less than
+ * a Map lookup of the same string among a million.
  */
-export function fingerprint64(s: string, out: Uint32Array): void {
+export function fingerprint64(s: string, out: Uint32Array, seedHi = 0, seedLo = 0): void {
   const n = s.length;
-  let a = 0x243f6a88 ^ n;
-  let b = 0x85a308d3 + n;
+  let a = 0x243f6a88 ^ n ^ seedHi;
+  let b = (0x85a308d3 + n) ^ seedLo;
   let i = 0;
   for (; i + 1 < n; i += 2) {
     const k = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16);
@@ -314,6 +348,40 @@ export function fingerprint64(s: string, out: Uint32Array): void {
   }
   out[0] = murmurFinal(a);
   out[1] = xxFinal(b);
+}
+
+/** fingerprint64 under a seed drawn for this ledger: a collision in one run says nothing about the next. */
+export function seededFingerprint64(): Fingerprint64 {
+  const seed = new Uint32Array(2);
+  crypto.getRandomValues(seed);
+  const hi = seed[0] ?? 0;
+  const lo = seed[1] ?? 0;
+  return (s, out) => fingerprint64(s, out, hi, lo);
+}
+
+/**
+ * One 64-bit fingerprint of two: `x`'s halves folded with both of `y`'s,
+ * each half through its own mixer's rounds (as in fingerprint64), so that
+ * swapping, or changing either, changes both halves.
+ */
+export function combine64(x: Uint32Array, y: Uint32Array, out: Uint32Array): void {
+  const k0 = y[0] ?? 0;
+  const k1 = y[1] ?? 0;
+  let a = (x[0] ?? 0) ^ murmurRound(k0);
+  a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
+  a ^= murmurRound(k1);
+  a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
+  let b = ((x[1] ?? 0) + Math.imul(k0, 0x85ebca77)) | 0;
+  b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
+  b = (b + Math.imul(k1, 0x85ebca77)) | 0;
+  b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
+  out[0] = murmurFinal(a ^ 8);
+  out[1] = xxFinal(b + 8);
+}
+
+function murmurRound(k: number): number {
+  const m = Math.imul(k, 0xcc9e2d51);
+  return Math.imul((m << 15) | (m >>> 17), 0x1b873593);
 }
 
 function murmurFinal(h: number): number {

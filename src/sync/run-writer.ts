@@ -1,9 +1,10 @@
 /**
  * One sync run's writes, decided here and applied through a MirrorStore
  * (db/mirror-store.ts). The run's ledger (run-ledger.ts) lives here, in this
- * process: which users the scan listed, and a fingerprint of the content hash
- * of every user active at the start. So an unchanged listing costs a compare
- * in memory and never reaches the store; the store only sees what changed.
+ * process: a fingerprint of every user active at the start with its content,
+ * and of every user listed with other content. So an unchanged listing costs
+ * a probe in memory and never reaches the store; the store only sees what
+ * changed, and tells the ledger what each written user held before.
  *
  * - A user listed twice in a run keeps its latest listing.
  * - A rejected record whose user_id can be read still counts as seen, so its
@@ -73,7 +74,10 @@ export class RunWriter {
     const id = this.store.beginRun(totalAtStart, recorded);
     let ledger: RunLedger;
     try {
-      ledger = new RunLedger(this.store.activeUsers(), undefined, totalAtStart);
+      // Sized once from the listing's total: a first sync lists every user as new, a re-sync few.
+      const total = totalAtStart ?? 0;
+      const sizes = this.store.loadsEmptyMirror() ? { active: 0, listed: total } : { active: total, listed: 0 };
+      ledger = new RunLedger(this.store.activeUsers(), undefined, sizes);
     } catch (err) {
       // The run's transaction is open: roll it back and record why, rather than leave it to the next run.
       this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
@@ -94,14 +98,20 @@ export class RunWriter {
     const { run, ledger } = this.openLedger(runId);
     const decoded = decodePage(page, offset, (userId, digest) => ledger.sight(userId, digest), maxRecordBytes);
     for (const rejected of decoded.rejected) this.keepRejected(run, ledger, rejected);
+    let priors: Array<string | undefined>;
     try {
-      this.store.writeUsers(runId, decoded.writes);
+      priors = this.store.writeUsers(runId, decoded.writes);
     } catch (err) {
       run.broken = true;
       throw err;
     }
-    run.duplicates += decoded.duplicates;
-    return { seen: decoded.seen, changed: decoded.changed, duplicates: decoded.duplicates, rejected: decoded.rejected.length };
+    // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
+    let duplicates = decoded.duplicates;
+    decoded.writes.forEach((write, i) => {
+      if (!write.repeat && ledger.settle(write.record.user.user_id, priors[i])) duplicates++;
+    });
+    run.duplicates += duplicates;
+    return { seen: decoded.seen, changed: decoded.changed, duplicates, rejected: decoded.rejected.length };
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
@@ -120,7 +130,10 @@ export class RunWriter {
       });
       run.rejectedBytes += raw.length;
     }
-    if (userId !== undefined) ledger.sightUnparsed(userId);
+    if (userId !== undefined) {
+      ledger.sightUnparsed(userId);
+      ledger.settle(userId, this.store.contentHashOf(userId));
+    }
   }
 
   /** Active users not seen in this run so far: the deletion candidates. */
@@ -169,11 +182,12 @@ export class RunWriter {
   /**
    * Active users at the start not listed so far. The ledger holds
    * fingerprints, not user_ids, so the candidates are read back from the
-   * mirror, deleted rows included: one deleted online since the start is
-   * still a candidate (the deletion skips it, the check may sample it).
+   * mirror with their content, deleted rows included: one deleted online
+   * since the start is still a candidate (the deletion skips it, the check
+   * may sample it).
    */
   private *unseenActiveIds(ledger: RunLedger): Generator<string> {
-    for (const userId of this.store.userIds()) if (ledger.isUnseenActive(userId)) yield userId;
+    for (const [userId, hash] of this.store.allUsers()) if (ledger.isUnseenActive(userId, hash)) yield userId;
   }
 }
 

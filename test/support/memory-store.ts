@@ -52,8 +52,16 @@ export class MemoryMirrorStore implements MirrorStore {
       .sort((a, b) => (a[0] < b[0] ? -1 : 1));
   }
 
-  userIds(): Iterable<string> {
-    return [...this.users.keys()].sort();
+  loadsEmptyMirror(): boolean {
+    return this.users.size === 0;
+  }
+
+  allUsers(): Iterable<readonly [string, string]> {
+    return [...this.users.values()].map((u) => [u.userId, u.contentHash] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  }
+
+  contentHashOf(userId: string): string | undefined {
+    return this.open?.working.get(userId)?.contentHash ?? this.users.get(userId)?.contentHash;
   }
 
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }> {
@@ -63,10 +71,11 @@ export class MemoryMirrorStore implements MirrorStore {
     });
   }
 
-  writeUsers(runId: number, writes: readonly UserWrite[]): void {
+  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined> {
     const { working } = this.openRun(runId);
-    for (const w of writes) {
+    return writes.map((w) => {
       this.written.push(w);
+      const prior = working.get(w.record.user.user_id)?.contentHash;
       const { user, rawJson } = w.record;
       for (const other of working.values()) {
         const sameKey = other.teamId === user.team_id && other.clientUserId === user.client_user_id;
@@ -80,7 +89,8 @@ export class MemoryMirrorStore implements MirrorStore {
         rawJson,
         deleted: false,
       });
-    }
+      return prior;
+    });
   }
 
   publish(runId: number, opts: PublishDeletions): PublishResult {
