@@ -18,6 +18,7 @@ const UNIT = [
   'test/removal-payload.test.ts',
   'test/retry.test.ts',
   'test/stand-in-generator.test.ts',
+  'test/sync-child-flags.test.ts',
   'test/sync-decisions.test.ts',
   'test/sync-engine-memory.test.ts',
   'test/sync-fingerprint-table.test.ts',

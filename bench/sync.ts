@@ -40,6 +40,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FaultPlan } from '../src/stand-in/index.js';
+import { syncExecArgv } from '../src/sync/child-process.js';
 import type { RunResult, SyncRunRequest } from './sync-run.js';
 import type { SyncStandInReady, SyncStandInRequest } from './sync-stand-in.js';
 
@@ -101,9 +102,14 @@ async function startStandInChild(users: number): Promise<StandInChild> {
   };
 }
 
-/** Runs one scenario in a fresh process (bench/sync-run.ts), as the daemon runs each sync. */
+/**
+ * Runs one scenario in a fresh process (bench/sync-run.ts), as the daemon runs
+ * each sync: ours with the V8 flags the daemon gives its sync process, the
+ * peers and the floor with Node's defaults.
+ */
 async function inChild(request: SyncRunRequest): Promise<RunResult> {
-  const child = fork(join(HERE, 'sync-run.js'), [JSON.stringify(request)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const execArgv = request.kind === 'sync' ? syncExecArgv(process.execArgv) : process.execArgv;
+  const child = fork(join(HERE, 'sync-run.js'), [JSON.stringify(request)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
   return new Promise<RunResult>((resolve, reject) => {
     let result: RunResult | undefined;
     child.once('message', (m) => (result = m as RunResult));
