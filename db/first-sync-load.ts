@@ -15,11 +15,15 @@
  *   which costs several times an append once the table outgrows the cache.
  * - Change rows ('created') are written at the end, in user_id order.
  * - A repeat listing (the directory moved under the scan) is inserted like
- *   the first, with a higher rowid; with no user_id index to find the earlier
- *   row by, the earlier rows are removed at the end, in one pass, before the
- *   key is built. Two users listed with one client key make the unique key
- *   index fail when it is built again: the later-written one keeps the key,
- *   the others are soft-deleted (new in this run: no change row).
+ *   the first, with a higher rowid: nothing tells it apart during the scan
+ *   (the sync keeps no ledger of a first sync's users, src/sync/run-writer.ts).
+ *   Rebuilding the unique user_id key finds it: the key fails, the earlier
+ *   rows are removed in one pass, and the key is built again. Their field
+ *   warnings and source rows wait in TEMP tables beside the rowid they were
+ *   written for, and only the latest listing's are kept. Two users listed
+ *   with one client key make the unique key index fail the same way: the
+ *   later-written one keeps the key, the others are soft-deleted (new in this
+ *   run: no change row).
  */
 import type { Db } from './open.js';
 import { SOURCE_COLUMNS, toSourceRows } from './user-row.js';
@@ -37,15 +41,19 @@ const USER_KEY = 'users_user_id';
 /** One first sync's state, from `begin` to `finish`. */
 export interface BulkLoad {
   indexes: SecondaryIndex[];
-  /** Users listed again in the run: their earlier sources are still in bulk_sources. */
-  repeats: number;
 }
 
-/** `owner` is the users rowid the row was written for, so a repeat listing's earlier rows can be told apart without an index. */
-const BULK_SOURCES_SQL = /* sql */ `
+/**
+ * `owner` is the users rowid the row was written for, so a repeat listing's
+ * earlier rows can be told apart without an index.
+ */
+const BULK_TABLES_SQL = /* sql */ `
 CREATE TEMP TABLE IF NOT EXISTS bulk_sources (
   owner INTEGER NOT NULL, user_id TEXT NOT NULL, slug TEXT NOT NULL, name TEXT NOT NULL,
   logo TEXT, created_on TEXT, descriptor TEXT NOT NULL
+);
+CREATE TEMP TABLE IF NOT EXISTS bulk_warnings (
+  owner INTEGER NOT NULL, user_id TEXT NOT NULL, field TEXT NOT NULL, problem TEXT NOT NULL
 );
 `;
 
@@ -56,7 +64,7 @@ export class FirstSyncLoad {
     private readonly db: Db,
     private readonly writes: UserWrites,
   ) {
-    db.exec(BULK_SOURCES_SQL);
+    db.exec(BULK_TABLES_SQL);
     this.s = {
       isEmpty: db
         .prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`)
@@ -76,6 +84,19 @@ export class FirstSyncLoad {
         `INSERT INTO bulk_sources (owner, ${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length + 1)})`,
       ),
       clearBulkSources: db.prepare(`DELETE FROM bulk_sources`),
+      bulkWarning: db.prepare<[number, string, string, string]>(`INSERT INTO bulk_warnings (owner, user_id, field, problem) VALUES (?, ?, ?, ?)`),
+      // In primary key order: appends only. Of a repeat listing, only the latest's.
+      loadBulkWarnings: db.prepare<{ run: number; now: string }>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at)
+         SELECT user_id, field, problem, @run, @now FROM bulk_warnings ORDER BY user_id, field`,
+      ),
+      loadBulkWarningsOfLatest: db.prepare<{ run: number; now: string }>(
+        `INSERT INTO field_warnings (user_id, field, problem, run_id, at)
+         SELECT w.user_id, w.field, w.problem, @run, @now FROM bulk_warnings AS w
+         WHERE w.owner = (SELECT rowid FROM users WHERE user_id = w.user_id)
+         ORDER BY w.user_id, w.field`,
+      ),
+      clearBulkWarnings: db.prepare(`DELETE FROM bulk_warnings`),
       // In (user_id, slug) order: appends only.
       loadBulkSources: db.prepare(
         `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)})
@@ -114,39 +135,58 @@ export class FirstSyncLoad {
   begin(): BulkLoad {
     const indexes = this.s.secondaryIndexes.all();
     for (const { name } of indexes) this.db.exec(`DROP INDEX main."${name.replaceAll('"', '""')}"`);
-    return { indexes, repeats: 0 };
+    return { indexes };
   }
 
-  insert(load: BulkLoad, runId: number, write: UserWrite, now: string): void {
+  /** One listing, as it came: a repeat of an earlier one is settled by `finish`. */
+  insert(write: UserWrite, now: string): void {
     const { record } = write;
     const userId = record.user.user_id;
-    if (write.repeat) {
-      load.repeats++;
-      this.writes.dropWarnings(userId);
-    }
-    const owner = this.s.insertUser.run(userValues(record, write.digest, now)).lastInsertRowid;
+    const owner = Number(this.s.insertUser.run(userValues(record, write.digest, now)).lastInsertRowid);
     for (const source of toSourceRows(record.user)) {
-      const values: Cell[] = [Number(owner)];
+      const values: Cell[] = [owner];
       for (const c of SOURCE_COLUMNS) values.push(source[c]);
       this.s.bulkSource.run(values);
     }
-    this.writes.insertWarnings(record, runId, now);
+    for (const w of record.warnings) this.s.bulkWarning.run(owner, userId, w.field, w.problem);
   }
 
   /**
-   * The users indexes, built again (the user_id key first: what follows
-   * looks users up by it), settling client key conflicts; the sources,
-   * sorted, then their indexes; the change rows.
+   * The users indexes, built again (the user_id key first, dropping the
+   * earlier rows of users listed twice: what follows looks users up by it),
+   * settling client key conflicts; the sources and warnings of the rows
+   * kept, sorted, then the sources' indexes; the change rows. Returns how
+   * many listings were repeats.
    */
-  finish(load: BulkLoad, runId: number, now: string): void {
-    if (load.repeats > 0) this.s.dropEarlierListings.run();
+  finish(load: BulkLoad, runId: number, now: string): number {
     const ofUsers = load.indexes.filter((i) => i.tbl_name === 'users');
     ofUsers.sort((a, b) => Number(b.name === USER_KEY) - Number(a.name === USER_KEY));
-    for (const index of ofUsers) this.buildSettlingKeys(index.sql, now);
-    (load.repeats > 0 ? this.s.loadBulkSourcesOfLatest : this.s.loadBulkSources).run();
+    // Without the key (a schema before migration 6) nothing would find the repeats: look for them anyway.
+    let repeats = ofUsers[0]?.name === USER_KEY ? 0 : this.s.dropEarlierListings.run().changes;
+    for (const index of ofUsers) {
+      if (index.name === USER_KEY) repeats = this.buildDroppingRepeats(index.sql);
+      else this.buildSettlingKeys(index.sql, now);
+    }
+    (repeats > 0 ? this.s.loadBulkSourcesOfLatest : this.s.loadBulkSources).run();
     this.s.clearBulkSources.run();
+    (repeats > 0 ? this.s.loadBulkWarningsOfLatest : this.s.loadBulkWarnings).run({ run: runId, now });
+    this.s.clearBulkWarnings.run();
     for (const index of load.indexes) if (index.tbl_name !== 'users') this.db.exec(index.sql);
     this.s.recordCreated.run({ run: runId, now });
+    return repeats;
+  }
+
+  /** Builds the unique user_id key; if a user was listed twice, its earlier rows go and the build is retried. */
+  private buildDroppingRepeats(sql: string): number {
+    try {
+      this.db.exec(sql);
+      return 0;
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      const repeats = this.s.dropEarlierListings.run().changes;
+      this.db.exec(sql);
+      return repeats;
+    }
   }
 
   /** Builds an index; if two active users hold one client key, the later-written keeps it and the build is retried. */
@@ -154,9 +194,13 @@ export class FirstSyncLoad {
     try {
       this.db.exec(sql);
     } catch (err) {
-      if ((err as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw err;
+      if (!isUniqueViolation(err)) throw err;
       for (const userId of this.s.keyLosers.all()) this.writes.softDelete(userId, now);
       this.db.exec(sql);
     }
   }
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: string } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE';
 }

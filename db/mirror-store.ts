@@ -29,7 +29,10 @@ import { UserWrites, type UserWrite } from './user-writes.js';
 
 export type { StagedRecord, UserWrite } from './user-writes.js';
 
-export type PublishResult = ChangeCounts;
+export interface PublishResult extends ChangeCounts {
+  /** Listings of a user already listed in the run, found by the publish: a first sync finds them only then. */
+  repeats: number;
+}
 
 /** What publish applies besides the written pages. */
 export interface PublishDeletions {
@@ -194,8 +197,8 @@ export class SqliteMirrorStore implements MirrorStore {
     return this.db.transaction(() =>
       writes.map((write) => {
         if (bulk === undefined) return this.writes.applyListed(runId, write, now);
-        // Into an empty mirror: the only earlier rows are this run's, which the ledger knows.
-        this.load.insert(bulk, runId, write, now);
+        // Into an empty mirror: the only earlier rows are this run's (a repeat listing), settled at the publish.
+        this.load.insert(write, now);
         return undefined;
       }),
     )();
@@ -212,7 +215,7 @@ export class SqliteMirrorStore implements MirrorStore {
     const result = this.db.transaction((): PublishResult => {
       this.records.assertPublishable(runId);
       const now = this.now();
-      if (run.bulk !== undefined) this.load.finish(run.bulk, runId, now);
+      const repeats = run.bulk === undefined ? 0 : this.load.finish(run.bulk, runId, now);
       let swept = 0;
       for (const batch of batches([...new Set(opts.deletions)], DELETE_BATCH)) {
         const ids = JSON.stringify(batch);
@@ -223,7 +226,7 @@ export class SqliteMirrorStore implements MirrorStore {
       // The run's events, visible at the same COMMIT as its changes.
       if (run.bulk !== undefined && this.baseline === 'marker') this.feed.appendBaseline(runId, now, counts.created);
       else this.feed.appendRun(runId, now);
-      return counts;
+      return { ...counts, repeats };
     })();
     this.db.exec('COMMIT');
     this.run = undefined;

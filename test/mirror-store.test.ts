@@ -70,6 +70,27 @@ describe('stagePage + publish', () => {
     expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(3);
   });
 
+  it('settles a first sync\'s repeat listings at the publish: the latest listing, its sources and its warnings', () => {
+    const garmin = { logo: 'https://cdn.example/logos/garmin.png', name: 'Garmin', slug: 'garmin' };
+    const twoSources = wireUser(2).connected_sources as unknown[];
+    const earlier = stagedUsers([2], () => ({
+      ingestion_start: 'not a date',
+      ingestion_end: 'nor this',
+      connected_sources: [...twoSources, { created_on: '2026-01-12T12:39:40Z', provider: garmin, source: garmin }],
+    }));
+    const later = stagedUsers([2], () => ({ ingestion_start: 'still not a date' }));
+    const r = sync([[...stagedUsers([1]), ...earlier], [...later, ...stagedUsers([3])]]);
+    expect(r).toMatchObject({ created: 3, deleted: 0, repeats: 1 });
+    expect(db.prepare('SELECT count(*) FROM users WHERE user_id = ?').pluck().get(userId(2))).toBe(1);
+    expect(user(2)?.raw).toBe(later[0]?.rawJson);
+    expect(db.prepare('SELECT slug FROM connected_sources WHERE user_id = ? ORDER BY slug').pluck().all(userId(2))).toEqual(['oura']);
+    expect(db.prepare('SELECT field, run_id FROM field_warnings WHERE user_id = ?').all(userId(2))).toEqual([{ field: 'ingestion_start', run_id: r.runId }]);
+    expect(changes(r.runId)).toEqual([1, 2, 3].map((n) => ({ user_id: userId(n), change: 'created' })));
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    // Nothing waits in the TEMP tables for the next run.
+    expect(db.prepare('SELECT (SELECT count(*) FROM bulk_sources) + (SELECT count(*) FROM bulk_warnings)').pluck().get()).toBe(0);
+  });
+
   it('publishes without copying the WAL into the file; the checkpoint after it does, and readers see the run either way', () => {
     // More than SQLite's default auto-checkpoint (1,000 pages of WAL), which would copy it on COMMIT.
     sync(range(0, 40).map((p) => stagedUsers(range(p * 500 + 1, p * 500 + 501))));

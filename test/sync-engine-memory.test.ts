@@ -111,13 +111,15 @@ describe('the sync engine, in memory', () => {
   });
 
   it('records the run failed, its transaction ended, when the mirror cannot be read at its start', async () => {
-    const { directory, store } = rig(10);
+    const { directory, store, sync } = rig(10);
+    // A re-sync: a first sync reads no users at its start.
+    await sync();
     store.activeUsers = () => {
       throw new Error('disk I/O error');
     };
     await expect(runSync({ client: directory, writer: new RunWriter(store), backoff: NO_WAIT })).rejects.toThrow(/disk I\/O error/);
-    expect(store.runs.at(-1)).toMatchObject({ published: false, finished: { status: 'failed', error: expect.stringMatching(/disk I\/O error/) } });
-    expect(() => store.writeUsers(1, [])).toThrow(/not open/);
+    expect(store.runs.at(-1)).toMatchObject({ id: 2, published: false, finished: { status: 'failed', error: expect.stringMatching(/disk I\/O error/) } });
+    expect(() => store.writeUsers(2, [])).toThrow(/not open/);
   });
 
   it('takes a missing user whose client_user_id now names another user as gone', async () => {

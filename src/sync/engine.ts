@@ -187,16 +187,19 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
     const reason = plan.verify ? undefined : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
     signal.throwIfAborted();
-    const published = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
+    const { repeats, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
+    // A first sync's repeat listings are found by its publish, the others' by the scan.
+    if (repeats > 0) logListingMoved(log, { ...scan, duplicates: repeats });
+    const duplicates = scan.duplicates + repeats;
     const summary: SyncSummary = {
       runId,
       status,
       pages: scan.pagesDone,
       pageFailures: scan.pageFailures,
-      usersSeen: scan.seen - scan.duplicates,
+      usersSeen: scan.seen - duplicates,
       ...published,
       rejected: scan.rejected,
-      duplicates: scan.duplicates,
+      duplicates,
       ...outcome.counts,
       totalAtStart: first.total,
       totalAtEnd: scan.totalAtEnd,
@@ -262,12 +265,14 @@ function logScan(log: Logger, scan: PassResult): void {
   if (scan.unknownEnvelopeKeys.size > 0) {
     log.info({ event: 'sync.unknown_envelope_keys', keys: [...scan.unknownEnvelopeKeys] }, 'the list pages carry keys this version does not use');
   }
-  if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) {
-    log.info(
-      { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },
-      'the directory changed during the scan; missing users are checked before any deletion',
-    );
-  }
+  if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) logListingMoved(log, scan);
+}
+
+function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates' | 'totalAtStart' | 'totalAtEnd'>): void {
+  log.info(
+    { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },
+    'the directory changed during the scan; missing users are checked before any deletion',
+  );
 }
 
 /** The first failed page, so that the reason says why pages failed, not only how many. */

@@ -10,13 +10,14 @@
  *   the start, with flags. A listing whose pair is found is unchanged: it
  *   marks the entry seen and nothing is written.
  * - `listed`: one fingerprint of the user_id per user listed with other
- *   content than at the start (new, changed, reappearing, unparsable).
- *   A re-sync lists few of them; a first sync lists every user there.
+ *   content than at the start (new, changed, reappearing, unparsable):
+ *   a re-sync lists few.
  * So a user costs 12 bytes (a 64-bit key and a flag byte per slot, at most
  * three quarters full) in one of the two sets: ~36 MB for 3 million, where
  * a fingerprint of the user_id with one of the content beside it took 23
  * bytes, and strings in a Map and a Set ~250. Still O(users), with a small
- * constant; released when the run publishes or fails.
+ * constant; released when the run publishes or fails. A first sync keeps
+ * none (FIRST_SYNC_LEDGER).
  *
  * A changed user's start entry is not found by its new listing, so the
  * writer reports the content the mirror held for each user it writes
@@ -50,6 +51,30 @@ export type Sighting =
 /** Writes a 64-bit fingerprint of `s` to out[0] and out[1]. Injectable, to force collisions in tests. */
 export type Fingerprint64 = (s: string, out: Uint32Array) => void;
 
+/** What a run writer asks of its ledger. */
+export interface Ledger {
+  sight(userId: string, hash: string): Sighting;
+  settle(userId: string, priorHash: string | undefined): boolean;
+  sightUnparsed(userId: string): void;
+  readonly unseenActiveCount: number;
+  isUnseenActive(userId: string, hash: string): boolean;
+}
+
+/**
+ * A first sync's ledger, which keeps nothing: into an empty mirror every
+ * listing is written, there is no deletion candidate, and a repeat listing
+ * is found by the store when it builds the user_id key at the publish
+ * (db/first-sync-load.ts). So a first sync's memory does not grow with the
+ * directory (a RunLedger would hold 12 bytes per user).
+ */
+export const FIRST_SYNC_LEDGER: Ledger = {
+  sight: () => 'write',
+  settle: () => false,
+  sightUnparsed: () => undefined,
+  unseenActiveCount: 0,
+  isUnseenActive: () => false,
+};
+
 /** A start entry, always set on `active` slots (so a zero flag byte is only ever an empty slot's). */
 const ACTIVE = 1;
 const SEEN = 2;
@@ -60,13 +85,13 @@ const SETTLED = 8;
 
 /** How many users each set should expect, so that it is sized once (growing holds old and new arrays at once). */
 export interface LedgerSizes {
-  /** Users active in the mirror at the start (the listing's total will do): 0 on a first sync. */
+  /** Users active in the mirror at the start (the listing's total will do). */
   active: number;
-  /** Users the pass will list with new content: the listing's total on a first sync, few on a re-sync. */
+  /** Users the pass will list with new content: few on a re-sync. */
   listed: number;
 }
 
-export class RunLedger {
+export class RunLedger implements Ledger {
   private readonly active: FingerprintTable;
   private readonly listed: FingerprintTable;
   private readonly key = new Uint32Array(2);

@@ -26,7 +26,7 @@ import {
   type SqliteMirrorStoreOptions,
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
-import { RunLedger } from './run-ledger.js';
+import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
 import { decodePage, DEFAULT_MAX_RECORD_BYTES, type PageBytes, type RejectedRecordInput } from './page-decode.js';
 
 export interface StagePageResult {
@@ -48,7 +48,7 @@ interface OpenRun {
   id: number;
   duplicates: number;
   /** Set while the run can still publish; undefined once published. */
-  ledger: RunLedger | undefined;
+  ledger: Ledger | undefined;
   broken: boolean;
   rejected: RejectedRow[];
   rejectedBytes: number;
@@ -72,12 +72,12 @@ export class RunWriter {
   beginRun(totalAtStart?: number, recorded?: number): number {
     this.run = undefined;
     const id = this.store.beginRun(totalAtStart, recorded);
-    let ledger: RunLedger;
+    let ledger: Ledger;
     try {
-      // Sized once from the listing's total: a first sync lists every user as new, a re-sync few.
-      const total = totalAtStart ?? 0;
-      const sizes = this.store.loadsEmptyMirror() ? { active: 0, listed: total } : { active: total, listed: 0 };
-      ledger = new RunLedger(this.store.activeUsers(), undefined, sizes);
+      // Sized once from the listing's total (a re-sync lists few users with new content).
+      ledger = this.store.loadsEmptyMirror()
+        ? FIRST_SYNC_LEDGER
+        : new RunLedger(this.store.activeUsers(), undefined, { active: totalAtStart ?? 0, listed: 0 });
     } catch (err) {
       // The run's transaction is open: roll it back and record why, rather than leave it to the next run.
       this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
@@ -115,7 +115,7 @@ export class RunWriter {
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
-  private keepRejected(run: OpenRun, ledger: RunLedger, rejected: RejectedRecordInput): void {
+  private keepRejected(run: OpenRun, ledger: Ledger, rejected: RejectedRecordInput): void {
     const userId = stringField(rejected.raw, 'user_id');
     const raw = JSON.stringify(rejected.raw) ?? 'null';
     if (run.rejected.length < REJECTED_KEPT && run.rejectedBytes + raw.length <= REJECTED_KEPT_BYTES) {
@@ -172,7 +172,7 @@ export class RunWriter {
     if (run !== undefined) this.run = undefined;
   }
 
-  private openLedger(runId: number): { run: OpenRun; ledger: RunLedger } {
+  private openLedger(runId: number): { run: OpenRun; ledger: Ledger } {
     const run = this.run;
     if (run?.id !== runId) throw new Error(`sync run ${runId} is not the run staged on this writer (${run?.id ?? 'none'})`);
     if (run.ledger === undefined) throw new Error(`sync run ${runId} is already published`);
@@ -186,7 +186,7 @@ export class RunWriter {
    * since the start is still a candidate (the deletion skips it, the check
    * may sample it).
    */
-  private *unseenActiveIds(ledger: RunLedger): Generator<string> {
+  private *unseenActiveIds(ledger: Ledger): Generator<string> {
     for (const [userId, hash] of this.store.allUsers()) if (ledger.isUnseenActive(userId, hash)) yield userId;
   }
 }

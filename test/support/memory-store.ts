@@ -31,7 +31,8 @@ export class MemoryMirrorStore implements MirrorStore {
   readonly runs: MemoryRun[] = [];
   /** Every listing handed to writeUsers, over all runs: what reached the store. */
   readonly written: UserWrite[] = [];
-  private open: { id: number; working: Map<string, MemoryUser> } | undefined;
+  /** `firstSync`: the run began on an empty mirror, so its repeats are counted by publish, as db/first-sync-load.ts does. */
+  private open: { id: number; working: Map<string, MemoryUser>; firstSync: boolean; repeats: number } | undefined;
 
   recordRun(): number {
     const id = this.runs.length + 1;
@@ -41,7 +42,7 @@ export class MemoryMirrorStore implements MirrorStore {
 
   beginRun(_totalAtStart?: number, recorded?: number): number {
     const id = recorded ?? this.recordRun();
-    this.open = { id, working: clone(this.users) };
+    this.open = { id, working: clone(this.users), firstSync: this.users.size === 0, repeats: 0 };
     return id;
   }
 
@@ -53,7 +54,7 @@ export class MemoryMirrorStore implements MirrorStore {
   }
 
   loadsEmptyMirror(): boolean {
-    return this.users.size === 0;
+    return this.open?.firstSync ?? false;
   }
 
   allUsers(): Iterable<readonly [string, string]> {
@@ -72,10 +73,12 @@ export class MemoryMirrorStore implements MirrorStore {
   }
 
   writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined> {
-    const { working } = this.openRun(runId);
+    const open = this.openRun(runId);
+    const { working } = open;
     return writes.map((w) => {
       this.written.push(w);
       const prior = working.get(w.record.user.user_id)?.contentHash;
+      if (open.firstSync && prior !== undefined) open.repeats++;
       const { user, rawJson } = w.record;
       for (const other of working.values()) {
         const sameKey = other.teamId === user.team_id && other.clientUserId === user.client_user_id;
@@ -94,7 +97,7 @@ export class MemoryMirrorStore implements MirrorStore {
   }
 
   publish(runId: number, opts: PublishDeletions): PublishResult {
-    const { working } = this.openRun(runId);
+    const { working, repeats } = this.openRun(runId);
     let swept = 0;
     for (const id of opts.deletions) {
       const u = working.get(id);
@@ -115,7 +118,7 @@ export class MemoryMirrorStore implements MirrorStore {
     this.open = undefined;
     const run = this.runs[runId - 1];
     if (run !== undefined) run.published = true;
-    return { ...counts, superseded: counts.deleted - swept };
+    return { ...counts, superseded: counts.deleted - swept, repeats };
   }
 
   finishRun(runId: number, result: FinishRunInput): void {
@@ -131,7 +134,7 @@ export class MemoryMirrorStore implements MirrorStore {
     return out;
   }
 
-  private openRun(runId: number): { working: Map<string, MemoryUser> } {
+  private openRun(runId: number): NonNullable<MemoryMirrorStore['open']> {
     if (this.open?.id !== runId) throw new Error(`run ${runId} is not open`);
     return this.open;
   }
