@@ -101,6 +101,16 @@ describe('RunLedger', () => {
     expect(l.unseenActiveCount).toBe(2);
   });
 
+  it('counts a user changed and then listed as at the start, within one page, once', () => {
+    // A page is sighted whole, then written, then settled: the settle comes after both sightings.
+    const l = ledger();
+    expect(l.sight('b', 'other')).toBe('write');
+    expect(l.sight('b', 'h-b')).toBe('repeat-unchanged');
+    expect(l.settle('b', 'h-b')).toBe(false);
+    expect(l.seenCount).toBe(1);
+    expect(l.unseenActiveCount).toBe(2);
+  });
+
   it('holds thousands of users past its first growth', () => {
     const n = 5_000;
     const ids = Array.from({ length: n }, (_, i) => `user-${i}`);

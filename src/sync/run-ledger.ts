@@ -80,7 +80,7 @@ const ACTIVE = 1;
 const SEEN = 2;
 /** Two start entries share the slot: a listing found there may be either user, so it is never unchanged. */
 const SHARED = 4;
-/** Seen through `settle`, not through an unchanged listing. */
+/** Seen, and the user counted once for good: a `settle` leaves it alone. */
 const SETTLED = 8;
 
 /** How many users each set should expect, so that it is sized once (growing holds old and new arrays at once). */
@@ -216,8 +216,9 @@ export class RunLedger implements Ledger {
     this.seen++;
   }
 
+  /** `counted`: this listing counts the user; if not (already in `listed`), no later `settle` may uncount it. */
   private markSeen(slot: number, flags: number, counted: boolean): void {
-    this.active.setFlagsAt(slot, flags | SEEN);
+    this.active.setFlagsAt(slot, flags | SEEN | (counted ? 0 : SETTLED));
     if (counted) this.seen++;
     this.unseenActive--;
   }
