@@ -138,8 +138,8 @@ export class FirstSyncLoad {
     return { indexes };
   }
 
-  /** One listing, as it came: a repeat of an earlier one is settled by `finish`. */
-  insert(write: UserWrite, now: string): void {
+  /** One listing, as it came: a repeat of an earlier one is settled by `finish`. No row held it before. */
+  insert(write: UserWrite, now: string): undefined {
     const { record } = write;
     const userId = record.user.user_id;
     const owner = Number(this.s.insertUser.run(userValues(record, write.digest, now)).lastInsertRowid);
@@ -149,6 +149,7 @@ export class FirstSyncLoad {
       this.s.bulkSource.run(values);
     }
     for (const w of record.warnings) this.s.bulkWarning.run(owner, userId, w.field, w.problem);
+    return undefined;
   }
 
   /**

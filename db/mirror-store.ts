@@ -58,10 +58,11 @@ export interface MirrorStore {
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }>;
   /**
    * One page's new and changed listings, into the run's transaction, all or
-   * nothing. Returns, for each write in order, the content_hash its user's
-   * row held just before it (undefined: no row).
+   * nothing, each taken from `writes` only once the one before is stored.
+   * `written` hears of each, with the content_hash its user's row held just
+   * before it (undefined: no row).
    */
-  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined>;
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void;
   /** Applies the confirmed deletions, counts the run's changes and makes the run visible. */
   publish(runId: number, deletions: PublishDeletions): PublishResult;
   /** Records how the run ended; an unpublished run is rolled back first. */
@@ -189,19 +190,17 @@ export class SqliteMirrorStore implements MirrorStore {
   }
 
   /** A savepoint: a page is applied whole or not at all. */
-  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined> {
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void {
     const run = this.openRun(runId);
-    if (writes.length === 0) return [];
     const now = this.now();
     const { bulk } = run;
-    return this.db.transaction(() =>
-      writes.map((write) => {
-        if (bulk === undefined) return this.writes.applyListed(runId, write, now);
-        // Into an empty mirror: the only earlier rows are this run's (a repeat listing), settled at the publish.
-        this.load.insert(write, now);
-        return undefined;
-      }),
-    )();
+    this.db.transaction(() => {
+      for (const write of writes) {
+        // Into an empty mirror the only earlier rows are this run's (a repeat listing), settled at the publish.
+        const prior = bulk === undefined ? this.writes.applyListed(runId, write, now) : this.load.insert(write, now);
+        written?.(write, prior);
+      }
+    })();
   }
 
   /**

@@ -27,7 +27,7 @@ import {
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
-import { decodePage, DEFAULT_MAX_RECORD_BYTES, type PageBytes, type RejectedRecordInput } from './page-decode.js';
+import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
 
 export interface StagePageResult {
   /** Records listed and readable: every record of the page but the rejected ones. */
@@ -91,31 +91,39 @@ export class RunWriter {
    * Stages one page, the whole of its trip through the writer: each record's
    * bytes are hashed and shown to the run's ledger, only new and changed
    * records are parsed (page-decode.ts), and what changed is written into
-   * the run's transaction (readers see none of it until publish). Records
-   * that cannot be stored are kept for the run's row.
+   * the run's transaction (readers see none of it until publish), each
+   * record stored before the next is parsed. Records that cannot be stored
+   * are kept for the run's row.
    */
   stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
     const { run, ledger } = this.openLedger(runId);
-    const decoded = decodePage(page, offset, (userId, digest) => ledger.sight(userId, digest), maxRecordBytes);
-    for (const rejected of decoded.rejected) this.keepRejected(run, ledger, rejected);
-    let priors: Array<string | undefined>;
+    const tally = emptyTally();
+    // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
+    let settledRepeats = 0;
     try {
-      priors = this.store.writeUsers(runId, decoded.writes);
+      this.store.writeUsers(runId, pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes), (write, prior) => {
+        if (!write.repeat && ledger.settle(write.record.user.user_id, prior)) settledRepeats++;
+      });
     } catch (err) {
       run.broken = true;
+      // The run can only fail now; its row still shows what this page set aside.
+      for (const rejected of tally.rejected) this.keepRejected(run, rejected);
       throw err;
     }
-    // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
-    let duplicates = decoded.duplicates;
-    decoded.writes.forEach((write, i) => {
-      if (!write.repeat && ledger.settle(write.record.user.user_id, priors[i])) duplicates++;
-    });
+    for (const rejected of tally.rejected) {
+      const userId = this.keepRejected(run, rejected);
+      if (userId === undefined) continue;
+      // A record that cannot be stored still shows its user exists: never a deletion candidate.
+      ledger.sightUnparsed(userId);
+      ledger.settle(userId, this.store.contentHashOf(userId));
+    }
+    const duplicates = tally.duplicates + settledRepeats;
     run.duplicates += duplicates;
-    return { seen: decoded.seen, changed: decoded.changed, duplicates, rejected: decoded.rejected.length };
+    return { seen: tally.seen, changed: tally.changed, duplicates, rejected: tally.rejected.length };
   }
 
-  /** Keeps a record that failed validation, for diagnosis; written with the run's final row. */
-  private keepRejected(run: OpenRun, ledger: Ledger, rejected: RejectedRecordInput): void {
+  /** Keeps a record that failed validation, for diagnosis; written with the run's final row. Returns its user_id, if readable. */
+  private keepRejected(run: OpenRun, rejected: RejectedRecordInput): string | undefined {
     const userId = stringField(rejected.raw, 'user_id');
     const raw = JSON.stringify(rejected.raw) ?? 'null';
     if (run.rejected.length < REJECTED_KEPT && run.rejectedBytes + raw.length <= REJECTED_KEPT_BYTES) {
@@ -130,10 +138,7 @@ export class RunWriter {
       });
       run.rejectedBytes += raw.length;
     }
-    if (userId !== undefined) {
-      ledger.sightUnparsed(userId);
-      ledger.settle(userId, this.store.contentHashOf(userId));
-    }
+    return userId;
   }
 
   /** Active users not seen in this run so far: the deletion candidates. */

@@ -72,10 +72,10 @@ export class MemoryMirrorStore implements MirrorStore {
     });
   }
 
-  writeUsers(runId: number, writes: readonly UserWrite[]): Array<string | undefined> {
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void {
     const open = this.openRun(runId);
     const { working } = open;
-    return writes.map((w) => {
+    for (const w of writes) {
       this.written.push(w);
       const prior = working.get(w.record.user.user_id)?.contentHash;
       if (open.firstSync && prior !== undefined) open.repeats++;
@@ -92,8 +92,9 @@ export class MemoryMirrorStore implements MirrorStore {
         rawJson,
         deleted: false,
       });
-      return prior;
-    });
+      // As the SQLite store: a first sync's earlier rows are settled at the publish, not reported.
+      written?.(w, open.firstSync ? undefined : prior);
+    }
   }
 
   publish(runId: number, opts: PublishDeletions): PublishResult {
