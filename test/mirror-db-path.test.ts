@@ -65,6 +65,20 @@ describe('openMirror', () => {
     openMirror(fresh).close();
     expect(existsSync(fresh)).toBe(true);
   });
+
+  it('maps the file for a reader that asks (random lookups), and for no other', () => {
+    const path = join(dir, 'mapped', 'mirror.db');
+    openMirror(path).close();
+    const mapped = openMirror(path, { readonly: true, mapped: true });
+    const plain = openMirror(path, { readonly: true });
+    try {
+      expect(mapped.pragma('mmap_size', { simple: true })).toBe(1024 ** 3);
+      expect(plain.pragma('mmap_size', { simple: true })).toBe(0);
+    } finally {
+      mapped.close();
+      plain.close();
+    }
+  });
 });
 
 describe('commands', () => {

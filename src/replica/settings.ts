@@ -60,7 +60,8 @@ export interface Replica {
 }
 
 export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
-  const db = openMirror(mirrorDb, { readonly: true });
+  // Random lookups: through a memory map (db/open.ts, `mapped`).
+  const db = openMirror(mirrorDb, { readonly: true, mapped: true });
   let reader: ReplicaReader;
   try {
     reader = new ReplicaReader(db);

@@ -1,6 +1,7 @@
 /**
  * Decodes one fetched page, as bytes cut into records, into what the run
- * writer stages and what it sets aside; the writer calls it once per page.
+ * writer stages and what it sets aside, one record at a time as the writer
+ * stores them (`pageWrites`).
  * Each record's bytes are hashed and shown to the run's ledger (`sight`)
  * before anything else: a record whose bytes are
  * those of the stored user is never decoded, parsed or validated (it passed
