@@ -38,9 +38,10 @@ const CHILD_MAIN = fileURLToPath(new URL('./child-main.js', import.meta.url));
  * small semi-spaces collect them at every scavenge. Measured (2 cores, Node
  * 20, one process per run): peak RSS of a 3M-user re-sync 171 MB against
  * 193 MB, of a first sync 202 MB against 239 MB (1 MB semi-spaces); at 100k
- * users, 4 runs each, the first sync 4% slower and the re-sync 18% faster
- * (2 MB; 1 MB was slower at both). An operator's own flag in the parent's
- * execArgv wins.
+ * users, 4 runs each, the re-sync 18% faster, the first sync 4% slower until
+ * records were written one at a time (page-decode.ts `pageWrites`), which
+ * took that back (2 MB; 1 MB was slower at both). An operator's own flag in
+ * the parent's execArgv wins.
  */
 export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
 
