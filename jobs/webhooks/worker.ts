@@ -19,7 +19,10 @@
  * rate-limited move) is re-queued by BullMQ's stalled check, at the taking
  * end of `wait`, only once its lock expires. Until then a worker must not
  * deliver later events: a job that finds another job active waits, the same
- * way, for it.
+ * way, for it. The check can run just after the stalled check moved such a
+ * job to `wait` behind the one taken (`earlierJobs`): it then puts the
+ * earlier job back in `active`, for the stalled check to move again while
+ * the later one waits.
  *
  * Logs carry event ids, cursors, statuses, attempts and delays; never the
  * secret, a signature or a body.
@@ -148,6 +151,37 @@ export function attemptsOf(progress: unknown): number {
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 
+/**
+ * Jobs that must be delivered before job `id` (cursor `cursor`): any other
+ * active job, or an earlier event at the taking end of `wait`, moved there
+ * by the stalled check between this job's take and this look. In one script,
+ * so no other worker moves either meanwhile; such a job goes back to
+ * `active`, lockless, where the stalled check finds it again (and re-queues
+ * it in front of this one, which then waits in `wait`).
+ */
+const EARLIER_JOBS_LUA = `
+local earlier = {}
+for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  if id ~= ARGV[2] then table.insert(earlier, id) end
+end
+if #earlier > 0 then return earlier end
+local front = redis.call('LINDEX', KEYS[2], -1)
+if not front then return earlier end
+local raw = redis.call('HGET', ARGV[1] .. front, 'data')
+if not raw then return earlier end
+local ok, data = pcall(cjson.decode, raw)
+if not ok or type(data) ~= 'table' or type(data.cursor) ~= 'number' or data.cursor >= tonumber(ARGV[3]) then return earlier end
+redis.call('LREM', KEYS[2], 1, front)
+redis.call('LPUSH', KEYS[1], front)
+return { front }
+`;
+
+async function earlierJobs(connection: RedisClient, worker: Worker<unknown, WebhookResult, string> | undefined, id: string, cursor: number): Promise<string[]> {
+  if (worker === undefined) return [];
+  const found = await connection.eval(EARLIER_JOBS_LUA, 2, worker.toKey('active'), worker.toKey('wait'), worker.toKey(''), id, String(cursor));
+  return Array.isArray(found) ? found.filter((x): x is string => typeof x === 'string') : [];
+}
+
 export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorkerHandle {
   const { logger, target, secret, timeoutMs } = options;
   const policy: BackoffPolicy = { ...WEBHOOK_BACKOFF, ...options.backoff };
@@ -208,7 +242,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       throw new UnrecoverableError(`invalid webhook job: ${checked.reason}`);
     }
     const data = checked.data;
-    const earlier = (await options.connection.lrange(worker?.toKey('active') ?? '', 0, -1)).filter((id) => id !== job.id);
+    const earlier = await earlierJobs(options.connection, worker, job.id ?? '', data.cursor);
     if (earlier.length > 0) {
       logger.info({ event: 'webhook.waiting_for_earlier', eventId: data.event_id, cursor: data.cursor, active: earlier.slice(0, 3) }, 'an earlier webhook is still active (its worker stopped?); waiting for it');
       return holdQueue(EARLIER_ACTIVE_WAIT_MS);
