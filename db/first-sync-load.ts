@@ -162,8 +162,7 @@ export class FirstSyncLoad {
   finish(load: BulkLoad, runId: number, now: string): number {
     const ofUsers = load.indexes.filter((i) => i.tbl_name === 'users');
     ofUsers.sort((a, b) => Number(b.name === USER_KEY) - Number(a.name === USER_KEY));
-    // Without the key (a schema before migration 6) nothing would find the repeats: look for them anyway.
-    let repeats = ofUsers[0]?.name === USER_KEY ? 0 : this.s.dropEarlierListings.run().changes;
+    let repeats = 0;
     for (const index of ofUsers) {
       if (index.name === USER_KEY) repeats = this.buildDroppingRepeats(index.sql);
       else this.buildSettlingKeys(index.sql, now);

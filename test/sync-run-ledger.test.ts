@@ -71,11 +71,8 @@ describe('RunLedger', () => {
 
   it('counts an unparsable listing as a sighting, so the user is not swept', () => {
     const l = ledger();
-    // As the writer does: each unparsable listing, then what the mirror holds for it.
-    const unparsable = (id: string, held: string | undefined) => {
-      l.sightUnparsed(id);
-      l.settle(id, held);
-    };
+    // Each unparsable listing, with what the mirror holds for it.
+    const unparsable = (id: string, held: string | undefined) => l.sightUnparsed(id, () => held);
     unparsable('c', 'h-c');
     unparsable('c', 'h-c');
     unparsable('unknown', undefined);

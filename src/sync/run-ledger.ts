@@ -55,16 +55,16 @@ export type Fingerprint64 = (s: string, out: Uint32Array) => void;
 export interface Ledger {
   sight(userId: string, hash: string): Sighting;
   settle(userId: string, priorHash: string | undefined): boolean;
-  sightUnparsed(userId: string): void;
+  sightUnparsed(userId: string, stored: () => string | undefined): void;
   readonly unseenActiveCount: number;
   isUnseenActive(userId: string, hash: string): boolean;
 }
 
 /**
  * A first sync's ledger, which keeps nothing: into an empty mirror every
- * listing is written, there is no deletion candidate, and a repeat listing
- * is found by the store when it builds the user_id key at the publish
- * (db/first-sync-load.ts). So a first sync's memory does not grow with the
+ * listing is written, there is no deletion candidate (nor anything to look
+ * up in the mirror), and a repeat listing is found by the store when it
+ * builds the user_id key at the publish (db/first-sync-load.ts). So a first sync's memory does not grow with the
  * directory (a RunLedger would hold 12 bytes per user).
  */
 export const FIRST_SYNC_LEDGER: Ledger = {
@@ -97,7 +97,6 @@ export class RunLedger implements Ledger {
   private readonly key = new Uint32Array(2);
   private readonly content = new Uint32Array(2);
   private readonly pair = new Uint32Array(2);
-  private activeSlots = 0;
   private unseenActive = 0;
   private seen = 0;
 
@@ -110,7 +109,7 @@ export class RunLedger implements Ledger {
     this.active = new FingerprintTable(sizes.active);
     this.listed = new FingerprintTable(sizes.listed);
     for (const [userId, hash] of active) this.addActive(userId, hash);
-    this.unseenActive = this.activeSlots;
+    this.unseenActive = this.active.size;
   }
 
   /**
@@ -163,10 +162,14 @@ export class RunLedger implements Ledger {
     return true;
   }
 
-  /** A listing that could not be parsed still shows the user exists: never sweep it. Settle it too. */
-  sightUnparsed(userId: string): void {
+  /**
+   * A listing that could not be parsed still shows the user exists: never
+   * sweep it. Settled with the mirror's content for the user, `stored()`.
+   */
+  sightUnparsed(userId: string, stored: () => string | undefined): void {
     this.fingerprint(userId, this.key);
     if (this.listed.find(this.key[0] ?? 0, this.key[1] ?? 0) < 0) this.addListed();
+    this.settle(userId, stored());
   }
 
   /** Active users not listed so far: what a sweep would delete now. */
@@ -200,7 +203,6 @@ export class RunLedger implements Ledger {
       return;
     }
     this.active.setFlagsAt(this.active.add(this.pair[0] ?? 0, this.pair[1] ?? 0), ACTIVE);
-    this.activeSlots++;
   }
 
   /** `key` := fingerprint of the user_id, `pair` := fingerprint of (user_id, content). */
@@ -360,12 +362,8 @@ export function fingerprint64(s: string, out: Uint32Array, seedHi = 0, seedLo = 
   let i = 0;
   for (; i + 1 < n; i += 2) {
     const k = s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16);
-    let m = Math.imul(k, 0xcc9e2d51);
-    m = Math.imul((m << 15) | (m >>> 17), 0x1b873593);
-    a ^= m;
-    a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
-    b = (b + Math.imul(k, 0x85ebca77)) | 0;
-    b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
+    a = murmurStep(a, k);
+    b = xxStep(b, k);
   }
   if (i < n) {
     const k = s.charCodeAt(i);
@@ -393,21 +391,22 @@ export function seededFingerprint64(): Fingerprint64 {
 export function combine64(x: Uint32Array, y: Uint32Array, out: Uint32Array): void {
   const k0 = y[0] ?? 0;
   const k1 = y[1] ?? 0;
-  let a = (x[0] ?? 0) ^ murmurRound(k0);
-  a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
-  a ^= murmurRound(k1);
-  a = (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
-  let b = ((x[1] ?? 0) + Math.imul(k0, 0x85ebca77)) | 0;
-  b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
-  b = (b + Math.imul(k1, 0x85ebca77)) | 0;
-  b = Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
-  out[0] = murmurFinal(a ^ 8);
-  out[1] = xxFinal(b + 8);
+  out[0] = murmurFinal(murmurStep(murmurStep(x[0] ?? 0, k0), k1) ^ 8);
+  out[1] = xxFinal(xxStep(xxStep(x[1] ?? 0, k0), k1) + 8);
 }
 
-function murmurRound(k: number): number {
-  const m = Math.imul(k, 0xcc9e2d51);
-  return Math.imul((m << 15) | (m >>> 17), 0x1b873593);
+/** One 32-bit word into MurmurHash3's state. */
+function murmurStep(a: number, k: number): number {
+  let m = Math.imul(k, 0xcc9e2d51);
+  m = Math.imul((m << 15) | (m >>> 17), 0x1b873593);
+  a ^= m;
+  return (Math.imul((a << 13) | (a >>> 19), 5) + 0xe6546b64) | 0;
+}
+
+/** One 32-bit word into xxHash32's state. */
+function xxStep(b: number, k: number): number {
+  b = (b + Math.imul(k, 0x85ebca77)) | 0;
+  return Math.imul((b << 13) | (b >>> 19), 0x9e3779b1);
 }
 
 function murmurFinal(h: number): number {

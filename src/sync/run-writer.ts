@@ -112,11 +112,8 @@ export class RunWriter {
     }
     for (const rejected of tally.rejected) {
       const userId = this.keepRejected(run, rejected);
-      // A first sync has no deletion candidates (and, its indexes dropped, nothing to look a user up by).
-      if (userId === undefined || ledger === FIRST_SYNC_LEDGER) continue;
       // A record that cannot be stored still shows its user exists: never a deletion candidate.
-      ledger.sightUnparsed(userId);
-      ledger.settle(userId, this.store.contentHashOf(userId));
+      if (userId !== undefined) ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
     }
     const duplicates = tally.duplicates + settledRepeats;
     run.duplicates += duplicates;
