@@ -29,7 +29,8 @@
  * Peers on fewer users than ours compare by rate.
  *
  * Prints a markdown table of absolute figures and the ratios the goals are
- * set on, with the machine's load average before and after. Each scenario
+ * set on, with the machine's load average before and after and what a
+ * second busy thread adds on it (bench/cores.ts). Each scenario
  * checks that it stored every user (ours: a succeeded run that saw every
  * user; peers: the row count; the floor: every page answered), so a fast
  * wrong answer cannot pass.
@@ -43,6 +44,7 @@ import type { FaultPlan } from '../src/stand-in/index.js';
 import { syncExecArgv } from '../src/sync/child-process.js';
 import type { RunResult, SyncRunRequest } from './sync-run.js';
 import type { SyncStandInReady, SyncStandInRequest } from './sync-stand-in.js';
+import { parallelScaling } from './cores.js';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const envInt = (name: string, fallback: number): number => {
@@ -188,6 +190,7 @@ function table(rows: readonly Row[]): string {
 
 async function main(): Promise<void> {
   const loadBefore = loadavg().map((l) => l.toFixed(2)).join(' ');
+  const cores = await parallelScaling();
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-sync-'));
   const rows: Row[] = [];
   const fmt = (n: number) => n.toLocaleString('en-US');
@@ -286,7 +289,7 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 
   process.stdout.write(
-    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs; ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins and each scenario in processes of their own; users/s end to end; ours' WAL checkpoint after the run shown apart (the peers checkpoint as they go, SQLite's default).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`,
+    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs, two busy threads doing ${cores.scaling.toFixed(2)}× the work of one (bench/cores.ts); ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins and each scenario in processes of their own; users/s end to end; ours' WAL checkpoint after the run shown apart (the peers checkpoint as they go, SQLite's default).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`,
   );
 }
 
