@@ -10,6 +10,7 @@
  * `node dist/bench/cores.js` prints it; bench:sync prints it beside its table.
  */
 import Database from 'better-sqlite3';
+import { pathToFileURL } from 'node:url';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import { contentHash } from '../db/user-row.js';
 import { generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
@@ -30,8 +31,12 @@ async function share(go: Promise<void>, ready: () => void = () => undefined): Pr
   for (let pass = 0; pass < PASSES; pass++) {
     for (const text of texts) insert.run((JSON.parse(text) as { user_id: string }).user_id, contentHash(text), text);
   }
+  const seconds = (performance.now() - started) / 1000;
+  // Every record stored, once: a thread that skipped its work cannot look fast.
+  const stored = db.prepare<[], number>('SELECT count(DISTINCT user_id) FROM users').pluck().get();
   db.close();
-  return (performance.now() - started) / 1000;
+  if (stored !== RECORDS) throw new Error(`bench/cores.ts: ${stored ?? 0} users stored, expected ${RECORDS}`);
+  return seconds;
 }
 
 export interface ParallelScaling {
@@ -54,6 +59,7 @@ export async function parallelScaling(rounds = 3): Promise<ParallelScaling> {
     const theirs = new Promise<number>((resolve, reject) => {
       worker.on('message', (m: unknown) => typeof m === 'number' && resolve(m));
       worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`bench/cores.ts: the worker exited (${code}) before reporting`)));
     });
     let start: () => void = () => undefined;
     const ours = share(new Promise((resolve) => (start = resolve)));
@@ -73,7 +79,7 @@ if (!isMainThread) {
   if (port === null) throw new Error('bench/cores.ts: no parent port');
   const go = new Promise<void>((resolve) => port.once('message', () => resolve()));
   void share(go, () => port.postMessage('ready')).then((seconds) => port.postMessage(seconds));
-} else if (import.meta.url === `file://${process.argv[1]}`) {
+} else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const s = await parallelScaling();
   console.log(`| threads | seconds | work per second |\n|---:|---:|---:|\n| 1 | ${s.alone.toFixed(2)} | 1.00× |\n| 2 | ${s.together.toFixed(2)} | ${s.scaling.toFixed(2)}× |`);
 }
