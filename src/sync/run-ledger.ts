@@ -64,8 +64,9 @@ export interface Ledger {
  * A first sync's ledger, which keeps nothing: into an empty mirror every
  * listing is written, there is no deletion candidate (nor anything to look
  * up in the mirror), and a repeat listing is found by the store when it
- * builds the user_id key at the publish (db/first-sync-load.ts). So a first sync's memory does not grow with the
- * directory (a RunLedger would hold 12 bytes per user).
+ * builds the user_id key at the publish (db/first-sync-load.ts). So a first
+ * sync's memory does not grow with the directory (a RunLedger would hold
+ * 12 bytes per user).
  */
 export const FIRST_SYNC_LEDGER: Ledger = {
   sight: () => 'write',
