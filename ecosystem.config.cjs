@@ -4,13 +4,13 @@
  *
  * - fork mode, one instance: the SQLite mirror has a single writer.
  * - interpreter: the Node that runs `pm2 start` (and so loads this file), by
- *   its absolute path. Left to itself pm2 runs a .js script with a bare
- *   `node` looked up on the PATH of the start, or, when none is found there,
- *   with the Node its own daemon happens to run on: either can be another
- *   Node than the one `npm ci` built better-sqlite3 for (the machine's
- *   /usr/bin/node, a pm2 daemon started before an upgrade), and the daemon
- *   then dies at start-up on the native module's ABI, in a restart loop.
- *   After moving to another Node: `npm ci` with it, then
+ *   its absolute path: in a checkout, `npx pm2 start` runs on the Node the
+ *   checkout carries; on a host, on the host's. Left to itself pm2 runs a .js
+ *   script with a bare `node` looked up on the PATH of the start, or, when
+ *   none is found there, with the Node its own daemon happens to run on:
+ *   either can be an unsupported Node (the machine's /usr/bin/node, a pm2
+ *   daemon started before an upgrade), which the CLI refuses at start, in a
+ *   restart loop. After moving to another Node:
  *   `pm2 delete user-mirror && pm2 start ecosystem.config.cjs` with it.
  * - wait_ready: pm2 shows the app online when it sends 'ready' (Redis and the
  *   mirror reachable). If Redis is down at start, the daemon keeps retrying

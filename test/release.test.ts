@@ -7,8 +7,9 @@
  *
  * The pack runs in a copy of the sources (node_modules linked), so the
  * rebuild it does never rewrites the dist/ other test files are running.
- * The host install is real: from the registry, better-sqlite3 built from
- * source, the pinned pm2 from the artefact's own dependencies.
+ * The host install is real: from the registry, better-sqlite3's shipped
+ * Node-API binary (nothing compiled: no build/ folder), the pinned pm2 from
+ * the artefact's own dependencies, and not the Node a checkout carries.
  *
  * Also here, the artefact's contract without I/O: `.env.example` is the
  * registry rendered, and the producer entry never loads better-sqlite3.
@@ -106,6 +107,9 @@ describe('the production flow', () => {
     const modules = readdirSync(join(app, 'node_modules'));
     expect(modules).not.toContain('typescript');
     expect(modules).not.toContain('vitest');
+    // The carried Node is a dev dependency: a host runs the artefact on its own Node.
+    expect(modules).not.toContain('node');
+    expect(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build'))).toBe(false);
     expect((await run(process.execPath, ['dist/cli.js', '--version'], { cwd: app })).stdout).toMatch(/^user-mirror \d+\.\d+\.\d+ \(node v\d+/);
     // The pm2 the artefact pins, not whatever `npx pm2` would fetch.
     const pinned = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).dependencies.pm2;
