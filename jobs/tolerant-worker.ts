@@ -61,7 +61,7 @@ export class TolerantWorker<T = unknown, R = unknown, N extends string = string>
       if (!(err instanceof SyntaxError)) throw err;
       const jobId = await quarantineJobLockedBy(this.redis, this.toKey.bind(this), token);
       if (jobId === undefined) throw err;
-      const job = (await this.Job.fromId(this, jobId)) as Job<T, R, N> | undefined;
+      const job = await this.Job.fromId<T, R, N>(this, jobId);
       if (job === undefined) throw err;
       job.token = token;
       return job;
@@ -163,7 +163,7 @@ export function unreadableFromData(raw: string | undefined): UnreadableJob | und
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
   const problems = (parsed as Record<string, unknown>)[QUARANTINE_KEY];
   if (Object.keys(parsed).length === 1 && Array.isArray(problems) && problems.every((p) => typeof p === 'string')) {
-    return new UnreadableJob(problems as string[]);
+    return new UnreadableJob(problems);
   }
   return undefined;
 }

@@ -12,10 +12,10 @@ import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';
 import type { Db } from '../db/open.js';
-import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
+import { RunWriter } from '../src/sync/run-writer.js';
 import { MirrorReader } from '../db/mirror-reader.js';
 import { recordingServer } from './support/canned-server.js';
-import { pageOf, staged, userId, useTempMirror, wireUser, type TempDir, type TempMirror, type WireRecord } from './support/mirror-fixtures.js';
+import { pageOf, staged, userId, useTempMirror, wireUser, type TempMirror, type WireRecord } from './support/mirror-fixtures.js';
 
 /**
  * Shaped like the user the official Node SDK's own wire tests list: valid
@@ -188,13 +188,12 @@ describe('the client', () => {
 });
 
 describe('the mirror', () => {
-  let dir: TempDir;
   let db: Db;
   let writer: RunWriter;
   let refresh: TempMirror['refresh'];
 
   useTempMirror((m) => {
-    ({ dir, db, writer, refresh } = m);
+    ({ db, writer, refresh } = m);
   });
 
   const row = (id: string) =>

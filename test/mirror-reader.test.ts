@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
-import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
+import { RunWriter } from '../src/sync/run-writer.js';
 import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
 import { checkStoredUser } from '../src/replica/resolve.js';
 import { OTHER_TEAM, pageOf, staged, stagedUsers, TEAM, userId, useTempMirror, wireUser, type TempDir } from './support/mirror-fixtures.js';

@@ -112,8 +112,8 @@ describe('the production flow', () => {
     expect(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build'))).toBe(false);
     expect((await run(process.execPath, ['dist/cli.js', '--version'], { cwd: app })).stdout).toMatch(/^user-mirror \d+\.\d+\.\d+ \(node v\d+/);
     // The pm2 the artefact pins, not whatever `npx pm2` would fetch.
-    const pinned = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).dependencies.pm2;
-    expect(JSON.parse(readFileSync(join(app, 'node_modules', 'pm2', 'package.json'), 'utf8')).version).toBe(pinned);
+    const pinned = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: { pm2: string } }).dependencies.pm2;
+    expect((JSON.parse(readFileSync(join(app, 'node_modules', 'pm2', 'package.json'), 'utf8')) as { version: string }).version).toBe(pinned);
     expect(existsSync(join(app, 'node_modules', '.bin', 'pm2'))).toBe(true);
   });
 

@@ -15,15 +15,13 @@ import { describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
+import { until, useRemovalRig, type Rig } from './support/removal-rig.js';
 
 /** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */
 const HOLD_MS = 6_000;
 
-let shared: Shared;
 let rig: Rig;
-useRemovalRig((s, r) => {
-  shared = s;
+useRemovalRig((_shared, r) => {
   rig = r;
 });
 

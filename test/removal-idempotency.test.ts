@@ -6,12 +6,10 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
 
-let shared: Shared;
 let rig: Rig;
-useRemovalRig((s, r) => {
-  shared = s;
+useRemovalRig((_shared, r) => {
   rig = r;
 });
 

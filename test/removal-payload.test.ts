@@ -111,7 +111,7 @@ describe('removal payload', () => {
   it('shows hostile unknown keys short and escaped', () => {
     const r = checkRemovalPayload({ org_id: ORG, member_id: MEMBER, ['k\u001b'.repeat(100)]: 1 });
     expect(r.ok).toBe(false);
-    if (!r.ok) expect(r.reason).not.toMatch(/\u001b/);
+    if (!r.ok) expect(r.reason).not.toContain('\u001b');
   });
 
   it('rejects a job with another name', () => {

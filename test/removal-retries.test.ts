@@ -7,12 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { DEFAULT_LIMITER } from '../jobs/removals/worker.js';
-import { deleteRequests, until, useRemovalRig, type Rig, type Shared } from './support/removal-rig.js';
+import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
 
-let shared: Shared;
 let rig: Rig;
-useRemovalRig((s, r) => {
-  shared = s;
+useRemovalRig((_shared, r) => {
   rig = r;
 });
 

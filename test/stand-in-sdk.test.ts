@@ -25,7 +25,7 @@ const AWKWARD_CHARACTERS: ReadonlyArray<[string, RegExp]> = [
   ['question mark', /\?/],
   ['percent', /%/],
   ['space', / /],
-  ['non-ASCII', /[^\x00-\x7f]/],
+  ['non-ASCII', /[^\p{ASCII}]/u],
 ];
 
 function sdkFor(s: StandIn): VitalClient {

@@ -49,7 +49,9 @@ const Id = z
   .transform((id) => id.toLowerCase());
 
 // Control characters would let a caller forge log lines or terminal output.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const NO_CONTROLS = /^[^\u0000-\u001f\u007f]*$/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const NO_CONTROLS_EXCEPT_NEWLINE = /^[^\u0000-\u0008\u000b-\u001f\u007f]*$/;
 
 const Target = z

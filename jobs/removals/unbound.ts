@@ -94,7 +94,7 @@ export async function adoptUnbound(
     const data: unknown = job.data;
     const named = typeof data === 'object' && data !== null ? (data as Record<string, unknown>).target : undefined;
     if (named !== undefined && named !== into) {
-      results.push({ jobId, result: 'invalid', reason: `names target ${String(named).slice(0, 40)}, not this host's ${into}` });
+      results.push({ jobId, result: 'invalid', reason: `names target ${(typeof named === 'string' ? named : JSON.stringify(named)).slice(0, 40)}, not this host's ${into}` });
       continue;
     }
     const checked = checkRemovalPayload(typeof data === 'object' && data !== null ? { ...data, target: into } : data);

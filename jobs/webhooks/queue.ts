@@ -119,7 +119,7 @@ export async function enqueueEvents(queue: WebhookQueue, events: readonly FeedEv
     const data: WebhookJobData = { cursor: e.cursor, event_id: e.id, user_id: e.userId, body: e.body };
     const checked = checkWebhookJob(WEBHOOK_JOB, data);
     if (!checked.ok) throw new Error(`event at cursor ${e.cursor} cannot be queued: ${checked.reason}`);
-    return { name: WEBHOOK_JOB as typeof WEBHOOK_JOB, data, opts: webhookJobOptions(e.id) };
+    return { name: WEBHOOK_JOB, data, opts: webhookJobOptions(e.id) } as const;
   });
   if (jobs.length > 0) await queue.addBulk(jobs);
   return sorted.at(-1)?.cursor ?? 0;

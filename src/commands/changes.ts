@@ -95,7 +95,7 @@ function line(e: FeedEvent): string {
         : e.type === 'mirror.baseline'
           ? `${String(d['users'])} users`
           : '';
-  return [String(e.cursor).padStart(8), event.timestamp, e.type.padEnd(15), String(d['client_user_id'] ?? '-'), e.userId ?? '-', detail]
+  return [String(e.cursor).padStart(8), event.timestamp, e.type.padEnd(15), typeof d['client_user_id'] === 'string' ? d['client_user_id'] : '-', e.userId ?? '-', detail]
     .join('  ')
     .trimEnd();
 }

@@ -46,6 +46,7 @@ export function renderTable(header: readonly string[], rows: ReadonlyArray<reado
 
 /** Stored text came from callers: keep one row per line and no terminal escapes. */
 export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
   const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
   return flat.length > 300 ? `${flat.slice(0, 300)}…` : flat;
 }

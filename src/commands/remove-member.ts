@@ -85,7 +85,7 @@ export default async function main(argv: string[]): Promise<number> {
       return 1;
     }
     try {
-      const value = await job.waitUntilFinished(events, timeoutS * 1000);
+      const value: unknown = await job.waitUntilFinished(events, timeoutS * 1000);
       const result = RemovalResultSchema.safeParse(value);
       const status = result.success ? result.data.status : 'succeeded';
       process.stdout.write(

@@ -141,7 +141,7 @@ export interface ChangeDelivery {
   /** After each sync job: dispatch what it published, then drop what is past retention. */
   afterSync(): Promise<void>;
   /** Webhook delivery's lag (rejects without webhooks). */
-  lag(): Promise<DeliveryLag>;
+  lag: () => Promise<DeliveryLag>;
   /** Stops dispatch and the worker (waiting up to `timeoutMs` for a request in flight), closes the queue. True when drained. */
   close(timeoutMs: number): Promise<boolean>;
 }

@@ -82,6 +82,7 @@ export function formatAge(seconds: number): string {
 
 /** Stored errors may carry newlines or escapes and run long; a report row is one short line. */
 export function oneLine(text: string, max = 200): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
   const flat = text.replace(/[\u0000-\u001f\u007f]/g, ' ');
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
 }

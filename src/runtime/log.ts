@@ -67,7 +67,7 @@ export function humanLine(json: string): string | undefined {
     .filter(([k, v]) => !NOT_FIELDS.has(k) && v !== undefined && v !== null)
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
   const prefix = level === 'info' ? '' : `${level}: `;
-  return `${prefix}${String(e.msg ?? event ?? '')}${fields.length > 0 ? ` (${fields.join(', ')})` : ''}`;
+  return `${prefix}${typeof e.msg === 'string' ? e.msg : (event ?? '')}${fields.length > 0 ? ` (${fields.join(', ')})` : ''}`;
 }
 
 /** A pino destination that writes `humanLine`s to `out`. */

@@ -298,7 +298,7 @@ function transportError(err: unknown, method: HttpMethod, path: string, deadline
   if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
   if (err instanceof undiciErrors.ConnectTimeoutError) return new TimeoutError('connect', method, path, { cause: err });
   if (err instanceof undiciErrors.RequestAbortedError || (err instanceof Error && err.name === 'AbortError')) {
-    return err as Error;
+    return err;
   }
   const code = (err as { code?: unknown } | null)?.code;
   return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });

@@ -179,7 +179,7 @@ export class Faults {
     if ((r -= p.rate500) < 0) return { kind: 'status', status: 500, retryAfter: undefined, body: undefined };
     if ((r -= p.rate503) < 0) return { kind: 'status', status: 503, retryAfter, body: undefined };
     if ((r -= p.resetRate) < 0) return { kind: 'reset' };
-    if ((r -= p.truncateRate) < 0) return { kind: 'truncate' };
+    if (r - p.truncateRate < 0) return { kind: 'truncate' };
     return NO_ACTION;
   }
 

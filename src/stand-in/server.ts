@@ -23,7 +23,7 @@ export interface ServerDeps extends Domain {
 export interface StandInServer {
   server: Server;
   /** Stops listening, cuts open connections and pending slow answers. */
-  shutdown(): Promise<void>;
+  shutdown: () => Promise<void>;
 }
 
 type Outcome = { status: number; fault: RequestLogEntry['fault'] };

@@ -178,7 +178,7 @@ export async function eventually<T>(probe: () => Promise<T | undefined> | T | un
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+  throw new Error(`timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`);
 }
 
 export interface DaemonEnvParts {
