@@ -118,7 +118,8 @@ const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
 
 /** What `serve` reads: the replica's variables, the mirror, the service key it must refuse, logging. */
 const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
-  (name) => name.startsWith('REPLICA_') || ['MIRROR_DB', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL', 'NODE_ENV'].includes(name),
+  (name) =>
+    name.startsWith('REPLICA_') || ['MIRROR_DB', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL', 'NODE_ENV'].includes(name),
 );
 
 const replicaWorkers = Number(process.env.REPLICA_WORKERS || '1');
@@ -160,6 +161,8 @@ module.exports = {
       kill_timeout: shutdownTimeoutMs() + 15_000,
       max_memory_restart: process.env.USER_MIRROR_MAX_MEMORY || '1G',
     },
-    ...(replicaApart ? [{ ...app(`${appName}-replica`, 'user-mirror-replica', 'serve', pickEnv(REPLICA_VARIABLES)), kill_timeout: 15_000 }] : []),
+    ...(replicaApart
+      ? [{ ...app(`${appName}-replica`, 'user-mirror-replica', 'serve', pickEnv(REPLICA_VARIABLES)), kill_timeout: 15_000 }]
+      : []),
   ],
 };

@@ -85,7 +85,12 @@ export async function benchDelivery(): Promise<void> {
     const agent = new Agent({ connections: 1 });
     let t0 = performance.now();
     for (const e of all) {
-      const res = await request(floor.url, { method: 'POST', headers: webhookHeaders(SECRET, e.id, Math.floor(Date.now() / 1000), e.body), body: e.body, dispatcher: agent });
+      const res = await request(floor.url, {
+        method: 'POST',
+        headers: webhookHeaders(SECRET, e.id, Math.floor(Date.now() / 1000), e.body),
+        body: e.body,
+        dispatcher: agent,
+      });
       await res.body.dump();
     }
     const floorSeconds = (performance.now() - t0) / 1000;
@@ -101,7 +106,15 @@ export async function benchDelivery(): Promise<void> {
     const workerRedis = createRedisConnection(redis.url, { role: 'worker' });
     const queue = createWebhookQueue(producer, { mirrorId: 'bench', target, prefix: 'bench' });
     t0 = performance.now();
-    const worker = startWebhookWorker({ connection: workerRedis, prefix: 'bench', mirrorId: 'bench', target, secret: SECRET, timeoutMs: 10_000, logger: silentLogger });
+    const worker = startWebhookWorker({
+      connection: workerRedis,
+      prefix: 'bench',
+      mirrorId: 'bench',
+      target,
+      secret: SECRET,
+      timeoutMs: 10_000,
+      logger: silentLogger,
+    });
     for (let i = 0; i < all.length; i += BATCH) await enqueueEvents(queue, all.slice(i, i + BATCH));
     await receiver.waitFor(EVENTS);
     const seconds = (performance.now() - t0) / 1000;
@@ -116,9 +129,12 @@ export async function benchDelivery(): Promise<void> {
     await redis.stop();
   }
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-  console.log(`webhook delivery of ${fmt(EVENTS)} events (~${Math.round((all[0]?.body.length ?? 0) / 100) / 10} KB each) to a local receiver verifying every signature\n`);
+  console.log(
+    `webhook delivery of ${fmt(EVENTS)} events (~${Math.round((all[0]?.body.length ?? 0) / 100) / 10} KB each) to a local receiver verifying every signature\n`,
+  );
   console.log('| scenario | events | seconds | events/s | vs the floor |');
   console.log('|---|---:|---:|---:|---:|');
   const floorRate = rows[0]?.rate ?? 1;
-  for (const r of rows) console.log(`| ${r.scenario} | ${fmt(EVENTS)} | ${r.seconds.toFixed(1)} | ${fmt(r.rate)} | ${(r.rate / floorRate).toFixed(2)}× |`);
+  for (const r of rows)
+    console.log(`| ${r.scenario} | ${fmt(EVENTS)} | ${r.seconds.toFixed(1)} | ${fmt(r.rate)} | ${(r.rate / floorRate).toFixed(2)}× |`);
 }

@@ -69,19 +69,36 @@ function timeInProcess(feed: ChangeFeed, cursor: number): Row {
     }
   }
   const s = (performance.now() - t0) / 1000;
-  return { scenario: 'ChangeFeed.page (in process)', cursor, pages: REPEATS, microsPerPage: (s * 1e6) / REPEATS, eventsPerSecond: (REPEATS * PAGE) / s };
+  return {
+    scenario: 'ChangeFeed.page (in process)',
+    cursor,
+    pages: REPEATS,
+    microsPerPage: (s * 1e6) / REPEATS,
+    eventsPerSecond: (REPEATS * PAGE) / s,
+  };
 }
 
 async function timeHttp(http: Client, key: string, cursor: number): Promise<Row> {
   const t0 = performance.now();
   const n = Math.max(1, Math.floor(REPEATS / 4));
   for (let i = 0; i < n; i++) {
-    const res = await http.request({ method: 'GET', path: `/mirror/v1/changes?after=${cursor}&limit=${PAGE}`, headers: { 'x-vital-api-key': key } });
+    const res = await http.request({
+      method: 'GET',
+      path: `/mirror/v1/changes?after=${cursor}&limit=${PAGE}`,
+      headers: { 'x-vital-api-key': key },
+    });
     const body = (await res.body.json()) as { events: { cursor: number }[]; next: number };
-    if (res.statusCode !== 200 || body.events[0]?.cursor !== cursor + 1 || body.next !== cursor + PAGE) throw new Error(`wrong answer at cursor ${cursor}`);
+    if (res.statusCode !== 200 || body.events[0]?.cursor !== cursor + 1 || body.next !== cursor + PAGE)
+      throw new Error(`wrong answer at cursor ${cursor}`);
   }
   const s = (performance.now() - t0) / 1000;
-  return { scenario: 'GET /mirror/v1/changes (replica, keep-alive)', cursor, pages: n, microsPerPage: (s * 1e6) / n, eventsPerSecond: (n * PAGE) / s };
+  return {
+    scenario: 'GET /mirror/v1/changes (replica, keep-alive)',
+    cursor,
+    pages: n,
+    microsPerPage: (s * 1e6) / n,
+    eventsPerSecond: (n * PAGE) / s,
+  };
 }
 
 async function main(): Promise<void> {
@@ -94,7 +111,11 @@ async function main(): Promise<void> {
     const fillSeconds = (performance.now() - t0) / 1000;
     const feed = new ChangeFeed(db);
     const apiKey = 'rk_bench_changes';
-    const replica = await startReplica(path, { host: '127.0.0.1', port: 0, apiKey, apiKeyHeader: 'x-vital-api-key', maxStalenessMs: 3_600_000 }, silentLogger);
+    const replica = await startReplica(
+      path,
+      { host: '127.0.0.1', port: 0, apiKey, apiKeyHeader: 'x-vital-api-key', maxStalenessMs: 3_600_000 },
+      silentLogger,
+    );
     const http = new Client(`http://127.0.0.1:${replica.port}`, { pipelining: 0 });
     const rows: Row[] = [];
     const cursors = [0, Math.floor(EVENTS / 2), EVENTS - PAGE];
@@ -108,7 +129,8 @@ async function main(): Promise<void> {
     console.log(`feed of ${fmt(EVENTS)} events (written in ${fillSeconds.toFixed(1)} s), pages of ${PAGE}\n`);
     console.log('| scenario | after cursor | pages | µs/page | events/s |');
     console.log('|---|---:|---:|---:|---:|');
-    for (const r of rows) console.log(`| ${r.scenario} | ${fmt(r.cursor)} | ${fmt(r.pages)} | ${r.microsPerPage.toFixed(1)} | ${fmt(r.eventsPerSecond)} |`);
+    for (const r of rows)
+      console.log(`| ${r.scenario} | ${fmt(r.cursor)} | ${fmt(r.pages)} | ${r.microsPerPage.toFixed(1)} | ${fmt(r.eventsPerSecond)} |`);
     const first = rows[0]?.microsPerPage ?? 1;
     const last = rows[2]?.microsPerPage ?? 1;
     console.log(`\npage cost at cursor ${fmt(EVENTS - PAGE)} / at cursor 0: ${(last / first).toFixed(2)}× (goal: O(page), about 1×)\n`);

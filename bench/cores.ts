@@ -81,5 +81,7 @@ if (!isMainThread) {
   void share(go, () => port.postMessage('ready')).then((seconds) => port.postMessage(seconds));
 } else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const s = await parallelScaling();
-  console.log(`| threads | seconds | work per second |\n|---:|---:|---:|\n| 1 | ${s.alone.toFixed(2)} | 1.00× |\n| 2 | ${s.together.toFixed(2)} | ${s.scaling.toFixed(2)}× |`);
+  console.log(
+    `| threads | seconds | work per second |\n|---:|---:|---:|\n| 1 | ${s.alone.toFixed(2)} | 1.00× |\n| 2 | ${s.together.toFixed(2)} | ${s.scaling.toFixed(2)}× |`,
+  );
 }

@@ -17,8 +17,17 @@ export interface ScriptOptions {
   maxUsers: number;
 }
 
-interface Source { provider?: { slug: string; name: string }; created_on: string }
-interface User { user_id: string; team_id: string; client_user_id: string; created_on: string; connected_sources: Source[] }
+interface Source {
+  provider?: { slug: string; name: string };
+  created_on: string;
+}
+interface User {
+  user_id: string;
+  team_id: string;
+  client_user_id: string;
+  created_on: string;
+  connected_sources: Source[];
+}
 
 const PAGE = 500;
 const IN_FLIGHT = 4;

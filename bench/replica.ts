@@ -110,7 +110,13 @@ interface Load {
 }
 
 /** `connections` loops, each one request at a time, for `seconds`. */
-async function load(pool: Pool, connections: number, seconds: number, next: () => { path: string; check: (status: number, body: Buffer) => boolean }, apiKey: string): Promise<Load> {
+async function load(
+  pool: Pool,
+  connections: number,
+  seconds: number,
+  next: () => { path: string; check: (status: number, body: Buffer) => boolean },
+  apiKey: string,
+): Promise<Load> {
   const latencies: number[] = [];
   let errors = 0;
   const started = performance.now();
@@ -155,7 +161,14 @@ async function measured(pid: number | undefined, run: () => Promise<Load>): Prom
   return { ...l, serverMicros: before === undefined || after === undefined ? undefined : ((after - before) * 1e6) / l.count };
 }
 
-function row(scenario: string, connections: number, l: Load & { serverMicros: number | undefined }, usersPerRequest: number | undefined, goal: string, goalPerSecond: number): Row {
+function row(
+  scenario: string,
+  connections: number,
+  l: Load & { serverMicros: number | undefined },
+  usersPerRequest: number | undefined,
+  goal: string,
+  goalPerSecond: number,
+): Row {
   const perSecond = l.count / l.seconds;
   const usersPerSecond = usersPerRequest === undefined ? undefined : perSecond * usersPerRequest;
   const measured = usersPerSecond ?? perSecond;
@@ -193,7 +206,9 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const built = await runChild(['sync', '--once'], syncEnv);
     if (built !== 0) throw new Error(`the building sync exited ${built}`);
-    process.stderr.write(`bench:replica: mirror of ${USERS.toLocaleString('en-US')} users synced in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(
+      `bench:replica: mirror of ${USERS.toLocaleString('en-US')} users synced in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+    );
 
     const ids = sampleClientIds(mirrorDb, 20_000);
     const profDir = join(ROOT, 'bench-profiles');
@@ -204,18 +219,28 @@ async function main(): Promise<void> {
     );
     children.push(serve);
     const listening = JSON.parse(await serve.line(/"event":"replica.listening"/)) as { port: number };
-    const pool = new Pool(`http://127.0.0.1:${listening.port}`, { connections: Math.max(RESOLVE_CONNECTIONS, LIST_CONNECTIONS), pipelining: 1, keepAliveTimeout: 60_000 });
+    const pool = new Pool(`http://127.0.0.1:${listening.port}`, {
+      connections: Math.max(RESOLVE_CONNECTIONS, LIST_CONNECTIONS),
+      pipelining: 1,
+      keepAliveTimeout: 60_000,
+    });
 
     let n = 0;
     const resolveNext = () => {
       const id = ids[(n++ * 7919) % ids.length] ?? '';
       const needle = Buffer.from(JSON.stringify(id));
-      return { path: `/v2/user/resolve/${encodePathSegment(id)}`, check: (status: number, body: Buffer) => (status === 200 && body.includes(needle)) || status === 404 };
+      return {
+        path: `/v2/user/resolve/${encodePathSegment(id)}`,
+        check: (status: number, body: Buffer) => (status === 200 && body.includes(needle)) || status === 404,
+      };
     };
     const total = activeCount(mirrorDb);
     const listNext = () => {
       const offset = Math.floor(Math.random() * Math.max(1, total - 500));
-      return { path: `/v2/user?offset=${offset}&limit=500`, check: (status: number, body: Buffer) => status === 200 && body.length > 500 * 100 };
+      return {
+        path: `/v2/user?offset=${offset}&limit=500`,
+        check: (status: number, body: Buffer) => status === 200 && body.length > 500 * 100,
+      };
     };
 
     const rows: Row[] = [];
@@ -235,11 +260,23 @@ async function main(): Promise<void> {
     const ours = combined(oursRuns);
     const reference = combined(bareRuns);
     rows.push(row('resolve, active ids', RESOLVE_CONNECTIONS, ours, undefined, '≥ 20,000 req/s', 20_000));
-    const cpuRatio = ours.serverMicros !== undefined && reference.serverMicros !== undefined ? ours.serverMicros / reference.serverMicros : undefined;
-    rows.push(row('reference: bare node:http, fixed 1 KB answer (in turns with the row above)', RESOLVE_CONNECTIONS, reference, undefined, '', 0));
+    const cpuRatio =
+      ours.serverMicros !== undefined && reference.serverMicros !== undefined ? ours.serverMicros / reference.serverMicros : undefined;
+    rows.push(
+      row('reference: bare node:http, fixed 1 KB answer (in turns with the row above)', RESOLVE_CONNECTIONS, reference, undefined, '', 0),
+    );
 
     await load(pool, LIST_CONNECTIONS, 1, listNext, replicaKey);
-    rows.push(row('list, pages of 500 at random offsets', LIST_CONNECTIONS, await measured(pid, () => load(pool, LIST_CONNECTIONS, SECONDS, listNext, replicaKey)), 500, '≥ 100,000 users/s', 100_000));
+    rows.push(
+      row(
+        'list, pages of 500 at random offsets',
+        LIST_CONNECTIONS,
+        await measured(pid, () => load(pool, LIST_CONNECTIONS, SECONDS, listNext, replicaKey)),
+        500,
+        '≥ 100,000 users/s',
+        100_000,
+      ),
+    );
 
     // Syncs back to back on the same file while resolves run.
     let syncing = true;
@@ -267,7 +304,13 @@ async function main(): Promise<void> {
 
     // The replica on every core: REPLICA_WORKERS processes on one port (node:cluster).
     if (WORKERS > 1) {
-      const many = startChild(['serve'], { MIRROR_DB: mirrorDb, REPLICA_PORT: '0', REPLICA_API_KEY: replicaKey, REPLICA_WORKERS: String(WORKERS), LOG_LEVEL: 'info' });
+      const many = startChild(['serve'], {
+        MIRROR_DB: mirrorDb,
+        REPLICA_PORT: '0',
+        REPLICA_API_KEY: replicaKey,
+        REPLICA_WORKERS: String(WORKERS),
+        LOG_LEVEL: 'info',
+      });
       children.push(many);
       const port = (JSON.parse(await many.line(/"event":"replica.listening"/)) as { port: number }).port;
       await many.line(/"event":"replica.workers"/);
@@ -292,7 +335,12 @@ async function main(): Promise<void> {
  * answers every request with one fixed 1 KB record, under the same client.
  * What the replica cannot beat on node:http, whatever it does.
  */
-async function startBare(): Promise<{ child: Child; pool: Pool; next: () => { path: string; check: (status: number) => boolean }; close: () => Promise<void> }> {
+async function startBare(): Promise<{
+  child: Child;
+  pool: Pool;
+  next: () => { path: string; check: (status: number) => boolean };
+  close: () => Promise<void>;
+}> {
   const script = `const b=Buffer.alloc(1024,120);require('node:http').createServer({keepAliveTimeout:65000},(q,r)=>{r.writeHead(200,['content-type','application/json','content-length','1024']);r.end(b)}).listen(0,'127.0.0.1',function(){console.log('listening '+this.address().port)})`;
   const child = startScript(script);
   const port = Number((await child.line(/^listening \d+/)).split(' ')[1]);
@@ -327,7 +375,10 @@ function combined(runs: ReadonlyArray<Load & { serverMicros: number | undefined 
 function sampleClientIds(path: string, n: number): string[] {
   const db = new Database(path, { readonly: true });
   try {
-    return db.prepare<[number], string>('SELECT client_user_id FROM users WHERE deleted_at IS NULL ORDER BY random() LIMIT ?').pluck().all(n);
+    return db
+      .prepare<[number], string>('SELECT client_user_id FROM users WHERE deleted_at IS NULL ORDER BY random() LIMIT ?')
+      .pluck()
+      .all(n);
   } finally {
     db.close();
   }
@@ -345,7 +396,9 @@ function activeCount(path: string): number {
 function publishedBetween(path: string, from: string, to: string): number {
   const db = new Database(path, { readonly: true });
   try {
-    return db.prepare<[string, string], number>('SELECT count(*) FROM sync_runs WHERE published_at BETWEEN ? AND ?').pluck().get(from, to) ?? 0;
+    return (
+      db.prepare<[string, string], number>('SELECT count(*) FROM sync_runs WHERE published_at BETWEEN ? AND ?').pluck().get(from, to) ?? 0
+    );
   } finally {
     db.close();
   }
@@ -364,7 +417,9 @@ function print(rows: readonly Row[], loadBefore: number[], syncs: number, cpuRat
     ),
     '',
     `Server CPU per resolve: ${cpuRatio === undefined ? 'not measured (no /proc)' : `${cpuRatio.toFixed(2)}× the bare server's (goal ≤ 1.5×: ${cpuRatio <= 1.5 ? 'met' : 'NOT met'})`}.`,
-    `load average (1/5/15 min): ${loadBefore.map((l) => l.toFixed(2)).join(' / ')} before, ${loadavg().map((l) => l.toFixed(2)).join(' / ')} after; ${syncs} background sync run(s).`,
+    `load average (1/5/15 min): ${loadBefore.map((l) => l.toFixed(2)).join(' / ')} before, ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' / ')} after; ${syncs} background sync run(s).`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -63,7 +63,12 @@ function buildMirror(path: string): void {
       }
       writer.stagePage(runId, pageOf(page), 0);
     }
-    writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) } : { deletionsChecked: false, deletions: [] });
+    writer.publish(
+      runId,
+      sweep
+        ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }
+        : { deletionsChecked: false, deletions: [] },
+    );
     writer.finishRun(runId, { status: 'succeeded', pages: Math.ceil((to - from) / 500), usersSeen: to - from });
   };
   runPages(0, USERS, true);
@@ -78,7 +83,15 @@ function clientIds(count: number, from: number, to: number): string[] {
   return Array.from({ length: count }, (_, i) => `client-${from + ((i * 7919) % span)}`);
 }
 
-function time(scenario: string, path: string, ids: readonly string[], options: ResolveOptions, expectFound: boolean, goal = '', readUser = false): Row {
+function time(
+  scenario: string,
+  path: string,
+  ids: readonly string[],
+  options: ResolveOptions,
+  expectFound: boolean,
+  goal = '',
+  readUser = false,
+): Row {
   resolveOffline(path, ids[0] ?? '', options); // open + prepare outside the clock
   const started = process.hrtime.bigint();
   let found = 0;
@@ -106,7 +119,13 @@ function timeBatch(path: string, ids: readonly string[], batch: number): Row {
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   if (found !== distinct) throw new Error(`batch: ${found} of ${distinct} distinct ids found`);
-  return { scenario: `hit, batches of ${batch} (resolveOfflineMany, one snapshot each)`, lookups: ids.length, perSecond: ids.length / seconds, microsPerLookup: (seconds * 1e6) / ids.length, goal: '' };
+  return {
+    scenario: `hit, batches of ${batch} (resolveOfflineMany, one snapshot each)`,
+    lookups: ids.length,
+    perSecond: ids.length / seconds,
+    microsPerLookup: (seconds * 1e6) / ids.length,
+    goal: '',
+  };
 }
 
 function timeCli(path: string): Row | undefined {
@@ -119,7 +138,13 @@ function timeCli(path: string): Row | undefined {
     if (!out.toString().includes(`"client_user_id":"${id}"`)) throw new Error(`cli: wrong answer for ${id}`);
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  return { scenario: '`user-mirror resolve` process per lookup', lookups: ids.length, perSecond: ids.length / seconds, microsPerLookup: (seconds * 1e6) / ids.length, goal: '' };
+  return {
+    scenario: '`user-mirror resolve` process per lookup',
+    lookups: ids.length,
+    perSecond: ids.length / seconds,
+    microsPerLookup: (seconds * 1e6) / ids.length,
+    goal: '',
+  };
 }
 
 function main(): void {

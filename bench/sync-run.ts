@@ -83,7 +83,9 @@ function expectComplete(summary: SyncSummary, users: number, what: string): void
 async function sync(client: ServiceClient, r: SyncRunRequest): Promise<RunResult> {
   const db = openMirror(r.dbPath);
   try {
-    const { result, seconds, peakRssMb } = await measured(() => runSync({ client, writer: sqliteRunWriter(db), concurrency: r.concurrency }));
+    const { result, seconds, peakRssMb } = await measured(() =>
+      runSync({ client, writer: sqliteRunWriter(db), concurrency: r.concurrency }),
+    );
     expectComplete(result, r.users, `sync of ${r.users} users`);
     const checkpointSeconds = checkpointMirror(db).ms / 1000;
     return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()), checkpointSeconds };
@@ -109,12 +111,18 @@ async function peerRun(r: SyncRunRequest): Promise<RunResult> {
   // to whatever process imports it, and ours must not carry it.
   const work =
     r.kind === 'script'
-      ? await import('./peer-script.js').then((m) => () => m.runScript({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, dbPath: r.dbPath, maxUsers: r.users }))
-      : await import('./peer-sdk.js').then((m) => () => m.runSdkLoop({ baseUrl: r.baseUrl, apiKey: r.apiKey, dbPath: r.dbPath, maxUsers: r.users }));
+      ? await import('./peer-script.js').then(
+          (m) => () =>
+            m.runScript({ baseUrl: r.baseUrl, apiKey: r.apiKey, apiKeyHeader: r.apiKeyHeader, dbPath: r.dbPath, maxUsers: r.users }),
+        )
+      : await import('./peer-sdk.js').then(
+          (m) => () => m.runSdkLoop({ baseUrl: r.baseUrl, apiKey: r.apiKey, dbPath: r.dbPath, maxUsers: r.users }),
+        );
   const { result, seconds, peakRssMb } = await measured<{ changed?: number; pages?: number }>(work);
   expectRows(r.dbPath, r.users, what);
   // A re-sync of an unchanged directory must change nothing: the script's skip has to work to count.
-  if (r.expectUnchanged === true && result.changed !== undefined && result.changed !== 0) throw new Error(`${what}: re-sync changed ${result.changed} rows`);
+  if (r.expectUnchanged === true && result.changed !== undefined && result.changed !== 0)
+    throw new Error(`${what}: re-sync changed ${result.changed} rows`);
   return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };
 }
 
@@ -137,7 +145,11 @@ async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
         while (next < r.users) {
           const offset = next;
           next += PAGE_LIMIT;
-          const res = await pool.request({ method: 'GET', path: `${prefix}/v2/user/?offset=${offset}&limit=${Math.min(PAGE_LIMIT, r.users - offset)}`, headers });
+          const res = await pool.request({
+            method: 'GET',
+            path: `${prefix}/v2/user/?offset=${offset}&limit=${Math.min(PAGE_LIMIT, r.users - offset)}`,
+            headers,
+          });
           for await (const chunk of res.body) bytes += (chunk as Buffer).length;
           if (res.statusCode !== 200) throw new Error(`fetch-only: offset ${offset}: HTTP ${res.statusCode}`);
           pages++;

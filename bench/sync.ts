@@ -62,7 +62,18 @@ const ROUNDS = envInt('BENCH_ROUNDS', 1);
 const BIG = process.env.BENCH_SYNC_3M === '1' ? 3_000_000 : 0;
 const MAX_RSS_MB = 200;
 
-type Key = 'ours-first' | 'script-first' | 'sdk-first' | 'ours-resync' | 'script-resync' | 'sdk-resync' | 'ours-latency' | 'floor' | 'floor-0' | 'ours-3m-first' | 'ours-3m-resync';
+type Key =
+  | 'ours-first'
+  | 'script-first'
+  | 'sdk-first'
+  | 'ours-resync'
+  | 'script-resync'
+  | 'sdk-resync'
+  | 'ours-latency'
+  | 'floor'
+  | 'floor-0'
+  | 'ours-3m-first'
+  | 'ours-3m-resync';
 
 interface Row {
   scenario: string;
@@ -121,7 +132,12 @@ async function inChild(request: SyncRunRequest): Promise<RunResult> {
 
 const runs = new Map<Key, { users: number; results: RunResult[] }>();
 
-async function run(key: Key, what: string, s: SyncStandInReady, request: Omit<SyncRunRequest, 'baseUrl' | 'apiKey' | 'apiKeyHeader'>): Promise<void> {
+async function run(
+  key: Key,
+  what: string,
+  s: SyncStandInReady,
+  request: Omit<SyncRunRequest, 'baseUrl' | 'apiKey' | 'apiKeyHeader'>,
+): Promise<void> {
   const r = await inChild({ baseUrl: s.baseUrl, apiKey: s.apiKey, apiKeyHeader: s.apiKeyHeader, ...request });
   process.stderr.write(
     `bench:sync:   ${what}: ${request.users} users in ${r.seconds.toFixed(2)} s, ${Math.round(request.users / r.seconds)} users/s, peak RSS ${Math.round(r.peakRssMb)} MB\n`,
@@ -169,7 +185,11 @@ function compared(
   [phase, ours, script, sdk]: [phase: 'first' | 'resync', ours: string, script: string, sdk: string],
   [overScript, overSdk]: [number, number],
 ): [Row, Row, Row] {
-  const rows: [Row, Row, Row] = [row(`ours-${phase}`, `ours: ${ours}`), row(`script-${phase}`, `competent script: ${script}`), row(`sdk-${phase}`, `SDK loop: ${sdk}`)];
+  const rows: [Row, Row, Row] = [
+    row(`ours-${phase}`, `ours: ${ours}`),
+    row(`script-${phase}`, `competent script: ${script}`),
+    row(`sdk-${phase}`, `SDK loop: ${sdk}`),
+  ];
   judge(rows[0], [
     [rows[1], 'the script', overScript],
     [rows[2], 'the SDK loop', overSdk],
@@ -189,7 +209,9 @@ function table(rows: readonly Row[]): string {
 }
 
 async function main(): Promise<void> {
-  const loadBefore = loadavg().map((l) => l.toFixed(2)).join(' ');
+  const loadBefore = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   const cores = await parallelScaling();
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-sync-'));
   const rows: Row[] = [];
@@ -209,13 +231,21 @@ async function main(): Promise<void> {
         [
           'ours-first',
           'ours-resync',
-          () => run('ours-first', 'ours, first sync', m, { kind: 'sync', dbPath: db('ours'), users: USERS, concurrency: 4, connections: 8 }),
+          () =>
+            run('ours-first', 'ours, first sync', m, { kind: 'sync', dbPath: db('ours'), users: USERS, concurrency: 4, connections: 8 }),
           () => run('ours-resync', 'ours, re-sync', m, { kind: 'sync', dbPath: db('ours'), users: USERS, concurrency: 4, connections: 8 }),
         ],
         [
           'script-first',
           'script-resync',
-          () => run('script-first', 'script, first sync', m, { kind: 'script', dbPath: db('script'), users: SCRIPT_USERS, concurrency: 4, connections: 4 }),
+          () =>
+            run('script-first', 'script, first sync', m, {
+              kind: 'script',
+              dbPath: db('script'),
+              users: SCRIPT_USERS,
+              concurrency: 4,
+              connections: 4,
+            }),
           () =>
             run('script-resync', 'script, re-sync', m, {
               kind: 'script',
@@ -229,20 +259,48 @@ async function main(): Promise<void> {
         [
           'sdk-first',
           'sdk-resync',
-          () => run('sdk-first', 'SDK loop, first sync', m, { kind: 'sdk', dbPath: db('sdk'), users: SDK_USERS, concurrency: 1, connections: 1 }),
-          () => run('sdk-resync', 'SDK loop, re-sync', m, { kind: 'sdk', dbPath: db('sdk'), users: SDK_USERS, concurrency: 1, connections: 1 }),
+          () =>
+            run('sdk-first', 'SDK loop, first sync', m, {
+              kind: 'sdk',
+              dbPath: db('sdk'),
+              users: SDK_USERS,
+              concurrency: 1,
+              connections: 1,
+            }),
+          () =>
+            run('sdk-resync', 'SDK loop, re-sync', m, { kind: 'sdk', dbPath: db('sdk'), users: SDK_USERS, concurrency: 1, connections: 1 }),
         ],
       ];
       if (round % 2 === 0) steps.reverse();
       for (const [, , first] of steps) await first();
       for (const [, , , again] of steps) await again();
       // What the re-sync is up against: the same requests with nothing done with the bodies.
-      await run('floor-0', 'fetch-only, no added latency', m, { kind: 'fetch-only', dbPath: '', users: USERS, concurrency: 4, connections: 8 });
-      const floor = () => run('floor', 'fetch-only, 100 ms latency', slow.ready, { kind: 'fetch-only', dbPath: '', users: LATENCY_USERS, concurrency: 8, connections: 8 });
+      await run('floor-0', 'fetch-only, no added latency', m, {
+        kind: 'fetch-only',
+        dbPath: '',
+        users: USERS,
+        concurrency: 4,
+        connections: 8,
+      });
+      const floor = () =>
+        run('floor', 'fetch-only, 100 ms latency', slow.ready, {
+          kind: 'fetch-only',
+          dbPath: '',
+          users: LATENCY_USERS,
+          concurrency: 8,
+          connections: 8,
+        });
       await floor();
-      await run('ours-latency', 'ours, 100 ms latency', slow.ready, { kind: 'sync', dbPath: db('latency'), users: LATENCY_USERS, concurrency: 8, connections: 8 });
+      await run('ours-latency', 'ours, 100 ms latency', slow.ready, {
+        kind: 'sync',
+        dbPath: db('latency'),
+        users: LATENCY_USERS,
+        concurrency: 8,
+        connections: 8,
+      });
       await floor();
-      for (const name of ['ours', 'script', 'sdk', 'latency']) for (const ext of ['', '-wal', '-shm']) rmSync(db(name) + ext, { force: true });
+      for (const name of ['ours', 'script', 'sdk', 'latency'])
+        for (const ext of ['', '-wal', '-shm']) rmSync(db(name) + ext, { force: true });
     }
   } finally {
     await slow.close();
@@ -250,10 +308,18 @@ async function main(): Promise<void> {
   }
 
   const [ours1, script1, sdk1] = compared(
-    ['first', 'first sync (concurrency 4)', 'first sync (4 in flight, one transaction)', 'first sync (page at a time, transaction per page)'],
+    [
+      'first',
+      'first sync (concurrency 4)',
+      'first sync (4 in flight, one transaction)',
+      'first sync (page at a time, transaction per page)',
+    ],
     [1.3, 5],
   );
-  const [ours2, script2, sdk2] = compared(['resync', 're-sync unchanged (concurrency 4)', 're-sync unchanged', 're-sync unchanged'], [3, 25]);
+  const [ours2, script2, sdk2] = compared(
+    ['resync', 're-sync unchanged (concurrency 4)', 're-sync unchanged', 're-sync unchanged'],
+    [3, 25],
+  );
   const floor0 = row('floor-0', 'fetch-only floor: no added latency (concurrency 4), bodies discarded');
   floor0.goal = 'floor: the stand-in and HTTP alone';
   ours2.ratio += `; ${((ours2.rate / floor0.rate) * 100).toFixed(0)}% of fetch-only`;
@@ -289,7 +355,9 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 
   process.stdout.write(
-    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs, two busy threads doing ${cores.scaling.toFixed(2)}× the work of one (bench/cores.ts); ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins and each scenario in processes of their own; users/s end to end; ours' WAL checkpoint after the run shown apart (the peers checkpoint as they go, SQLite's default).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`,
+    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs, two busy threads doing ${cores.scaling.toFixed(2)}× the work of one (bench/cores.ts); ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins and each scenario in processes of their own; users/s end to end; ours' WAL checkpoint after the run shown apart (the peers checkpoint as they go, SQLite's default).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
   );
 }
 

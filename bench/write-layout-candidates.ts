@@ -160,25 +160,48 @@ function firstSync(db: Db, l: Layout, keys: UserKeys): { phases: Phases; sources
   const insertUser = db.prepare<Value[]>(`INSERT INTO users (${cols(insertedColumns(l))}) VALUES (${marks(insertedColumns(l).length)})`);
   const bulkSource = db.prepare<Value[]>(`INSERT INTO bulk_sources VALUES (${marks(SOURCE_COLUMNS.length)})`);
   let sources = 0;
-  add('begin, drop indexes', timed(() => {
-    db.exec('BEGIN');
-    for (const i of l.indexes) db.exec(`DROP INDEX ${i}`);
-  }));
+  add(
+    'begin, drop indexes',
+    timed(() => {
+      db.exec('BEGIN');
+      for (const i of l.indexes) db.exec(`DROP INDEX ${i}`);
+    }),
+  );
   for (let p = 0; p * PAGE < USERS; p++) {
     const page: Rec[] = [];
     for (let i = p * PAGE; i < Math.min(USERS, (p + 1) * PAGE); i++) page.push(record(keys, i));
     const rows = page.map((r) => ({ user: userCells(l, r), sources: sourceCells(r.user) }));
     sources += rows.reduce((n, r) => n + r.sources.length, 0);
-    add('users insert', timed(() => rows.forEach((r) => insertUser.run(...r.user))));
-    add('sources load', timed(() => rows.forEach((r) => r.sources.forEach((s) => bulkSource.run(...s)))));
+    add(
+      'users insert',
+      timed(() => rows.forEach((r) => insertUser.run(...r.user))),
+    );
+    add(
+      'sources load',
+      timed(() => rows.forEach((r) => r.sources.forEach((s) => bulkSource.run(...s)))),
+    );
   }
-  for (const i of l.indexes.filter((n) => n.startsWith('users'))) add(`index ${i}`, timed(() => db.exec(INDEXES[i])));
-  add('sources load', timed(() => db.exec(`INSERT INTO connected_sources SELECT * FROM bulk_sources ORDER BY user_id, slug; DROP TABLE bulk_sources`)));
-  if (l.indexes.includes('connected_sources_slug')) add('index connected_sources_slug', timed(() => db.exec(INDEXES.connected_sources_slug)));
-  add('COMMIT + checkpoint', timed(() => {
-    db.exec('COMMIT');
-    db.pragma('wal_checkpoint(TRUNCATE)');
-  }));
+  for (const i of l.indexes.filter((n) => n.startsWith('users')))
+    add(
+      `index ${i}`,
+      timed(() => db.exec(INDEXES[i])),
+    );
+  add(
+    'sources load',
+    timed(() => db.exec(`INSERT INTO connected_sources SELECT * FROM bulk_sources ORDER BY user_id, slug; DROP TABLE bulk_sources`)),
+  );
+  if (l.indexes.includes('connected_sources_slug'))
+    add(
+      'index connected_sources_slug',
+      timed(() => db.exec(INDEXES.connected_sources_slug)),
+    );
+  add(
+    'COMMIT + checkpoint',
+    timed(() => {
+      db.exec('COMMIT');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    }),
+  );
   return { phases, sources };
 }
 
@@ -245,32 +268,82 @@ function measure(dir: string, l: Layout, keys: UserKeys): { rows: Row[]; phases:
   let phases: Phases = new Map();
   try {
     db.exec(schema(l));
-    one('1. first sync', () => firstSync(db, l, keys), (r, load) => {
-      phases = r.phases;
-      check(count(`SELECT count(*) FROM users`) === USERS, `${l.name}: users rows`);
-      check(count(`SELECT count(*) FROM connected_sources`) === r.sources, `${l.name}: source rows`);
-      const built = count(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN (${l.indexes.map((i) => `'${i}'`).join(', ')})`);
-      check(built === l.indexes.length, `${l.name}: indexes built`);
-      const seconds = [...r.phases.values()].reduce((a, b) => a + b, 0);
-      return { layout: l.name, scenario: '1. first sync', users: USERS, seconds, rate: USERS / seconds, bytesPerUser: onDisk() / USERS, note: '', load };
-    });
-    one('2. re-sync, 1% changed', () => resync(db, l, keys), (r, load) => {
-      const probe = r.changed[0] ?? 0;
-      const raw = db.prepare<[string], string>(`SELECT raw FROM users WHERE user_id = ?`).pluck().get(userIdFor(keys, probe));
-      check(raw?.endsWith(`"bench_revision":2}`) === true, `${l.name}: changed user ${probe} rewritten`);
-      check(count(`SELECT count(*) FROM users`) === USERS, `${l.name}: users rows after re-sync`);
-      const note = `${r.changed.length} upserts, ${((r.seconds * 1e6) / r.changed.length).toFixed(0)} µs each`;
-      return { layout: l.name, scenario: '2. re-sync, 1% changed', users: USERS, seconds: r.seconds, rate: USERS / r.seconds, bytesPerUser: onDisk() / USERS, note, load };
-    });
-    one('3. lookup by client_user_id', () => clientIdLookupsPerSecond(path, keys, USERS, LOOKUPS), (perSecond, load) => ({
-      layout: l.name, scenario: '3. lookup by client_user_id', users: LOOKUPS, seconds: LOOKUPS / perSecond, rate: perSecond, note: 'lookups/s, read-only connection', load,
-    }));
-    one('4. scan created_on', () => {
-      const stmt = db.prepare<[string], number>(`SELECT count(*) FROM users WHERE created_on >= ?`).pluck();
-      let n = 0;
-      const seconds = timed(() => (n = stmt.get('2024-01-01') ?? 0));
-      return { n, seconds };
-    }, (r, load) => ({ layout: l.name, scenario: '4. scan created_on', users: USERS, seconds: r.seconds, rate: USERS / r.seconds, note: `${r.n} match${l.compact ? `; ${normalisedDiffers(db, keys)}` : ''}`, load }));
+    one(
+      '1. first sync',
+      () => firstSync(db, l, keys),
+      (r, load) => {
+        phases = r.phases;
+        check(count(`SELECT count(*) FROM users`) === USERS, `${l.name}: users rows`);
+        check(count(`SELECT count(*) FROM connected_sources`) === r.sources, `${l.name}: source rows`);
+        const built = count(
+          `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN (${l.indexes.map((i) => `'${i}'`).join(', ')})`,
+        );
+        check(built === l.indexes.length, `${l.name}: indexes built`);
+        const seconds = [...r.phases.values()].reduce((a, b) => a + b, 0);
+        return {
+          layout: l.name,
+          scenario: '1. first sync',
+          users: USERS,
+          seconds,
+          rate: USERS / seconds,
+          bytesPerUser: onDisk() / USERS,
+          note: '',
+          load,
+        };
+      },
+    );
+    one(
+      '2. re-sync, 1% changed',
+      () => resync(db, l, keys),
+      (r, load) => {
+        const probe = r.changed[0] ?? 0;
+        const raw = db.prepare<[string], string>(`SELECT raw FROM users WHERE user_id = ?`).pluck().get(userIdFor(keys, probe));
+        check(raw?.endsWith(`"bench_revision":2}`) === true, `${l.name}: changed user ${probe} rewritten`);
+        check(count(`SELECT count(*) FROM users`) === USERS, `${l.name}: users rows after re-sync`);
+        const note = `${r.changed.length} upserts, ${((r.seconds * 1e6) / r.changed.length).toFixed(0)} µs each`;
+        return {
+          layout: l.name,
+          scenario: '2. re-sync, 1% changed',
+          users: USERS,
+          seconds: r.seconds,
+          rate: USERS / r.seconds,
+          bytesPerUser: onDisk() / USERS,
+          note,
+          load,
+        };
+      },
+    );
+    one(
+      '3. lookup by client_user_id',
+      () => clientIdLookupsPerSecond(path, keys, USERS, LOOKUPS),
+      (perSecond, load) => ({
+        layout: l.name,
+        scenario: '3. lookup by client_user_id',
+        users: LOOKUPS,
+        seconds: LOOKUPS / perSecond,
+        rate: perSecond,
+        note: 'lookups/s, read-only connection',
+        load,
+      }),
+    );
+    one(
+      '4. scan created_on',
+      () => {
+        const stmt = db.prepare<[string], number>(`SELECT count(*) FROM users WHERE created_on >= ?`).pluck();
+        let n = 0;
+        const seconds = timed(() => (n = stmt.get('2024-01-01') ?? 0));
+        return { n, seconds };
+      },
+      (r, load) => ({
+        layout: l.name,
+        scenario: '4. scan created_on',
+        users: USERS,
+        seconds: r.seconds,
+        rate: USERS / r.seconds,
+        note: `${r.n} match${l.compact ? `; ${normalisedDiffers(db, keys)}` : ''}`,
+        load,
+      }),
+    );
   } finally {
     db.close();
   }
@@ -290,7 +363,9 @@ function normalisedDiffers(db: Db, keys: UserKeys): string {
 }
 
 function main(): void {
-  const before = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const before = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-layouts-'));
   const keys = userKeys(7);
   const rows: Row[] = [];
@@ -319,7 +394,9 @@ function main(): void {
     `\n| layout | scenario | users | seconds | users/s | vs A | bytes/user | load 1-min | |\n|---|---|---:|---:|---:|---:|---:|---|---|\n${table.join('\n')}\n\n` +
       `| layout | first-sync phase | seconds | share |\n|---|---|---:|---:|\n${phaseRows.join('\n')}\n\n` +
       `node ${process.version}; timed: SQLite work only (records generated and parsed outside); ` +
-      `load average before: ${before}, after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`,
+      `load average before: ${before}, after: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}\n`,
   );
 }
 

@@ -90,14 +90,32 @@ function measureLayout(dir: string, layout: (typeof LAYOUTS)[number], keys: User
     if (first.created !== USERS) throw new Error(`${layout.name}: first sync created ${first.created}, not ${USERS}`);
     const checkpoint = checkpointMirror(db).ms / 1000;
     const bytes = statSync(path).size;
-    rows.push({ layout: layout.name, scenario: 'first sync', seconds: first.seconds, rate: USERS / first.seconds, extra: `then checkpoint ${checkpoint.toFixed(1)} s; ${Math.round(bytes / USERS)} bytes/user on disk` });
+    rows.push({
+      layout: layout.name,
+      scenario: 'first sync',
+      seconds: first.seconds,
+      rate: USERS / first.seconds,
+      extra: `then checkpoint ${checkpoint.toFixed(1)} s; ${Math.round(bytes / USERS)} bytes/user on disk`,
+    });
     const changed = (i: number) => i % 100 === 0;
     const again = run(writer, keys, changed);
     if (again.updated !== Math.ceil(USERS / 100)) throw new Error(`${layout.name}: re-sync updated ${again.updated}`);
-    rows.push({ layout: layout.name, scenario: 're-sync, 1% changed', seconds: again.seconds, rate: USERS / again.seconds, extra: `${again.updated.toLocaleString('en-US')} rows rewritten` });
+    rows.push({
+      layout: layout.name,
+      scenario: 're-sync, 1% changed',
+      seconds: again.seconds,
+      rate: USERS / again.seconds,
+      extra: `${again.updated.toLocaleString('en-US')} rows rewritten`,
+    });
     checkpointMirror(db);
     const perSecond = clientIdLookupsPerSecond(path, keys, USERS, LOOKUPS);
-    rows.push({ layout: layout.name, scenario: 'lookup by client_user_id', seconds: LOOKUPS / perSecond, rate: perSecond, extra: 'lookups/s, reader connection' });
+    rows.push({
+      layout: layout.name,
+      scenario: 'lookup by client_user_id',
+      seconds: LOOKUPS / perSecond,
+      rate: perSecond,
+      extra: 'lookups/s, reader connection',
+    });
     if (layout.migrations === MIGRATIONS) process.stdout.write(`\n${storageTable(db)}\n\n${readerCostTable(db)}\n`);
   } finally {
     db.close();
@@ -108,7 +126,9 @@ function measureLayout(dir: string, layout: (typeof LAYOUTS)[number], keys: User
 /** Bytes on disk per user for each table and index (dbstat), and the mapped columns' share of `users`. */
 function storageTable(db: Db): string {
   const parts = db
-    .prepare<[], { name: string; bytes: number }>(`SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 12`)
+    .prepare<[], { name: string; bytes: number }>(
+      `SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 12`,
+    )
     .all();
   const mapped = db
     .prepare<[], { raw: number; mapped: number; hash: number }>(
@@ -120,7 +140,10 @@ function storageTable(db: Db): string {
     )
     .get();
   const lines = parts.map((p) => `| ${p.name} | ${Math.round(p.bytes / USERS)} |`);
-  const note = mapped === undefined ? '' : `\nper users row: raw ${Math.round(mapped.raw)} bytes, the nine mapped columns ${Math.round(mapped.mapped)}, content_hash ${Math.round(mapped.hash)}`;
+  const note =
+    mapped === undefined
+      ? ''
+      : `\nper users row: raw ${Math.round(mapped.raw)} bytes, the nine mapped columns ${Math.round(mapped.mapped)}, content_hash ${Math.round(mapped.hash)}`;
   return `| table or index (v6) | bytes per user |\n|---|---:|\n${lines.join('\n')}${note}`;
 }
 
@@ -144,7 +167,9 @@ function readerCostTable(db: Db): string {
 }
 
 function main(): void {
-  const before = loadavg().map((l) => l.toFixed(2)).join(' ');
+  const before = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-layout-'));
   const keys = userKeys(7);
   const rows: Row[] = [];
@@ -158,11 +183,16 @@ function main(): void {
   }
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
   const base = (scenario: string) => rows.find((r) => r.scenario === scenario)?.rate ?? 1;
-  const body = rows.map((r) => `| ${r.layout} | ${r.scenario} | ${r.seconds.toFixed(2)} | ${fmt(r.rate)} | ${(r.rate / base(r.scenario)).toFixed(2)}x | ${r.extra} |`);
+  const body = rows.map(
+    (r) =>
+      `| ${r.layout} | ${r.scenario} | ${r.seconds.toFixed(2)} | ${fmt(r.rate)} | ${(r.rate / base(r.scenario)).toFixed(2)}x | ${r.extra} |`,
+  );
   process.stdout.write(
     `\n| layout | scenario | seconds | per second | vs v5 | |\n|---|---|---:|---:|---:|---|\n${body.join('\n')}\n\n` +
       `node ${process.version}; writer work only (records generated and parsed outside the timing); rss now ${Math.round(process.memoryUsage().rss / MB)} MB\n` +
-      `load average before: ${before}, after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`,
+      `load average before: ${before}, after: ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}\n`,
   );
 }
 

@@ -105,7 +105,9 @@ export class ChangeFeed {
       bounds: db.prepare<[], { oldest: number | null; latest: number | null; oldest_at: string | null }>(
         `SELECT min(id) AS oldest, max(id) AS latest, (SELECT at FROM change_events ORDER BY id LIMIT 1) AS oldest_at FROM change_events`,
       ),
-      prune: db.prepare<[string, number]>(`DELETE FROM change_events WHERE id IN (SELECT id FROM change_events WHERE at < ? AND id <= ? ORDER BY id)`),
+      prune: db.prepare<[string, number]>(
+        `DELETE FROM change_events WHERE id IN (SELECT id FROM change_events WHERE at < ? AND id <= ? ORDER BY id)`,
+      ),
       prunedMax: db.prepare<[string, number], number | null>(`SELECT max(id) FROM change_events WHERE at < ? AND id <= ?`).pluck(),
       setPruned: db.prepare<[number]>(`UPDATE change_feed SET pruned_through = max(pruned_through, ?) WHERE id = 1`),
     };
@@ -121,7 +123,7 @@ export class ChangeFeed {
     const epoch = this.s.epoch.get() ?? '0';
     let cursor = this.s.lastCursor.get() ?? 0;
     let n = 0;
-    for (let from = this.s.firstChange.get(runId); from !== null && from !== undefined; ) {
+    for (let from = this.s.firstChange.get(runId); from !== null && from !== undefined;) {
       const rows = this.s.runChanges.all(from, runId);
       for (const row of rows) {
         const before: Before | undefined = row.existed === 1 ? { raw: row.before_raw, deletedAt: row.before_deleted_at } : undefined;
@@ -165,7 +167,14 @@ export class ChangeFeed {
     const pruned = this.s.prunedThrough.get() ?? 0;
     if (after < pruned) return { gone: true, oldest: pruned };
     const rows = this.s.page.all(after, limit);
-    const events = rows.map((r) => ({ cursor: r.cursor, id: idOf(r.body), type: r.type, userId: r.user_id, publishedAt: r.at, body: r.body }));
+    const events = rows.map((r) => ({
+      cursor: r.cursor,
+      id: idOf(r.body),
+      type: r.type,
+      userId: r.user_id,
+      publishedAt: r.at,
+      body: r.body,
+    }));
     return { gone: false, events, next: events.at(-1)?.cursor ?? after };
   }
 

@@ -66,9 +66,7 @@ export class FirstSyncLoad {
   ) {
     db.exec(BULK_TABLES_SQL);
     this.s = {
-      isEmpty: db
-        .prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`)
-        .pluck(),
+      isEmpty: db.prepare<[], number>(`SELECT NOT EXISTS (SELECT 1 FROM users) AND NOT EXISTS (SELECT 1 FROM connected_sources)`).pluck(),
       secondaryIndexes: db.prepare<[], SecondaryIndex>(
         `SELECT name, tbl_name, sql FROM sqlite_schema
          WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
@@ -84,7 +82,9 @@ export class FirstSyncLoad {
         `INSERT INTO bulk_sources (owner, ${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length + 1)})`,
       ),
       clearBulkSources: db.prepare(`DELETE FROM bulk_sources`),
-      bulkWarning: db.prepare<[number, string, string, string]>(`INSERT INTO bulk_warnings (owner, user_id, field, problem) VALUES (?, ?, ?, ?)`),
+      bulkWarning: db.prepare<[number, string, string, string]>(
+        `INSERT INTO bulk_warnings (owner, user_id, field, problem) VALUES (?, ?, ?, ?)`,
+      ),
       // In primary key order: appends only. Of a repeat listing, only the latest's.
       loadBulkWarnings: db.prepare<{ run: number; now: string }>(
         `INSERT INTO field_warnings (user_id, field, problem, run_id, at)

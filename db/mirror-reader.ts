@@ -153,9 +153,7 @@ export class MirrorReader<U = MirroredUser> {
       );
     const rawOnly = (where: string) =>
       db
-        .prepare<unknown[], string>(
-          `SELECT raw FROM users INDEXED BY users_client_user_id WHERE client_user_id = ? ${where} LIMIT 1`,
-        )
+        .prepare<unknown[], string>(`SELECT raw FROM users INDEXED BY users_client_user_id WHERE client_user_id = ? ${where} LIMIT 1`)
         .pluck();
     const latestFirst = 'ORDER BY deleted_at IS NOT NULL, deleted_at DESC, last_seen_at DESC';
     this.s = {
@@ -170,9 +168,7 @@ export class MirrorReader<U = MirroredUser> {
                 (SELECT count(*) FROM users WHERE deleted_at IS NOT NULL) AS deleted`,
       ),
       lastRun: db.prepare<[], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT 1`),
-      lastSucceeded: db.prepare<[], unknown>(
-        `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`,
-      ),
+      lastSucceeded: db.prepare<[], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`),
       lastProblem: db.prepare<[], unknown>(
         `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status IN ('failed', 'partial') ORDER BY id DESC LIMIT 1`,
       ),
@@ -184,9 +180,7 @@ export class MirrorReader<U = MirroredUser> {
   byClientUserId(clientUserId: string, options: LookupOptions = {}): U | undefined {
     if (options.includeDeleted === true) return this.lookup(clientUserId, options)?.user;
     const raw =
-      options.teamId === undefined
-        ? this.s.activeRaw.get(clientUserId)
-        : this.s.activeRawInTeam.get(clientUserId, options.teamId);
+      options.teamId === undefined ? this.s.activeRaw.get(clientUserId) : this.s.activeRawInTeam.get(clientUserId, options.teamId);
     return raw === undefined ? undefined : this.decode(raw, options.validate ?? false);
   }
 

@@ -318,7 +318,7 @@ export class MirrorKeys {
 
 /** [user_id, content_hash] rows of a keyset-paged "user_id TAB content_hash" query, streamed. */
 function* pairs(query: { all(after: string): string[] }): Generator<[string, string]> {
-  for (let after = ''; ; ) {
+  for (let after = ''; ;) {
     const rows = query.all(after);
     for (const row of rows) {
       const tab = row.indexOf('\t');

@@ -45,7 +45,12 @@ export interface OpenAuditOptions {
 }
 
 export function openAudit(path: string, options: OpenAuditOptions = {}): Db {
-  const db = openMirror(path, { readonly: options.readonly, busyTimeoutMs: AUDIT_BUSY_TIMEOUT_MS, migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB' });
+  const db = openMirror(path, {
+    readonly: options.readonly,
+    busyTimeoutMs: AUDIT_BUSY_TIMEOUT_MS,
+    migrations: AUDIT_MIGRATIONS,
+    variable: 'AUDIT_DB',
+  });
   if (options.readonly !== true && options.legacyMirror !== undefined) {
     try {
       importLegacyAudit(db, options.legacyMirror);
@@ -64,8 +69,21 @@ export interface LegacyImport {
 }
 
 const REMOVAL_COLUMNS = [
-  'id', 'job_id', 'enqueued_at', 'org_id', 'member_id', 'status', 'attempts', 'requests', 'requested_by', 'reason',
-  'last_error', 'requested_at', 'started_at', 'finished_at', 'updated_at',
+  'id',
+  'job_id',
+  'enqueued_at',
+  'org_id',
+  'member_id',
+  'status',
+  'attempts',
+  'requests',
+  'requested_by',
+  'reason',
+  'last_error',
+  'requested_at',
+  'started_at',
+  'finished_at',
+  'updated_at',
 ] as const;
 const DUPLICATE_COLUMNS = ['event_id', 'job_id', 'dedup_id', 'seen_at'] as const;
 

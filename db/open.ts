@@ -68,7 +68,7 @@ const CANNOT_CREATE = 'cannot create the database (parent directory missing or n
 /** SQLite's errors that mean "this path is not a mirror", in words that say so. */
 function sqliteProblem(code: string | undefined, existed: boolean): string | undefined {
   if (code === 'SQLITE_NOTADB') return 'not a SQLite database';
-  if (code === 'SQLITE_CANTOPEN') return existed ? 'cannot be opened (check its permissions and its directory\'s)' : CANNOT_CREATE;
+  if (code === 'SQLITE_CANTOPEN') return existed ? "cannot be opened (check its permissions and its directory's)" : CANNOT_CREATE;
   return undefined;
 }
 

@@ -118,9 +118,7 @@ export class ReplicaReader {
         .pluck(),
       // The partial index holds exactly the active users and is a fraction of the table's size;
       // its order is not rowid order, so the ids are sorted here.
-      activeRowids: db
-        .prepare<[], number>(`SELECT rowid FROM users INDEXED BY users_active_client_user WHERE deleted_at IS NULL`)
-        .pluck(),
+      activeRowids: db.prepare<[], number>(`SELECT rowid FROM users INDEXED BY users_active_client_user WHERE deleted_at IS NULL`).pluck(),
       range: db
         .prepare<[number, number, number], Buffer>(
           `SELECT CAST(raw AS BLOB) FROM users WHERE rowid BETWEEN ? AND ? AND deleted_at IS NULL ORDER BY rowid LIMIT ?`,

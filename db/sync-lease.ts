@@ -45,12 +45,7 @@ export interface LeaseClaimant {
 }
 
 /** Pure: may `me` take the lease that `current` describes at `now`? */
-export function leaseIsFree(
-  current: LeaseRow | undefined,
-  me: LeaseClaimant,
-  now: number,
-  pidAlive: (pid: number) => boolean,
-): boolean {
+export function leaseIsFree(current: LeaseRow | undefined, me: LeaseClaimant, now: number, pidAlive: (pid: number) => boolean): boolean {
   if (current === undefined) return true;
   if (current.expiresAt <= now) return true;
   return current.host === me.host && !pidAlive(current.pid);
@@ -113,21 +108,24 @@ export function acquireSyncLease(db: Db, options: SyncLeaseOptions = {}): Acquir
 
   let released = false;
   const renew = db.prepare('UPDATE sync_lease SET expires_at = ? WHERE id = 1 AND holder = ?');
-  const timer = setInterval(() => {
-    if (released) return;
-    let kept: boolean;
-    try {
-      kept = renew.run(now() + ttlMs, holder).changes === 1;
-    } catch {
-      // A busy or closed database: the lease runs on until it expires; the next renewal may succeed.
-      return;
-    }
-    if (!kept) {
-      released = true;
-      clearInterval(timer);
-      options.onLost?.();
-    }
-  }, Math.max(1_000, Math.floor(ttlMs / 3)));
+  const timer = setInterval(
+    () => {
+      if (released) return;
+      let kept: boolean;
+      try {
+        kept = renew.run(now() + ttlMs, holder).changes === 1;
+      } catch {
+        // A busy or closed database: the lease runs on until it expires; the next renewal may succeed.
+        return;
+      }
+      if (!kept) {
+        released = true;
+        clearInterval(timer);
+        options.onLost?.();
+      }
+    },
+    Math.max(1_000, Math.floor(ttlMs / 3)),
+  );
   timer.unref();
 
   return {

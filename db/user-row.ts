@@ -28,7 +28,8 @@ export interface MirroredUser {
     source?: SourceDescriptor | undefined;
   }>;
   fallback_time_zone?: { id: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
-  fallback_birth_date?: { value: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
+  fallback_birth_date?:
+    { value: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
   ingestion_start?: string | null | undefined;
   ingestion_end?: string | null | undefined;
 }

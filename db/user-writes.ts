@@ -98,7 +98,9 @@ export class UserWrites {
          ON CONFLICT (user_id) DO UPDATE SET ${updateFromExcluded}, last_seen_at = excluded.last_seen_at, deleted_at = NULL`,
       ),
       dropSources: db.prepare<[string]>(`DELETE FROM connected_sources WHERE user_id = ?`),
-      insertSource: db.prepare<[Cell[]]>(`INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length)})`),
+      insertSource: db.prepare<[Cell[]]>(
+        `INSERT INTO connected_sources (${cols(SOURCE_COLUMNS)}) VALUES (${marks(SOURCE_COLUMNS.length)})`,
+      ),
       dropWarnings: db.prepare<[string]>(`DELETE FROM field_warnings WHERE user_id = ?`),
       insertWarning: db.prepare<[string, string, string, number | null, string]>(
         `INSERT INTO field_warnings (user_id, field, problem, run_id, at) VALUES (?, ?, ?, ?, ?)`,
@@ -261,7 +263,10 @@ export class UserRefresh {
         // Its events, in the order of its change rows: the holders it displaced, then the user.
         const { user_id: userId, team_id: teamId, client_user_id: clientUserId } = record.user;
         for (const id of superseded) {
-          this.feed.appendChange({ change: 'deleted', cause: 'superseded', userId: id, teamId, clientUserId, raw: 'null', before: undefined }, now);
+          this.feed.appendChange(
+            { change: 'deleted', cause: 'superseded', userId: id, teamId, clientUserId, raw: 'null', before: undefined },
+            now,
+          );
         }
         const before = live === undefined ? undefined : { raw: live.raw, deletedAt: live.deleted_at };
         this.feed.appendChange(

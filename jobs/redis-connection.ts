@@ -93,9 +93,11 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
   }
   const single = config.REDIS_CLUSTER_NODES === undefined && config.REDIS_SENTINELS === undefined;
   for (const name of ['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'] as const) {
-    if (single && config[name] !== undefined) problems.push(`${name}: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node takes them in REDIS_URL)`);
+    if (single && config[name] !== undefined)
+      problems.push(`${name}: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node takes them in REDIS_URL)`);
   }
-  if (single && config.REDIS_TLS) problems.push('REDIS_TLS: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node uses rediss:// in REDIS_URL)');
+  if (single && config.REDIS_TLS)
+    problems.push('REDIS_TLS: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node uses rediss:// in REDIS_URL)');
   if (problems.length > 0) throw new ConfigError(problems);
 
   const auth: RedisAuth = { username: config.REDIS_USERNAME, password: config.REDIS_PASSWORD, tls: config.REDIS_TLS };
@@ -103,7 +105,13 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
     config.REDIS_CLUSTER_NODES !== undefined
       ? { mode: 'cluster', nodes: config.REDIS_CLUSTER_NODES, auth }
       : config.REDIS_SENTINELS !== undefined
-        ? { mode: 'sentinel', sentinels: config.REDIS_SENTINELS, name: config.REDIS_SENTINEL_NAME ?? '', sentinelPassword: config.REDIS_SENTINEL_PASSWORD, auth }
+        ? {
+            mode: 'sentinel',
+            sentinels: config.REDIS_SENTINELS,
+            name: config.REDIS_SENTINEL_NAME ?? '',
+            sentinelPassword: config.REDIS_SENTINEL_PASSWORD,
+            auth,
+          }
         : { mode: 'single', url: config.REDIS_URL ?? DEFAULT_REDIS_URL };
   return { endpoint, prefix: config.QUEUE_PREFIX };
 }

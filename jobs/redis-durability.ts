@@ -77,10 +77,15 @@ export function judgeNodes(nodes: ReadonlyArray<{ node: string; facts: RedisDura
   const verdicts = nodes.map(({ node, facts }) => ({ node, verdict: judgeRedisDurability(facts) }));
   const same = (pick: (v: DurabilityVerdict) => string): string => {
     const values = new Set(verdicts.map((v) => pick(v.verdict)));
-    return values.size === 1 ? [...values][0] ?? 'unknown' : 'mixed';
+    return values.size === 1 ? ([...values][0] ?? 'unknown') : 'mixed';
   };
   if (verdicts.length === 0) {
-    return { durable: false, reasons: ['no Redis master reported its settings'], warnings: [], settings: { appendonly: 'unknown', appendfsync: 'unknown', maxmemoryPolicy: 'unknown' } };
+    return {
+      durable: false,
+      reasons: ['no Redis master reported its settings'],
+      warnings: [],
+      settings: { appendonly: 'unknown', appendfsync: 'unknown', maxmemoryPolicy: 'unknown' },
+    };
   }
   return {
     durable: verdicts.every((v) => v.verdict.durable),
@@ -131,7 +136,11 @@ export function parseRedisInfo(text: string): Map<string, string> {
 }
 
 /** Facts from the two INFO sections plus whatever CONFIG GET answered (a flat name/value list, or undefined). */
-export function durabilityFactsFrom(info: Map<string, string>, config: Map<string, string> | undefined, readError?: string): RedisDurabilityFacts {
+export function durabilityFactsFrom(
+  info: Map<string, string>,
+  config: Map<string, string> | undefined,
+  readError?: string,
+): RedisDurabilityFacts {
   const aof = info.get('aof_enabled');
   return {
     aofEnabled: aof === undefined ? undefined : aof === '1',
@@ -190,7 +199,10 @@ export async function readEstateDurability(client: RedisClient): Promise<Durabil
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
   const masters = client.nodes('master');
   const nodes = await Promise.all(
-    masters.map(async (node) => ({ node: `${node.options.host ?? '?'}:${node.options.port ?? '?'}`, facts: await readRedisDurability(node) })),
+    masters.map(async (node) => ({
+      node: `${node.options.host ?? '?'}:${node.options.port ?? '?'}`,
+      facts: await readRedisDurability(node),
+    })),
   );
   return judgeNodes(nodes);
 }

@@ -11,7 +11,8 @@ export interface FailedJobs {
   getFailed(start?: number, end?: number): Promise<Job[]>;
 }
 
-export type RetryResult = { jobId: string; result: 'retried' } | { jobId: string; result: 'not_found' } | { jobId: string; result: 'not_failed'; state: string };
+export type RetryResult =
+  { jobId: string; result: 'retried' } | { jobId: string; result: 'not_found' } | { jobId: string; result: 'not_failed'; state: string };
 
 export interface RetryOptions {
   /** Runs on the failed job just before it is re-queued (e.g. to reset the queue's own attempt count). */

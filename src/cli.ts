@@ -114,7 +114,9 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (command.synopsis !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
-    process.stdout.write(`usage: user-mirror ${command.synopsis}\n\n${command.summary}\n${command.details ?? ''}Configuration comes from the environment: see .env.example and docs/configuration.md.\n`);
+    process.stdout.write(
+      `usage: user-mirror ${command.synopsis}\n\n${command.summary}\n${command.details ?? ''}Configuration comes from the environment: see .env.example and docs/configuration.md.\n`,
+    );
     return 0;
   }
   try {

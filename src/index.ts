@@ -40,7 +40,14 @@ export {
 } from '../jobs/redis-connection.js';
 
 // The mirror, for other processes: resolve a user offline, or run a sync from code.
-export { resolveOffline, resolveOfflineMany, openResolver, closeResolvers, MirrorMissingError, type ResolveOptions } from './replica/resolve.js';
+export {
+  resolveOffline,
+  resolveOfflineMany,
+  openResolver,
+  closeResolvers,
+  MirrorMissingError,
+  type ResolveOptions,
+} from './replica/resolve.js';
 export { runSync, type SyncOptions, type SyncSummary } from './sync/engine.js';
 export { openMirror } from '../db/open.js';
 // The service client and its errors, for callers that talk to the service directly.

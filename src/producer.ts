@@ -29,4 +29,10 @@ export {
   type RemovalResult,
   type RemovalJobPolicy,
 } from '../jobs/removals/queue.js';
-export { createRedisConnection, readQueueSettings, type QueueSettings, type RedisClient, type RedisEndpoint } from '../jobs/redis-connection.js';
+export {
+  createRedisConnection,
+  readQueueSettings,
+  type QueueSettings,
+  type RedisClient,
+  type RedisEndpoint,
+} from '../jobs/redis-connection.js';

@@ -71,7 +71,11 @@ describe('architecture', () => {
   it('ranks every source folder', () => {
     const unranked = files.filter((f) => folderOf(f) === undefined);
     expect(unranked).toEqual([]);
-    for (const folder of FOLDERS) expect(files.some((f) => folderOf(f) === folder), folder).toBe(true);
+    for (const folder of FOLDERS)
+      expect(
+        files.some((f) => folderOf(f) === folder),
+        folder,
+      ).toBe(true);
   });
 
   it('has no import pointing up a layer or across to a peer', () => {

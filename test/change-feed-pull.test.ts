@@ -19,7 +19,10 @@ beforeAll(async () => {
   const { sync } = rig;
   await sync.sync();
   for (let run = 0; run < 3; run++) {
-    const ids = sync.db.prepare('SELECT user_id FROM active_users ORDER BY user_id LIMIT 40 OFFSET ?').pluck().all(run * 40) as string[];
+    const ids = sync.db
+      .prepare('SELECT user_id FROM active_users ORDER BY user_id LIMIT 40 OFFSET ?')
+      .pluck()
+      .all(run * 40) as string[];
     sync.standIn.directory.delete(ids.slice(0, 5));
     for (const id of ids.slice(5, 25)) sync.standIn.directory.update(id);
     sync.standIn.directory.add(10);
@@ -59,7 +62,10 @@ describe('user-mirror changes', () => {
     const all = expected();
     const r = await cli(['--json', '--after', '10', '--limit', '7']);
     expect(r.out.trimEnd().split('\n')).toEqual(all.slice(10, 17));
-    const cursors = r.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { cursor: number }).cursor);
+    const cursors = r.out
+      .trimEnd()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { cursor: number }).cursor);
     expect(cursors).toEqual([11, 12, 13, 14, 15, 16, 17]);
   });
 

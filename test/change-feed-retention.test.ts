@@ -42,7 +42,11 @@ function age(): void {
 const held = () => new ChangeFeed(rig.db).bounds();
 
 /** As the daemon starts it: once its control connection answers (an unreachable Redis is tried once, briefly). */
-async function delivery(options: { webhooks: boolean; durable?: boolean; redisUrl?: string }): Promise<{ d: ChangeDelivery; close: () => Promise<void> }> {
+async function delivery(options: {
+  webhooks: boolean;
+  durable?: boolean;
+  redisUrl?: string;
+}): Promise<{ d: ChangeDelivery; close: () => Promise<void> }> {
   const control = createRedisConnection(options.redisUrl ?? redis.url, { role: 'control' });
   control.on('error', () => undefined);
   await redisReady(control, 1_000).catch(() => undefined);
@@ -50,7 +54,12 @@ async function delivery(options: { webhooks: boolean; durable?: boolean; redisUr
     db: rig.db,
     config: { MIRROR_ID: 'retention', CHANGES_RETENTION_DAYS: 30, WEBHOOK_TIMEOUT_MS: 2_000 },
     webhooks: options.webhooks ? { target: webhookTarget(receiver.url), secret: SECRET } : undefined,
-    redis: { control, endpoint: { mode: 'single', url: options.redisUrl ?? redis.url }, prefix: `r${Date.now()}`, durable: options.durable ?? true },
+    redis: {
+      control,
+      endpoint: { mode: 'single', url: options.redisUrl ?? redis.url },
+      prefix: `r${Date.now()}`,
+      durable: options.durable ?? true,
+    },
     logger: silentLogger,
   });
   return {

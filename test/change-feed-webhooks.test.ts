@@ -65,7 +65,10 @@ describe('webhooks from the daemon', () => {
     });
     // Half the requests fail, in every way the worker retries.
     let flaky = true;
-    receiver.answer = ({ n }) => (!flaky || n % 2 === 0 ? { status: 204 } : (['destroy', { status: 500 }, { status: 429, headers: { 'retry-after': '1' } }] as const)[n % 3] ?? { status: 503 });
+    receiver.answer = ({ n }) =>
+      !flaky || n % 2 === 0
+        ? { status: 204 }
+        : ((['destroy', { status: 500 }, { status: 429, headers: { 'retry-after': '1' } }] as const)[n % 3] ?? { status: 503 });
     daemon = spawnDaemon(env);
     await daemon.ready;
 
@@ -120,13 +123,20 @@ describe('webhooks from the daemon', () => {
     );
     // Operators see it caught up: /metrics, /readyz and status agree (the settled cursor lands just after the last 2xx).
     const port = Number(env.STATUS_PORT);
-    await eventually(async () => ((await getStatus(port, '/metrics')).body.includes('user_mirror_webhook_events_behind 0') ? true : undefined), 10_000, 'metrics caught up');
+    await eventually(
+      async () => ((await getStatus(port, '/metrics')).body.includes('user_mirror_webhook_events_behind 0') ? true : undefined),
+      10_000,
+      'metrics caught up',
+    );
     const metrics = (await getStatus(port, '/metrics')).body;
     expect(metrics).toMatch(/user_mirror_webhook_seconds_behind 0/);
     expect(metrics).toMatch(/user_mirror_webhook_deliveries_total\{outcome="delivered"\} \d+/);
     expect(JSON.parse((await getStatus(port, '/readyz')).body)).toMatchObject({ checks: { webhooks: 'ok' } });
     const status = await runCli(['status', '--json'], env);
-    expect(JSON.parse(status.stdout)).toMatchObject({ webhooks: { eventsBehind: 0, secondsBehind: 0, failed: 0 }, changeFeed: { latest: expected.size } });
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      webhooks: { eventsBehind: 0, secondsBehind: 0, failed: 0 },
+      changeFeed: { latest: expected.size },
+    });
     await daemon.stop('SIGTERM');
     // Neither the signing secret nor the receiver's query token ever reaches a log line.
     const output = [firstRun, daemon].map((d) => JSON.stringify(d.logs) + d.text()).join('\n');

@@ -74,7 +74,12 @@ describe('a run’s events', () => {
     expect(e).toMatchObject({
       type: 'user.updated',
       run_id: r.runId,
-      data: { user_id: userId(1), changed_fields: ['connected_sources', 'ingestion_end'], sources_added: ['garmin'], sources_removed: ['oura'] },
+      data: {
+        user_id: userId(1),
+        changed_fields: ['connected_sources', 'ingestion_end'],
+        sources_added: ['garmin'],
+        sources_removed: ['oura'],
+      },
     });
   });
 
@@ -104,7 +109,7 @@ describe('a run’s events', () => {
     sync([stagedUsers([1, 2])]);
     const failed = writer.beginRun();
     writer.stagePage(failed, pageOf(stagedUsers([1, 2, 3], (n) => ({ ingestion_end: `2026-0${n}-01` }))), 0);
-    writer.finishRun(failed, { status: 'failed', pages: 1, usersSeen: 3, error: "test" });
+    writer.finishRun(failed, { status: 'failed', pages: 1, usersSeen: 3, error: 'test' });
     expect(events(1)).toEqual([]);
     sync([stagedUsers([1, 2, 5])]);
     expect(events(1).map((e) => [e.cursor, e.type])).toEqual([[2, 'user.created']]);
@@ -121,10 +126,17 @@ describe('a run’s events', () => {
 
   it('has one event per user_changes row, in the order of commit, ids unique', () => {
     sync([stagedUsers(range(1, 30))]);
-    for (let k = 0; k < 5; k++) sync([stagedUsers(range(1 + k, 30 + 2 * k), (n) => (n % 5 === k ? { ingestion_end: `2026-01-0${k + 1}` } : {}))]);
-    const rows = db.prepare('SELECT run_id, user_id, change FROM user_changes WHERE run_id > 1 ORDER BY id').all() as { run_id: number; user_id: string; change: string }[];
+    for (let k = 0; k < 5; k++)
+      sync([stagedUsers(range(1 + k, 30 + 2 * k), (n) => (n % 5 === k ? { ingestion_end: `2026-01-0${k + 1}` } : {}))]);
+    const rows = db.prepare('SELECT run_id, user_id, change FROM user_changes WHERE run_id > 1 ORDER BY id').all() as {
+      run_id: number;
+      user_id: string;
+      change: string;
+    }[];
     const all = events(1);
-    expect(all.map((e) => ({ run: e.run_id, user: 'user_id' in e.data ? e.data.user_id : null }))).toEqual(rows.map((r) => ({ run: r.run_id, user: r.user_id })));
+    expect(all.map((e) => ({ run: e.run_id, user: 'user_id' in e.data ? e.data.user_id : null }))).toEqual(
+      rows.map((r) => ({ run: r.run_id, user: r.user_id })),
+    );
     expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
     expect(all.map((e) => e.cursor)).toEqual(all.map((_, i) => i + 2));
   });
@@ -178,14 +190,14 @@ describe('churn against the stand-in', () => {
       expect(summary.status).toBe('succeeded');
     }
     const rows = r.db
-      .prepare(
-        `SELECT c.run_id, c.user_id, c.change, c.cause FROM user_changes c WHERE c.run_id > 1 ORDER BY c.id`,
-      )
+      .prepare(`SELECT c.run_id, c.user_id, c.change, c.cause FROM user_changes c WHERE c.run_id > 1 ORDER BY c.id`)
       .all() as { run_id: number; user_id: string; change: string; cause: string | null }[];
     const feed = new ChangeFeed(r.db).page(1, 1_000_000);
     if (feed.gone) throw new Error('gone');
     const got = feed.events.map((e) => ChangeEventSchema.parse(JSON.parse(e.body)));
-    expect(got.map((e) => ({ run: e.run_id, user: 'user_id' in e.data ? e.data.user_id : null }))).toEqual(rows.map((x) => ({ run: x.run_id, user: x.user_id })));
+    expect(got.map((e) => ({ run: e.run_id, user: 'user_id' in e.data ? e.data.user_id : null }))).toEqual(
+      rows.map((x) => ({ run: x.run_id, user: x.user_id })),
+    );
     const kinds = new Set(got.map((e) => e.type));
     expect(kinds).toEqual(new Set(['user.created', 'user.updated', 'user.deleted', 'user.restored']));
     for (const [i, e] of got.entries()) {

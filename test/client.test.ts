@@ -241,7 +241,13 @@ describe('errors', () => {
     const srv = await recordingServer((path) => answers[path] ?? { status: 500, body: '' });
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
     const s = (await c.resolveUser('s').catch((e: unknown) => e)) as HttpError;
-    expect([s.status, s.detail, s.retryAfterMs, s.method, s.path]).toEqual([503, 'down for maintenance', 7000, 'GET', '/v2/user/resolve/s']);
+    expect([s.status, s.detail, s.retryAfterMs, s.method, s.path]).toEqual([
+      503,
+      'down for maintenance',
+      7000,
+      'GET',
+      '/v2/user/resolve/s',
+    ]);
     const o = (await c.resolveUser('o').catch((e: unknown) => e)) as HttpError;
     expect(o.detail).toEqual({ error_type: 'bad', error_message: 'nope' });
     expect(isRetryable(o)).toBe(false);
@@ -290,7 +296,13 @@ describe('errors', () => {
 
   // undici checks its timers about once a second, so the fault must outlast that.
   it('distinguishes header and body timeouts', async () => {
-    const slow = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, headersTimeoutMs: 100, bodyTimeoutMs: 100 });
+    const slow = new ServiceClient({
+      baseUrl: standIn.baseUrl,
+      apiKey: standIn.apiKey,
+      apiKeyHeader: standIn.apiKeyHeader,
+      headersTimeoutMs: 100,
+      bodyTimeoutMs: 100,
+    });
     standIn.faults.set({ latencyMs: 3_000 });
     const headers = await listUsers(slow, { offset: 0, limit: 10 }).catch((e: unknown) => e);
     standIn.faults.clear();
@@ -330,7 +342,12 @@ describe('bounds on one request', () => {
   });
 
   it('an abort by the caller stays an abort, not a timeout', async () => {
-    const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, requestTimeoutMs: 60_000 });
+    const c = new ServiceClient({
+      baseUrl: standIn.baseUrl,
+      apiKey: standIn.apiKey,
+      apiKeyHeader: standIn.apiKeyHeader,
+      requestTimeoutMs: 60_000,
+    });
     standIn.faults.set({ latencyMs: 2_000 });
     try {
       const err = await listUsers(c, { offset: 0, limit: 5 }, AbortSignal.timeout(200)).catch((e: unknown) => e);
@@ -342,7 +359,12 @@ describe('bounds on one request', () => {
   });
 
   it('stops reading a page larger than its bound, and does not retry it', async () => {
-    const c = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader, maxBodyBytes: 10_000 });
+    const c = new ServiceClient({
+      baseUrl: standIn.baseUrl,
+      apiKey: standIn.apiKey,
+      apiKeyHeader: standIn.apiKeyHeader,
+      maxBodyBytes: 10_000,
+    });
     const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ResponseTooLargeError);
     expect((err as Error).message).toContain('SYNC_MAX_PAGE_BYTES');
@@ -364,7 +386,11 @@ describe('bounds on one request', () => {
       pump();
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const c = new ServiceClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: 'pk_test', maxBodyBytes: 1024 * 1024 });
+    const c = new ServiceClient({
+      baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apiKey: 'pk_test',
+      maxBodyBytes: 1024 * 1024,
+    });
     try {
       const err = await listUsers(c, { offset: 0, limit: 500 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ResponseTooLargeError);
@@ -411,7 +437,12 @@ describe('key isolation', () => {
 
   it('never puts a key into an error message', async () => {
     const srv = await recordingServer(() => ({ status: 401, body: '{"detail":"Invalid API key"}' }));
-    const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_us_super_secret', managementUrl: srv.url, managementKey: 'mg_super_secret' });
+    const c = new ServiceClient({
+      baseUrl: srv.url,
+      apiKey: 'pk_us_super_secret',
+      managementUrl: srv.url,
+      managementKey: 'mg_super_secret',
+    });
     const errors = [
       await listUsers(c, { offset: 0, limit: 5 }).catch((e: unknown) => e),
       await c.deleteOrgMember('a', 'b').catch((e: unknown) => e),

@@ -90,7 +90,17 @@ describe('readConfig', () => {
 
   it('has defaults for the sync and request bounds', () => {
     expect(
-      readConfig(['HTTP_REQUEST_TIMEOUT_MS', 'HTTP_HEADERS_TIMEOUT_MS', 'SYNC_MAX_DURATION_MS', 'SYNC_PAGE_RETRY_BUDGET_MS', 'SYNC_MAX_PAGE_BYTES', 'SYNC_MAX_RECORD_BYTES'], {}),
+      readConfig(
+        [
+          'HTTP_REQUEST_TIMEOUT_MS',
+          'HTTP_HEADERS_TIMEOUT_MS',
+          'SYNC_MAX_DURATION_MS',
+          'SYNC_PAGE_RETRY_BUDGET_MS',
+          'SYNC_MAX_PAGE_BYTES',
+          'SYNC_MAX_RECORD_BYTES',
+        ],
+        {},
+      ),
     ).toEqual({
       HTTP_REQUEST_TIMEOUT_MS: 60_000,
       HTTP_HEADERS_TIMEOUT_MS: 30_000,

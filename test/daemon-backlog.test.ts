@@ -96,7 +96,8 @@ async function sampleQueue(mirrorId: string, ms: number): Promise<Array<{ waitin
 }
 
 const all = (ds: DaemonProcess[], event: string): LogLine[] => ds.flatMap((d) => d.logs.filter((l) => l.event === event));
-const firstStart = (ds: DaemonProcess[]) => Promise.race(ds.map((d) => d.waitForLog((l) => l.event === 'sync.job_started', 10_000, 'a first sync')));
+const firstStart = (ds: DaemonProcess[]) =>
+  Promise.race(ds.map((d) => d.waitForLog((l) => l.event === 'sync.job_started', 10_000, 'a first sync')));
 
 describe('a sync slower than the schedule', () => {
   it('keeps at most one sync job waiting, folds later ticks into it, and is not a stall', async () => {
@@ -111,7 +112,11 @@ describe('a sync slower than the schedule', () => {
 
     // The service recovers: the slow run ends, the waiting job runs after it, and syncs keep up again.
     standIn.faults.set({ latencyMs: 0 });
-    await eventually(() => (readRuns('slow.db').filter((r) => r.status === 'succeeded').length >= 3 ? true : undefined), 40_000, 'three succeeded runs');
+    await eventually(
+      () => (readRuns('slow.db').filter((r) => r.status === 'succeeded').length >= 3 ? true : undefined),
+      40_000,
+      'three succeeded runs',
+    );
     expect(all(ds, 'watchdog.restart')).toEqual([]);
     expect(await ds[0]?.stop('SIGTERM')).toEqual({ code: 0, signal: null });
     expectRunsNeverOverlap(readRuns('slow.db'));
@@ -125,7 +130,11 @@ describe('a sync slower than the schedule', () => {
     expect(all(ds, 'sync.skipped').length + all(ds, 'schedule.tick_coalesced').length).toBeGreaterThanOrEqual(3);
     expect(all(ds, 'watchdog.restart')).toEqual([]);
     standIn.faults.set({ latencyMs: 0 });
-    await eventually(() => (readRuns('shared.db').filter((r) => r.status === 'succeeded').length >= 2 ? true : undefined), 40_000, 'two succeeded runs');
+    await eventually(
+      () => (readRuns('shared.db').filter((r) => r.status === 'succeeded').length >= 2 ? true : undefined),
+      40_000,
+      'two succeeded runs',
+    );
     const exits = await Promise.all(ds.map((d) => d.stop('SIGTERM')));
     expect(exits.every((e) => e.code === 0)).toBe(true);
     expectRunsNeverOverlap(readRuns('shared.db'));
@@ -144,14 +153,24 @@ describe('a daemon starting beside a running sync', () => {
     const path = join(dir, 'locked.db');
     const older = new Database(path);
     older.pragma('journal_mode = WAL');
-    migrate(older, MIGRATIONS.filter((m) => m.version < LATEST));
+    migrate(
+      older,
+      MIGRATIONS.filter((m) => m.version < LATEST),
+    );
     older.close();
 
     // The other process's sync: the mirror's write lock, held across the daemon's first attempts.
     const sync = new Database(path);
     sync.exec('BEGIN IMMEDIATE');
     let held = true;
-    const env = daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: path, queuePrefix: 'locked-start', statusPort: await freePort(), cron: '0 0 1 1 *' });
+    const env = daemonEnv({
+      redisUrl: redis.url,
+      standIn,
+      mirrorDb: path,
+      queuePrefix: 'locked-start',
+      statusPort: await freePort(),
+      cron: '0 0 1 1 *',
+    });
     const daemon = spawnDaemon(env);
     daemons.push(daemon);
     try {

@@ -66,26 +66,48 @@ describe('decideStartupSync', () => {
   const interval = 15 * 60_000;
 
   it('enqueues for a mirror that never synced', () => {
-    expect(decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: interval / 2 })).toMatchObject({ enqueue: true });
+    expect(
+      decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: interval / 2 }),
+    ).toMatchObject({ enqueue: true });
   });
 
   it('enqueues when the last success is older than one interval', () => {
-    const d = decideStartupSync({ lastSucceededAt: new Date(now.getTime() - interval - 1), now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: interval / 2 });
+    const d = decideStartupSync({
+      lastSucceededAt: new Date(now.getTime() - interval - 1),
+      now,
+      intervalMs: interval,
+      pendingSyncJobs: 0,
+      msToNextTick: interval / 2,
+    });
     expect(d.enqueue).toBe(true);
     expect(d.ageMs).toBe(interval + 1);
   });
 
   it('does nothing for a fresh mirror', () => {
-    expect(decideStartupSync({ lastSucceededAt: new Date(now.getTime() - interval), now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: interval / 2 })).toMatchObject({ enqueue: false, reason: 'the mirror is fresh' });
+    expect(
+      decideStartupSync({
+        lastSucceededAt: new Date(now.getTime() - interval),
+        now,
+        intervalMs: interval,
+        pendingSyncJobs: 0,
+        msToNextTick: interval / 2,
+      }),
+    ).toMatchObject({ enqueue: false, reason: 'the mirror is fresh' });
   });
 
   it('leaves the catch-up to a tick that is about to fire', () => {
-    expect(decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: 30_000 })).toMatchObject({ enqueue: false, reason: 'the next tick is imminent' });
-    expect(decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: 24 * 3600_000, pendingSyncJobs: 0, msToNextTick: 120_000 }).enqueue).toBe(true);
+    expect(
+      decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 0, msToNextTick: 30_000 }),
+    ).toMatchObject({ enqueue: false, reason: 'the next tick is imminent' });
+    expect(
+      decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: 24 * 3600_000, pendingSyncJobs: 0, msToNextTick: 120_000 }).enqueue,
+    ).toBe(true);
   });
 
   it('does nothing when a sync is already waiting or running', () => {
-    expect(decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 1, msToNextTick: interval / 2 })).toMatchObject({ enqueue: false });
+    expect(
+      decideStartupSync({ lastSucceededAt: undefined, now, intervalMs: interval, pendingSyncJobs: 1, msToNextTick: interval / 2 }),
+    ).toMatchObject({ enqueue: false });
   });
 });
 
@@ -94,7 +116,10 @@ describe('decideWatchdog', () => {
   const stall = 60_000;
 
   it('restarts a worker whose loop stopped', () => {
-    expect(decideWatchdog(INITIAL_WATCHDOG_STATE, { ...healthy, running: false }, 0, stall)).toMatchObject({ action: 'restart', reason: 'not-running' });
+    expect(decideWatchdog(INITIAL_WATCHDOG_STATE, { ...healthy, running: false }, 0, stall)).toMatchObject({
+      action: 'restart',
+      reason: 'not-running',
+    });
   });
 
   it('restarts after jobs waited with none active for the stall window', () => {
@@ -181,14 +206,21 @@ describe('remainingBudget', () => {
 describe('webhook settings', () => {
   it('are off without WEBHOOK_URL; a URL without its secret is a configuration error naming the variable', () => {
     expect(webhookSettings({ WEBHOOK_URL: undefined, WEBHOOK_SECRET: undefined })).toBeUndefined();
-    expect(() => webhookSettings({ WEBHOOK_URL: 'https://hooks.example/in', WEBHOOK_SECRET: undefined })).toThrow(/WEBHOOK_SECRET: is required when WEBHOOK_URL is set/);
-    const on = webhookSettings({ WEBHOOK_URL: 'https://Hooks.example:443/in/?token=t', WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' });
+    expect(() => webhookSettings({ WEBHOOK_URL: 'https://hooks.example/in', WEBHOOK_SECRET: undefined })).toThrow(
+      /WEBHOOK_SECRET: is required when WEBHOOK_URL is set/,
+    );
+    const on = webhookSettings({
+      WEBHOOK_URL: 'https://Hooks.example:443/in/?token=t',
+      WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    });
     expect(on?.target.url).toBe('https://hooks.example/in');
     expect(on?.target.id).toMatch(/^[0-9a-f]{16}$/);
   });
 
   it('refuse a secret that is not whsec_ and base64, without echoing it', () => {
-    expect(() => readConfig(['WEBHOOK_SECRET'], { WEBHOOK_SECRET: 'not-a-secret-value' })).toThrow(/WEBHOOK_SECRET: must be whsec_ followed by a base64 key/);
+    expect(() => readConfig(['WEBHOOK_SECRET'], { WEBHOOK_SECRET: 'not-a-secret-value' })).toThrow(
+      /WEBHOOK_SECRET: must be whsec_ followed by a base64 key/,
+    );
     try {
       readConfig(['WEBHOOK_SECRET'], { WEBHOOK_SECRET: 'not-a-secret-value' });
     } catch (err) {

@@ -33,7 +33,15 @@ function mirror<T>(read: (db: Database.Database) => T): T {
 }
 
 const activeUsers = () => mirror((db) => (db.prepare('SELECT count(*) AS n FROM active_users').get() as { n: number }).n);
-const runs = () => mirror((db) => db.prepare('SELECT id, status, error FROM sync_runs ORDER BY id').all() as Array<{ id: number; status: string; error: string | null }>);
+const runs = () =>
+  mirror(
+    (db) =>
+      db.prepare('SELECT id, status, error FROM sync_runs ORDER BY id').all() as Array<{
+        id: number;
+        status: string;
+        error: string | null;
+      }>,
+  );
 
 beforeAll(async () => {
   redis = await startTestRedis();
@@ -55,10 +63,14 @@ describe('user-mirror daemon', () => {
   it('sends ready over IPC once Redis and the mirror are up', async () => {
     await daemon.ready;
     // Ready once the start-up sync has made the new mirror fresh.
-    const ready = await eventually(async () => {
-      const r = await getStatus(statusPort, '/readyz');
-      return r.status === 200 ? r : undefined;
-    }, 20_000, '/readyz 200');
+    const ready = await eventually(
+      async () => {
+        const r = await getStatus(statusPort, '/readyz');
+        return r.status === 200 ? r : undefined;
+      },
+      20_000,
+      '/readyz 200',
+    );
     expect(JSON.parse(ready.body)).toEqual({ ready: true, checks: { phase: 'ok', db: 'ok', mirror: 'ok', redis: 'ok', removals: 'ok' } });
     const health = await getStatus(statusPort, '/healthz');
     expect(health.status).toBe(200);
@@ -95,9 +107,13 @@ describe('user-mirror daemon', () => {
     const member = standIn.members.list()[0];
     if (member === undefined) throw new Error('stand-in has no members');
     const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-    const queue: RemovalQueue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? "", prefix: env.QUEUE_PREFIX });
+    const queue: RemovalQueue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? '', prefix: env.QUEUE_PREFIX });
     try {
-      const { jobId } = await enqueueMemberRemoval(queue, { org_id: member.orgId, member_id: member.memberId, requested_by: 'daemon-test' });
+      const { jobId } = await enqueueMemberRemoval(queue, {
+        org_id: member.orgId,
+        member_id: member.memberId,
+        requested_by: 'daemon-test',
+      });
       await eventually(async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined), 20_000, 'removal completed');
       expect(standIn.members.has(member.orgId, member.memberId)).toBe(false);
     } finally {
@@ -106,7 +122,9 @@ describe('user-mirror daemon', () => {
     }
     const m = await getStatus(statusPort, '/metrics');
     expect(m.body).toMatch(/^user_mirror_removal_jobs_total\{outcome="succeeded"\} 1$/m);
-    expect(m.body).toMatch(/^user_mirror_http_responses_total\{method="DELETE",route="\/v1\/org\/\{org_id\}\/member\/\{member_id\}",status="200"\} 1$/m);
+    expect(m.body).toMatch(
+      /^user_mirror_http_responses_total\{method="DELETE",route="\/v1\/org\/\{org_id\}\/member\/\{member_id\}",status="200"\} 1$/m,
+    );
     // The test's Redis has AOF and noeviction: removals run.
     expect(m.body).toMatch(/^user_mirror_redis_durable 1$/m);
     expect(m.body).toMatch(/^user_mirror_removals_held 0$/m);
@@ -117,7 +135,12 @@ describe('user-mirror daemon', () => {
     expect(res.code).toBe(0);
     const report = JSON.parse(res.stdout) as {
       mirror: { available: boolean; activeUsers: number; stale: boolean; lastRuns: Array<{ status: string }>; ageSeconds: number };
-      queues: { reachable: boolean; sync: { completed: number }; removals: { counts: { completed: number }; hosts: Array<{ host: string }> }; unboundRemovals: number };
+      queues: {
+        reachable: boolean;
+        sync: { completed: number };
+        removals: { counts: { completed: number }; hosts: Array<{ host: string }> };
+        unboundRemovals: number;
+      };
       failedRemovals: { queue: number | null; audit: number | null };
       removalQueue: { state: string; durable: boolean; redis: Record<string, string> };
     };
@@ -130,7 +153,11 @@ describe('user-mirror daemon', () => {
     expect(report.queues.removals.hosts).toEqual([expect.objectContaining({ host: hostname(), outcomes: { succeeded: 1 } })]);
     expect(report.queues.unboundRemovals).toBe(0);
     expect(report.failedRemovals).toEqual({ queue: 0, audit: 0 });
-    expect(report.removalQueue).toMatchObject({ state: 'run', durable: true, redis: { appendonly: 'yes', appendfsync: 'always', maxmemoryPolicy: 'noeviction' } });
+    expect(report.removalQueue).toMatchObject({
+      state: 'run',
+      durable: true,
+      redis: { appendonly: 'yes', appendfsync: 'always', maxmemoryPolicy: 'noeviction' },
+    });
 
     const human = await runCli(['status'], env);
     expect(human.code).toBe(0);
@@ -143,7 +170,14 @@ describe('user-mirror daemon', () => {
     standIn.faults.set({ rate503: 1, retryAfter: null });
     const before = runs().length;
     try {
-      const failed = await eventually(() => runs().slice(before).find((r) => r.status === 'failed'), 20_000, 'a failed run');
+      const failed = await eventually(
+        () =>
+          runs()
+            .slice(before)
+            .find((r) => r.status === 'failed'),
+        20_000,
+        'a failed run',
+      );
       expect(failed.error).toMatch(/first page failed/);
       expect(activeUsers()).toBe(USERS);
       expect(daemon.child.exitCode).toBeNull();

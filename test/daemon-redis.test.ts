@@ -101,10 +101,14 @@ describe('Redis outages', () => {
     const member = standIn.members.list()[0];
     if (member === undefined) throw new Error('stand-in has no members');
     const connection = new Redis(redis.url, { maxRetriesPerRequest: null });
-    const queue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? "", prefix: env.QUEUE_PREFIX });
+    const queue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? '', prefix: env.QUEUE_PREFIX });
     try {
       const { jobId } = await enqueueMemberRemoval(queue, { org_id: member.orgId, member_id: member.memberId });
-      await eventually(async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined), 30_000, 'the removal after the restart');
+      await eventually(
+        async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined),
+        30_000,
+        'the removal after the restart',
+      );
     } finally {
       await queue.close();
       connection.disconnect();

@@ -62,13 +62,19 @@ describe('a mirror that goes stale', () => {
     expect(await metric(port, 'user_mirror_mirror_stale_after_seconds')).toBe(4);
 
     standIn.faults.set({ rate503: 1, retryAfter: null });
-    const notReady = await eventually(async () => {
-      const r = await readyz(port);
-      return r.status === 503 ? r : undefined;
-    }, 30_000, '/readyz 503 once stale');
+    const notReady = await eventually(
+      async () => {
+        const r = await readyz(port);
+        return r.status === 503 ? r : undefined;
+      },
+      30_000,
+      '/readyz 503 once stale',
+    );
     expect(notReady.body.ready).toBe(false);
     expect(notReady.body.checks).toMatchObject({ phase: 'ok', db: 'ok', redis: 'ok' });
-    expect(notReady.body.checks.mirror).toMatch(/^stale: last successful sync \d+s ago, more than SYNC_STALE_AFTER_MS \(4s\); last failed run #\d+ /);
+    expect(notReady.body.checks.mirror).toMatch(
+      /^stale: last successful sync \d+s ago, more than SYNC_STALE_AFTER_MS \(4s\); last failed run #\d+ /,
+    );
     expect(await metric(port, 'user_mirror_mirror_stale')).toBe(1);
     expect(await metric(port, 'user_mirror_mirror_age_seconds')).toBeGreaterThanOrEqual(4);
 
@@ -77,7 +83,9 @@ describe('a mirror that goes stale', () => {
     expect(text.stdout).toMatch(/STALE +last successful sync \d+s ago, more than SYNC_STALE_AFTER_MS \(4s\); last failed run #\d+/);
     const json = await runCli(['status', '--json'], env);
     expect(json.code).toBe(1);
-    const report = JSON.parse(json.stdout) as { mirror: { stale: boolean; staleAfterSeconds: number; staleReason: string; ageSeconds: number } };
+    const report = JSON.parse(json.stdout) as {
+      mirror: { stale: boolean; staleAfterSeconds: number; staleReason: string; ageSeconds: number };
+    };
     expect(report.mirror).toMatchObject({ stale: true, staleAfterSeconds: 4 });
     expect(report.mirror.staleReason).toContain('last failed run #');
     expect(report.mirror.ageSeconds).toBeGreaterThanOrEqual(4);
@@ -85,7 +93,11 @@ describe('a mirror that goes stale', () => {
     standIn.faults.clear();
     await eventually(async () => ((await readyz(port)).status === 200 ? true : undefined), 30_000, 'ready again after a succeeded sync');
     // /metrics reads the mirror at most once a second (a scrape within that second gets the last figures).
-    await eventually(async () => ((await metric(port, 'user_mirror_mirror_stale')) === 0 ? true : undefined), 3_000, 'stale gauge back to 0');
+    await eventually(
+      async () => ((await metric(port, 'user_mirror_mirror_stale')) === 0 ? true : undefined),
+      3_000,
+      'stale gauge back to 0',
+    );
 
     // Fresh and Redis up: 0. Redis unreachable: 1, and the mirror is still reported.
     const calm = { ...env, SYNC_STALE_AFTER_MS: '600000' };

@@ -38,7 +38,13 @@ describe('status server', () => {
   it('answers healthz always, readyz by the readiness report, metrics as Prometheus text', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     let report: ReadinessReport = { ready: false, checks: { phase: 'starting', db: 'ok', redis: 'ECONNREFUSED' } };
-    server = await startStatusServer({ host: '127.0.0.1', port: 0, registry: metrics.registry, readiness: async () => report, logger: silentLogger });
+    server = await startStatusServer({
+      host: '127.0.0.1',
+      port: 0,
+      registry: metrics.registry,
+      readiness: async () => report,
+      logger: silentLogger,
+    });
     const url = (p: string) => `http://127.0.0.1:${server?.port}${p}`;
 
     expect((await fetch(url('/healthz'))).status).toBe(200);
@@ -59,9 +65,21 @@ describe('status server', () => {
 
   it('refuses to start on a port that is taken', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
-    server = await startStatusServer({ host: '127.0.0.1', port: 0, registry: metrics.registry, readiness: async () => ({ ready: true, checks: {} }), logger: silentLogger });
+    server = await startStatusServer({
+      host: '127.0.0.1',
+      port: 0,
+      registry: metrics.registry,
+      readiness: async () => ({ ready: true, checks: {} }),
+      logger: silentLogger,
+    });
     await expect(
-      startStatusServer({ host: '127.0.0.1', port: server.port, registry: metrics.registry, readiness: async () => ({ ready: true, checks: {} }), logger: silentLogger }),
+      startStatusServer({
+        host: '127.0.0.1',
+        port: server.port,
+        registry: metrics.registry,
+        readiness: async () => ({ ready: true, checks: {} }),
+        logger: silentLogger,
+      }),
     ).rejects.toThrow(/EADDRINUSE/);
   });
 });
@@ -78,7 +96,13 @@ describe('metrics', () => {
     metrics.recordRemoval('retrying');
     metrics.recordWorkerRestart('sync', 'not-running');
     metrics.setSources({
-      mirror: () => ({ activeUsers: 1200, deletedUsers: 3, lastSucceededAt: new Date('2025-01-01T00:00:00Z'), lastProblem: undefined, running: undefined }),
+      mirror: () => ({
+        activeUsers: 1200,
+        deletedUsers: 3,
+        lastSucceededAt: new Date('2025-01-01T00:00:00Z'),
+        lastProblem: undefined,
+        running: undefined,
+      }),
       queues: async () => [
         { queue: 'sync', state: 'wait', count: 1 },
         { queue: 'removals', state: 'failed', count: 4 },
@@ -135,8 +159,30 @@ describe('status report', () => {
       deletedUsers: 2,
       lastSucceededAt: new Date('2025-01-01T00:50:00Z'),
       lastRuns: [
-        { id: 2, status: 'failed', startedAt: '2025-01-01T00:55:00.000Z', finishedAt: '2025-01-01T00:55:01.000Z', usersSeen: 0, created: 0, updated: 0, deleted: 0, candidates: NONE_MISSING, error: 'first page failed:\nHTTP 503' },
-        { id: 1, status: 'succeeded', startedAt: '2025-01-01T00:49:00.000Z', finishedAt: '2025-01-01T00:50:00.000Z', usersSeen: 10, created: 10, updated: 0, deleted: 0, candidates: { candidates: 5, confirmedGone: 3, stillThere: 1, unverified: 1, deferred: 0 }, error: null },
+        {
+          id: 2,
+          status: 'failed',
+          startedAt: '2025-01-01T00:55:00.000Z',
+          finishedAt: '2025-01-01T00:55:01.000Z',
+          usersSeen: 0,
+          created: 0,
+          updated: 0,
+          deleted: 0,
+          candidates: NONE_MISSING,
+          error: 'first page failed:\nHTTP 503',
+        },
+        {
+          id: 1,
+          status: 'succeeded',
+          startedAt: '2025-01-01T00:49:00.000Z',
+          finishedAt: '2025-01-01T00:50:00.000Z',
+          usersSeen: 10,
+          created: 10,
+          updated: 0,
+          deleted: 0,
+          candidates: { candidates: 5, confirmedGone: 3, stillThere: 1, unverified: 1, deferred: 0 },
+          error: null,
+        },
       ],
       failedRemovalsInAudit: 1,
       lastProblem: { runId: 2, status: 'failed', at: '2025-01-01T00:55:01.000Z', reason: 'first page failed:\nHTTP 503' },
@@ -156,7 +202,14 @@ describe('status report', () => {
 
   it('works out age and staleness against SYNC_STALE_AFTER_MS, with the last failure as the reason', () => {
     const r = buildStatusReport(facts());
-    expect(r.mirror).toMatchObject({ available: true, ageSeconds: 600, stale: false, staleAfterSeconds: 2700, staleReason: null, activeUsers: 10 });
+    expect(r.mirror).toMatchObject({
+      available: true,
+      ageSeconds: 600,
+      stale: false,
+      staleAfterSeconds: 2700,
+      staleReason: null,
+      activeUsers: 10,
+    });
     expect(r.failedRemovals).toEqual({ queue: 1, audit: 1 });
     expect(statusExitCode(r)).toBe(0);
     // Two missed intervals are not stale yet; past three they are.
@@ -239,12 +292,19 @@ describe('staleness', () => {
       stale: true,
       ageSeconds: null,
       staleAfterSeconds: 60,
-      reason: 'never synced successfully; last partial run #1 (2025-01-01T00:10:00.000Z): listing incomplete; run #2 running since 2025-01-01T00:20:00.000Z',
+      reason:
+        'never synced successfully; last partial run #1 (2025-01-01T00:10:00.000Z): listing incomplete; run #2 running since 2025-01-01T00:20:00.000Z',
     });
   });
 
   it('says so when nothing has run since the last success', () => {
-    const s = assessStaleness({ lastSucceededAt: at('2025-01-01T00:00:00Z'), lastProblem: undefined, running: undefined, now: at('2025-01-01T03:00:00Z'), staleAfterMs: 3_600_000 });
+    const s = assessStaleness({
+      lastSucceededAt: at('2025-01-01T00:00:00Z'),
+      lastProblem: undefined,
+      running: undefined,
+      now: at('2025-01-01T03:00:00Z'),
+      staleAfterMs: 3_600_000,
+    });
     expect(s.reason).toBe('last successful sync 3h ago, more than SYNC_STALE_AFTER_MS (60m); no sync has run since');
   });
 

@@ -8,17 +8,23 @@ import { HttpError } from '../src/service/errors.js';
 import { recordingServer, type CannedServer } from './support/canned-server.js';
 
 const BODIES: Record<string, string> = {
-  'null': '{"detail":null}',
-  'number': '{"detail":42}',
-  'boolean': '{"detail":false}',
-  'string': '{"detail":"down for maintenance"}',
+  null: '{"detail":null}',
+  number: '{"detail":42}',
+  boolean: '{"detail":false}',
+  string: '{"detail":"down for maintenance"}',
   'empty-string': '{"detail":""}',
   'error-object': '{"detail":{"error_type":"provider_error","error_message":"Oura is down"}}',
   'other-object': '{"detail":{"reason":{"nested":[1,2]}}}',
-  'fastapi': JSON.stringify({
+  fastapi: JSON.stringify({
     detail: [
       { loc: ['path', 'client_user_id'], msg: 'String should have at least 1 character', type: 'string_too_short' },
-      { loc: ['query', 'limit', 0], msg: 'Input should be less than or equal to 500', type: 'less_than_equal', input: 501, ctx: { le: 500 } },
+      {
+        loc: ['query', 'limit', 0],
+        msg: 'Input should be less than or equal to 500',
+        type: 'less_than_equal',
+        input: 501,
+        ctx: { le: 500 },
+      },
     ],
   }),
   'fastapi-no-msg': JSON.stringify({ detail: [{ loc: ['body', 3], type: 'missing' }, { loc: ['query'] }, { input: 1 }] }),
@@ -26,26 +32,26 @@ const BODIES: Record<string, string> = {
   'empty-list': '{"detail":[]}',
   'no-detail': '{}',
   'array-body': '[1,2]',
-  'html': '<html><body>502 Bad Gateway</body></html>',
-  'empty': '',
+  html: '<html><body>502 Bad Gateway</body></html>',
+  empty: '',
 };
 
 const EXPECTED: Record<string, string> = {
-  'null': ': detail null',
-  'number': ': detail 42',
-  'boolean': ': detail false',
-  'string': ': down for maintenance',
+  null: ': detail null',
+  number: ': detail 42',
+  boolean: ': detail false',
+  string: ': down for maintenance',
   'empty-string': ': (empty detail)',
   'error-object': ': provider_error: Oura is down',
   'other-object': ': {"reason":{"nested":[1,2]}}',
-  'fastapi': ': path.client_user_id: String should have at least 1 character; query.limit.0: Input should be less than or equal to 500',
+  fastapi: ': path.client_user_id: String should have at least 1 character; query.limit.0: Input should be less than or equal to 500',
   'fastapi-no-msg': ': body.3: missing; query: invalid; {"input":1}',
   'odd-list': ': plain words; detail 7; detail null; null: odd loc',
   'empty-list': ': (empty detail list)',
   'no-detail': ' (no detail in the body)',
   'array-body': ' (body is JSON but not an object)',
-  'html': ' (body is not JSON)',
-  'empty': ' (empty body)',
+  html: ' (body is not JSON)',
+  empty: ' (empty body)',
 };
 
 let srv: CannedServer;

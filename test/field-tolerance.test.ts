@@ -139,7 +139,11 @@ describe('parseUser', () => {
   });
 
   it('reports warnings through parseUserRecord', () => {
-    expect(parseUserRecord(sdkWireFixtureUser(), 0)).toMatchObject({ ok: true, index: 0, warnings: [{ field: 'ingestion_start' }, { field: 'ingestion_end' }] });
+    expect(parseUserRecord(sdkWireFixtureUser(), 0)).toMatchObject({
+      ok: true,
+      index: 0,
+      warnings: [{ field: 'ingestion_start' }, { field: 'ingestion_end' }],
+    });
     expect(fields(wireUser(1))).toEqual([]);
   });
 });
@@ -148,7 +152,14 @@ describe('the client', () => {
   it('lists a page with the SDK wire-fixture user accepted and reports unknown envelope keys', async () => {
     const srv = await recordingServer(() => ({
       status: 200,
-      body: JSON.stringify({ users: [sdkWireFixtureUser(), { user_id: 'nope' }], total: 2, offset: 0, limit: 2, next_cursor: 'abc', links: {} }),
+      body: JSON.stringify({
+        users: [sdkWireFixtureUser(), { user_id: 'nope' }],
+        total: 2,
+        offset: 0,
+        limit: 2,
+        next_cursor: 'abc',
+        links: {},
+      }),
     }));
     const c = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
     try {

@@ -14,7 +14,15 @@ import { requireBuiltCli } from './support/cli-process.js';
 
 describe('humanLine', () => {
   it('says what a retry is waiting for', () => {
-    const line = JSON.stringify({ level: 30, event: 'sync.retry', what: 'offset 0', attempt: 2, delayMs: 1_500, err: 'connect ECONNREFUSED', msg: 'x' });
+    const line = JSON.stringify({
+      level: 30,
+      event: 'sync.retry',
+      what: 'offset 0',
+      attempt: 2,
+      delayMs: 1_500,
+      err: 'connect ECONNREFUSED',
+      msg: 'x',
+    });
     expect(humanLine(line)).toBe('retrying offset 0: attempt 2 failed (connect ECONNREFUSED); next try in 1.5 s');
   });
 
@@ -40,7 +48,11 @@ describe('sync --once at a terminal', () => {
       SYNC_PAGE_ATTEMPTS: '3',
       SYNC_PAGE_RETRY_BUDGET_MS: '0',
     };
-    const run = spawnSync('script', ['-qec', `${process.execPath} ${CLI} sync --once`, '/dev/null'], { env, encoding: 'utf8', timeout: 60_000 });
+    const run = spawnSync('script', ['-qec', `${process.execPath} ${CLI} sync --once`, '/dev/null'], {
+      env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     const out = run.stdout.replace(/\r/g, '');
     expect(run.status).toBe(1);
     expect(out).toMatch(/retrying offset 0: attempt 1 failed \(.*\); next try in \d+\.\d s/);

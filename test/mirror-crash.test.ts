@@ -151,10 +151,13 @@ describe('kill -9', () => {
     await expectPreviousSnapshot('staging', 'staging', 50);
   });
 
-  it.each([0, 25, 60])('mid-scan (kill %i ms after page 3), pages written into the open transaction: the previous snapshot', async (delay) => {
-    const out = await expectPreviousSnapshot('scan', 'staging', delay);
-    expect(out).not.toContain('staged');
-  });
+  it.each([0, 25, 60])(
+    'mid-scan (kill %i ms after page 3), pages written into the open transaction: the previous snapshot',
+    async (delay) => {
+      const out = await expectPreviousSnapshot('scan', 'staging', delay);
+      expect(out).not.toContain('staged');
+    },
+  );
 
   it('mid-scan of a first sync (secondary indexes dropped in the open transaction): an empty mirror with its schema', async () => {
     const empty = dir.file('empty.db');

@@ -19,8 +19,19 @@ useTempMirror((m) => {
 function sync(records: ReturnType<typeof staged>[], sweep = true): number {
   const runId = writer.beginRun(records.length);
   writer.stagePage(runId, pageOf(records), 0);
-  const r = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) } : { deletionsChecked: false, deletions: [] });
-  writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: 1, usersSeen: records.length, ...r, error: sweep ? undefined : 'drift' });
+  const r = writer.publish(
+    runId,
+    sweep
+      ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }
+      : { deletionsChecked: false, deletions: [] },
+  );
+  writer.finishRun(runId, {
+    status: sweep ? 'succeeded' : 'partial',
+    pages: 1,
+    usersSeen: records.length,
+    ...r,
+    error: sweep ? undefined : 'drift',
+  });
   return runId;
 }
 

@@ -73,7 +73,10 @@ describe('migration 1: the mirror schema', () => {
   it('gives a file left at version 2 the STRICT sync_lease table at version 3', () => {
     const path = dir.file('v2.db');
     const old = new Database(path);
-    migrate(old, MIGRATIONS.filter((m) => m.version <= 2));
+    migrate(
+      old,
+      MIGRATIONS.filter((m) => m.version <= 2),
+    );
     expect(old.pragma('user_version', { simple: true })).toBe(2);
     expect(old.prepare(`SELECT count(*) FROM sqlite_schema WHERE name = 'sync_lease'`).pluck().get()).toBe(0);
     old.close();
@@ -93,19 +96,20 @@ describe('migration 1: the mirror schema', () => {
       strict: number;
     }[];
     const strict = Object.fromEntries(tables.map((t) => [t.name, t.strict]));
-    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records', 'sync_lease', 'field_warnings']) expect(strict[t]).toBe(1);
+    for (const t of ['users', 'connected_sources', 'sync_runs', 'user_changes', 'rejected_records', 'sync_lease', 'field_warnings'])
+      expect(strict[t]).toBe(1);
     const views = db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name`).pluck().all();
     expect(views).toEqual(expect.arrayContaining(['active_users', 'last_sync', 'sources_per_user', 'users_per_source']));
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
   });
 
   it('STRICT rejects a wrongly typed value and CHECK an unknown status', () => {
-    expect(() =>
-      db.prepare(`INSERT INTO sync_runs (started_at, pages) VALUES ('2026-01-01T00:00:00.000Z', 'many')`).run(),
-    ).toThrow(/cannot store TEXT value in INTEGER column/);
-    expect(() =>
-      db.prepare(`INSERT INTO sync_runs (started_at, status) VALUES ('2026-01-01T00:00:00.000Z', 'done')`).run(),
-    ).toThrow(/CHECK constraint failed/);
+    expect(() => db.prepare(`INSERT INTO sync_runs (started_at, pages) VALUES ('2026-01-01T00:00:00.000Z', 'many')`).run()).toThrow(
+      /cannot store TEXT value in INTEGER column/,
+    );
+    expect(() => db.prepare(`INSERT INTO sync_runs (started_at, status) VALUES ('2026-01-01T00:00:00.000Z', 'done')`).run()).toThrow(
+      /CHECK constraint failed/,
+    );
   });
 
   it('holds one active user per (team_id, client_user_id), any number of deleted ones', () => {
@@ -125,9 +129,7 @@ describe('migration 1: the mirror schema', () => {
     insertUser(1, 'a', null);
     insertUser(2, 'b', null);
     insertUser(3, 'c', '2026-01-02T00:00:00.000Z');
-    const source = db.prepare(
-      `INSERT INTO connected_sources (user_id, slug, name, descriptor) VALUES (?, ?, ?, 'provider')`,
-    );
+    const source = db.prepare(`INSERT INTO connected_sources (user_id, slug, name, descriptor) VALUES (?, ?, ?, 'provider')`);
     source.run(userId(1), 'oura', 'Oura');
     source.run(userId(1), 'garmin', 'Garmin');
     source.run(userId(2), 'oura', 'Oura');

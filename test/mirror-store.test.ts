@@ -5,7 +5,18 @@ import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
 import type { RefreshResult } from '../db/user-writes.js';
 import { contentHash } from '../db/user-row.js';
-import { OTHER_TEAM, pageOf, range, staged, stagedUsers, steppingClock, userId, useTempMirror, wireUser, type TempDir } from './support/mirror-fixtures.js';
+import {
+  OTHER_TEAM,
+  pageOf,
+  range,
+  staged,
+  stagedUsers,
+  steppingClock,
+  userId,
+  useTempMirror,
+  wireUser,
+  type TempDir,
+} from './support/mirror-fixtures.js';
 
 let dir: TempDir;
 let db: Db;
@@ -20,7 +31,12 @@ useTempMirror((m) => {
 function sync(pages: StagedRecord[][], sweep = true): PublishResult & { runId: number } {
   const runId = writer.beginRun();
   for (const page of pages) writer.stagePage(runId, pageOf(page), 0);
-  const result = writer.publish(runId, sweep ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) } : { deletionsChecked: false, deletions: [] });
+  const result = writer.publish(
+    runId,
+    sweep
+      ? { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }
+      : { deletionsChecked: false, deletions: [] },
+  );
   writer.finishRun(runId, { status: sweep ? 'succeeded' : 'partial', pages: pages.length, usersSeen: pages.flat().length, ...result });
   return { ...result, runId };
 }
@@ -35,9 +51,10 @@ interface UserState {
 }
 const user = (n: number) => db.prepare('SELECT * FROM users WHERE user_id = ?').get(userId(n)) as UserState | undefined;
 const changes = (runId: number | null) =>
-  db
-    .prepare('SELECT user_id, change FROM user_changes WHERE run_id IS ? ORDER BY user_id, id')
-    .all(runId) as { user_id: string; change: string }[];
+  db.prepare('SELECT user_id, change FROM user_changes WHERE run_id IS ? ORDER BY user_id, id').all(runId) as {
+    user_id: string;
+    change: string;
+  }[];
 const active = () => db.prepare('SELECT count(*) FROM active_users').pluck().get();
 
 describe('stagePage + publish', () => {
@@ -70,7 +87,7 @@ describe('stagePage + publish', () => {
     expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(3);
   });
 
-  it('settles a first sync\'s repeat listings at the publish: the latest listing, its sources and its warnings', () => {
+  it("settles a first sync's repeat listings at the publish: the latest listing, its sources and its warnings", () => {
     const garmin = { logo: 'https://cdn.example/logos/garmin.png', name: 'Garmin', slug: 'garmin' };
     const twoSources = wireUser(2).connected_sources as unknown[];
     const earlier = stagedUsers([2], () => ({
@@ -79,12 +96,17 @@ describe('stagePage + publish', () => {
       connected_sources: [...twoSources, { created_on: '2026-01-12T12:39:40Z', provider: garmin, source: garmin }],
     }));
     const later = stagedUsers([2], () => ({ ingestion_start: 'still not a date' }));
-    const r = sync([[...stagedUsers([1]), ...earlier], [...later, ...stagedUsers([3])]]);
+    const r = sync([
+      [...stagedUsers([1]), ...earlier],
+      [...later, ...stagedUsers([3])],
+    ]);
     expect(r).toMatchObject({ created: 3, deleted: 0, repeats: 1 });
     expect(db.prepare('SELECT count(*) FROM users WHERE user_id = ?').pluck().get(userId(2))).toBe(1);
     expect(user(2)?.raw).toBe(later[0]?.rawJson);
     expect(db.prepare('SELECT slug FROM connected_sources WHERE user_id = ? ORDER BY slug').pluck().all(userId(2))).toEqual(['oura']);
-    expect(db.prepare('SELECT field, run_id FROM field_warnings WHERE user_id = ?').all(userId(2))).toEqual([{ field: 'ingestion_start', run_id: r.runId }]);
+    expect(db.prepare('SELECT field, run_id FROM field_warnings WHERE user_id = ?').all(userId(2))).toEqual([
+      { field: 'ingestion_start', run_id: r.runId },
+    ]);
     expect(changes(r.runId)).toEqual([1, 2, 3].map((n) => ({ user_id: userId(n), change: 'created' })));
     expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     // Nothing waits in the TEMP tables for the next run.
@@ -114,7 +136,9 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     const counts = writer.stagePage(runId, pageOf(stagedUsers(range(1, 11), (n) => (n === 5 ? { ingestion_end: '2026-12-31' } : {}))), 0);
     expect(counts).toEqual({ seen: 10, changed: 1, duplicates: 0, rejected: 0 });
-    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toMatchObject({ created: 0, updated: 1, deleted: 0 });
+    expect(
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toMatchObject({ created: 0, updated: 1, deleted: 0 });
     expect(changes(runId)).toEqual([{ user_id: userId(5), change: 'updated' }]);
     expect(user(5)?.raw).toContain('2026-12-31');
     expect(db.prepare('SELECT ingestion_end FROM users WHERE user_id = ?').pluck().get(userId(5))).toBe('2026-12-31');
@@ -151,7 +175,9 @@ describe('stagePage + publish', () => {
     const runId = writer.beginRun();
     writer.stagePage(runId, pageOf(stagedUsers([1, 2, 3])), 0);
     expect(writer.countUnseenActive(runId)).toBe(2);
-    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
+    expect(
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toMatchObject({ created: 0, updated: 0, deleted: 2, superseded: 0 });
     expect(changes(runId)).toEqual([
       { user_id: userId(4), change: 'deleted' },
       { user_id: userId(5), change: 'deleted' },
@@ -186,8 +212,15 @@ describe('stagePage + publish', () => {
     const thief = staged(wireUser(8, { client_user_id: 'client-2' }));
     expect(refresh(thief).superseded).toEqual([userId(2)]);
     expect(writer.countUnseenActive(runId)).toBe(3);
-    expect(writer.pickUnseenActive(runId, 10).map((u) => u.user_id).sort()).toEqual([userId(2), userId(3), userId(4)]);
-    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toMatchObject({ deleted: 2 });
+    expect(
+      writer
+        .pickUnseenActive(runId, 10)
+        .map((u) => u.user_id)
+        .sort(),
+    ).toEqual([userId(2), userId(3), userId(4)]);
+    expect(
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toMatchObject({ deleted: 2 });
     expect(changes(runId)).toEqual([
       { user_id: userId(3), change: 'deleted' },
       { user_id: userId(4), change: 'deleted' },
@@ -267,7 +300,12 @@ describe('stagePage + publish', () => {
       rejected: 0,
     });
     // Within one page too; and a later unchanged listing withdraws the staged change.
-    expect(writer.stagePage(runId, pageOf([...stagedUsers([4, 4]), ...stagedUsers([2])]), 0)).toEqual({ seen: 3, changed: 2, duplicates: 2, rejected: 0 });
+    expect(writer.stagePage(runId, pageOf([...stagedUsers([4, 4]), ...stagedUsers([2])]), 0)).toEqual({
+      seen: 3,
+      changed: 2,
+      duplicates: 2,
+      rejected: 0,
+    });
     expect(writer.publish(runId, { deletionsChecked: false, deletions: [] })).toMatchObject({ created: 2, updated: 0 });
     expect(user(2)?.raw).not.toContain('2030-01-01');
     writer.finishRun(runId, { status: 'partial', pages: 3, usersSeen: 4 });
@@ -280,12 +318,34 @@ describe('stagePage + publish', () => {
     const bad = { ...wireUser(2), team_id: 'not-a-team' };
     expect(writer.stagePage(runId, pageOf([...stagedUsers([1]), bad, 'not an object']), 0)).toMatchObject({ seen: 1, rejected: 2 });
     expect(writer.countUnseenActive(runId)).toBe(0);
-    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toMatchObject({ deleted: 0 });
+    expect(
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toMatchObject({ deleted: 0 });
     writer.finishRun(runId, { status: 'partial', pages: 1, usersSeen: 1 });
-    const rows = db.prepare('SELECT run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw FROM rejected_records ORDER BY id').all();
+    const rows = db
+      .prepare('SELECT run_id, pass, page_offset, record_index, user_id, client_user_id, reason, raw FROM rejected_records ORDER BY id')
+      .all();
     expect(rows).toEqual([
-      { run_id: runId, pass: 0, page_offset: 0, record_index: 1, user_id: userId(2), client_user_id: 'client-2', reason: expect.stringMatching(/^users\[1\]\.team_id: /), raw: JSON.stringify(bad) },
-      { run_id: runId, pass: 0, page_offset: 0, record_index: 2, user_id: null, client_user_id: null, reason: expect.stringMatching(/^users\[2\]/), raw: '"not an object"' },
+      {
+        run_id: runId,
+        pass: 0,
+        page_offset: 0,
+        record_index: 1,
+        user_id: userId(2),
+        client_user_id: 'client-2',
+        reason: expect.stringMatching(/^users\[1\]\.team_id: /),
+        raw: JSON.stringify(bad),
+      },
+      {
+        run_id: runId,
+        pass: 0,
+        page_offset: 0,
+        record_index: 2,
+        user_id: null,
+        client_user_id: null,
+        reason: expect.stringMatching(/^users\[2\]/),
+        raw: '"not an object"',
+      },
     ]);
     expect(db.prepare('SELECT rejected FROM sync_runs WHERE id = ?').pluck().get(runId)).toBe(2);
     expect(user(2)?.deleted_at).toBeNull();
@@ -311,7 +371,9 @@ describe('stagePage + publish', () => {
     expect(() => writer.stagePage(runId, pageOf(stagedUsers([1, 2])), 0)).toThrow(/disk full/);
     db.exec('DROP TRIGGER temp.full_disk');
     expect(db.prepare('SELECT count(*) FROM users').pluck().get()).toBe(0);
-    expect(() => writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toThrow(/failed to stage/);
+    expect(() =>
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toThrow(/failed to stage/);
     writer.finishRun(runId, { status: 'failed', pages: 0, usersSeen: 0, error: 'disk full' });
     expect(active()).toBe(0);
     const next = writer.beginRun();
@@ -422,7 +484,9 @@ describe('scale', () => {
     for (const page of pages) changed += writer.stagePage(runId, pageOf(page), 0).changed;
     expect(changed).toBe(0);
     expect(writer.countUnseenActive(runId)).toBe(0);
-    expect(writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) })).toMatchObject({ created: 0, updated: 0, deleted: 0 });
+    expect(
+      writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
+    ).toMatchObject({ created: 0, updated: 0, deleted: 0 });
     expect(db.prepare('SELECT count(*) FROM connected_sources').pluck().get()).toBe(20_000);
   });
 });

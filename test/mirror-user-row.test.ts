@@ -85,8 +85,22 @@ describe('toSourceRows', () => {
       }),
     );
     expect(toSourceRows(user)).toEqual([
-      { user_id: userId(1), slug: 'oura', name: 'OURA', logo: 'https://l/oura.png', created_on: '2024-01-01T00:00:00.000Z', descriptor: 'provider' },
-      { user_id: userId(1), slug: 'garmin', name: 'GARMIN', logo: 'https://l/garmin.png', created_on: '2024-01-02T00:00:00.000Z', descriptor: 'source' },
+      {
+        user_id: userId(1),
+        slug: 'oura',
+        name: 'OURA',
+        logo: 'https://l/oura.png',
+        created_on: '2024-01-01T00:00:00.000Z',
+        descriptor: 'provider',
+      },
+      {
+        user_id: userId(1),
+        slug: 'garmin',
+        name: 'GARMIN',
+        logo: 'https://l/garmin.png',
+        created_on: '2024-01-02T00:00:00.000Z',
+        descriptor: 'source',
+      },
     ]);
   });
 

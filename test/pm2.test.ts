@@ -164,7 +164,14 @@ describe('under pm2', () => {
     writeFileSync(join(decoyBin, 'node'), '#!/bin/sh\necho "decoy node on PATH ran: $*" >&2\nexit 97\n', { mode: 0o755 });
     env = {
       PATH: `${decoyBin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'mirror.db'), queuePrefix: 'pm2', statusPort, cron: '*/5 * * * * *' }),
+      ...daemonEnv({
+        redisUrl: redis.url,
+        standIn,
+        mirrorDb: join(dir, 'mirror.db'),
+        queuePrefix: 'pm2',
+        statusPort,
+        cron: '*/5 * * * * *',
+      }),
       HOME: dir,
       PM2_HOME: join(dir, 'pm2-home'),
       USER_MIRROR_LOG_DIR: join(dir, 'logs'),
@@ -198,13 +205,21 @@ describe('under pm2', () => {
 
     // Ready (the IPC message pm2 waits for) and online.
     await eventually(() => (logLines().some((l) => l.event === 'daemon.ready') ? true : undefined), 30_000, 'daemon.ready in the pm2 log');
-    const app = await eventually(async () => {
-      const a = await describeApp();
-      return a?.status === 'online' ? a : undefined;
-    }, 30_000, 'pm2 to show the app online');
+    const app = await eventually(
+      async () => {
+        const a = await describeApp();
+        return a?.status === 'online' ? a : undefined;
+      },
+      30_000,
+      'pm2 to show the app online',
+    );
     expect(app).toMatchObject({ exec_mode: 'fork_mode', instances: 1, restarts: 0, interpreter: process.execPath });
     // The daemon runs on the Node under test.
-    expect(logLines().filter((l) => l.event === 'daemon.starting').map((l) => l.node)).toEqual([process.version]);
+    expect(
+      logLines()
+        .filter((l) => l.event === 'daemon.starting')
+        .map((l) => l.node),
+    ).toEqual([process.version]);
     // Ready once the start-up sync has made the new mirror fresh.
     await eventually(async () => ((await getStatus(statusPort, '/readyz')).status === 200 ? true : undefined), 30_000, '/readyz 200');
 

@@ -66,12 +66,24 @@ describe('removals on a Redis Cluster', () => {
     const target = managementTarget(standIn.managementUrl);
     const queue = createRemovalQueue(connect(prefix, 'producer'), { target, prefix });
     const client = standInManagementClient(standIn);
-    const worker = startRemovalWorker({ connection: connect(prefix, 'worker'), target, prefix, client, logger: silentLogger, concurrency: 8, backoffMs: 20 });
+    const worker = startRemovalWorker({
+      connection: connect(prefix, 'worker'),
+      target,
+      prefix,
+      client,
+      logger: silentLogger,
+      concurrency: 8,
+      backoffMs: 20,
+    });
     try {
       await worker.waitUntilReady();
       const wanted = members(60);
       const added = await enqueueMemberRemovals(queue, wanted);
-      await eventually(async () => ((await queue.getJobCounts('completed')).completed === 60 ? true : undefined), 30_000, '60 completed removals');
+      await eventually(
+        async () => ((await queue.getJobCounts('completed')).completed === 60 ? true : undefined),
+        30_000,
+        '60 completed removals',
+      );
       for (const a of added) expect((await queue.getJob(a.jobId))?.returnvalue).toMatchObject({ status: 'succeeded', target: target.id });
       for (const m of wanted) expect(standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
       expect(await queue.getJobCounts('failed', 'waiting', 'active')).toEqual({ failed: 0, waiting: 0, active: 0 });
@@ -84,7 +96,11 @@ describe('removals on a Redis Cluster', () => {
 
   it('judges durability on every master, naming the one that is not', async () => {
     const probe = connect('{probe}', 'producer');
-    expect(await readEstateDurability(probe)).toMatchObject({ durable: true, reasons: [], settings: { appendonly: 'yes', maxmemoryPolicy: 'noeviction' } });
+    expect(await readEstateDurability(probe)).toMatchObject({
+      durable: true,
+      reasons: [],
+      settings: { appendonly: 'yes', maxmemoryPolicy: 'noeviction' },
+    });
 
     const weak = cluster.nodes[1];
     if (weak === undefined) throw new Error('cluster has no second node');
@@ -138,7 +154,11 @@ describe('the daemon on a Redis Cluster', () => {
       const [m] = members(1);
       if (m === undefined) throw new Error('no member');
       const [added] = await enqueueMemberRemovals(queue, [m]);
-      await eventually(async () => ((await queue.getJobState(added?.jobId ?? '')) === 'completed' ? true : undefined), 20_000, 'the removal');
+      await eventually(
+        async () => ((await queue.getJobState(added?.jobId ?? '')) === 'completed' ? true : undefined),
+        20_000,
+        'the removal',
+      );
       expect(standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
       await queue.close();
 

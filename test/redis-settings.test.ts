@@ -36,7 +36,9 @@ describe('queue settings', () => {
 
   it('refuses a cluster whose prefix has no hash tag, and says why', () => {
     const p = problems({ REDIS_CLUSTER_NODES: '10.0.0.1:7000' });
-    expect(p).toEqual([expect.stringMatching(/^QUEUE_PREFIX: on a Redis Cluster must contain a hash tag, e\.g\. \{user-mirror\}: .*one slot/)]);
+    expect(p).toEqual([
+      expect.stringMatching(/^QUEUE_PREFIX: on a Redis Cluster must contain a hash tag, e\.g\. \{user-mirror\}: .*one slot/),
+    ]);
   });
 
   it('accepts one hash tag anywhere in the prefix, and nothing else with braces', () => {
@@ -46,7 +48,10 @@ describe('queue settings', () => {
   });
 
   it('reads a Sentinel set, and needs its master name', () => {
-    expect(readQueueSettings({ REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' }).endpoint).toMatchObject({
+    expect(
+      readQueueSettings({ REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' })
+        .endpoint,
+    ).toMatchObject({
       mode: 'sentinel',
       name: 'mymaster',
       sentinels: [
@@ -55,14 +60,18 @@ describe('queue settings', () => {
       ],
       auth: { password: 'pw', tls: true },
     });
-    expect(problems({ REDIS_SENTINELS: 's1:26379' })).toEqual([expect.stringMatching(/^REDIS_SENTINEL_NAME: is required with REDIS_SENTINELS/)]);
+    expect(problems({ REDIS_SENTINELS: 's1:26379' })).toEqual([
+      expect.stringMatching(/^REDIS_SENTINEL_NAME: is required with REDIS_SENTINELS/),
+    ]);
   });
 
   it('refuses two topologies at once, and cluster credentials on a single node', () => {
     expect(problems({ REDIS_URL: 'redis://a:6379', REDIS_CLUSTER_NODES: 'b:7000', QUEUE_PREFIX: '{x}' })).toEqual([
       expect.stringMatching(/^REDIS_URL, REDIS_CLUSTER_NODES: set only one of them/),
     ]);
-    expect(problems({ REDIS_PASSWORD: 'pw' })).toEqual([expect.stringMatching(/^REDIS_PASSWORD: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS/)]);
+    expect(problems({ REDIS_PASSWORD: 'pw' })).toEqual([
+      expect.stringMatching(/^REDIS_PASSWORD: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS/),
+    ]);
   });
 
   it('names a bad node list without echoing it', () => {
@@ -72,7 +81,12 @@ describe('queue settings', () => {
 
   it('describes every topology without credentials', () => {
     expect(describeRedis('rediss://user:pw@cache.example.com:6380/2')).toBe('rediss://cache.example.com:6380/2');
-    const sentinel = readQueueSettings({ REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'm', REDIS_PASSWORD: 'hunter2', REDIS_TLS: '1' }).endpoint;
+    const sentinel = readQueueSettings({
+      REDIS_SENTINELS: 's1:26379',
+      REDIS_SENTINEL_NAME: 'm',
+      REDIS_PASSWORD: 'hunter2',
+      REDIS_TLS: '1',
+    }).endpoint;
     expect(describeRedis(sentinel)).toBe('rediss sentinel m via s1:26379');
     expect(describeRedis(sentinel)).not.toContain('hunter2');
     expect(SECRET_ENV.has('REDIS_PASSWORD')).toBe(true);

@@ -72,7 +72,10 @@ describe('the production flow', () => {
     });
     symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'));
     const packed = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: src, maxBuffer: 64 * 1024 * 1024 });
-    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{
+      filename: string;
+      files: Array<{ path: string }>;
+    }>;
     if (info === undefined) throw new Error(`npm pack printed nothing: ${packed.stderr}`);
     tarball = join(dir, info.filename);
     // The host: an empty folder, the artefact, a production install from its own lock.
@@ -96,8 +99,21 @@ describe('the production flow', () => {
   });
 
   it('ships the built daemon, its docs and its lock, and no tests, benches, sources or source maps', async () => {
-    const listed = (await run('tar', ['tzf', tarball])).stdout.split('\n').filter((l) => l !== '').map((l) => l.replace(/^package\//, ''));
-    for (const want of ['dist/cli.js', 'dist/src/cli.js', 'dist/src/producer.js', 'dist/jobs/removals/worker.js', 'ecosystem.config.cjs', 'README.md', '.env.example', 'npm-shrinkwrap.json', 'package.json']) {
+    const listed = (await run('tar', ['tzf', tarball])).stdout
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => l.replace(/^package\//, ''));
+    for (const want of [
+      'dist/cli.js',
+      'dist/src/cli.js',
+      'dist/src/producer.js',
+      'dist/jobs/removals/worker.js',
+      'ecosystem.config.cjs',
+      'README.md',
+      '.env.example',
+      'npm-shrinkwrap.json',
+      'package.json',
+    ]) {
       expect(listed, want).toContain(want);
     }
     expect(listed.filter((f) => /^(test|bench|src|jobs|db)\/.*\.ts$|^dist\/(test|bench)\/|\.map$/.test(f))).toEqual([]);
@@ -110,10 +126,14 @@ describe('the production flow', () => {
     // The carried Node is a dev dependency: a host runs the artefact on its own Node.
     expect(modules).not.toContain('node');
     expect(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build'))).toBe(false);
-    expect((await run(process.execPath, ['dist/cli.js', '--version'], { cwd: app })).stdout).toMatch(/^user-mirror \d+\.\d+\.\d+ \(node v\d+/);
+    expect((await run(process.execPath, ['dist/cli.js', '--version'], { cwd: app })).stdout).toMatch(
+      /^user-mirror \d+\.\d+\.\d+ \(node v\d+/,
+    );
     // The pm2 the artefact pins, not whatever `npx pm2` would fetch.
     const pinned = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: { pm2: string } }).dependencies.pm2;
-    expect((JSON.parse(readFileSync(join(app, 'node_modules', 'pm2', 'package.json'), 'utf8')) as { version: string }).version).toBe(pinned);
+    expect((JSON.parse(readFileSync(join(app, 'node_modules', 'pm2', 'package.json'), 'utf8')) as { version: string }).version).toBe(
+      pinned,
+    );
     expect(existsSync(join(app, 'node_modules', '.bin', 'pm2'))).toBe(true);
   });
 
@@ -121,7 +141,13 @@ describe('the production flow', () => {
     const mirror = join(dir, 'once.db');
     const { stdout } = await run(process.execPath, ['dist/cli.js', 'sync', '--once'], {
       cwd: app,
-      env: { PATH: process.env.PATH ?? '', SERVICE_BASE_URL: standIn.baseUrl, SERVICE_API_KEY: standIn.apiKey, SERVICE_API_KEY_HEADER: standIn.apiKeyHeader, MIRROR_DB: mirror },
+      env: {
+        PATH: process.env.PATH ?? '',
+        SERVICE_BASE_URL: standIn.baseUrl,
+        SERVICE_API_KEY: standIn.apiKey,
+        SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+        MIRROR_DB: mirror,
+      },
     });
     expect(stdout).toMatch(/succeeded/);
     const db = new Database(mirror, { readonly: true });
@@ -135,19 +161,37 @@ describe('the production flow', () => {
   it('runs under the shipped ecosystem file with the pinned pm2', async () => {
     const statusPort = await freePort();
     pm2Env = {
-      ...daemonEnv({ redisUrl: redis.url, standIn, mirrorDb: join(dir, 'pm2.db'), queuePrefix: 'release', statusPort, cron: '*/5 * * * * *' }),
+      ...daemonEnv({
+        redisUrl: redis.url,
+        standIn,
+        mirrorDb: join(dir, 'pm2.db'),
+        queuePrefix: 'release',
+        statusPort,
+        cron: '*/5 * * * * *',
+      }),
       PATH: process.env.PATH ?? '',
       HOME: dir,
       PM2_HOME: join(dir, 'pm2-home'),
     };
     const started = await pm2(['start', 'ecosystem.config.cjs'], pm2Env);
     expect(started.stderr).not.toMatch(/error/i);
-    await eventually(async () => ((await getStatus(statusPort, '/readyz').catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 60_000, '/readyz 200 under pm2');
-    const list = JSON.parse((await pm2(['jlist'], pm2Env)).stdout) as Array<{ name: string; pm2_env: { status: string; pm_exec_path: string } }>;
-    expect(list).toEqual([expect.objectContaining({ name: 'user-mirror', pm2_env: expect.objectContaining({ status: 'online', pm_exec_path: join(app, 'dist', 'cli.js') }) })]);
+    await eventually(
+      async () => ((await getStatus(statusPort, '/readyz').catch(() => ({ status: 0 }))).status === 200 ? true : undefined),
+      60_000,
+      '/readyz 200 under pm2',
+    );
+    const list = JSON.parse((await pm2(['jlist'], pm2Env)).stdout) as Array<{
+      name: string;
+      pm2_env: { status: string; pm_exec_path: string };
+    }>;
+    expect(list).toEqual([
+      expect.objectContaining({
+        name: 'user-mirror',
+        pm2_env: expect.objectContaining({ status: 'online', pm_exec_path: join(app, 'dist', 'cli.js') }),
+      }),
+    ]);
     expect(existsSync(join(app, 'logs', 'user-mirror.out.log'))).toBe(true);
     await pm2(['kill'], pm2Env);
     pm2Env = undefined;
   });
 });
-

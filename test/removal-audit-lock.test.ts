@@ -59,7 +59,13 @@ describe('audit writes during a long lock', () => {
       const m = rig.member();
       const { jobId } = await enqueueMemberRemoval(rig.queue, m);
       const job = await rig.finished(jobId);
-      expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
+      expect(job.returnvalue).toEqual({
+        status: 'succeeded',
+        org_id: m.org_id,
+        member_id: m.member_id,
+        target: rig.target.id,
+        host: hostname(),
+      });
       // Keep the lock past the mirror's busy timeout: the old failure came after 5 s of waiting.
       await sleep(Math.max(0, HOLD_MS - (Date.now() - heldSince)));
       expect(isLocked(rig.dbPath)).toBe(true);
@@ -88,7 +94,13 @@ describe('audit writes during a long lock', () => {
     lock.release();
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
+    expect(job.returnvalue).toEqual({
+      status: 'succeeded',
+      org_id: m.org_id,
+      member_id: m.member_id,
+      target: rig.target.id,
+      host: hostname(),
+    });
     const row = rig.audit.get(jobId);
     expect(row).toMatchObject({ status: 'succeeded', attempts: 1 });
     // Written after the lock went, stamped with when the removal finished.
@@ -110,7 +122,13 @@ describe('audit writes during a long lock', () => {
     lock.release();
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'already_absent', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
+    expect(job.returnvalue).toEqual({
+      status: 'already_absent',
+      org_id: m.org_id,
+      member_id: m.member_id,
+      target: rig.target.id,
+      host: hostname(),
+    });
     expect(rig.audit.get(jobId)).toMatchObject({ status: 'already_absent', attempts: 2 });
   });
 });

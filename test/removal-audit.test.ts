@@ -33,7 +33,14 @@ describe('member_removals audit', () => {
 
   it('records request, attempts and success', () => {
     audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops', reason: 'left' }, at(1));
-    expect(audit.get('job-1')).toMatchObject({ status: 'requested', attempts: 1, requests: 1, requested_by: 'ops', reason: 'left', finished_at: null });
+    expect(audit.get('job-1')).toMatchObject({
+      status: 'requested',
+      attempts: 1,
+      requests: 1,
+      requested_by: 'ops',
+      reason: 'left',
+      finished_at: null,
+    });
     audit.attemptFailed(ref, 'HTTP 503', false, at(2));
     audit.started(ref, { target: T, org_id: ORG, member_id: MEMBER }, at(3));
     audit.finished(ref, 'succeeded', at(4));
@@ -89,7 +96,11 @@ describe('member_removals audit', () => {
 
   it('rejects an unknown status', () => {
     expect(() =>
-      db.prepare("INSERT INTO member_removals (job_id, enqueued_at, org_id, member_id, status, requested_at, updated_at) VALUES ('j', 1, 'o', 'm', 'done', 'x', 'x')").run(),
+      db
+        .prepare(
+          "INSERT INTO member_removals (job_id, enqueued_at, org_id, member_id, status, requested_at, updated_at) VALUES ('j', 1, 'o', 'm', 'done', 'x', 'x')",
+        )
+        .run(),
     ).toThrow(/CHECK/);
   });
 });
@@ -102,11 +113,27 @@ describe('mergeFailedRemovals', () => {
     audit.started(gone, { target: T, org_id: ORG, member_id: ORG }, at(0));
     audit.attemptFailed(gone, 'HTTP 401', true, at(0));
     const merged = mergeFailedRemovals(
-      [{ id: 'job-1', data: { org_id: ORG, member_id: MEMBER }, attemptsMade: 1, failedReason: 'permanent failure: HTTP 403', finishedOn: at(2).getTime(), timestamp: ref.enqueuedAt, processedBy: 'host-a:123' }],
+      [
+        {
+          id: 'job-1',
+          data: { org_id: ORG, member_id: MEMBER },
+          attemptsMade: 1,
+          failedReason: 'permanent failure: HTTP 403',
+          finishedOn: at(2).getTime(),
+          timestamp: ref.enqueuedAt,
+          processedBy: 'host-a:123',
+        },
+      ],
       audit.list({ status: 'failed' }),
     );
     expect(merged).toEqual([
-      expect.objectContaining({ job_id: 'job-1', requested_by: 'ops', reason: 'permanent failure: HTTP 403', in_queue: true, host: 'host-a' }),
+      expect.objectContaining({
+        job_id: 'job-1',
+        requested_by: 'ops',
+        reason: 'permanent failure: HTTP 403',
+        in_queue: true,
+        host: 'host-a',
+      }),
       expect.objectContaining({ job_id: 'job-0', reason: 'HTTP 401', in_queue: false }),
     ]);
   });
@@ -191,7 +218,9 @@ describe('busy audit file', () => {
     expect(value).toBe('landed');
     expect(waits).toEqual([1, 2, 4]);
     await expect(retryWhileBusy(() => Promise.reject(new Error('no such table')))).rejects.toThrow('no such table');
-    await expect(retryWhileBusy(() => Promise.reject(busyError()), { budgetMs: 30, firstDelayMs: 5 })).rejects.toThrow('database is locked');
+    await expect(retryWhileBusy(() => Promise.reject(busyError()), { budgetMs: 30, firstDelayMs: 5 })).rejects.toThrow(
+      'database is locked',
+    );
   });
 
   it('waits double, are capped, and never run past the deadline', () => {
@@ -241,7 +270,11 @@ describe('the audit file (AUDIT_DB)', () => {
     const copied = createRemovalAudit(first);
     expect(copied.get('job-1')).toMatchObject({ status: 'succeeded', requests: 2, requested_by: 'ops', finished_at: at(2).toISOString() });
     expect(copied.list().map((r) => r.job_id)).toEqual(['job-2', 'job-1']);
-    expect(first.prepare('SELECT source, removals, duplicates FROM legacy_audit_import').get()).toEqual({ source: mirrorPath, removals: 2, duplicates: 1 });
+    expect(first.prepare('SELECT source, removals, duplicates FROM legacy_audit_import').get()).toEqual({
+      source: mirrorPath,
+      removals: 2,
+      duplicates: 1,
+    });
     copied.finished({ jobId: 'job-2', enqueuedAt: ref.enqueuedAt }, 'already_absent', at(4));
     first.close();
 
@@ -300,7 +333,16 @@ function olderVersionAudit(mirror: Db) {
           `INSERT INTO member_removals (job_id, enqueued_at, org_id, member_id, status, attempts, requests, requested_by, requested_at, started_at, updated_at)
            VALUES (?, ?, ?, ?, 'requested', 1, 1, ?, ?, ?, ?)`,
         )
-        .run(r.jobId, r.enqueuedAt, f.org_id, f.member_id, f.requested_by ?? null, new Date(r.enqueuedAt).toISOString(), when.toISOString(), when.toISOString());
+        .run(
+          r.jobId,
+          r.enqueuedAt,
+          f.org_id,
+          f.member_id,
+          f.requested_by ?? null,
+          new Date(r.enqueuedAt).toISOString(),
+          when.toISOString(),
+          when.toISOString(),
+        );
     },
     finished(r: { jobId: string; enqueuedAt: number }, status: string, when: Date): void {
       mirror
@@ -308,7 +350,9 @@ function olderVersionAudit(mirror: Db) {
         .run(status, when.toISOString(), when.toISOString(), r.jobId, r.enqueuedAt);
     },
     duplicate(eventId: string, jobId: string, dedupId: string, when: Date): void {
-      mirror.prepare('INSERT INTO member_removal_duplicates (event_id, job_id, dedup_id, seen_at) VALUES (?, ?, ?, ?)').run(eventId, jobId, dedupId, when.toISOString());
+      mirror
+        .prepare('INSERT INTO member_removal_duplicates (event_id, job_id, dedup_id, seen_at) VALUES (?, ?, ?, ?)')
+        .run(eventId, jobId, dedupId, when.toISOString());
       mirror.prepare('UPDATE member_removals SET requests = requests + 1 WHERE job_id = ?').run(jobId);
     },
   };

@@ -50,7 +50,8 @@ describe('the worker', () => {
     const raw = createRedisConnection(rig.redisUrl, { role: 'producer' });
     const foreign = new Queue(rig.queue.name, { connection: raw, prefix: rig.prefix });
     // Bound to the rig's target, so each job fails for its own fault.
-    const bound = (data: unknown): unknown => (typeof data === 'object' && data !== null && !Array.isArray(data) ? { target: rig.target.id, ...data } : data);
+    const bound = (data: unknown): unknown =>
+      typeof data === 'object' && data !== null && !Array.isArray(data) ? { target: rig.target.id, ...data } : data;
     const jobs = [
       ...(await Promise.all(
         BAD.map(([, data]) => foreign.add(REMOVE_MEMBER_JOB, bound(data), { attempts: 5, backoff: { type: 'removal', delay: 20 } })),

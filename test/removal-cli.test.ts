@@ -28,7 +28,10 @@ describe('user-mirror remove-member', () => {
   it('prints the job id, and with --wait the outcome', async () => {
     await rig.startWorker();
     const m = rig.member();
-    const run = await runCli(['remove-member', m.org_id, m.member_id, '--requested-by', 'ops:carol', '--reason', 'left the company', '--wait'], rig.env());
+    const run = await runCli(
+      ['remove-member', m.org_id, m.member_id, '--requested-by', 'ops:carol', '--reason', 'left the company', '--wait'],
+      rig.env(),
+    );
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const [queued, outcome] = run.stdout.trim().split('\n');
@@ -51,7 +54,9 @@ describe('user-mirror remove-member', () => {
     const jobId = /^job (\S+): queued/.exec(first.stdout)?.[1];
     const second = await runCli(['remove-member', m.org_id.toUpperCase(), m.member_id], rig.env());
     expect(second.code).toBe(0);
-    expect(second.stdout).toBe(`job ${jobId}: a removal of member ${m.member_id} of org ${m.org_id} is already pending; request collapsed into it\n`);
+    expect(second.stdout).toBe(
+      `job ${jobId}: a removal of member ${m.member_id} of org ${m.org_id} is already pending; request collapsed into it\n`,
+    );
     expect(await rig.queue.count()).toBe(1);
   });
 
@@ -95,7 +100,11 @@ describe('user-mirror removals', () => {
     await rig.startWorker();
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
-      rig.standIn.faults.failNext({ method: 'DELETE', status: 422, body: { detail: [{ loc: ['path', 'org_id'], msg: `bad org ${i}`, type: 'x' }] } });
+      rig.standIn.faults.failNext({
+        method: 'DELETE',
+        status: 422,
+        body: { detail: [{ loc: ['path', 'org_id'], msg: `bad org ${i}`, type: 'x' }] },
+      });
       const { jobId } = await enqueueMemberRemoval(rig.queue, { ...rig.member(), requested_by: `ops:${i}` });
       await rig.finished(jobId);
       ids.push(jobId);

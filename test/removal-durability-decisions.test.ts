@@ -30,18 +30,26 @@ describe('judgeRedisDurability', () => {
     expect(v.reasons).toEqual([expect.stringMatching(/AOF persistence is off/)]);
   });
 
-  it.each(['allkeys-lru', 'volatile-lru', 'allkeys-random', 'volatile-ttl', 'allkeys-lfu'])('eviction policy %s is not durable', (policy) => {
-    const v = judgeRedisDurability({ ...DURABLE, maxmemoryPolicy: policy });
-    expect(v.durable).toBe(false);
-    expect(v.reasons).toEqual([expect.stringContaining(`maxmemory-policy is ${policy}, not noeviction`)]);
-  });
+  it.each(['allkeys-lru', 'volatile-lru', 'allkeys-random', 'volatile-ttl', 'allkeys-lfu'])(
+    'eviction policy %s is not durable',
+    (policy) => {
+      const v = judgeRedisDurability({ ...DURABLE, maxmemoryPolicy: policy });
+      expect(v.durable).toBe(false);
+      expect(v.reasons).toEqual([expect.stringContaining(`maxmemory-policy is ${policy}, not noeviction`)]);
+    },
+  );
 
   it('both problems are named', () => {
     expect(judgeRedisDurability({ aofEnabled: false, appendfsync: undefined, maxmemoryPolicy: 'allkeys-lru' }).reasons).toHaveLength(2);
   });
 
   it('a fact Redis would not report counts against durability, with why', () => {
-    const v = judgeRedisDurability({ aofEnabled: undefined, appendfsync: undefined, maxmemoryPolicy: undefined, readError: 'INFO refused: NOPERM' });
+    const v = judgeRedisDurability({
+      aofEnabled: undefined,
+      appendfsync: undefined,
+      maxmemoryPolicy: undefined,
+      readError: 'INFO refused: NOPERM',
+    });
     expect(v.durable).toBe(false);
     expect(v.reasons.join(' ')).toMatch(/did not report whether AOF is on \(INFO refused: NOPERM\)/);
     expect(v.settings).toEqual({ appendonly: 'unknown', appendfsync: 'unknown', maxmemoryPolicy: 'unknown' });
@@ -107,7 +115,13 @@ describe('INFO parsing', () => {
   });
 
   it('falls back to CONFIG for the policy when INFO does not carry it', () => {
-    const facts = durabilityFactsFrom(parseRedisInfo('aof_enabled:0\n'), new Map([['maxmemory-policy', 'allkeys-lru'], ['appendfsync', 'everysec']]));
+    const facts = durabilityFactsFrom(
+      parseRedisInfo('aof_enabled:0\n'),
+      new Map([
+        ['maxmemory-policy', 'allkeys-lru'],
+        ['appendfsync', 'everysec'],
+      ]),
+    );
     expect(facts).toMatchObject({ aofEnabled: false, maxmemoryPolicy: 'allkeys-lru', appendfsync: 'everysec' });
   });
 });
@@ -115,11 +129,15 @@ describe('INFO parsing', () => {
 describe('ALLOW_VOLATILE_REDIS', () => {
   it('defaults to off and accepts 1/0, true/false, yes/no', () => {
     expect(readConfig(['ALLOW_VOLATILE_REDIS'], {}).ALLOW_VOLATILE_REDIS).toBe(false);
-    for (const on of ['1', 'true', 'yes']) expect(readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: on }).ALLOW_VOLATILE_REDIS).toBe(true);
-    for (const off of ['0', 'false', 'no', '']) expect(readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: off }).ALLOW_VOLATILE_REDIS).toBe(false);
+    for (const on of ['1', 'true', 'yes'])
+      expect(readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: on }).ALLOW_VOLATILE_REDIS).toBe(true);
+    for (const off of ['0', 'false', 'no', ''])
+      expect(readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: off }).ALLOW_VOLATILE_REDIS).toBe(false);
   });
 
   it('refuses anything else, by name', () => {
-    expect(() => readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: 'maybe' })).toThrow(/ALLOW_VOLATILE_REDIS: must be 1, 0, true, false, yes or no/);
+    expect(() => readConfig(['ALLOW_VOLATILE_REDIS'], { ALLOW_VOLATILE_REDIS: 'maybe' })).toThrow(
+      /ALLOW_VOLATILE_REDIS: must be 1, 0, true, false, yes or no/,
+    );
   });
 });

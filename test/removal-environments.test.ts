@@ -25,7 +25,13 @@ import { silentLogger } from '../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removals/producer.js';
-import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, managementTarget, removalQueueName, type ManagementTarget } from '../jobs/removals/queue.js';
+import {
+  REMOVE_MEMBER_JOB,
+  UNBOUND_REMOVAL_QUEUE,
+  managementTarget,
+  removalQueueName,
+  type ManagementTarget,
+} from '../jobs/removals/queue.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../jobs/removals/worker.js';
 import { countUnbound } from '../jobs/removals/unbound.js';
 import { deleteRequests, standInManagementClient, until } from './support/removal-rig.js';
@@ -96,7 +102,17 @@ async function openEnvironment(name: string, seed: number): Promise<Environment>
     async startWorker() {
       const connection = createRedisConnection(redis.url, { role: 'worker' });
       const client = standInManagementClient(standIn);
-      const handle = startRemovalWorker({ connection, target, prefix, client, audit, logger: silentLogger, concurrency: 8, backoffMs: 20, name });
+      const handle = startRemovalWorker({
+        connection,
+        target,
+        prefix,
+        client,
+        audit,
+        logger: silentLogger,
+        concurrency: 8,
+        backoffMs: 20,
+        name,
+      });
       cleanups.push(async () => {
         await handle.close(5_000);
         await client.close();
@@ -149,7 +165,10 @@ describe('production and sandbox workers on one Redis and one prefix', () => {
 
     const queue = createRemovalQueue(producer, { target: production.standIn.managementUrl, prefix });
     cleanups.push(() => queue.close());
-    const enqueued = await enqueueMemberRemovals(queue, members.map((m) => ({ ...m, requested_by: 'ops:incident-replay' })));
+    const enqueued = await enqueueMemberRemovals(
+      queue,
+      members.map((m) => ({ ...m, requested_by: 'ops:incident-replay' })),
+    );
     expect(enqueued.filter((e) => e.deduplicated)).toHaveLength(0);
 
     await until(async () => (await queue.getJobCounts('completed', 'failed')).completed === 100, '100 completed removals', 30_000);
@@ -191,7 +210,11 @@ describe('production and sandbox workers on one Redis and one prefix', () => {
     const m = productionMember();
 
     const foreign = rawQueue(removalQueueName(holder.target.id));
-    const added = await foreign.add(REMOVE_MEMBER_JOB, { target: other.target.id, ...m }, { attempts: 5, backoff: { type: 'removal', delay: 20 } });
+    const added = await foreign.add(
+      REMOVE_MEMBER_JOB,
+      { target: other.target.id, ...m },
+      { attempts: 5, backoff: { type: 'removal', delay: 20 } },
+    );
     const jobId = added.id ?? '';
     await until(async () => (await foreign.getJobState(jobId)) === 'failed', 'the job to fail');
 
@@ -227,7 +250,11 @@ describe('removals queued by an older producer (queue member-removals, no target
     expect(sync.code, sync.stderr).toBe(0);
 
     const old = rawQueue(UNBOUND_REMOVAL_QUEUE);
-    const added = await old.add(REMOVE_MEMBER_JOB, { ...m, requested_by: 'billing-service' }, { attempts: 10, backoff: { type: 'removal', delay: 20 } });
+    const added = await old.add(
+      REMOVE_MEMBER_JOB,
+      { ...m, requested_by: 'billing-service' },
+      { attempts: 10, backoff: { type: 'removal', delay: 20 } },
+    );
     const oldId = added.id ?? '';
     await production.startWorker();
     await sandbox.startWorker();
@@ -245,7 +272,10 @@ describe('removals queued by an older producer (queue member-removals, no target
 
     const status = await runCli(['status', '--json'], production.env());
     expect(status.code, status.stdout + status.stderr).toBe(1);
-    expect(JSON.parse(status.stdout)).toMatchObject({ mirror: { available: true, stale: false }, queues: { reachable: true, unboundRemovals: 1 } });
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      mirror: { available: true, stale: false },
+      queues: { reachable: true, unboundRemovals: 1 },
+    });
     const statusText = await runCli(['status'], production.env());
     expect(statusText.stdout).toMatch(/UNBOUND +1 removal\(s\) name no target .*removals adopt --all/);
 
@@ -260,7 +290,11 @@ describe('removals queued by an older producer (queue member-removals, no target
     const queue = createRemovalQueue(producer, { target: production.target, prefix });
     cleanups.push(() => queue.close());
     await until(async () => (await queue.getJobState(newId)) === 'completed', 'the adopted removal to complete');
-    expect((await queue.getJob(newId))?.returnvalue).toMatchObject({ status: 'succeeded', target: production.target.id, member_id: m.member_id });
+    expect((await queue.getJob(newId))?.returnvalue).toMatchObject({
+      status: 'succeeded',
+      target: production.target.id,
+      member_id: m.member_id,
+    });
     expect(production.standIn.members.deleteCalls(m.org_id, m.member_id)).toBe(1);
     expect(production.standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
     expect(production.standIn.members.has(m.org_id, m.member_id)).toBe(false);

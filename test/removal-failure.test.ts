@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { HttpError, NetworkError, RequestValidationError, ResponseValidationError, TimeoutError } from '../src/service/errors.js';
-import { MAX_RATE_LIMITED_RUNS, classifyRemovalFailure, createRemovalBackoff, removalBackoffPolicy } from '../jobs/removals/remove-member.js';
+import {
+  MAX_RATE_LIMITED_RUNS,
+  classifyRemovalFailure,
+  createRemovalBackoff,
+  removalBackoffPolicy,
+} from '../jobs/removals/remove-member.js';
 import type { MinimalJob } from 'bullmq';
 
 const path = '/v1/org/o/member/m';
@@ -41,12 +46,20 @@ describe('classifyRemovalFailure', () => {
   });
 
   it('a FastAPI 422 detail list is in the reason', () => {
-    const err = new HttpError(422, 'DELETE', path, [{ loc: ['path', 'member_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' }], undefined);
+    const err = new HttpError(
+      422,
+      'DELETE',
+      path,
+      [{ loc: ['path', 'member_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' }],
+      undefined,
+    );
     expect(classifyRemovalFailure(err, ctx).reason).toContain('path.member_id: Input should be a valid UUID');
   });
 
   it('a request the client refused to send is final', () => {
-    expect(classifyRemovalFailure(new RequestValidationError('member_id', 'must be a non-empty string', 'DELETE', path), ctx).kind).toBe('final');
+    expect(classifyRemovalFailure(new RequestValidationError('member_id', 'must be a non-empty string', 'DELETE', path), ctx).kind).toBe(
+      'final',
+    );
   });
 });
 

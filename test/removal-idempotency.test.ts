@@ -31,7 +31,13 @@ describe('idempotent removals', () => {
     expect(whileRunning).toMatchObject({ jobId, deduplicated: true });
 
     const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id, target: rig.target.id, host: hostname() });
+    expect(job.returnvalue).toEqual({
+      status: 'succeeded',
+      org_id: m.org_id,
+      member_id: m.member_id,
+      target: rig.target.id,
+      host: hostname(),
+    });
     expect(rig.standIn.members.deleteCalls(m.org_id, m.member_id)).toBe(1);
     expect(rig.standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
     expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);

@@ -20,7 +20,11 @@ const T = PRODUCTION.id;
 
 describe('management target', () => {
   it('is one id for every spelling of one service, and never carries credentials', () => {
-    const spellings = ['https://Management.Example.com', 'https://management.example.com:443/', 'https://ops:s3cret@management.example.com/?x=1#y'];
+    const spellings = [
+      'https://Management.Example.com',
+      'https://management.example.com:443/',
+      'https://ops:s3cret@management.example.com/?x=1#y',
+    ];
     for (const url of spellings) expect(managementTarget(url)).toEqual(PRODUCTION);
     expect(PRODUCTION.id).toMatch(/^[0-9a-f]{16}$/);
     expect(PRODUCTION.url).toBe('https://management.example.com');
@@ -29,9 +33,13 @@ describe('management target', () => {
 
   it('differs between environments, ports and paths', () => {
     const ids = new Set(
-      ['https://management.example.com', 'https://management.sandbox.example.com', 'https://management.example.com:8443', 'https://management.example.com/eu', 'http://management.example.com'].map(
-        (u) => managementTarget(u).id,
-      ),
+      [
+        'https://management.example.com',
+        'https://management.sandbox.example.com',
+        'https://management.example.com:8443',
+        'https://management.example.com/eu',
+        'http://management.example.com',
+      ].map((u) => managementTarget(u).id),
     );
     expect(ids.size).toBe(5);
   });
@@ -71,8 +79,17 @@ describe('checkRemovalJob', () => {
 
 describe('removal payload', () => {
   it('accepts ids and optional fields, and lower-cases ids', () => {
-    const r = checkRemovalPayload({ target: T, org_id: ORG.toUpperCase(), member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' });
-    expect(r).toEqual({ ok: true, payload: { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' } });
+    const r = checkRemovalPayload({
+      target: T,
+      org_id: ORG.toUpperCase(),
+      member_id: MEMBER,
+      requested_by: 'ops:alice',
+      reason: 'left\nthe org',
+    });
+    expect(r).toEqual({
+      ok: true,
+      payload: { target: T, org_id: ORG, member_id: MEMBER, requested_by: 'ops:alice', reason: 'left\nthe org' },
+    });
   });
 
   it('treats null optional fields as absent (producers in other languages send them)', () => {
@@ -122,7 +139,9 @@ describe('removal payload', () => {
 
 describe('dedup id and job options', () => {
   it('is the same for the same pair whatever the case', () => {
-    expect(removalDedupId({ org_id: ORG.toUpperCase(), member_id: MEMBER })).toBe(removalDedupId({ org_id: ORG, member_id: MEMBER.toUpperCase() }));
+    expect(removalDedupId({ org_id: ORG.toUpperCase(), member_id: MEMBER })).toBe(
+      removalDedupId({ org_id: ORG, member_id: MEMBER.toUpperCase() }),
+    );
     expect(removalDedupId({ org_id: ORG, member_id: MEMBER })).toBe(`member-removal:${ORG}:${MEMBER}`);
   });
 

@@ -70,7 +70,9 @@ describe('a job whose data is not JSON', () => {
     expect(await raw.hget(jobKey, 'data')).toBe('not json');
 
     const listed = await listFailedRemovals(rig.queue, rig.audit, 10);
-    expect(listed).toEqual([expect.objectContaining({ job_id: 'foreign-1', org_id: null, member_id: null, in_queue: true, reason: job.failedReason })]);
+    expect(listed).toEqual([
+      expect.objectContaining({ job_id: 'foreign-1', org_id: null, member_id: null, in_queue: true, reason: job.failedReason }),
+    ]);
     const cli = await runCli(['removals', '--failed', '--json'], rig.env());
     expect(cli.code).toBe(0);
     expect(JSON.parse(cli.stdout)).toEqual([expect.objectContaining({ job_id: 'foreign-1', reason: job.failedReason })]);
@@ -86,7 +88,9 @@ describe('a job whose data is not JSON', () => {
     expect(await job.getState()).toBe('failed');
     expect(job.failedReason).toBe('job stalled more than allowable limit');
     await until(() => rig.audit.get('foreign-2')?.status === 'failed', 'the audit row');
-    expect(rig.audit.get('foreign-2')?.last_error).toMatch(/^invalid payload: job data is not JSON \(16 bytes\).*stalled more than allowable limit$/);
+    expect(rig.audit.get('foreign-2')?.last_error).toMatch(
+      /^invalid payload: job data is not JSON \(16 bytes\).*stalled more than allowable limit$/,
+    );
     expect(deleteRequests(rig.standIn)).toBe(0);
   });
 
@@ -110,10 +114,18 @@ describe('poison jobs of every kind', () => {
   const KINDS: Array<[string, (data: string) => Record<string, string | undefined>, RegExp]> = [
     ['opts that are not JSON', (data) => ({ data, opts: '{attempts: 5' }), /^invalid payload: job opts is not JSON \(12 bytes\)/],
     ['progress that is not JSON', (data) => ({ data, progress: 'half' }), /^invalid payload: job progress is not JSON \(4 bytes\)/],
-    ['data and opts that are not JSON', () => ({ data: 'nope', opts: 'nope' }), /job data is not JSON \(4 bytes\).*job opts is not JSON \(4 bytes\)/],
+    [
+      'data and opts that are not JSON',
+      () => ({ data: 'nope', opts: 'nope' }),
+      /job data is not JSON \(4 bytes\).*job opts is not JSON \(4 bytes\)/,
+    ],
     ['no data', () => ({ data: undefined }), /^invalid payload: target: is required.*org_id: is required/],
     ['no name', (data) => ({ data, name: undefined }), /^invalid payload: unknown job name/],
-    ['no opts and no timestamp, data for no target', () => ({ opts: undefined, timestamp: undefined, data: '{"org_id":"x"}' }), /^invalid payload: target: is required/],
+    [
+      'no opts and no timestamp, data for no target',
+      () => ({ opts: undefined, timestamp: undefined, data: '{"org_id":"x"}' }),
+      /^invalid payload: target: is required/,
+    ],
   ];
 
   it.each(KINDS)('%s: failed once with a reason, audited, listed, never looping', async (_kind, fields, reason) => {

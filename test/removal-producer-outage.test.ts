@@ -82,11 +82,21 @@ describe('a long-lived producer through a Redis outage', () => {
       const startedAt = Date.now();
       try {
         const added = await enqueueMemberRemoval(queue, { org_id: randomUUID(), member_id: randomUUID() });
-        attempts.push({ at: 0, startedAt, durationMs: Date.now() - startedAt, outcome: { ok: true, jobId: added.jobId, deduplicated: added.deduplicated } });
+        attempts.push({
+          at: 0,
+          startedAt,
+          durationMs: Date.now() - startedAt,
+          outcome: { ok: true, jobId: added.jobId, deduplicated: added.deduplicated },
+        });
       } catch (err) {
         const e = err instanceof Error ? err : new Error(String(err));
         const sent = err instanceof RedisUnavailableError && err.sent;
-        attempts.push({ at: 0, startedAt, durationMs: Date.now() - startedAt, outcome: { ok: false, name: e.name, message: e.message, sent } });
+        attempts.push({
+          at: 0,
+          startedAt,
+          durationMs: Date.now() - startedAt,
+          outcome: { ok: false, name: e.name, message: e.message, sent },
+        });
       }
     };
     const loop = (async () => {
@@ -134,7 +144,10 @@ describe('a long-lived producer through a Redis outage', () => {
       failures: failures.length,
       firstFailureAtMs: firstFailure?.at,
       lastFailureAtMs: lastFailure?.at,
-      failedDurationMs: failures.length > 0 ? { min: Math.min(...failures.map((f) => f.durationMs)), max: Math.max(...failures.map((f) => f.durationMs)) } : undefined,
+      failedDurationMs:
+        failures.length > 0
+          ? { min: Math.min(...failures.map((f) => f.durationMs)), max: Math.max(...failures.map((f) => f.durationMs)) }
+          : undefined,
       firstSuccessStartedAfterRestartMs: firstSuccessAfterRestart === undefined ? undefined : firstSuccessAfterRestart.at - restartAt,
       failureMessages: [...new Set(failures.map((f) => (f.outcome.ok ? '' : `${f.outcome.name}: ${f.outcome.message}`)))],
     };
@@ -158,7 +171,9 @@ describe('a long-lived producer through a Redis outage', () => {
         ok: false,
         name: 'RedisUnavailableError',
         message: expect.stringMatching(
-          f.outcome.ok || !f.outcome.sent ? /Redis is unreachable: .*removal not enqueued/ : /Redis is unreachable: connection lost while enqueueing; the removal may have been queued/,
+          f.outcome.ok || !f.outcome.sent
+            ? /Redis is unreachable: .*removal not enqueued/
+            : /Redis is unreachable: connection lost while enqueueing; the removal may have been queued/,
         ),
       });
       expect(f.durationMs, `enqueue started at ${f.at} ms failed after ${f.durationMs} ms`).toBeLessThanOrEqual(FAIL_FAST_MS);

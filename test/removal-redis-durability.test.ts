@@ -76,7 +76,10 @@ describe('a Redis with AOF', () => {
       expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);
       expect(rig.standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
     }
-    await until(() => rig.audit.list({ limit: BURST * 2 }).filter((r) => r.status === 'succeeded' || r.status === 'already_absent').length === BURST, 'every audit row finished');
+    await until(
+      () => rig.audit.list({ limit: BURST * 2 }).filter((r) => r.status === 'succeeded' || r.status === 'already_absent').length === BURST,
+      'every audit row finished',
+    );
   });
 });
 
@@ -107,7 +110,12 @@ describe('a Redis without persistence', () => {
     expect(res.stderr).toContain('ALLOW_VOLATILE_REDIS=1');
     const logged = res.stdout.split('\n').filter((l) => l.includes('"removals.redis_durability"'));
     expect(logged).toHaveLength(1);
-    expect(JSON.parse(logged[0] ?? '{}')).toMatchObject({ level: 50, state: 'held', appendonly: 'no', fix: expect.stringContaining('noeviction') });
+    expect(JSON.parse(logged[0] ?? '{}')).toMatchObject({
+      level: 50,
+      state: 'held',
+      appendonly: 'no',
+      fix: expect.stringContaining('noeviction'),
+    });
     expect(await rig.queue.getJobState(jobId)).toBe('waiting');
     expect(deleteRequests(rig.standIn, m.member_id)).toBe(0);
   });
@@ -128,7 +136,13 @@ describe('a Redis without persistence', () => {
 
   it('holds the daemon’s removal worker and says so; the sync half runs', async () => {
     const port = await freePort();
-    const env = daemonEnv({ redisUrl: rig.redisUrl, standIn: rig.standIn, mirrorDb: join(dir, 'mirror.db'), queuePrefix: rig.prefix, statusPort: port });
+    const env = daemonEnv({
+      redisUrl: rig.redisUrl,
+      standIn: rig.standIn,
+      mirrorDb: join(dir, 'mirror.db'),
+      queuePrefix: rig.prefix,
+      statusPort: port,
+    });
     const daemon = spawnDaemon(env);
     try {
       await daemon.ready;
@@ -176,7 +190,11 @@ describe('a Redis without persistence', () => {
     const ids = await Promise.all(Array.from({ length: 50 }, async () => (await enqueueMemberRemoval(rig.queue, rig.member())).jobId));
     expect(await rig.queue.count()).toBeGreaterThanOrEqual(50);
     await shared.redis.restart();
-    await eventually(async () => ((await rig.queue.getJobState(ids[0] ?? '').catch(() => undefined)) === 'unknown' ? true : undefined), 15_000, 'Redis back');
+    await eventually(
+      async () => ((await rig.queue.getJobState(ids[0] ?? '').catch(() => undefined)) === 'unknown' ? true : undefined),
+      15_000,
+      'Redis back',
+    );
     for (const id of ids) expect(await rig.queue.getJobState(id)).toBe('unknown');
   });
 });

@@ -36,14 +36,18 @@ describe('Redis restart', () => {
     rig.standIn.faults.set({ latencyMs: 300 });
     let jobId = '';
     // The producer connection may still be reconnecting: the caller retries, as a real producer would.
-    await until(async () => {
-      try {
-        jobId = (await enqueueMemberRemoval(rig.queue, after)).jobId;
-        return true;
-      } catch {
-        return false;
-      }
-    }, 'an enqueue to succeed after the restart', 15_000);
+    await until(
+      async () => {
+        try {
+          jobId = (await enqueueMemberRemoval(rig.queue, after)).jobId;
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      'an enqueue to succeed after the restart',
+      15_000,
+    );
     const duplicate = await enqueueMemberRemoval(rig.queue, after);
     expect(duplicate).toMatchObject({ jobId, deduplicated: true });
     const job = await rig.finished(jobId, 30_000);

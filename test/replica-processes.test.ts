@@ -50,10 +50,21 @@ describe('user-mirror serve', () => {
 
   it('with REPLICA_WORKERS=2 answers from two processes on one port, restarts a worker that dies, stops them all', async () => {
     const port = await freePort();
-    const env = { PATH: process.env.PATH, MIRROR_DB: rig.dbPath, REPLICA_PORT: String(port), REPLICA_API_KEY_HEADER: SDK_KEY_HEADER, REPLICA_WORKERS: '2' };
+    const env = {
+      PATH: process.env.PATH,
+      MIRROR_DB: rig.dbPath,
+      REPLICA_PORT: String(port),
+      REPLICA_API_KEY_HEADER: SDK_KEY_HEADER,
+      REPLICA_WORKERS: '2',
+    };
     const serve = startCli(['serve'], env);
     const pid = serve.child.pid ?? 0;
-    const workers = () => execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '').map(Number);
+    const workers = () =>
+      execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+        .trim()
+        .split('\n')
+        .filter((l) => l !== '')
+        .map(Number);
     try {
       const key = (await serve.line(/^REPLICA_API_KEY=/)).slice('REPLICA_API_KEY='.length);
       expect(workers()).toHaveLength(2);
@@ -65,7 +76,11 @@ describe('user-mirror serve', () => {
       process.kill(victim ?? 0, 'SIGKILL');
       await eventually(() => (workers().length === 2 && !workers().includes(victim ?? 0) ? true : undefined), 10_000, 'a worker restarted');
       // A keep-alive connection the dead worker held fails once (a client retries it); answers then come from the rest.
-      const after = await eventually(() => sdk.user.getByClientUserId(String(users[0]?.client_user_id)), 10_000, 'an answer after the restart');
+      const after = await eventually(
+        () => sdk.user.getByClientUserId(String(users[0]?.client_user_id)),
+        10_000,
+        'an answer after the restart',
+      );
       expect(after.userId).toBe(users[0]?.user_id);
       expect(serve.stdout().split(key).length - 1).toBe(1);
     } finally {
@@ -104,7 +119,14 @@ describe('the daemon with REPLICA_PORT set', () => {
   });
 
   const envFor = async (s: StandIn, extra: Record<string, string>) =>
-    daemonEnv({ redisUrl: redis.url, standIn: s, mirrorDb: join(dir, 'mirror.db'), queuePrefix: `r${Date.now()}`, statusPort: await freePort(), extra });
+    daemonEnv({
+      redisUrl: redis.url,
+      standIn: s,
+      mirrorDb: join(dir, 'mirror.db'),
+      queuePrefix: `r${Date.now()}`,
+      statusPort: await freePort(),
+      extra,
+    });
 
   it('refuses to start without REPLICA_API_KEY (exit 2)', async () => {
     const s = standIn as StandIn;
@@ -119,7 +141,11 @@ describe('the daemon with REPLICA_PORT set', () => {
     const key = 'rk_daemon_replica_key';
     daemon = spawnDaemon(await envFor(s, { REPLICA_PORT: String(port), REPLICA_API_KEY: key, REPLICA_API_KEY_HEADER: SDK_KEY_HEADER }));
     await daemon.ready;
-    await eventually(async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined), 30_000, 'replica ready');
+    await eventually(
+      async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined),
+      30_000,
+      'replica ready',
+    );
     const wanted = s.directory.page(0, 20).map((u) => ({ clientUserId: String(u.client_user_id), userId: String(u.user_id) }));
     await s.close();
     standIn = undefined;

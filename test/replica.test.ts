@@ -51,7 +51,7 @@ describe('the replica over a synced mirror', () => {
   });
   afterAll(() => rig?.close());
 
-  it('lists the active users as stored, in rowid order, in the service\'s page shape', async () => {
+  it("lists the active users as stored, in rowid order, in the service's page shape", async () => {
     const raws = activeRaws(rig);
     expect(raws).toHaveLength(USERS + AWKWARD_IDS.length - 1);
     const res = await rig.get('/v2/user/?offset=7&limit=25');
@@ -95,7 +95,13 @@ describe('the replica over a synced mirror', () => {
   });
 
   it('a deleted or unknown user is a 404 with a detail string, as from the service', async () => {
-    const err = await rig.sdk().user.getByClientUserId(deletedClientId).then(() => undefined, (e: unknown) => e);
+    const err = await rig
+      .sdk()
+      .user.getByClientUserId(deletedClientId)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toMatchObject({ statusCode: 404, body: { detail: 'User not found' } });
     const unknown = await rig.get(`/v2/user/resolve/${encodeURIComponent('nobody/at all?')}`);
     expect(unknown.status).toBe(404);
@@ -122,7 +128,13 @@ describe('the replica over a synced mirror', () => {
         expect(JSON.stringify(res)).not.toContain(serviceKey);
       }
     }
-    const sdkErr = await rig.sdk(serviceKey).user.getAll({}).then(() => undefined, (e: unknown) => e);
+    const sdkErr = await rig
+      .sdk(serviceKey)
+      .user.getAll({})
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(sdkErr).toMatchObject({ statusCode: 401 });
   });
 
@@ -199,7 +211,10 @@ describe('replica configuration', () => {
     const s = replicaSettings(readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' }), { serviceApiKey: 'sk_b', defaultPort: 8788 });
     expect(s).toEqual({ host: '127.0.0.1', port: 0, apiKey: 'rk_a', apiKeyHeader: 'x-service-api-key', maxStalenessMs: 3_600_000 });
     const other = readConfig(REPLICA_ENV, { REPLICA_API_KEY: 'rk_a', SERVICE_API_KEY_HEADER: 'X-Vital-API-Key' });
-    expect(replicaSettings(other, { serviceApiKey: undefined, defaultPort: 8788 })).toMatchObject({ port: 8788, apiKeyHeader: 'x-vital-api-key' });
+    expect(replicaSettings(other, { serviceApiKey: undefined, defaultPort: 8788 })).toMatchObject({
+      port: 8788,
+      apiKeyHeader: 'x-vital-api-key',
+    });
   });
 
   it('refuses the service key as the replica key, and a missing key without one generated', () => {
@@ -212,14 +227,24 @@ describe('replica configuration', () => {
   });
 
   it('opens an existing mirror file only, read-only', async () => {
-    await expect(startReplica('/nonexistent/dir/mirror.db', replicaSettings(readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' }), {
-      serviceApiKey: undefined,
-      defaultPort: 0,
-    }), silentLogger)).rejects.toThrow();
+    await expect(
+      startReplica(
+        '/nonexistent/dir/mirror.db',
+        replicaSettings(readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' }), {
+          serviceApiKey: undefined,
+          defaultPort: 0,
+        }),
+        silentLogger,
+      ),
+    ).rejects.toThrow();
     const dir = mkdtempSync(join(tmpdir(), 'replica-ro-'));
     try {
       openMirror(join(dir, 'm.db')).close();
-      const r = await startReplica(join(dir, 'm.db'), { host: '127.0.0.1', port: 0, apiKey: 'rk_a', apiKeyHeader: 'x', maxStalenessMs: 1000 }, silentLogger);
+      const r = await startReplica(
+        join(dir, 'm.db'),
+        { host: '127.0.0.1', port: 0, apiKey: 'rk_a', apiKeyHeader: 'x', maxStalenessMs: 1000 },
+        silentLogger,
+      );
       await r.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

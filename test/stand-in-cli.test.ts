@@ -8,7 +8,10 @@ const BUILT = join(ROOT, 'dist/src/commands/stand-in.js');
 
 /** Builds when dist is missing or older than the sources; others' type errors do not stop tsc emitting. */
 function ensureBuilt(): void {
-  const sources = [join(ROOT, 'src/commands/stand-in.ts'), ...readdirSync(join(ROOT, 'src/stand-in')).map((f) => join(ROOT, 'src/stand-in', f))];
+  const sources = [
+    join(ROOT, 'src/commands/stand-in.ts'),
+    ...readdirSync(join(ROOT, 'src/stand-in')).map((f) => join(ROOT, 'src/stand-in', f)),
+  ];
   const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
   if (existsSync(BUILT) && existsSync(join(ROOT, 'dist/cli.js')) && statSync(BUILT).mtimeMs >= newest) return;
   spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
@@ -26,7 +29,10 @@ function banner(child: ChildProcessWithoutNullStreams): Promise<Record<string, s
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       if (!out.includes('MANAGEMENT_KEY=') || !out.endsWith('\n')) return;
-      const lines = out.split('\n').filter((l) => /^export [A-Z_]+=/.test(l)).map((l) => l.slice('export '.length));
+      const lines = out
+        .split('\n')
+        .filter((l) => /^export [A-Z_]+=/.test(l))
+        .map((l) => l.slice('export '.length));
       resolve({ ...Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])), text: out });
     });
     child.once('exit', (code) => reject(new Error(`stand-in exited early with ${code}`)));
@@ -51,7 +57,10 @@ describe('user-mirror stand-in', () => {
     expect(env.MANAGEMENT_KEY).toMatch(/^mg_[0-9a-f]{32}$/);
     expect(env.MANAGEMENT_URL).toBe(env.SERVICE_BASE_URL);
     // Pasted verbatim into a shell, the block sets the variables for the commands that follow.
-    const pasted = (env.text ?? '').split('\n').filter((l) => l.startsWith('export ') || l.startsWith('#')).join('\n');
+    const pasted = (env.text ?? '')
+      .split('\n')
+      .filter((l) => l.startsWith('export ') || l.startsWith('#'))
+      .join('\n');
     const shell = spawnSync('sh', ['-c', `${pasted}\nprintf '%s' "$MANAGEMENT_KEY"`], { encoding: 'utf8' });
     expect(shell.status).toBe(0);
     expect(shell.stdout).toBe(env.MANAGEMENT_KEY);
@@ -74,7 +83,11 @@ describe('user-mirror stand-in', () => {
   });
 
   it('accepts the keys and header from the environment', { timeout: 30_000 }, async () => {
-    const child = run(['--port', '0', '--users', '3'], { SERVICE_API_KEY: 'pk_eu_from_env', MANAGEMENT_KEY: 'mg_from_env', SERVICE_API_KEY_HEADER: 'X-Api-Key' });
+    const child = run(['--port', '0', '--users', '3'], {
+      SERVICE_API_KEY: 'pk_eu_from_env',
+      MANAGEMENT_KEY: 'mg_from_env',
+      SERVICE_API_KEY_HEADER: 'X-Api-Key',
+    });
     const env = await banner(child);
     expect(env).toMatchObject({ SERVICE_API_KEY: 'pk_eu_from_env', MANAGEMENT_KEY: 'mg_from_env', SERVICE_API_KEY_HEADER: 'x-api-key' });
     const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user`, { headers: { 'X-Api-Key': 'pk_eu_from_env' } });
@@ -103,7 +116,7 @@ describe('user-mirror stand-in', () => {
     }
   });
 
-  it('serves today\'s shape by default and a share of legacy records with --legacy-records', { timeout: 30_000 }, async () => {
+  it("serves today's shape by default and a share of legacy records with --legacy-records", { timeout: 30_000 }, async () => {
     const lacksCreatedOn = async (args: string[]) => {
       const child = run(['--port', '0', '--users', '400', ...args]);
       let out = '';

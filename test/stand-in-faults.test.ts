@@ -70,7 +70,10 @@ describe('connection faults', () => {
     const [m] = s.members.list();
     const { orgId, memberId } = m ?? { orgId: '', memberId: '' };
     s.faults.failNext({ method: 'DELETE', fault: 'truncate' });
-    const res = await fetch(`${s.managementUrl}/v1/org/${orgId}/member/${memberId}`, { method: 'DELETE', headers: { 'X-Management-Key': s.managementKey } });
+    const res = await fetch(`${s.managementUrl}/v1/org/${orgId}/member/${memberId}`, {
+      method: 'DELETE',
+      headers: { 'X-Management-Key': s.managementKey },
+    });
     await expect(res.text()).rejects.toThrow();
     expect(s.members.has(orgId, memberId)).toBe(false);
     expect((await deleteMember(s, orgId, memberId)).status).toBe(404);

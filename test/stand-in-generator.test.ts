@@ -49,9 +49,18 @@ describe('generated users', () => {
     expect(count((u) => u.fallback_time_zone === null)).toBeGreaterThan(0);
     expect(count((u) => typeof u.fallback_time_zone === 'object' && u.fallback_time_zone !== null)).toBeGreaterThan(0);
     for (const field of ['fallback_birth_date', 'ingestion_start', 'ingestion_end']) {
-      expect(count((u) => u[field] === null), `${field} null`).toBeGreaterThan(0);
-      expect(count((u) => !(field in u)), `${field} absent`).toBeGreaterThan(0);
-      expect(count((u) => u[field] !== null && u[field] !== undefined), `${field} set`).toBeGreaterThan(0);
+      expect(
+        count((u) => u[field] === null),
+        `${field} null`,
+      ).toBeGreaterThan(0);
+      expect(
+        count((u) => !(field in u)),
+        `${field} absent`,
+      ).toBeGreaterThan(0);
+      expect(
+        count((u) => u[field] !== null && u[field] !== undefined),
+        `${field} set`,
+      ).toBeGreaterThan(0);
     }
     expect(count((u) => encodeURIComponent(String(u.client_user_id)) !== u.client_user_id)).toBeGreaterThan(0);
   });
@@ -69,9 +78,15 @@ describe('generated users', () => {
     expect(legacy / all.length).toBeGreaterThan(0.27);
     expect(legacy / all.length).toBeLessThan(0.33);
     const names = new Set(shown.flat());
-    expect([...names].sort()).toEqual(
-      ['bare connected source', 'empty slug', 'no created_on', 'no fallback_time_zone', 'offset-less created_on', 'placeholder ingestion', 'source-only'],
-    );
+    expect([...names].sort()).toEqual([
+      'bare connected source',
+      'empty slug',
+      'no created_on',
+      'no fallback_time_zone',
+      'offset-less created_on',
+      'placeholder ingestion',
+      'source-only',
+    ]);
     // The rest are exactly the default records: the share picks users, it does not reshuffle them.
     const today = users(1, 5000);
     shown.forEach((names, i) => {

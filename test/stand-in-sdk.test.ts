@@ -58,7 +58,7 @@ describe('the official SDK against the default stand-in', () => {
     expect(seen).toEqual([...s.directory.userIds()]);
   });
 
-  it('user.getByClientUserId resolves plain ids, and an unknown id is the SDK\'s 404 error', async () => {
+  it("user.getByClientUserId resolves plain ids, and an unknown id is the SDK's 404 error", async () => {
     const [first] = s.directory.page(0, 1);
     const user = await sdk.user.getByClientUserId(String(first?.client_user_id));
     expect(user.userId).toBe(first?.user_id);
@@ -81,7 +81,11 @@ describe('the official SDK and awkward client ids', () => {
   it('resolves ids containing /, ?, %, spaces and non-ASCII text', async () => {
     const keys = userKeys(SEED);
     const ids = Array.from({ length: WIDE_USERS }, (_, i) => clientUserIdFor(keys, i)).filter((id) => encodeURIComponent(id) !== id);
-    for (const [name, pattern] of AWKWARD_CHARACTERS) expect(ids.some((id) => pattern.test(id)), name).toBe(true);
+    for (const [name, pattern] of AWKWARD_CHARACTERS)
+      expect(
+        ids.some((id) => pattern.test(id)),
+        name,
+      ).toBe(true);
     const sdk = sdkFor(s);
     for (const id of ids) {
       const user = await sdk.user.getByClientUserId(id);

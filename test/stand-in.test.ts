@@ -40,12 +40,50 @@ describe('listing', () => {
 
 describe('validation errors are FastAPI-shaped 422s', () => {
   const cases: Array<[string, unknown[]]> = [
-    ['limit=501', [{ type: 'less_than_equal', loc: ['query', 'limit'], msg: 'Input should be less than or equal to 500', input: '501', ctx: { le: 500 } }]],
-    ['limit=0', [{ type: 'greater_than_equal', loc: ['query', 'limit'], msg: 'Input should be greater than or equal to 1', input: '0', ctx: { ge: 1 } }]],
+    [
+      'limit=501',
+      [
+        {
+          type: 'less_than_equal',
+          loc: ['query', 'limit'],
+          msg: 'Input should be less than or equal to 500',
+          input: '501',
+          ctx: { le: 500 },
+        },
+      ],
+    ],
+    [
+      'limit=0',
+      [
+        {
+          type: 'greater_than_equal',
+          loc: ['query', 'limit'],
+          msg: 'Input should be greater than or equal to 1',
+          input: '0',
+          ctx: { ge: 1 },
+        },
+      ],
+    ],
     ['offset=-1', [{ type: 'greater_than_equal', loc: ['query', 'offset'], input: '-1', ctx: { ge: 0 } }]],
-    ['offset=abc', [{ type: 'int_parsing', loc: ['query', 'offset'], msg: 'Input should be a valid integer, unable to parse string as an integer', input: 'abc' }]],
+    [
+      'offset=abc',
+      [
+        {
+          type: 'int_parsing',
+          loc: ['query', 'offset'],
+          msg: 'Input should be a valid integer, unable to parse string as an integer',
+          input: 'abc',
+        },
+      ],
+    ],
     ['limit=2.5', [{ type: 'int_parsing', loc: ['query', 'limit'], input: '2.5' }]],
-    ['offset=x&limit=9999', [{ type: 'int_parsing', loc: ['query', 'offset'] }, { type: 'less_than_equal', loc: ['query', 'limit'] }]],
+    [
+      'offset=x&limit=9999',
+      [
+        { type: 'int_parsing', loc: ['query', 'offset'] },
+        { type: 'less_than_equal', loc: ['query', 'limit'] },
+      ],
+    ],
   ];
   it.each(cases)('GET /v2/user/?%s', async (query, detail) => {
     const answer = await getTeam(s, `/v2/user/?${query}`);
@@ -58,9 +96,14 @@ describe('validation errors are FastAPI-shaped 422s', () => {
     const [member] = s.members.list();
     const answer = await deleteMember(s, 'not-a-uuid', member?.memberId ?? '');
     expect(answer.status).toBe(422);
-    expect(answer.body).toMatchObject({ detail: [{ type: 'uuid_parsing', loc: ['path', 'org_id'], input: 'not-a-uuid', ctx: { error: expect.any(String) } }] });
+    expect(answer.body).toMatchObject({
+      detail: [{ type: 'uuid_parsing', loc: ['path', 'org_id'], input: 'not-a-uuid', ctx: { error: expect.any(String) } }],
+    });
     const both = await deleteMember(s, '1', '2');
-    expect((both.body as { detail: Array<{ loc: unknown }> }).detail.map((d) => d.loc)).toEqual([['path', 'org_id'], ['path', 'member_id']]);
+    expect((both.body as { detail: Array<{ loc: unknown }> }).detail.map((d) => d.loc)).toEqual([
+      ['path', 'org_id'],
+      ['path', 'member_id'],
+    ]);
     expect(s.members.has(member?.orgId ?? '', member?.memberId ?? '')).toBe(true);
   });
 });
@@ -105,7 +148,21 @@ describe('auth', () => {
 });
 
 describe('resolve', () => {
-  const weird = ['a b', 'x/y', 'what?', 'hash#tag', '100%', '%2F', 'a/../b', '..x', 'ü-東京-😀', ' lead', 'plus+sign', 'semi;colon', 'tab\tin'];
+  const weird = [
+    'a b',
+    'x/y',
+    'what?',
+    'hash#tag',
+    '100%',
+    '%2F',
+    'a/../b',
+    '..x',
+    'ü-東京-😀',
+    ' lead',
+    'plus+sign',
+    'semi;colon',
+    'tab\tin',
+  ];
   let dir: string;
   let f: StandIn;
   beforeAll(async () => {

@@ -39,7 +39,9 @@ describe('the supported Node releases', () => {
 
   it('the message names the running Node and the ones needed, on one line', () => {
     const line = unsupportedNodeMessage('v20.20.2');
-    expect(line).toMatch(/^user-mirror: Node\.js v20\.20\.2 is not supported; it needs Node\.js 22 \(22\.19\.0 or later\), 24, 26 or later/);
+    expect(line).toMatch(
+      /^user-mirror: Node\.js v20\.20\.2 is not supported; it needs Node\.js 22 \(22\.19\.0 or later\), 24, 26 or later/,
+    );
     expect(line.trimEnd()).not.toContain('\n');
   });
 });
@@ -61,6 +63,8 @@ describe('the built bin on an unsupported Node', () => {
 
   it('runs on this Node', async () => {
     const { stdout } = await run(process.execPath, [join(ROOT, 'dist/cli.js'), '--version'], { cwd: ROOT });
-    expect(stdout).toBe(`user-mirror ${(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version} (node ${process.version})\n`);
+    expect(stdout).toBe(
+      `user-mirror ${(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version} (node ${process.version})\n`,
+    );
   });
 });

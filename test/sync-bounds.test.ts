@@ -138,7 +138,12 @@ describe('a stuck page', () => {
     const answered = r.standIn.counts.get('list', 200);
     // Every page trickles a byte every 100 ms: each attempt ends at the request timeout.
     r.standIn.faults.set({ slowBodyRate: 1, slowChunkBytes: 1, slowChunkDelayMs: 100 });
-    const client = new ServiceClient({ baseUrl: r.standIn.baseUrl, apiKey: r.standIn.apiKey, apiKeyHeader: r.standIn.apiKeyHeader, requestTimeoutMs: 400 });
+    const client = new ServiceClient({
+      baseUrl: r.standIn.baseUrl,
+      apiKey: r.standIn.apiKey,
+      apiKeyHeader: r.standIn.apiKeyHeader,
+      requestTimeoutMs: 400,
+    });
     extraClients.push(client);
     const t0 = performance.now();
     const summary = await r.sync({ client, pageAttempts: 5, pageRetryBudgetMs: 1_000 });
@@ -169,8 +174,7 @@ describe('the run record', () => {
     const watcher = new Database(r.dbPath, { readonly: true });
     const poll = setInterval(() => {
       const row = watcher.prepare("SELECT status, started_at FROM sync_runs WHERE status = 'running'").get() as
-        | { status: string; started_at: string }
-        | undefined;
+        { status: string; started_at: string } | undefined;
       if (row !== undefined && !recovered) seen.push(row);
     }, 20);
     const recovery = setTimeout(() => {
@@ -183,7 +187,10 @@ describe('the run record', () => {
       // Another process saw the run as running while its first page was still failing.
       expect(seen.length).toBeGreaterThan(0);
       // And its duration counts the wait.
-      const row = r.db.prepare('SELECT started_at, finished_at FROM sync_runs WHERE id = ?').get(summary.runId) as { started_at: string; finished_at: string };
+      const row = r.db.prepare('SELECT started_at, finished_at FROM sync_runs WHERE id = ?').get(summary.runId) as {
+        started_at: string;
+        finished_at: string;
+      };
       expect(Date.parse(row.finished_at) - Date.parse(row.started_at)).toBeGreaterThanOrEqual(550);
     } finally {
       clearInterval(poll);

@@ -125,9 +125,15 @@ describe('nextRetryStep', () => {
   it('past the attempts, keeps retrying while the next attempt starts within the time budget, which caps every attempt', () => {
     const e503 = new HttpError(503, 'GET', '/v2/user/', undefined, undefined);
     expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 10_000, budgetMs: 120_000 })).toEqual({ retry: true, delayMs: 750 });
-    expect(nextRetryStep(e503, 40, 5, policy, half, { elapsedMs: 119_500, budgetMs: 120_000 })).toEqual({ retry: false, why: 'budget-spent' });
+    expect(nextRetryStep(e503, 40, 5, policy, half, { elapsedMs: 119_500, budgetMs: 120_000 })).toEqual({
+      retry: false,
+      why: 'budget-spent',
+    });
     // The budget caps the attempts too: a page whose attempts each time out does not hold its run for 5 × the timeout.
-    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 119_900, budgetMs: 120_000 })).toEqual({ retry: false, why: 'budget-spent' });
+    expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 119_900, budgetMs: 120_000 })).toEqual({
+      retry: false,
+      why: 'budget-spent',
+    });
     expect(nextRetryStep(e503, 2, 5, policy, half, { elapsedMs: 60_000, budgetMs: 120_000 })).toMatchObject({ retry: true });
     expect(nextRetryStep(e503, 5, 5, policy, half, { elapsedMs: 0, budgetMs: 0 })).toEqual({ retry: false, why: 'attempts-exhausted' });
     const e401 = new HttpError(401, 'GET', '/v2/user/', undefined, undefined);
@@ -153,7 +159,9 @@ describe('verdictOf', () => {
     expect(verdictOf(candidate, { found: true, user: user(candidate.user_id.toUpperCase()), rawJson: '{}', warnings: [] })).toBe('alive');
     expect(verdictOf(candidate, { found: false })).toBe('gone');
     // Upstream reuses a client_user_id after a deletion: another user under the same client id.
-    expect(verdictOf(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d'), rawJson: '{}', warnings: [] })).toBe('gone');
+    expect(verdictOf(candidate, { found: true, user: user('5d3f3f0c-1c2b-4f6e-8a9d-0e1f2a3b4c5d'), rawJson: '{}', warnings: [] })).toBe(
+      'gone',
+    );
   });
 });
 
@@ -216,7 +224,16 @@ describe('scanRecordSpans', () => {
   });
 
   it('refuses a body that is not one JSON object with comma-separated members and records', () => {
-    for (const text of ['', '[]', '{"users": [{}', '{"users": [{} {}]}', '{"total": 1,}', '{"total": 1} x', '{"users": ["unterminated]}', '{"total": tru}']) {
+    for (const text of [
+      '',
+      '[]',
+      '{"users": [{}',
+      '{"users": [{} {}]}',
+      '{"total": 1,}',
+      '{"total": 1} x',
+      '{"users": ["unterminated]}',
+      '{"total": tru}',
+    ]) {
       expect(scanRecordSpans(Buffer.from(text)).ok, text).toBe(false);
     }
   });

@@ -42,7 +42,12 @@ describe('the sync engine, in memory', () => {
     directory.users[500] = wireUser(501, { client_user_id: 'renamed-501' });
     const run = await sync();
     expect(run).toMatchObject({ status: 'succeeded', updated: 2, created: 0 });
-    expect(store.written.slice(600).map((w) => w.record.user.user_id).sort()).toEqual([userId(11), userId(501)].sort());
+    expect(
+      store.written
+        .slice(600)
+        .map((w) => w.record.user.user_id)
+        .sort(),
+    ).toEqual([userId(11), userId(501)].sort());
     expect(store.activeByClientId().get('renamed-501')).toBe(userId(501));
   });
 
@@ -68,7 +73,7 @@ describe('the sync engine, in memory', () => {
     expect(await sync()).toMatchObject({ status: 'succeeded', confirmedGone: 1, deleted: 1 });
   });
 
-  it('checks missing users SYNC_VERIFY_CONCURRENCY at a time, not the scan\'s concurrency: the checks hold the run\'s transaction', async () => {
+  it("checks missing users SYNC_VERIFY_CONCURRENCY at a time, not the scan's concurrency: the checks hold the run's transaction", async () => {
     const { directory, sync } = rig(200);
     await sync();
     directory.users = directory.users.slice(0, 150);
@@ -118,7 +123,11 @@ describe('the sync engine, in memory', () => {
       throw new Error('disk I/O error');
     };
     await expect(runSync({ client: directory, writer: new RunWriter(store), backoff: NO_WAIT })).rejects.toThrow(/disk I\/O error/);
-    expect(store.runs.at(-1)).toMatchObject({ id: 2, published: false, finished: { status: 'failed', error: expect.stringMatching(/disk I\/O error/) } });
+    expect(store.runs.at(-1)).toMatchObject({
+      id: 2,
+      published: false,
+      finished: { status: 'failed', error: expect.stringMatching(/disk I\/O error/) },
+    });
     expect(() => store.writeUsers(2, [])).toThrow(/not open/);
   });
 
@@ -153,6 +162,11 @@ describe('the sync engine, in memory', () => {
     expect(await sync({ concurrency: 1 })).toMatchObject({ status: 'succeeded', usersSeen: 2_000 });
     expect(maxInFlight).toBe(1);
     // With one worker: offset 1000 is asked for while offset 500 waits to be staged, and so on.
-    expect([...stagedAtRequest]).toEqual([[0, 0], [500, 500], [1_000, 500], [1_500, 1_000]]);
+    expect([...stagedAtRequest]).toEqual([
+      [0, 0],
+      [500, 500],
+      [1_000, 500],
+      [1_500, 1_000],
+    ]);
   });
 });

@@ -265,7 +265,9 @@ describe('deletions are verified upstream, so a moving listing never blocks them
     const r = await start(300, { records: [odd] });
     const summary = await r.sync();
     expect(summary).toMatchObject({ status: 'succeeded', rejected: 0, created: 301 });
-    expect(r.db.prepare('SELECT created_on, fallback_time_zone_id, ingestion_start, raw FROM users WHERE user_id = ?').get(odd.user_id)).toEqual({
+    expect(
+      r.db.prepare('SELECT created_on, fallback_time_zone_id, ingestion_start, raw FROM users WHERE user_id = ?').get(odd.user_id),
+    ).toEqual({
       created_on: '2026-01-28T12:53:04.000Z',
       fallback_time_zone_id: null,
       ingestion_start: null,
@@ -286,9 +288,11 @@ describe('deletions are verified upstream, so a moving listing never blocks them
     // Same users, same records as received (sources with an empty or no descriptor are not mapped).
     const rawOf = (view: Map<string, { raw: string }>) => new Map([...view].map(([id, v]) => [id, v.raw]));
     expect(rawOf(mirrorView(r.db))).toEqual(rawOf(directoryView(r.standIn)));
-    const warned = r.db.prepare<[], { user_id: string; client_user_id: string }>(
-      'SELECT DISTINCT w.user_id, u.client_user_id FROM field_warnings AS w JOIN users AS u USING (user_id)',
-    ).all();
+    const warned = r.db
+      .prepare<[], { user_id: string; client_user_id: string }>(
+        'SELECT DISTINCT w.user_id, u.client_user_id FROM field_warnings AS w JOIN users AS u USING (user_id)',
+      )
+      .all();
     expect(warned.length).toBeGreaterThan(50);
     for (const { user_id, client_user_id } of warned.slice(0, 5)) {
       const online = await r.client.resolveUser(client_user_id);
@@ -305,7 +309,9 @@ describe('deletions are verified upstream, so a moving listing never blocks them
     r.standIn.directory.delete([...directoryView(r.standIn).keys()].slice(10, 14));
     const summary = await r.sync();
     expect(summary).toMatchObject({ status: 'succeeded', rejected: 1, deleted: 4 });
-    const rejected = r.db.prepare<[number], { reason: string; raw: string }>('SELECT reason, raw FROM rejected_records WHERE run_id = ?').all(summary.runId);
+    const rejected = r.db
+      .prepare<[number], { reason: string; raw: string }>('SELECT reason, raw FROM rejected_records WHERE run_id = ?')
+      .all(summary.runId);
     expect(rejected).toHaveLength(1);
     expect(rejected[0]?.reason).toMatch(/users\[0\]\.user_id/);
     expect(JSON.parse(rejected[0]?.raw ?? 'null')).toEqual(bad);
@@ -316,16 +322,26 @@ describe('what the pages carry besides users', () => {
   it('logs envelope keys it does not use once per run, and carries on', async () => {
     const r = await start(1_200);
     const lines: string[] = [];
-    const sink = new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } });
+    const sink = new Writable({
+      write: (chunk, _enc, done) => {
+        lines.push(String(chunk));
+        done();
+      },
+    });
     // The stand-in sends today's envelope; a newer service may add keys (a cursor, say). Only
     // the envelope is dressed up here: every page still comes from the stand-in over HTTP.
     const client = {
-      listUserRecords: async (params: PageParams, signal?: AbortSignal) => ({ ...(await r.client.listUserRecords(params, signal)), unknownKeys: ['next_cursor'] }),
+      listUserRecords: async (params: PageParams, signal?: AbortSignal) => ({
+        ...(await r.client.listUserRecords(params, signal)),
+        unknownKeys: ['next_cursor'],
+      }),
       resolveUser: (id: string, signal?: AbortSignal) => r.client.resolveUser(id, signal),
     };
     const summary = await r.sync({ client, logger: createLogger('info', sink) });
     expect(summary).toMatchObject({ status: 'succeeded', usersSeen: 1_200 });
-    const events = lines.map((l) => JSON.parse(l) as { event?: string; keys?: string[] }).filter((e) => e.event === 'sync.unknown_envelope_keys');
+    const events = lines
+      .map((l) => JSON.parse(l) as { event?: string; keys?: string[] })
+      .filter((e) => e.event === 'sync.unknown_envelope_keys');
     expect(events).toEqual([expect.objectContaining({ keys: ['next_cursor'] })]);
   });
 });

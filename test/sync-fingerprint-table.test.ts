@@ -50,7 +50,11 @@ describe('FingerprintTable', () => {
   it('probes past keys that share a home slot', () => {
     const t = new FingerprintTable();
     // Same hi ^ lo: one home slot for all three.
-    const keys: Array<[number, number]> = [[0, 5], [1, 4], [2, 7]];
+    const keys: Array<[number, number]> = [
+      [0, 5],
+      [1, 4],
+      [2, 7],
+    ];
     const slots = keys.map(([hi, lo]) => t.add(hi, lo));
     expect(new Set(slots).size).toBe(3);
     keys.forEach(([hi, lo], i) => expect(t.find(hi, lo)).toBe(slots[i]));

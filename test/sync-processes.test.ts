@@ -8,15 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
-import {
-  createSyncRig,
-  directoryView,
-  listPagesServed,
-  mirrorFingerprint,
-  mirrorView,
-  runRow,
-  type SyncRig,
-} from './support/sync-rig.js';
+import { createSyncRig, directoryView, listPagesServed, mirrorFingerprint, mirrorView, runRow, type SyncRig } from './support/sync-rig.js';
 
 beforeAll(() => requireBuiltCli('src/commands/sync.js'));
 
@@ -63,7 +55,10 @@ describe('a reader in another process', () => {
     r.standIn.directory.delete(ids.slice(5_000, 5_500));
     r.standIn.directory.add(1_000);
 
-    const reader = spawn(process.execPath, ['--input-type=module', '-e', READER, r.dbPath], { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'pipe'] });
+    const reader = spawn(process.execPath, ['--input-type=module', '-e', READER, r.dbPath], {
+      cwd: process.cwd(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     reader.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -78,7 +73,10 @@ describe('a reader in another process', () => {
     reader.stdin.end();
     expect(await exited, err).toBe(0);
 
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { count?: number; digest?: string; reads?: number });
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { count?: number; digest?: string; reads?: number });
     const reads = lines.at(-1)?.reads ?? 0;
     const seen = lines.slice(0, -1);
     expect(reads).toBeGreaterThan(5);
@@ -131,7 +129,10 @@ describe('user-mirror sync --once', () => {
     const r = (rig = await createSyncRig({ users: 1_200 }));
     const res = await runCli(['sync', '--once'], r.env());
     expect(res.code, res.stderr).toBe(0);
-    const events = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as { event?: string; status?: string; usersSeen?: number });
+    const events = res.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event?: string; status?: string; usersSeen?: number });
     expect(events.find((e) => e.event === 'sync.finished')).toMatchObject({ status: 'succeeded', usersSeen: 1_200 });
     expect(events.some((e) => e.event === 'sync.progress')).toBe(true);
     expect(mirrorView(r.db)).toEqual(directoryView(r.standIn));

@@ -10,7 +10,8 @@ const START: ReadonlyArray<readonly [string, string]> = [
 const ledger = (fingerprint?: Fingerprint64) => new RunLedger(START, fingerprint);
 
 /** The candidates among the mirror's rows as they are now: [user_id, content_hash]. */
-const unseen = (l: RunLedger, rows: ReadonlyArray<readonly [string, string]>) => rows.filter(([id, hash]) => l.isUnseenActive(id, hash)).map(([id]) => id);
+const unseen = (l: RunLedger, rows: ReadonlyArray<readonly [string, string]>) =>
+  rows.filter(([id, hash]) => l.isUnseenActive(id, hash)).map(([id]) => id);
 
 /** A fingerprint under which each alias reads as its target, and every other string as itself. */
 function colliding(aliases: Record<string, string>): Fingerprint64 {
@@ -116,7 +117,12 @@ describe('RunLedger', () => {
     for (let i = 0; i < n; i++) expect(l.sight(`new-${i}`, 'h')).toBe('write');
     expect(l.unseenActiveCount).toBe(n / 2);
     expect(l.seenCount).toBe(n / 2 + n);
-    expect(unseen(l, ids.map((id) => [id, `h-${id}`] as const))).toHaveLength(n / 2);
+    expect(
+      unseen(
+        l,
+        ids.map((id) => [id, `h-${id}`] as const),
+      ),
+    ).toHaveLength(n / 2);
   });
 
   it('draws a new fingerprint for each ledger, so that a collision lasts one run', () => {

@@ -43,7 +43,20 @@ describe('webhook delivery', () => {
   it('gets every event through a flaky receiver that then goes away, in order, duplicates only under one id', async () => {
     const events = feedEvents(1, 30);
     // A fixed pattern: about half the requests fail, in each of the three ways.
-    const failures = ['ok', { status: 500 }, 'ok', 'destroy', 'ok', { status: 429, headers: { 'retry-after': '1' } }, 'ok', { status: 503 }, 'ok', 'ok', 'destroy', 'ok'] as const;
+    const failures = [
+      'ok',
+      { status: 500 },
+      'ok',
+      'destroy',
+      'ok',
+      { status: 429, headers: { 'retry-after': '1' } },
+      'ok',
+      { status: 503 },
+      'ok',
+      'ok',
+      'destroy',
+      'ok',
+    ] as const;
     receiver.answer = ({ n }) => {
       const f = failures[n % failures.length] ?? 'ok';
       return f === 'ok' ? { status: 200 } : f;
@@ -80,7 +93,15 @@ describe('webhook delivery', () => {
     expect(receiver.requests.filter((r) => r.id === refused)).toHaveLength(1);
 
     const failed = await listFailedWebhooks(rig.queue, 10);
-    expect(failed).toEqual([expect.objectContaining({ event_id: refused, cursor: 3, user_id: 'user-3', attempts: 1, reason: expect.stringContaining('receiver answered 400') })]);
+    expect(failed).toEqual([
+      expect.objectContaining({
+        event_id: refused,
+        cursor: 3,
+        user_id: 'user-3',
+        attempts: 1,
+        reason: expect.stringContaining('receiver answered 400'),
+      }),
+    ]);
 
     receiver.answer = () => ({ status: 200 });
     expect(await retryFailedWebhook(rig.queue, refused)).toEqual({ jobId: refused, result: 'retried' });
@@ -95,7 +116,9 @@ describe('webhook delivery', () => {
     await enqueueEvents(rig.queue, feedEvents(2, 1));
     await until(() => receiver.delivered().length === 1, 'the valid event delivered');
     const failed = await listFailedWebhooks(rig.queue, 10);
-    expect(failed).toEqual([expect.objectContaining({ event_id: 'bad', reason: expect.stringMatching(/^invalid webhook job: cursor: must be positive/) })]);
+    expect(failed).toEqual([
+      expect.objectContaining({ event_id: 'bad', reason: expect.stringMatching(/^invalid webhook job: cursor: must be positive/) }),
+    ]);
     expect(receiver.requests.map((r) => r.id)).toEqual(['evt_5eed_2']);
   });
 });
@@ -103,7 +126,13 @@ describe('webhook delivery', () => {
 describe('user-mirror webhooks', () => {
   it('shows counts and the cursor, lists a refused delivery and retries it; exit codes 3 and 2', async () => {
     requireBuiltCli('src/commands/webhooks.js');
-    const env = { PATH: process.env.PATH, REDIS_URL: redis.url, QUEUE_PREFIX: rig.prefix, MIRROR_ID: rig.mirrorId, WEBHOOK_URL: receiver.url };
+    const env = {
+      PATH: process.env.PATH,
+      REDIS_URL: redis.url,
+      QUEUE_PREFIX: rig.prefix,
+      MIRROR_ID: rig.mirrorId,
+      WEBHOOK_URL: receiver.url,
+    };
     const events = feedEvents(1, 3);
     receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 410 } : { status: 200 });
     await rig.startWorker();
@@ -116,7 +145,12 @@ describe('user-mirror webhooks', () => {
 
     const counts = await runCli(['webhooks', '--json'], env);
     expect(counts.code).toBe(0);
-    expect(JSON.parse(counts.stdout)).toMatchObject({ mirror_id: 'mirror-a', target: rig.target.id, dispatched: 3, jobs: { completed: 2, failed: 1, waiting: 0 } });
+    expect(JSON.parse(counts.stdout)).toMatchObject({
+      mirror_id: 'mirror-a',
+      target: rig.target.id,
+      dispatched: 3,
+      jobs: { completed: 2, failed: 1, waiting: 0 },
+    });
 
     const failed = await runCli(['webhooks', '--failed'], env);
     expect(failed.stdout).toMatch(/^EVENT_ID +CURSOR +USER_ID +ATTEMPTS/);

@@ -51,11 +51,17 @@ function check(lang: 'js' | 'python', secret: string, body: string): boolean {
   const input = JSON.stringify({ secret, headers: delivered.signed, body });
   if (lang === 'js') {
     const file = join(dir, 'verify.mjs');
-    writeFileSync(file, `${codeBlock('js')}\nconst i = JSON.parse(process.argv[2]);\nprocess.stdout.write(String(verifyWebhook(i.secret, i.headers, Buffer.from(i.body))));\n`);
+    writeFileSync(
+      file,
+      `${codeBlock('js')}\nconst i = JSON.parse(process.argv[2]);\nprocess.stdout.write(String(verifyWebhook(i.secret, i.headers, Buffer.from(i.body))));\n`,
+    );
     return execFileSync(process.execPath, [file, input], { encoding: 'utf8' }) === 'true';
   }
   const file = join(dir, 'verify.py');
-  writeFileSync(file, `${codeBlock('python')}\nimport json, sys\ni = json.loads(sys.argv[1])\nprint(verify_webhook(i["secret"], i["headers"], i["body"].encode()), end="")\n`);
+  writeFileSync(
+    file,
+    `${codeBlock('python')}\nimport json, sys\ni = json.loads(sys.argv[1])\nprint(verify_webhook(i["secret"], i["headers"], i["body"].encode()), end="")\n`,
+  );
   return execFileSync('python3', [file, input], { encoding: 'utf8' }) === 'True';
 }
 

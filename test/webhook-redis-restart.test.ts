@@ -72,7 +72,14 @@ function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): Chi
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
     cwd: ROOT,
     stdio: 'ignore',
-    env: { PATH: process.env.PATH, REDIS_URL: redisUrl, QUEUE_PREFIX: rig.prefix, MIRROR_ID: rig.mirrorId, WEBHOOK_URL: url, WEBHOOK_SECRET: SECRET },
+    env: {
+      PATH: process.env.PATH,
+      REDIS_URL: redisUrl,
+      QUEUE_PREFIX: rig.prefix,
+      MIRROR_ID: rig.mirrorId,
+      WEBHOOK_URL: url,
+      WEBHOOK_SECRET: SECRET,
+    },
   });
   children.push(child);
   return child;

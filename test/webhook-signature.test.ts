@@ -47,17 +47,19 @@ describe('delivery decisions', () => {
 
   it('2xx is delivered; 3xx and other 4xx fail for good', () => {
     expect(decideDelivery({ status: 204, retryAfter: undefined }, 1, policy)).toEqual({ kind: 'delivered', status: 204 });
-    for (const status of [301, 400, 401, 404, 410, 422]) expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('fail');
+    for (const status of [301, 400, 401, 404, 410, 422])
+      expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('fail');
   });
 
   it('5xx, 408, 429 and network errors retry: exponential from 1 s, jittered, capped at 60 s', () => {
-    for (const status of [500, 502, 503, 504, 599, 408, 429]) expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('retry');
+    for (const status of [500, 502, 503, 504, 599, 408, 429])
+      expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('retry');
     const delays = [1, 2, 3, 7, 20].map((n) => decideDelivery({ error: 'ECONNREFUSED' }, n, policy, 0, mid));
     expect(delays.map((d) => (d.kind === 'retry' ? d.delayMs : -1))).toEqual([750, 1_500, 3_000, 45_000, 45_000]);
     expect(decideDelivery({ error: 'x' }, 30, policy, 0, () => 1)).toMatchObject({ delayMs: 60_000 });
   });
 
-  it("honours Retry-After (seconds or HTTP date) as the delay, up to 10 minutes", () => {
+  it('honours Retry-After (seconds or HTTP date) as the delay, up to 10 minutes', () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
     expect(decideDelivery({ status: 429, retryAfter: '7' }, 9, policy, now)).toMatchObject({ kind: 'retry', delayMs: 7_000 });
     expect(decideDelivery({ status: 503, retryAfter: 'Wed, 01 Jan 2025 00:00:30 GMT' }, 1, policy, now)).toMatchObject({ delayMs: 30_000 });
@@ -78,7 +80,10 @@ describe('webhook queue contract', () => {
     const good = { cursor: 3, event_id: 'evt_ab_3', user_id: null, body: '{"id":"evt_ab_3"}' };
     expect(checkWebhookJob(WEBHOOK_JOB, good)).toEqual({ ok: true, data: good });
     expect(checkWebhookJob(WEBHOOK_JOB, { ...good, cursor: 0 })).toEqual({ ok: false, reason: 'cursor: must be positive' });
-    expect(checkWebhookJob(WEBHOOK_JOB, { ...good, event_id: 'x' })).toMatchObject({ ok: false, reason: expect.stringMatching(/^event_id: /) });
+    expect(checkWebhookJob(WEBHOOK_JOB, { ...good, event_id: 'x' })).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^event_id: /),
+    });
     expect(checkWebhookJob(WEBHOOK_JOB, { ...good, body: 5 })).toMatchObject({ ok: false, reason: expect.stringMatching(/^body: /) });
     expect(checkWebhookJob(WEBHOOK_JOB, { ...good, extra: 1 })).toMatchObject({ ok: false });
     expect(checkWebhookJob('other', good)).toMatchObject({ ok: false, reason: expect.stringContaining('unknown job name') });

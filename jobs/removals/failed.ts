@@ -76,11 +76,7 @@ export function mergeFailedRemovals(jobs: readonly FailedJobView[], rows: readon
   return out;
 }
 
-export async function listFailedRemovals(
-  queue: RemovalQueue,
-  audit: RemovalAudit | undefined,
-  limit: number,
-): Promise<FailedRemoval[]> {
+export async function listFailedRemovals(queue: RemovalQueue, audit: RemovalAudit | undefined, limit: number): Promise<FailedRemoval[]> {
   const jobs = (await queue.getFailed(0, limit - 1)).map(viewOf);
   const rows = audit?.list({ status: 'failed', limit }) ?? [];
   const merged = mergeFailedRemovals(jobs, rows).slice(0, limit);
@@ -143,7 +139,8 @@ export async function recentOutcomesByHost(queue: RemovalQueue, limit = 1_000): 
     entry.outcomes[outcome] = (entry.outcomes[outcome] ?? 0) + 1;
     byHost.set(host, entry);
   };
-  for (const job of completed) count(job, isRecord(job.returnvalue) && typeof job.returnvalue.status === 'string' ? job.returnvalue.status : 'completed');
+  for (const job of completed)
+    count(job, isRecord(job.returnvalue) && typeof job.returnvalue.status === 'string' ? job.returnvalue.status : 'completed');
   for (const job of failed) count(job, 'failed');
   return [...byHost.values()].sort((a, b) => a.host.localeCompare(b.host));
 }

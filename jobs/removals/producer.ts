@@ -144,7 +144,10 @@ export async function enqueueMemberRemovals(
   } catch (err) {
     // Past `connected()` the script may have run before the connection broke: say so, never "not enqueued".
     if (!isConnectionError(err)) throw err;
-    throw new RedisUnavailableError(`connection lost while enqueueing; the removal may have been queued, and a retry is safe: ${(err as Error).message}`, true);
+    throw new RedisUnavailableError(
+      `connection lost while enqueueing; the removal may have been queued, and a retry is safe: ${(err as Error).message}`,
+      true,
+    );
   } finally {
     await owned?.close();
   }
@@ -154,7 +157,9 @@ async function connected(queue: RemovalQueue): Promise<void> {
   const client = queue.opts.connection;
   if (typeof client === 'object' && client !== null && 'status' in client && typeof client.status === 'string') {
     await redisReady(client as RedisClient, PRODUCER_WAIT_MS).catch((err: unknown) => {
-      throw new RedisUnavailableError(`removal not enqueued: ${err instanceof Error ? err.message.replace(/^Redis is unreachable: /, '') : String(err)}`);
+      throw new RedisUnavailableError(
+        `removal not enqueued: ${err instanceof Error ? err.message.replace(/^Redis is unreachable: /, '') : String(err)}`,
+      );
     });
   }
 }

@@ -44,9 +44,7 @@ export const MAX_PAYLOAD_BYTES = 8_192;
 // shape here means `/`, `..`, `%2F` or a megabyte of text never reach a URL.
 // `guid` accepts any 8-4-4-4-12 hex id, not only RFC 9562 versions, because
 // the service does not promise which UUID version it issues.
-const Id = z
-  .guid({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a UUID') })
-  .transform((id) => id.toLowerCase());
+const Id = z.guid({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a UUID') }).transform((id) => id.toLowerCase());
 
 // Control characters would let a caller forge log lines or terminal output.
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
@@ -55,7 +53,9 @@ const NO_CONTROLS = /^[^\u0000-\u001f\u007f]*$/;
 const NO_CONTROLS_EXCEPT_NEWLINE = /^[^\u0000-\u0008\u000b-\u001f\u007f]*$/;
 
 const Target = z
-  .string({ error: (issue) => (issue.input === undefined ? 'is required (the management target this removal is for)' : 'must be a string') })
+  .string({
+    error: (issue) => (issue.input === undefined ? 'is required (the management target this removal is for)' : 'must be a string'),
+  })
   .regex(/^[0-9a-f]{16}$/, 'must be a management target id (16 lower-case hex digits; `user-mirror removals target` prints it)');
 
 /**
@@ -163,7 +163,11 @@ export const KEEP_COMPLETED = { age: 7 * 24 * 3600, count: 50_000 } as const;
  * The options every producer must send. Failed jobs are never removed: they
  * are the operator's to-do list (`user-mirror removals --failed`).
  */
-export function removalJobOptions(payload: Pick<RemovalPayload, 'org_id' | 'member_id'>, jobId: string, policy: RemovalJobPolicy): JobsOptions {
+export function removalJobOptions(
+  payload: Pick<RemovalPayload, 'org_id' | 'member_id'>,
+  jobId: string,
+  policy: RemovalJobPolicy,
+): JobsOptions {
   return {
     jobId,
     attempts: policy.attempts,

@@ -70,7 +70,11 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
       const wrongTarget = 'wrongTarget' in checked;
       const reason = wrongTarget ? checked.reason : `invalid payload: ${checked.reason}`;
       const fields = isRecord(job.data) ? job.data : {};
-      await audit('rejected', () => deps.audit?.rejected(ref, { target: deps.target.id, org_id: fields.org_id, member_id: fields.member_id }, reason), false);
+      await audit(
+        'rejected',
+        () => deps.audit?.rejected(ref, { target: deps.target.id, org_id: fields.org_id, member_id: fields.member_id }, reason),
+        false,
+      );
       // A job for another target is a routing or producer bug that may leave someone's access in place: loud.
       deps.logger[wrongTarget ? 'error' : 'warn'](
         { event: wrongTarget ? 'removal.wrong_target' : 'removal.rejected', jobId: job.id, reason },
@@ -120,7 +124,10 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     // already retried a busy file for minutes; if it still fails, the job fails and its re-run
     // (the DELETE then answers 404) records `already_absent`.
     await audit('finished', () => deps.audit?.finished(ref, status), true);
-    deps.logger.info({ event: 'removal.done', jobId: job.id, org_id, member_id, status }, status === 'succeeded' ? 'member removed' : 'member was already absent');
+    deps.logger.info(
+      { event: 'removal.done', jobId: job.id, org_id, member_id, status },
+      status === 'succeeded' ? 'member removed' : 'member was already absent',
+    );
     deps.onOutcome?.(status);
     return { status, org_id, member_id, target: deps.target.id, host: HOST };
   }
@@ -167,9 +174,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * And how long a retry waits: the `removal` backoff type, below.
  */
 export type FailureDecision =
-  | { kind: 'rate_limited'; waitMs: number; reason: string }
-  | { kind: 'retry'; reason: string }
-  | { kind: 'final'; reason: string };
+  { kind: 'rate_limited'; waitMs: number; reason: string } | { kind: 'retry'; reason: string } | { kind: 'final'; reason: string };
 
 /**
  * A 429 that keeps coming must not keep a job alive forever without ever

@@ -40,9 +40,13 @@ export function unboundTotal(c: UnboundCounts): number {
 export async function logUnbound(queue: Queue, logger: Logger): Promise<void> {
   try {
     const counts = await countUnbound(queue);
-    if (unboundTotal(counts) > 0) logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
+    if (unboundTotal(counts) > 0)
+      logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
   } catch (err) {
-    logger.warn({ event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) }, 'could not count removals without a target');
+    logger.warn(
+      { event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) },
+      'could not count removals without a target',
+    );
   }
 }
 
@@ -94,7 +98,11 @@ export async function adoptUnbound(
     const data: unknown = job.data;
     const named = typeof data === 'object' && data !== null ? (data as Record<string, unknown>).target : undefined;
     if (named !== undefined && named !== into) {
-      results.push({ jobId, result: 'invalid', reason: `names target ${(typeof named === 'string' ? named : JSON.stringify(named)).slice(0, 40)}, not this host's ${into}` });
+      results.push({
+        jobId,
+        result: 'invalid',
+        reason: `names target ${(typeof named === 'string' ? named : JSON.stringify(named)).slice(0, 40)}, not this host's ${into}`,
+      });
       continue;
     }
     const checked = checkRemovalPayload(typeof data === 'object' && data !== null ? { ...data, target: into } : data);

@@ -11,7 +11,14 @@ import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './producer.js';
-import { createRemovalBackoff, createRemoveMemberProcessor, describeError, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
+import {
+  createRemovalBackoff,
+  createRemoveMemberProcessor,
+  describeError,
+  jobRef,
+  type MemberRemover,
+  type RemovalOutcome,
+} from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
 import type { RedisClient } from '../redis-connection.js';
@@ -98,7 +105,8 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
       : groupCommittedAudit(audit, {
           budgetMs: options.auditBusyBudgetMs,
           onRetry: ({ attempt, delayMs, error }) => {
-            if (attempt === 1) logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
+            if (attempt === 1)
+              logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
           },
         });
   const queueName = removalQueueName(options.target.id);
@@ -137,9 +145,11 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     onOutcome(final ? 'failed' : 'retrying');
     // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
     if (job !== undefined && job.data instanceof UnreadableJob && auditWriter !== undefined) {
-      auditWriter.rejected(jobRef(job), { target: options.target.id }, `invalid payload: ${job.data.reason}; ${err.message}`).catch((e: unknown) => {
-        logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
-      });
+      auditWriter
+        .rejected(jobRef(job), { target: options.target.id }, `invalid payload: ${job.data.reason}; ${err.message}`)
+        .catch((e: unknown) => {
+          logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
+        });
     }
   });
   worker.on('stalled', (jobId) => {
@@ -147,7 +157,8 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
   });
   worker.on('error', throttledErrorLog(logger, { event: 'removals.worker_error', msg: 'removal worker error' }));
 
-  const events = audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, queueName, prefix, audit, logger) : undefined;
+  const events =
+    audit !== undefined && options.trackDuplicates !== false ? watchQueueEvents(options, queueName, prefix, audit, logger) : undefined;
 
   const handle: RemovalWorkerHandle = {
     worker,
@@ -156,7 +167,9 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
     counters: () => ({ ...counts }),
     async close(timeoutMs = 25_000) {
-      const drained = await closeWithin(worker.close(), timeoutMs, (err) => logger.warn({ err: describeError(err) }, 'removal worker close failed'));
+      const drained = await closeWithin(worker.close(), timeoutMs, (err) =>
+        logger.warn({ err: describeError(err) }, 'removal worker close failed'),
+      );
       if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
       // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
       if (events !== undefined) await settleWithin(events.close(), EVENTS_CLOSE_MS);
@@ -179,7 +192,13 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
  */
 const EVENT_REPLAY_MS = 5_000;
 
-function watchQueueEvents(options: RemovalWorkerOptions, queueName: string, prefix: string, audit: RemovalAudit, logger: Logger): QueueEvents {
+function watchQueueEvents(
+  options: RemovalWorkerOptions,
+  queueName: string,
+  prefix: string,
+  audit: RemovalAudit,
+  logger: Logger,
+): QueueEvents {
   const events = new QueueEvents(queueName, {
     connection: options.connection,
     prefix,

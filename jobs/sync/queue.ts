@@ -59,7 +59,10 @@ export type SyncJobData = z.infer<typeof SyncJobDataSchema>;
  * finished or failed tick job of the same slot does not swallow them.
  */
 export function syncJobId(reason: SyncJobData['reason'], tick: Date): string {
-  const stamp = tick.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+  const stamp = tick
+    .toISOString()
+    .replace(/\.\d{3}Z$/, 'Z')
+    .replace(/[-:]/g, '');
   return `${reason === 'schedule' ? 'tick' : 'catchup'}-${stamp}`;
 }
 

@@ -43,8 +43,7 @@ export type SyncRunner<S extends RunSummary> = (
 ) => Promise<LeasedOutcome<S>>;
 
 export type SyncJobResult<S extends RunSummary = RunSummary> =
-  | { outcome: 'ran'; summary: S }
-  | { outcome: 'skipped'; reason: 'lease-held'; heldBy: Pick<LeaseRow, 'host' | 'pid' | 'acquiredAt'> };
+  { outcome: 'ran'; summary: S } | { outcome: 'skipped'; reason: 'lease-held'; heldBy: Pick<LeaseRow, 'host' | 'pid' | 'acquiredAt'> };
 
 export interface SyncWorkerOptions<S extends RunSummary> {
   connection: ConnectionOptions;

@@ -46,7 +46,9 @@ export function webhookQueueName(mirrorId: string, targetId: string): string {
 
 export const WebhookJobSchema = z.strictObject({
   cursor: z.number({ error: 'must be a number (the event cursor)' }).int('must be an integer').positive('must be positive'),
-  event_id: z.string({ error: 'must be a string (the event id)' }).regex(/^evt_[0-9a-f]+_[0-9]+$/, 'must be an event id (evt_<epoch>_<cursor>)'),
+  event_id: z
+    .string({ error: 'must be a string (the event id)' })
+    .regex(/^evt_[0-9a-f]+_[0-9]+$/, 'must be an event id (evt_<epoch>_<cursor>)'),
   user_id: z.string({ error: 'must be a string or null' }).min(1, 'must not be empty').nullable(),
   body: z.string({ error: 'must be a string (the event as delivered)' }).min(2, 'must be the event JSON'),
 });

@@ -57,7 +57,8 @@ export function verifyWebhook(
   const id = header('webhook-id');
   const ts = header('webhook-timestamp');
   const signatures = header('webhook-signature');
-  if (id === undefined || ts === undefined || signatures === undefined) return { ok: false, reason: 'missing webhook-id, webhook-timestamp or webhook-signature' };
+  if (id === undefined || ts === undefined || signatures === undefined)
+    return { ok: false, reason: 'missing webhook-id, webhook-timestamp or webhook-signature' };
   if (!/^\d+$/.test(ts)) return { ok: false, reason: 'webhook-timestamp is not unix seconds' };
   const timestamp = Number(ts);
   if (Math.abs(nowSeconds - timestamp) > toleranceSeconds) return { ok: false, reason: 'webhook-timestamp outside the tolerance' };

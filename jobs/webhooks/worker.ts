@@ -36,7 +36,14 @@ import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/ser
 import { describeError } from '../removals/remove-member.js';
 import type { RedisClient } from '../redis-connection.js';
 import { TolerantWorker } from '../tolerant-worker.js';
-import { KEEP_COMPLETED_WEBHOOKS, checkWebhookJob, raiseSettled, webhookQueueName, type WebhookJobData, type WebhookTarget } from './queue.js';
+import {
+  KEEP_COMPLETED_WEBHOOKS,
+  checkWebhookJob,
+  raiseSettled,
+  webhookQueueName,
+  type WebhookJobData,
+  type WebhookTarget,
+} from './queue.js';
 import { webhookHeaders } from './signature.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
@@ -132,14 +139,22 @@ export type DeliveryDecision =
  * Retry-After (429, 503) is the delay itself, within [baseMs, maxRetryAfterMs]:
  * the receiver said when it can take more.
  */
-export function decideDelivery(result: DeliveryAttempt, attempt: number, policy: BackoffPolicy, nowMs = Date.now(), random: () => number = Math.random): DeliveryDecision {
+export function decideDelivery(
+  result: DeliveryAttempt,
+  attempt: number,
+  policy: BackoffPolicy,
+  nowMs = Date.now(),
+  random: () => number = Math.random,
+): DeliveryDecision {
   if ('error' in result) return { kind: 'retry', delayMs: backoffDelay(attempt, policy, undefined, random), last: result.error };
   const { status } = result;
   if (status >= 200 && status < 300) return { kind: 'delivered', status };
   if (status >= 500 || status === 429 || status === 408) {
     const asked = parseRetryAfter(result.retryAfter, nowMs);
     const delayMs =
-      asked === undefined ? backoffDelay(attempt, policy, undefined, random) : Math.min(policy.maxRetryAfterMs, Math.max(policy.baseMs, asked));
+      asked === undefined
+        ? backoffDelay(attempt, policy, undefined, random)
+        : Math.min(policy.maxRetryAfterMs, Math.max(policy.baseMs, asked));
     return { kind: 'retry', delayMs, last: `status ${status}`, status };
   }
   return { kind: 'fail', reason: `receiver answered ${status}; not retried (only 5xx, 408, 429 and network errors are)`, status };
@@ -176,9 +191,22 @@ redis.call('LPUSH', KEYS[1], front)
 return { front }
 `;
 
-async function earlierJobs(connection: RedisClient, worker: Worker<unknown, WebhookResult, string> | undefined, id: string, cursor: number): Promise<string[]> {
+async function earlierJobs(
+  connection: RedisClient,
+  worker: Worker<unknown, WebhookResult, string> | undefined,
+  id: string,
+  cursor: number,
+): Promise<string[]> {
   if (worker === undefined) return [];
-  const found = await connection.eval(EARLIER_JOBS_LUA, 2, worker.toKey('active'), worker.toKey('wait'), worker.toKey(''), id, String(cursor));
+  const found = await connection.eval(
+    EARLIER_JOBS_LUA,
+    2,
+    worker.toKey('active'),
+    worker.toKey('wait'),
+    worker.toKey(''),
+    id,
+    String(cursor),
+  );
   return Array.isArray(found) ? found.filter((x): x is string => typeof x === 'string') : [];
 }
 
@@ -188,7 +216,8 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   const lockDuration = options.lockDurationMs ?? DEFAULT_LOCK_MS;
   const queueName = webhookQueueName(options.mirrorId, target.id);
   const agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
-  if (secret === undefined) logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');
+  if (secret === undefined)
+    logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');
 
   const report = (outcome: WebhookOutcome): void => {
     try {
@@ -201,7 +230,13 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   const post = async (data: WebhookJobData): Promise<DeliveryAttempt> => {
     const headers = webhookHeaders(secret, data.event_id, Math.floor(Date.now() / 1000), data.body);
     try {
-      const res = await request(target.endpoint, { method: 'POST', headers, body: data.body, dispatcher: agent, signal: AbortSignal.timeout(timeoutMs) });
+      const res = await request(target.endpoint, {
+        method: 'POST',
+        headers,
+        body: data.body,
+        dispatcher: agent,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
       // The receiver's answer is not ours to keep or log; reading it frees the connection.
       await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
       const retryAfter = res.headers['retry-after'];
@@ -244,7 +279,10 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     const data = checked.data;
     const earlier = await earlierJobs(options.connection, worker, job.id ?? '', data.cursor);
     if (earlier.length > 0) {
-      logger.info({ event: 'webhook.waiting_for_earlier', eventId: data.event_id, cursor: data.cursor, active: earlier.slice(0, 3) }, 'an earlier webhook is still active (its worker stopped?); waiting for it');
+      logger.info(
+        { event: 'webhook.waiting_for_earlier', eventId: data.event_id, cursor: data.cursor, active: earlier.slice(0, 3) },
+        'an earlier webhook is still active (its worker stopped?); waiting for it',
+      );
       return holdQueue(EARLIER_ACTIVE_WAIT_MS);
     }
 
@@ -260,7 +298,10 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       return { status: decision.status, attempts: attempt };
     }
     if (decision.kind === 'fail') {
-      logger.error({ event: 'webhook.failed', ...facts, status: decision.status }, 'webhook refused by the receiver; failed for good (webhooks retry re-sends it)');
+      logger.error(
+        { event: 'webhook.failed', ...facts, status: decision.status },
+        'webhook refused by the receiver; failed for good (webhooks retry re-sends it)',
+      );
       await job.updateProgress({ attempts: attempt, last: `status ${decision.status}` } satisfies WebhookProgress).catch(() => undefined);
       report({ outcome: 'failed', ...facts, status: decision.status });
       throw new UnrecoverableError(decision.reason);
@@ -294,7 +335,9 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
     logger.error({ event: 'webhook.failed', jobId: job?.id, err: describeError(err) }, 'webhook job failed outside delivery');
   });
-  worker.on('stalled', (jobId) => logger.warn({ event: 'webhook.stalled', jobId }, 'webhook job stalled (its worker stopped); re-queued first'));
+  worker.on('stalled', (jobId) =>
+    logger.warn({ event: 'webhook.stalled', jobId }, 'webhook job stalled (its worker stopped); re-queued first'),
+  );
   worker.on('error', throttledErrorLog(logger, { event: 'webhooks.worker_error', msg: 'webhook worker error' }));
   const running = worker;
 
@@ -304,7 +347,9 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       await running.waitUntilReady();
     },
     async close(closeMs = 25_000) {
-      const drained = await closeWithin(running.close(), closeMs, (err) => logger.warn({ err: describeError(err) }, 'webhook worker close failed'));
+      const drained = await closeWithin(running.close(), closeMs, (err) =>
+        logger.warn({ err: describeError(err) }, 'webhook worker close failed'),
+      );
       if (!drained) logger.warn({ timeoutMs: closeMs }, 'webhook in flight at shutdown timeout; it will be delivered again');
       await agent.close().catch(() => undefined);
       return { drained };

@@ -15,11 +15,7 @@ type Options = NonNullable<ParseArgsConfig['options']>;
  * Parses `argv` with `options`, then validates `{...values, positionals}`
  * with `schema`. Throws UsageError naming the flag and the problem.
  */
-export function parseCommandArgs<S extends z.ZodType>(
-  argv: readonly string[],
-  options: Options,
-  schema: S,
-): z.output<S> {
+export function parseCommandArgs<S extends z.ZodType>(argv: readonly string[], options: Options, schema: S): z.output<S> {
   let parsed;
   try {
     parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });

@@ -22,7 +22,11 @@ import { openMirror, type Db } from '../../db/open.js';
 import { openChangeFeed, type ChangeFeed, type FeedEvent } from '../../db/change-feed.js';
 
 const Args = z.object({
-  after: z.coerce.number({ error: 'must be a cursor (a whole number)' }).int('must be a cursor (a whole number)').min(0, 'must be 0 or more').optional(),
+  after: z.coerce
+    .number({ error: 'must be a cursor (a whole number)' })
+    .int('must be a cursor (a whole number)')
+    .min(0, 'must be 0 or more')
+    .optional(),
   limit: z.coerce.number({ error: 'must be a whole number' }).int('must be a whole number').min(1, 'must be at least 1').optional(),
   follow: z.boolean().optional(),
   json: z.boolean().optional(),
@@ -79,7 +83,8 @@ export default async function changes(argv: string[]): Promise<number> {
 /** The feed, or undefined (said on stderr) when the mirror predates it: no sync has run with this version yet. */
 function openFeed(db: Db, path: string): ChangeFeed | undefined {
   const feed = openChangeFeed(db);
-  if (feed === undefined) process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
+  if (feed === undefined)
+    process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
   return feed;
 }
 
@@ -89,13 +94,24 @@ function line(e: FeedEvent): string {
   const d = event.data;
   const detail =
     e.type === 'user.updated'
-      ? [...listed(d['changed_fields'], (f) => `~${f}`), ...listed(d['sources_added'], (s) => `+${s}`), ...listed(d['sources_removed'], (s) => `-${s}`)].join(' ')
+      ? [
+          ...listed(d['changed_fields'], (f) => `~${f}`),
+          ...listed(d['sources_added'], (s) => `+${s}`),
+          ...listed(d['sources_removed'], (s) => `-${s}`),
+        ].join(' ')
       : e.type === 'user.deleted'
         ? String(d['reason'])
         : e.type === 'mirror.baseline'
           ? `${String(d['users'])} users`
           : '';
-  return [String(e.cursor).padStart(8), event.timestamp, e.type.padEnd(15), typeof d['client_user_id'] === 'string' ? d['client_user_id'] : '-', e.userId ?? '-', detail]
+  return [
+    String(e.cursor).padStart(8),
+    event.timestamp,
+    e.type.padEnd(15),
+    typeof d['client_user_id'] === 'string' ? d['client_user_id'] : '-',
+    e.userId ?? '-',
+    detail,
+  ]
     .join('  ')
     .trimEnd();
 }

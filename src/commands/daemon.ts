@@ -31,14 +31,20 @@ export default async function daemon(argv: string[]): Promise<number> {
     process.exit(1);
   });
   process.on('unhandledRejection', (reason) => {
-    logger.error({ event: 'daemon.unhandled_rejection', err: reason instanceof Error ? reason.message : String(reason) }, 'unhandled promise rejection');
+    logger.error(
+      { event: 'daemon.unhandled_rejection', err: reason instanceof Error ? reason.message : String(reason) },
+      'unhandled promise rejection',
+    );
   });
 
   const send = process.send === undefined ? undefined : (message: string) => void process.send?.(message);
   const d = await startDaemon(config, { logger, send });
   handleShutdownSignals({ logger, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, stop: () => d.stop() });
   d.started.catch((err: unknown) => {
-    logger.fatal({ event: 'daemon.start_failed', err: err instanceof Error ? err.message : String(err) }, 'daemon start-up failed; exiting');
+    logger.fatal(
+      { event: 'daemon.start_failed', err: err instanceof Error ? err.message : String(err) },
+      'daemon start-up failed; exiting',
+    );
     process.exit(1);
   });
   // The process ends in shutdown.ts; until then the status server and the workers keep it alive.

@@ -76,7 +76,9 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
   if (redisUp) {
     await removalTour(env, standIn);
   } else {
-    say(`No Redis answered at ${describeRedisUrl(redisUrl)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`);
+    say(
+      `No Redis answered at ${describeRedisUrl(redisUrl)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`,
+    );
   }
   // Status describes the Redis as the demo's worker used it.
   const code = await run(['status'], { ...env, ...DEMO_WORKER_ENV });
@@ -112,8 +114,7 @@ function sampleClientUserId(dbPath: string): string | undefined {
   const db = openMirror(dbPath, { readonly: true });
   try {
     const row = db.prepare('SELECT client_user_id FROM active_users ORDER BY user_id LIMIT 1').get() as
-      | { client_user_id: string }
-      | undefined;
+      { client_user_id: string } | undefined;
     return row?.client_user_id;
   } finally {
     db.close();

@@ -27,7 +27,15 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
 import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
-import { adoptUnbound, countUnbound, openUnboundQueue, unboundTotal, UNBOUND_FIX, type AdoptResult, type UnboundCounts } from '../../jobs/removals/unbound.js';
+import {
+  adoptUnbound,
+  countUnbound,
+  openUnboundQueue,
+  unboundTotal,
+  UNBOUND_FIX,
+  type AdoptResult,
+  type UnboundCounts,
+} from '../../jobs/removals/unbound.js';
 import {
   listFailedRemovals,
   recentOutcomesByHost,
@@ -53,8 +61,10 @@ const Args = z
   .superRefine((a, ctx) => {
     const verb = a.positionals[0];
     const bulk = verb === 'retry' || verb === 'adopt';
-    if (bulk && a.positionals.length === 1 && !a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: `${verb} needs a job id or --all` });
-    if (bulk && a.positionals.length === 2 && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'give a job id or --all, not both' });
+    if (bulk && a.positionals.length === 1 && !a.all)
+      ctx.addIssue({ code: 'custom', path: ['all'], message: `${verb} needs a job id or --all` });
+    if (bulk && a.positionals.length === 2 && a.all)
+      ctx.addIssue({ code: 'custom', path: ['all'], message: 'give a job id or --all, not both' });
     if (!bulk && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry or adopt' });
     if (verb !== undefined && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: `not with ${verb}` });
   });
@@ -100,7 +110,12 @@ function reportTarget(target: ManagementTarget, prefix: string, json: boolean): 
   const queue = removalQueueName(target.id);
   const facts = { target: target.id, management_url: target.url, queue, prefix, keys: `${prefix}:${queue}:*` };
   if (json) process.stdout.write(`${JSON.stringify(facts, null, 2)}\n`);
-  else process.stdout.write(Object.entries(facts).map(([k, v]) => `${k.padEnd(15)} ${v}`).join('\n') + '\n');
+  else
+    process.stdout.write(
+      Object.entries(facts)
+        .map(([k, v]) => `${k.padEnd(15)} ${v}`)
+        .join('\n') + '\n',
+    );
   return 0;
 }
 
@@ -144,14 +159,20 @@ async function reportCounts({ queue, unbound, db, auditPath, target, json }: Cou
     ...renderHosts(hosts),
   ];
   if (audit !== undefined) {
-    lines.push(`audit of this host (${thisHost}, ${auditPath}):`, ...Object.entries(audit).map(([status, n]) => `  ${status.padEnd(14)} ${n}`));
+    lines.push(
+      `audit of this host (${thisHost}, ${auditPath}):`,
+      ...Object.entries(audit).map(([status, n]) => `  ${status.padEnd(14)} ${n}`),
+    );
   } else {
     lines.push(`audit of this host (${thisHost}): none at ${auditPath}`);
   }
-  lines.push('  (each host\'s worker writes its own audit file: rows for outcomes recorded elsewhere are on those hosts)');
+  lines.push("  (each host's worker writes its own audit file: rows for outcomes recorded elsewhere are on those hosts)");
   if (unboundTotal(unbound) > 0) {
     lines.push(
-      `removals without a target (queue member-removals): ${Object.entries(unbound).filter(([, n]) => n > 0).map(([s, n]) => `${s} ${n}`).join(', ')}`,
+      `removals without a target (queue member-removals): ${Object.entries(unbound)
+        .filter(([, n]) => n > 0)
+        .map(([s, n]) => `${s} ${n}`)
+        .join(', ')}`,
       `  ${UNBOUND_FIX}`,
     );
   }
@@ -163,7 +184,12 @@ function renderHosts(hosts: readonly HostOutcomes[]): string[] {
   if (hosts.length === 0) return [];
   return [
     `recent outcomes by the host whose audit recorded them (last ${hosts.reduce((n, h) => n + h.total, 0)} finished jobs in Redis):`,
-    ...hosts.map((h) => `  ${h.host.padEnd(24)} ${Object.entries(h.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}`),
+    ...hosts.map(
+      (h) =>
+        `  ${h.host.padEnd(24)} ${Object.entries(h.outcomes)
+          .map(([s, n]) => `${s} ${n}`)
+          .join(', ')}`,
+    ),
   ];
 }
 
@@ -172,12 +198,17 @@ function reportAdoptions(results: readonly AdoptResult[], target: ManagementTarg
   for (const r of results) {
     if (json) break;
     if (r.result === 'adopted') {
-      process.stdout.write(`job ${r.jobId}: moved to target ${target.id} as job ${r.into}${r.deduplicated ? ' (collapsed into a pending removal)' : ''}\n`);
+      process.stdout.write(
+        `job ${r.jobId}: moved to target ${target.id} as job ${r.into}${r.deduplicated ? ' (collapsed into a pending removal)' : ''}\n`,
+      );
     } else if (r.result === 'invalid') process.stderr.write(`job ${r.jobId}: left where it is: ${r.reason}\n`);
     else if (r.result === 'running') process.stderr.write(`job ${r.jobId}: an older worker is running it; left alone\n`);
     else process.stderr.write(`job ${r.jobId}: no such job in the queue without a target\n`);
   }
-  if (all && !json) process.stdout.write(`${results.filter((r) => r.result === 'adopted').length} removal(s) moved to target ${target.id} (${target.url})\n`);
+  if (all && !json)
+    process.stdout.write(
+      `${results.filter((r) => r.result === 'adopted').length} removal(s) moved to target ${target.id} (${target.url})\n`,
+    );
   if (!all && results[0]?.result === 'not_found') return 3;
   return results.every((r) => r.result === 'adopted') ? 0 : 1;
 }

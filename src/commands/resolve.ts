@@ -39,9 +39,7 @@ const Args = z.object({
   online: z.boolean().optional(),
   json: z.boolean().optional(),
   team: z.guid('must be a team UUID').optional(),
-  positionals: z
-    .array(z.string().min(1, 'client_user_id must not be empty'))
-    .length(1, 'expects exactly one client_user_id'),
+  positionals: z.array(z.string().min(1, 'client_user_id must not be empty')).length(1, 'expects exactly one client_user_id'),
 });
 
 interface Found {
@@ -136,6 +134,8 @@ function print(found: Found, json: boolean): void {
     process.stderr.write(`user-mirror resolve: note: ${w.field} ignored: ${w.problem}\n`);
   }
   if (found.deletedAt !== null) {
-    process.stderr.write(`user-mirror resolve: note: this user was deleted upstream (marked deleted in the mirror at ${found.deletedAt})\n`);
+    process.stderr.write(
+      `user-mirror resolve: note: this user was deleted upstream (marked deleted in the mirror at ${found.deletedAt})\n`,
+    );
   }
 }

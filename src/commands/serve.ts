@@ -41,7 +41,9 @@ export default async function serve(argv: string[]): Promise<number> {
   if (cluster.isWorker) return serveOne(config.MIRROR_DB, settings, logger);
   const printKey = () => {
     if (generatedKey !== undefined) {
-      process.stdout.write(`# generated for this run (set REPLICA_API_KEY to keep one across restarts):\nREPLICA_API_KEY=${generatedKey}\n`);
+      process.stdout.write(
+        `# generated for this run (set REPLICA_API_KEY to keep one across restarts):\nREPLICA_API_KEY=${generatedKey}\n`,
+      );
     }
   };
   if (config.REPLICA_WORKERS === 1) return serveOne(config.MIRROR_DB, settings, logger, printKey);

@@ -85,11 +85,7 @@ const retryAfter = z
   .optional();
 
 /** `--legacy-records`, shared with the demo. */
-export const LegacyRecordsArg = z.coerce
-  .number()
-  .min(0, 'must be a share from 0 to 1')
-  .max(1, 'must be a share from 0 to 1')
-  .default(0);
+export const LegacyRecordsArg = z.coerce.number().min(0, 'must be a share from 0 to 1').max(1, 'must be a share from 0 to 1').default(0);
 
 const ArgsSchema = z.object({
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
@@ -215,7 +211,11 @@ function banner(s: StandIn, args: Args): string {
 function memberExamples(s: StandIn): string[] {
   const some = s.members.list().slice(0, 3);
   if (some.length === 0) return [];
-  return ['', '# members to try a removal with (user-mirror remove-member <org_id> <member_id> --wait):', ...some.map((m) => `#   ${m.orgId} ${m.memberId}`)];
+  return [
+    '',
+    '# members to try a removal with (user-mirror remove-member <org_id> <member_id> --wait):',
+    ...some.map((m) => `#   ${m.orgId} ${m.memberId}`),
+  ];
 }
 
 /** `0%`, `12.5%`: how the banner and the demo state the share. */

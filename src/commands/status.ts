@@ -61,7 +61,15 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig(['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID', 'SYNC_CRON', 'SYNC_STALE_AFTER_MS', ...QUEUE_ENV, 'ALLOW_VOLATILE_REDIS']);
+  const config = readConfig([
+    'MIRROR_DB',
+    'AUDIT_DB',
+    'MIRROR_ID',
+    'SYNC_CRON',
+    'SYNC_STALE_AFTER_MS',
+    ...QUEUE_ENV,
+    'ALLOW_VOLATILE_REDIS',
+  ]);
   const settings = queueSettingsFromConfig(config);
   // Optional: a sync-only estate has no management service; the removal queue is then not shown.
   const target = process.env.MANAGEMENT_URL ? managementTarget(readConfig(['MANAGEMENT_URL']).MANAGEMENT_URL) : undefined;

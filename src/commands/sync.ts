@@ -39,7 +39,9 @@ const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 }
 const EXIT_BUSY = 5;
 
 const Args = z.object({
-  once: z.literal(true, { error: "is required: this command runs one sync; the schedule is 'user-mirror daemon' (under pm2: ecosystem.config.cjs)" }),
+  once: z.literal(true, {
+    error: "is required: this command runs one sync; the schedule is 'user-mirror daemon' (under pm2: ecosystem.config.cjs)",
+  }),
   concurrency: z.coerce.number().int().min(1).max(64).optional(),
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });
@@ -60,7 +62,10 @@ export default async function sync(argv: string[]): Promise<number> {
 
   const db = openMirror(config.MIRROR_DB);
   // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
-  const client = serviceClientFromConfig({ ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency, config.SYNC_VERIFY_CONCURRENCY) });
+  const client = serviceClientFromConfig({
+    ...config,
+    HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency, config.SYNC_VERIFY_CONCURRENCY),
+  });
   const abort = new AbortController();
   const onSignal = () => abort.abort();
   process.once('SIGINT', onSignal);
@@ -110,10 +115,7 @@ function summaryTable(s: SyncSummary): string {
 /** What became of the users the listing did not show: only confirmed ones are deleted. */
 function missingLine(s: SyncSummary): string {
   if (s.candidates === 0) return '0';
-  const parts = [
-    `${formatCount(s.confirmedGone)} confirmed gone`,
-    `${formatCount(s.stillThere)} still there (skipped by the listing)`,
-  ];
+  const parts = [`${formatCount(s.confirmedGone)} confirmed gone`, `${formatCount(s.stillThere)} still there (skipped by the listing)`];
   if (s.unverified > 0) parts.push(`${formatCount(s.unverified)} could not be checked`);
   if (s.deferred > 0) parts.push(`${formatCount(s.deferred)} left for a later run`);
   return `${formatCount(s.candidates)}: ${parts.join(', ')}`;

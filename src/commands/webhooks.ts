@@ -25,8 +25,10 @@ const Args = z
   })
   .superRefine((a, ctx) => {
     const retry = a.positionals[0] === 'retry';
-    if (retry && a.positionals.length === 1 && !a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'retry needs an event id or --all' });
-    if (retry && a.positionals.length === 2 && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'give an event id or --all, not both' });
+    if (retry && a.positionals.length === 1 && !a.all)
+      ctx.addIssue({ code: 'custom', path: ['all'], message: 'retry needs an event id or --all' });
+    if (retry && a.positionals.length === 2 && a.all)
+      ctx.addIssue({ code: 'custom', path: ['all'], message: 'give an event id or --all, not both' });
     if (!retry && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry' });
     if (retry && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: 'not with retry' });
   });
@@ -77,6 +79,13 @@ async function reportCounts(queue: WebhookQueue, mirrorId: string, json: boolean
 function renderFailed(rows: readonly FailedWebhook[]): string {
   if (rows.length === 0) return 'no failed webhooks\n';
   const header = ['EVENT_ID', 'CURSOR', 'USER_ID', 'ATTEMPTS', 'FAILED_AT', 'REASON'];
-  const table = rows.map((r) => [printable(r.event_id), String(r.cursor ?? '-'), printable(r.user_id ?? '-'), String(r.attempts), r.failed_at ?? '-', printable(r.reason ?? '-')]);
+  const table = rows.map((r) => [
+    printable(r.event_id),
+    String(r.cursor ?? '-'),
+    printable(r.user_id ?? '-'),
+    String(r.attempts),
+    r.failed_at ?? '-',
+    printable(r.reason ?? '-'),
+  ]);
   return renderTable(header, table);
 }

@@ -56,7 +56,10 @@ export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, l
   const { latest } = feed.bounds();
   if (cursor > latest) {
     // Beyond the newest event: the mirror file was rebuilt and its cursors began again (a new epoch).
-    log.warn({ event: 'webhooks.feed_rebuilt', cursor, latest }, 'the feed is newer than the webhook cursor (mirror rebuilt): delivering from its start');
+    log.warn(
+      { event: 'webhooks.feed_rebuilt', cursor, latest },
+      'the feed is newer than the webhook cursor (mirror rebuilt): delivering from its start',
+    );
     cursor = 0;
     await resetCursors(queue, cursor);
   }
@@ -68,7 +71,8 @@ export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, l
     if (page.gone) {
       // A new target on a feed retention has trimmed starts at what is held; a known one can only get
       // here by an operator's hand (retention holds at its cursor): say so, and go on from what is held.
-      if (cursor === 0) log.info({ event: 'webhooks.start', oldest: page.oldest }, `webhook target new: delivering from the oldest event held`);
+      if (cursor === 0)
+        log.info({ event: 'webhooks.start', oldest: page.oldest }, `webhook target new: delivering from the oldest event held`);
       else log.error({ event: 'webhooks.events_dropped', cursor, oldest: page.oldest }, 'events were dropped before they were dispatched');
       cursor = page.oldest;
       await writeDispatched(queue, cursor);
@@ -110,7 +114,11 @@ export function pruneFeed(feed: ChangeFeed, retentionDays: number, hold: number,
   const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
   try {
     const dropped = feed.prune(cutoff, hold);
-    if (dropped > 0) log.info({ event: 'changes.pruned', dropped, cutoff, hold: Number.isFinite(hold) ? hold : null }, `dropped ${dropped} change events past retention`);
+    if (dropped > 0)
+      log.info(
+        { event: 'changes.pruned', dropped, cutoff, hold: Number.isFinite(hold) ? hold : null },
+        `dropped ${dropped} change events past retention`,
+      );
     return dropped;
   } catch (err) {
     if (!isBusy(err)) throw err;
@@ -158,8 +166,12 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
   const feed = new ChangeFeed(o.db);
   const { control, endpoint, prefix, durable } = o.redis;
   const hook = o.webhooks;
-  if (hook !== undefined && !durable) log.error({ event: 'webhooks.held', target: hook.target.id }, 'webhooks held: this Redis can lose queued jobs (see removals.held)');
-  const queue = hook !== undefined && durable ? createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target: hook.target, prefix, logger: log }) : undefined;
+  if (hook !== undefined && !durable)
+    log.error({ event: 'webhooks.held', target: hook.target.id }, 'webhooks held: this Redis can lose queued jobs (see removals.held)');
+  const queue =
+    hook !== undefined && durable
+      ? createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target: hook.target, prefix, logger: log })
+      : undefined;
   let connection: RedisClient | undefined;
   let worker: WebhookWorkerHandle | undefined;
   if (hook !== undefined && queue !== undefined) {
@@ -176,7 +188,10 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
       logger: log,
       ...(o.onOutcome === undefined ? {} : { onOutcome: o.onOutcome }),
     });
-    log.info({ event: 'webhooks.started', target: hook.target.id, url: hook.target.url, queue: queue.name }, `webhooks to ${hook.target.url}`);
+    log.info(
+      { event: 'webhooks.started', target: hook.target.id, url: hook.target.url, queue: queue.name },
+      `webhooks to ${hook.target.url}`,
+    );
   }
 
   let running: Promise<void> | undefined;
@@ -184,9 +199,18 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
     if (queue === undefined) return Promise.resolve();
     running ??= dispatchNewEvents(feed, queue, log)
       .then((r) => {
-        if (r.dispatched > 0) log.info({ event: 'webhooks.dispatched', events: r.dispatched, cursor: r.cursor, paced: r.paced }, `${r.dispatched} events queued for the webhook`);
+        if (r.dispatched > 0)
+          log.info(
+            { event: 'webhooks.dispatched', events: r.dispatched, cursor: r.cursor, paced: r.paced },
+            `${r.dispatched} events queued for the webhook`,
+          );
       })
-      .catch((err: unknown) => log.warn({ event: 'webhooks.dispatch_failed', err: err instanceof Error ? err.message : String(err) }, 'could not queue events; trying again'))
+      .catch((err: unknown) =>
+        log.warn(
+          { event: 'webhooks.dispatch_failed', err: err instanceof Error ? err.message : String(err) },
+          'could not queue events; trying again',
+        ),
+      )
       .finally(() => (running = undefined));
     return running;
   };
@@ -225,6 +249,7 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
 /** WEBHOOK_URL and its secret, or undefined when webhooks are off. A URL without a secret is a configuration error: unsigned events cannot be trusted by their receiver. */
 export function webhookSettings(config: Config<'WEBHOOK_URL' | 'WEBHOOK_SECRET'>): { target: WebhookTarget; secret: string } | undefined {
   if (config.WEBHOOK_URL === undefined) return undefined;
-  if (config.WEBHOOK_SECRET === undefined) throw new ConfigError(['WEBHOOK_SECRET: is required when WEBHOOK_URL is set (whsec_ followed by a base64 key)']);
+  if (config.WEBHOOK_SECRET === undefined)
+    throw new ConfigError(['WEBHOOK_SECRET: is required when WEBHOOK_URL is set (whsec_ followed by a base64 key)']);
   return { target: webhookTarget(config.WEBHOOK_URL), secret: config.WEBHOOK_SECRET };
 }

@@ -176,7 +176,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     onResponse: (e) => metrics.recordHttp(e),
   });
 
-  const control: RedisClient = createRedisConnection(endpoint, { role: 'control', logger: log, connectionName: 'user-mirror:daemon-control' });
+  const control: RedisClient = createRedisConnection(endpoint, {
+    role: 'control',
+    logger: log,
+    connectionName: 'user-mirror:daemon-control',
+  });
   let syncQueue: Queue<SyncJobData> | undefined;
   let removalQueue: Queue | undefined;
   let unboundQueue: Queue | undefined;
@@ -187,7 +191,17 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let removalGate: RemovalGate | undefined;
   let delivery: ChangeDelivery | undefined;
 
-  const readiness = readinessOf({ db, reader, control, staleAfterMs: staleAfter, removalGate: () => removalGate, webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()) }, () => phase);
+  const readiness = readinessOf(
+    {
+      db,
+      reader,
+      control,
+      staleAfterMs: staleAfter,
+      removalGate: () => removalGate,
+      webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()),
+    },
+    () => phase,
+  );
 
   let status: StatusServer | undefined;
   let replica: Replica | undefined;
@@ -246,27 +260,28 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
 
     const audit = createRemovalAudit(auditDb);
-    if (gate.state === 'run') removalWorker = restartableWorker<RemovalWorkerHandle>({
-      name: 'removals',
-      restartCloseTimeoutMs: RESTART_CLOSE_MS,
-      start: () => {
-        const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
-        const handle = startRemovalWorker({
-          connection: redis,
-          target,
-          prefix,
-          client: managementClient,
-          audit,
-          logger: log,
-          concurrency: config.REMOVAL_CONCURRENCY,
-          backoffMs: config.REMOVAL_BACKOFF_MS,
-          lockDurationMs: config.REMOVAL_LOCK_MS,
-          onOutcome: (outcome) => metrics.recordRemoval(outcome),
-        });
-        return { handle, dispose: () => redis.disconnect() };
-      },
-      close: async (handle, ms) => (await handle.close(ms)).drained,
-    });
+    if (gate.state === 'run')
+      removalWorker = restartableWorker<RemovalWorkerHandle>({
+        name: 'removals',
+        restartCloseTimeoutMs: RESTART_CLOSE_MS,
+        start: () => {
+          const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
+          const handle = startRemovalWorker({
+            connection: redis,
+            target,
+            prefix,
+            client: managementClient,
+            audit,
+            logger: log,
+            concurrency: config.REMOVAL_CONCURRENCY,
+            backoffMs: config.REMOVAL_BACKOFF_MS,
+            lockDurationMs: config.REMOVAL_LOCK_MS,
+            onOutcome: (outcome) => metrics.recordRemoval(outcome),
+          });
+          return { handle, dispose: () => redis.disconnect() };
+        },
+        close: async (handle, ms) => (await handle.close(ms)).drained,
+      });
 
     // The change feed: retention always; webhooks where configured, on a Redis that keeps jobs (as removals).
     delivery = startChangeDelivery({
@@ -338,10 +353,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     db.close();
     auditDb.close();
     await status.close();
-    log.info(
-      { event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 },
-      'daemon stopped gracefully',
-    );
+    log.info({ event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 }, 'daemon stopped gracefully');
     return 0;
   };
 

@@ -220,7 +220,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
       const read = sources.webhookLag;
       if (read === undefined) return undefined;
       let lag: { eventsBehind: number; secondsBehind: number; failed: number } | undefined;
-      const done = read().then((l) => void (lag = l), () => undefined);
+      const done = read().then(
+        (l) => void (lag = l),
+        () => undefined,
+      );
       return (await settleWithin(done, SCRAPE_BUDGET_MS)) ? lag : undefined;
     })().finally(() => setTimeout(() => (lagRead = undefined), MIRROR_CACHE_MS).unref());
     return lagRead;
@@ -238,9 +241,21 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     });
     return gauge;
   };
-  lagGauge('user_mirror_webhook_events_behind', 'Change events published but not yet delivered (or failed for good) to WEBHOOK_URL.', (l) => l.eventsBehind);
-  lagGauge('user_mirror_webhook_seconds_behind', 'Age of the oldest change event not yet delivered to WEBHOOK_URL; 0 when caught up.', (l) => l.secondsBehind);
-  lagGauge('user_mirror_webhook_failed', 'Webhook deliveries failed for good (a 4xx answer), waiting for `user-mirror webhooks retry`.', (l) => l.failed);
+  lagGauge(
+    'user_mirror_webhook_events_behind',
+    'Change events published but not yet delivered (or failed for good) to WEBHOOK_URL.',
+    (l) => l.eventsBehind,
+  );
+  lagGauge(
+    'user_mirror_webhook_seconds_behind',
+    'Age of the oldest change event not yet delivered to WEBHOOK_URL; 0 when caught up.',
+    (l) => l.secondsBehind,
+  );
+  lagGauge(
+    'user_mirror_webhook_failed',
+    'Webhook deliveries failed for good (a 4xx answer), waiting for `user-mirror webhooks retry`.',
+    (l) => l.failed,
+  );
 
   const redisDurable = new Gauge({
     name: 'user_mirror_redis_durable',
@@ -317,7 +332,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
 const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;
 
 /** Job counts per queue and state, for the queue-depth gauge. */
-export async function queueDepths(queues: { sync: Queue; removals: Queue; removals_unbound: Queue; webhooks?: Queue | undefined }): Promise<QueueDepth[]> {
+export async function queueDepths(queues: {
+  sync: Queue;
+  removals: Queue;
+  removals_unbound: Queue;
+  webhooks?: Queue | undefined;
+}): Promise<QueueDepth[]> {
   const out: QueueDepth[] = [];
   for (const name of ['sync', 'removals', 'removals_unbound', 'webhooks'] as const) {
     const queue = queues[name];

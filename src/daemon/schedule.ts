@@ -38,7 +38,10 @@ export function startSchedule(options: ScheduleOptions): Schedule {
       try {
         await options.onTick(context.date);
       } catch (err) {
-        log.error({ event: 'schedule.tick_failed', tick: context.date.toISOString(), err: describe(err) }, 'could not enqueue the sync for this tick');
+        log.error(
+          { event: 'schedule.tick_failed', tick: context.date.toISOString(), err: describe(err) },
+          'could not enqueue the sync for this tick',
+        );
       }
     },
     {
@@ -60,7 +63,10 @@ export function startSchedule(options: ScheduleOptions): Schedule {
   task.on('execution:overlap', (context) => {
     log.warn({ event: 'schedule.overlap', tick: context.date.toISOString() }, 'previous enqueue still pending; skipped this tick');
   });
-  log.info({ event: 'schedule.started', cron: options.expression, timezone: SCHEDULE_TIMEZONE, next: task.getNextRun()?.toISOString() }, 'sync schedule started');
+  log.info(
+    { event: 'schedule.started', cron: options.expression, timezone: SCHEDULE_TIMEZONE, next: task.getNextRun()?.toISOString() },
+    'sync schedule started',
+  );
   return {
     nextRuns: (count) => task.getNextRuns(count),
     async stop() {

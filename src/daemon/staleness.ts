@@ -113,7 +113,8 @@ function freshnessOf(stats: RunHistory): MirrorFreshness {
   const last = stats.lastRun;
   return {
     lastSucceededAt: finished === null ? undefined : new Date(finished),
-    lastProblem: problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
+    lastProblem:
+      problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
     running: last?.status === 'running' ? trouble(last, 'running') : undefined,
   };
 }

@@ -21,8 +21,14 @@ export async function readRemovalGate(
     try {
       return await checkRemovalGate(redis, allowVolatile, options.logger);
     } catch (err) {
-      options.logger.warn({ event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) }, 'could not read redis settings; retrying');
-      const pause = sleep(1_000, undefined, { signal: options.signal }).then(() => true, () => false);
+      options.logger.warn(
+        { event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) },
+        'could not read redis settings; retrying',
+      );
+      const pause = sleep(1_000, undefined, { signal: options.signal }).then(
+        () => true,
+        () => false,
+      );
       if (!(await pause) || !(await waitForRedis(redis, options))) return undefined;
     }
   }
@@ -43,7 +49,13 @@ export async function waitForRedis(redis: RedisClient, options: { logger: Logger
     } catch (err) {
       if (throttle.hit('ping').log) {
         options.logger.warn(
-          { event: 'redis.waiting', redis: where, attempt, waitedMs: Date.now() - started, err: err instanceof Error ? err.message : String(err) },
+          {
+            event: 'redis.waiting',
+            redis: where,
+            attempt,
+            waitedMs: Date.now() - started,
+            err: err instanceof Error ? err.message : String(err),
+          },
           'waiting for redis before starting the workers',
         );
       }

@@ -155,14 +155,29 @@ export interface StatusReport {
   /** The change feed's extent; null when the mirror has none (yet). */
   changeFeed: { latest: number; oldest: number | null; prunedThrough: number } | null;
   /** Webhook delivery; null without WEBHOOK_URL or when Redis was unreachable. */
-  webhooks: { target: string; url: string; dispatched: number; settled: number; eventsBehind: number; secondsBehind: number; failed: number; queued: number } | null;
+  webhooks: {
+    target: string;
+    url: string;
+    dispatched: number;
+    settled: number;
+    eventsBehind: number;
+    secondsBehind: number;
+    failed: number;
+    queued: number;
+  } | null;
   webhooksConfigured: boolean;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
   const m = f.mirror;
   const staleness = m.available
-    ? assessStaleness({ lastSucceededAt: m.lastSucceededAt, lastProblem: m.lastProblem, running: m.running, now: f.now, staleAfterMs: f.staleAfterMs })
+    ? assessStaleness({
+        lastSucceededAt: m.lastSucceededAt,
+        lastProblem: m.lastProblem,
+        running: m.running,
+        now: f.now,
+        staleAfterMs: f.staleAfterMs,
+      })
     : undefined;
   const mirror: StatusReport['mirror'] = m.available
     ? {
@@ -190,7 +205,10 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     },
     removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
     removalsConfigured: f.removalsConfigured,
-    changeFeed: f.feed === undefined || f.feed === null ? null : { latest: f.feed.latest, oldest: f.feed.oldest, prunedThrough: f.feed.prunedThrough },
+    changeFeed:
+      f.feed === undefined || f.feed === null
+        ? null
+        : { latest: f.feed.latest, oldest: f.feed.oldest, prunedThrough: f.feed.prunedThrough },
     webhooks: webhookReport(f),
     webhooksConfigured: f.webhooksConfigured ?? false,
   };
@@ -201,9 +219,15 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
  * settled cursor and when the first unsettled event was published: what
  * `status`, /metrics and /readyz all say (src/daemon/change-delivery.ts).
  */
-export function webhookLag(latest: number, settled: number, oldestUnsettledAt: string | undefined, now: Date): { settled: number; eventsBehind: number; secondsBehind: number } {
+export function webhookLag(
+  latest: number,
+  settled: number,
+  oldestUnsettledAt: string | undefined,
+  now: Date,
+): { settled: number; eventsBehind: number; secondsBehind: number } {
   const upTo = Math.min(settled, latest);
-  const secondsBehind = latest > upTo && oldestUnsettledAt !== undefined ? Math.max(0, Math.round((now.getTime() - Date.parse(oldestUnsettledAt)) / 1000)) : 0;
+  const secondsBehind =
+    latest > upTo && oldestUnsettledAt !== undefined ? Math.max(0, Math.round((now.getTime() - Date.parse(oldestUnsettledAt)) / 1000)) : 0;
   return { settled: upTo, eventsBehind: latest - upTo, secondsBehind };
 }
 
@@ -256,7 +280,10 @@ export function formatStatusReport(r: StatusReport): string {
     lines.push(`  unavailable: ${m.error ?? 'unknown error'}`);
   } else {
     lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
-    const age = m.ageSeconds === null || m.ageSeconds === undefined ? 'never synced successfully' : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
+    const age =
+      m.ageSeconds === null || m.ageSeconds === undefined
+        ? 'never synced successfully'
+        : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
     lines.push(`  last success  ${age}`);
     if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
@@ -265,10 +292,13 @@ export function formatStatusReport(r: StatusReport): string {
     else {
       lines.push('  last runs');
       for (const run of runs) {
-        const took = run.finishedAt === null ? 'running' : formatAge(Math.round((Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000));
+        const took =
+          run.finishedAt === null ? 'running' : formatAge(Math.round((Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000));
         const changes = `+${run.created} ~${run.updated} -${run.deleted}${formatMissing(run.candidates)}`;
         const error = run.error === null ? '' : `  ${oneLine(run.error)}`;
-        lines.push(`    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`);
+        lines.push(
+          `    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`,
+        );
       }
     }
   }
@@ -280,11 +310,17 @@ export function formatStatusReport(r: StatusReport): string {
     else {
       lines.push(`  removals      ${formatCounts(removals.counts)}   (all hosts; target ${removals.target.id}, ${removals.target.url})`);
       for (const h of removals.hosts) {
-        lines.push(`    ${h.host.padEnd(20)} ${Object.entries(h.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}  (recent; in that host's audit)`);
+        lines.push(
+          `    ${h.host.padEnd(20)} ${Object.entries(h.outcomes)
+            .map(([s, n]) => `${s} ${n}`)
+            .join(', ')}  (recent; in that host's audit)`,
+        );
       }
     }
     if (r.queues.unboundRemovals > 0) {
-      lines.push(`  UNBOUND       ${r.queues.unboundRemovals} removal(s) name no target and are taken by no worker: run 'user-mirror removals adopt --all' where MANAGEMENT_URL is their target`);
+      lines.push(
+        `  UNBOUND       ${r.queues.unboundRemovals} removal(s) name no target and are taken by no worker: run 'user-mirror removals adopt --all' where MANAGEMENT_URL is their target`,
+      );
     }
   } else {
     lines.push(`queues: redis unreachable (${oneLine(r.queues.error)}); queue depths unknown`);
@@ -293,23 +329,34 @@ export function formatStatusReport(r: StatusReport): string {
     r.failedRemovals.queue === null ? undefined : `${r.failedRemovals.queue} in the queue`,
     r.failedRemovals.audit === null ? undefined : `${r.failedRemovals.audit} in the audit`,
   ].filter((x): x is string => x !== undefined);
-  lines.push(`failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : ' (this host\'s audit)'}`);
+  lines.push(
+    `failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : " (this host's audit)"}`,
+  );
   if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
   if (r.changeFeed !== null) {
     const f = r.changeFeed;
-    lines.push(`change feed     latest cursor ${f.latest}, oldest held ${f.oldest ?? 'none'}${f.prunedThrough > 0 ? ` (retention dropped up to ${f.prunedThrough})` : ''}`);
+    lines.push(
+      `change feed     latest cursor ${f.latest}, oldest held ${f.oldest ?? 'none'}${f.prunedThrough > 0 ? ` (retention dropped up to ${f.prunedThrough})` : ''}`,
+    );
   }
   const w = r.webhooks;
   if (w !== null) {
     const behind = w.eventsBehind === 0 ? 'caught up' : `BEHIND ${w.eventsBehind} events (${formatAge(w.secondsBehind)})`;
-    lines.push(`webhooks        ${behind}, ${w.failed} failed${w.failed > 0 ? " ('user-mirror webhooks --failed')" : ''}   (target ${w.target}, ${w.url})`);
+    lines.push(
+      `webhooks        ${behind}, ${w.failed} failed${w.failed > 0 ? " ('user-mirror webhooks --failed')" : ''}   (target ${w.target}, ${w.url})`,
+    );
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   return `${lines.join('\n')}\n`;
 }
 
 function formatRemovalQueue(q: RemovalQueueReport): string[] {
   const settings = `appendonly ${q.redis.appendonly}, appendfsync ${q.redis.appendfsync}, maxmemory-policy ${q.redis.maxmemoryPolicy}`;
-  const verdict = q.state === 'held' ? 'HELD: a removal worker takes no job from this Redis' : q.volatileAllowed ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)' : 'durable';
+  const verdict =
+    q.state === 'held'
+      ? 'HELD: a removal worker takes no job from this Redis'
+      : q.volatileAllowed
+        ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)'
+        : 'durable';
   const lines = [`removal queue   ${verdict}`, `  redis         ${settings}`];
   for (const reason of q.reasons) lines.push(`  why           ${reason}`);
   for (const warning of q.warnings) lines.push(`  warning       ${warning}`);
@@ -320,7 +367,9 @@ function formatRemovalQueue(q: RemovalQueueReport): string[] {
 /** Only confirmed users are deleted: say what became of the others. */
 function formatMissing(c: CandidateCounts): string {
   if (c.candidates === 0) return '';
-  const open = [c.unverified > 0 ? `${c.unverified} unchecked` : '', c.deferred > 0 ? `${c.deferred} deferred` : ''].filter((x) => x !== '');
+  const open = [c.unverified > 0 ? `${c.unverified} unchecked` : '', c.deferred > 0 ? `${c.deferred} deferred` : ''].filter(
+    (x) => x !== '',
+  );
   return `  missing ${c.candidates} (${c.confirmedGone} gone, ${c.stillThere} still there${open.length > 0 ? `, ${open.join(', ')}` : ''})`;
 }
 

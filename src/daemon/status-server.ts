@@ -100,7 +100,9 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
 async function describeLag(lag: Promise<{ eventsBehind: number; secondsBehind: number; failed: number }>): Promise<string> {
   let text = 'timeout';
   const done = lag.then(
-    (l) => void (text = l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`),
+    (l) =>
+      void (text =
+        l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`),
     (err: unknown) => void (text = describe(err)),
   );
   await settleWithin(done, 1_000);
@@ -138,7 +140,12 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     }
     const ping = s.control.ping();
     const answered = await settleWithin(ping, 1_000);
-    checks.redis = answered ? await ping.then(() => 'ok', (err: unknown) => describe(err)) : 'timeout';
+    checks.redis = answered
+      ? await ping.then(
+          () => 'ok',
+          (err: unknown) => describe(err),
+        )
+      : 'timeout';
     const gate = s.removalGate();
     checks.removals = gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
     const lag = s.webhookLag?.();

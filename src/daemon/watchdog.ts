@@ -38,15 +38,9 @@ export interface WatchdogState {
 export const INITIAL_WATCHDOG_STATE: WatchdogState = { stuckSince: undefined };
 
 export type WatchdogVerdict =
-  | { action: 'none'; state: WatchdogState }
-  | { action: 'restart'; reason: 'not-running' | 'idle-with-waiting-jobs'; state: WatchdogState };
+  { action: 'none'; state: WatchdogState } | { action: 'restart'; reason: 'not-running' | 'idle-with-waiting-jobs'; state: WatchdogState };
 
-export function decideWatchdog(
-  state: WatchdogState,
-  sample: WorkerSample | undefined,
-  now: number,
-  stallMs: number,
-): WatchdogVerdict {
+export function decideWatchdog(state: WatchdogState, sample: WorkerSample | undefined, now: number, stallMs: number): WatchdogVerdict {
   if (sample === undefined) return { action: 'none', state };
   if (!sample.running) return { action: 'restart', reason: 'not-running', state: INITIAL_WATCHDOG_STATE };
   const idleWithWork = sample.waiting > 0 && sample.active === 0 && !sample.rateLimited;
@@ -104,13 +98,19 @@ export function startWatchdog(options: WatchdogOptions): Watchdog {
     const verdict = decideWatchdog(states.get(w.name) ?? INITIAL_WATCHDOG_STATE, sample, now(), options.stallMs);
     states.set(w.name, verdict.state);
     if (verdict.action !== 'restart') return;
-    options.logger.warn({ event: 'watchdog.restart', worker: w.name, reason: verdict.reason, sample }, 'worker stopped taking jobs; restarting it');
+    options.logger.warn(
+      { event: 'watchdog.restart', worker: w.name, reason: verdict.reason, sample },
+      'worker stopped taking jobs; restarting it',
+    );
     options.onRestart?.(w.name, verdict.reason);
     try {
       await w.restart();
       options.logger.info({ event: 'watchdog.restarted', worker: w.name }, 'worker restarted');
     } catch (err) {
-      options.logger.error({ event: 'watchdog.restart_failed', worker: w.name, err: err instanceof Error ? err.message : String(err) }, 'worker restart failed; will try again');
+      options.logger.error(
+        { event: 'watchdog.restart_failed', worker: w.name, err: err instanceof Error ? err.message : String(err) },
+        'worker restart failed; will try again',
+      );
     }
   };
 

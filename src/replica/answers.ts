@@ -64,9 +64,13 @@ export function changesQueryOrAnswer(query: string): { after: number | undefined
 
 /** `{"events": [...], "next": CURSOR}`, the stored bodies as they are; 410 with the oldest good cursor when retention dropped events after `after`. */
 export function changesAnswer(page: FeedPage | undefined): Answer {
-  if (page === undefined) return detail(503, 'Mirror not ready: this mirror has no change feed yet; it starts with the next sync', ['retry-after', '30']);
+  if (page === undefined)
+    return detail(503, 'Mirror not ready: this mirror has no change feed yet; it starts with the next sync', ['retry-after', '30']);
   if (page.gone) {
-    const body = JSON.stringify({ detail: 'Cursor older than the change feed retention: events after it were dropped', oldest: page.oldest });
+    const body = JSON.stringify({
+      detail: 'Cursor older than the change feed retention: events after it were dropped',
+      oldest: page.oldest,
+    });
     return { status: 410, body, headers: [] };
   }
   const parts: Buffer[] = [EVENTS_OPEN];
@@ -79,7 +83,9 @@ export function changesAnswer(page: FeedPage | undefined): Answer {
 }
 
 export function resolveAnswer(found: ResolveAnswer, verdict: FreshnessVerdict): Answer {
-  return found.raw === undefined ? detail(404, 'User not found', verdict.headers) : { status: 200, body: found.raw, headers: verdict.headers };
+  return found.raw === undefined
+    ? detail(404, 'User not found', verdict.headers)
+    : { status: 200, body: found.raw, headers: verdict.headers };
 }
 
 export function readinessAnswer(verdict: FreshnessVerdict, maxStalenessMs: number, runId: number | null, syncedAt: string | null): Answer {

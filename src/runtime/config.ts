@@ -8,9 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import cron from 'node-cron';
 
-const httpUrl = z
-  .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
-  .transform((u) => u.replace(/\/+$/, ''));
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).transform((u) => u.replace(/\/+$/, ''));
 // A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
 // a space would make every request fail as if the network were down, so it is a config error.
 const secret = z
@@ -36,7 +34,10 @@ export interface HostPort {
 /** `host:port,host:port` (IPv6 in brackets) → list. */
 const hostPortList = z.string().transform((text, ctx) => {
   const out: HostPort[] = [];
-  for (const item of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const item of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
     const port = Number(m?.[2]);
     if (m === null || !(port >= 1 && port <= 65535)) {
@@ -60,9 +61,15 @@ export const ENV = {
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   REDIS_CLUSTER_NODES: hostPortList.optional(),
   REDIS_SENTINELS: hostPortList.optional(),
-  REDIS_SENTINEL_NAME: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').optional(),
+  REDIS_SENTINEL_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only')
+    .optional(),
   // Credentials and TLS for cluster and sentinel nodes (a single node carries them in REDIS_URL).
-  REDIS_USERNAME: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces').optional(),
+  REDIS_USERNAME: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces')
+    .optional(),
   REDIS_PASSWORD: secret.optional(),
   REDIS_SENTINEL_PASSWORD: secret.optional(),
   REDIS_TLS: flag,
@@ -76,7 +83,10 @@ export const ENV = {
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
-  MIRROR_ID: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only').default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
+  MIRROR_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only')
+    .default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
   SYNC_CRON: z
     .string()
     .refine((s) => cron.validate(s), 'must be a valid cron expression')
@@ -100,7 +110,12 @@ export const ENV = {
   // How long `resolve --online` waits for the mirror's write lock (a sync publishing) to store its answer; 0: not at all.
   RESOLVE_WRITE_WAIT_MS: nonNegativeInt(30_000, 600_000),
   // Age of the last succeeded sync beyond which the mirror is reported stale; unset: three SYNC_CRON intervals.
-  SYNC_STALE_AFTER_MS: z.coerce.number().int().min(1_000).max(90 * 24 * 3_600_000).optional(),
+  SYNC_STALE_AFTER_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(90 * 24 * 3_600_000)
+    .optional(),
   HTTP_CONNECTIONS: positiveInt(8, 256),
   HTTP_HEADERS_TIMEOUT_MS: positiveInt(30_000, 600_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt(60_000, 600_000),
@@ -174,7 +189,7 @@ export function readConfig<K extends EnvName>(names: readonly K[], env: NodeJS.P
     const raw = env[name];
     const result = ENV[name].safeParse(raw === '' ? undefined : raw);
     if (result.success) out[name] = result.data;
-    else problems.push(`${name}: ${raw === undefined || raw === '' ? 'is required' : result.error.issues[0]?.message ?? 'is invalid'}`);
+    else problems.push(`${name}: ${raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid')}`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return out as Config<K>;

@@ -37,7 +37,9 @@ export function isSupportedNode(version: string, lines: readonly SupportedLine[]
   const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version);
   if (m === null) return false;
   const v = [Number(m[1]), Number(m[2]), Number(m[3])] as const;
-  return lines.some((l) => (v[0] === l.major || (l.andLater && v[0] > l.major)) && compare(v, v[0] === l.major ? l.minimum : [v[0], 0, 0]) >= 0);
+  return lines.some(
+    (l) => (v[0] === l.major || (l.andLater && v[0] > l.major)) && compare(v, v[0] === l.major ? l.minimum : [v[0], 0, 0]) >= 0,
+  );
 }
 
 function compare(a: readonly number[], b: readonly number[]): number {
@@ -51,7 +53,11 @@ function compare(a: readonly number[], b: readonly number[]): number {
 /** The one line an operator sees on an unsupported Node. */
 export function unsupportedNodeMessage(version: string): string {
   const wanted = SUPPORTED_NODE.map((l) =>
-    l.andLater ? `${l.major} or later` : l.minimum[1] === 0 && l.minimum[2] === 0 ? `${l.major}` : `${l.major} (${l.minimum.join('.')} or later)`,
+    l.andLater
+      ? `${l.major} or later`
+      : l.minimum[1] === 0 && l.minimum[2] === 0
+        ? `${l.major}`
+        : `${l.major} (${l.minimum.join('.')} or later)`,
   ).join(', ');
   return `user-mirror: Node.js ${version} is not supported; it needs Node.js ${wanted} (set the PATH to such a node, or run it through npm scripts/npx in a checkout, which carry one)\n`;
 }

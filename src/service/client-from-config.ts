@@ -22,10 +22,7 @@ type ServiceConfig = Partial<
   >
 >;
 
-export function serviceClientFromConfig(
-  config: ServiceConfig,
-  extra: Pick<ServiceClientOptions, 'onResponse'> = {},
-): ServiceClient {
+export function serviceClientFromConfig(config: ServiceConfig, extra: Pick<ServiceClientOptions, 'onResponse'> = {}): ServiceClient {
   return new ServiceClient({
     baseUrl: config.SERVICE_BASE_URL,
     apiKey: config.SERVICE_API_KEY,
@@ -62,7 +59,14 @@ export function managementClientFromConfig(
 ): ServiceClient {
   const { MANAGEMENT_URL, MANAGEMENT_KEY, HTTP_HEADERS_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS } = config;
   return serviceClientFromConfig(
-    { MANAGEMENT_URL, MANAGEMENT_KEY, HTTP_HEADERS_TIMEOUT_MS, HTTP_BODY_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency) },
+    {
+      MANAGEMENT_URL,
+      MANAGEMENT_KEY,
+      HTTP_HEADERS_TIMEOUT_MS,
+      HTTP_BODY_TIMEOUT_MS,
+      HTTP_REQUEST_TIMEOUT_MS,
+      HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency),
+    },
     extra,
   );
 }

@@ -226,8 +226,7 @@ export class ServiceClient {
     signal: AbortSignal | undefined,
   ): Promise<ByteResponse> {
     const started = performance.now();
-    const report = (status: number) =>
-      this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
+    const report = (status: number) => this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
     const deadline = startDeadline(this.options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, signal);
     try {
       let response: Dispatcher.ResponseData;

@@ -30,8 +30,7 @@ export interface RecordSpan {
 }
 
 export type SpanScan =
-  | { ok: true; spans: RecordSpan[]; members: Record<string, unknown>; hasUsers: boolean }
-  | { ok: false; reason: string };
+  { ok: true; spans: RecordSpan[]; members: Record<string, unknown>; hasUsers: boolean } | { ok: false; reason: string };
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -107,10 +107,7 @@ export type ValidationErrorItem = z.infer<typeof ValidationErrorItemSchema>;
  * null, numbers or lists of anything: never assume a list. A list item that
  * is not a FastAPI item is kept as the JSON it is.
  */
-export const ErrorDetailSchema = z.union([
-  z.array(z.union([ValidationErrorItemSchema, z.json()])),
-  z.json(),
-]);
+export const ErrorDetailSchema = z.union([z.array(z.union([ValidationErrorItemSchema, z.json()])), z.json()]);
 export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
 
 export const ErrorBodySchema = z.looseObject({ detail: ErrorDetailSchema.optional() });

@@ -131,8 +131,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * break their rule become field warnings (./user-record.ts). Pure: no I/O.
  */
 export type ParsedRecord =
-  | { ok: true; index: number; user: User; warnings: FieldWarning[] }
-  | { ok: false; index: number; reason: string; raw: unknown };
+  { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
 
 export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);

@@ -99,7 +99,8 @@ function uuidProblem(raw: string): string | undefined {
   if (bad !== null) {
     return `invalid character: expected an optional prefix of \`urn:uuid:\` followed by [0-9a-fA-F-], found \`${bad[0]}\` at ${bad.index + 1}`;
   }
-  if (!raw.includes('-')) return raw.length === 32 ? undefined : `invalid length: expected length 32 for simple format, found ${raw.length}`;
+  if (!raw.includes('-'))
+    return raw.length === 32 ? undefined : `invalid length: expected length 32 for simple format, found ${raw.length}`;
   const groups = raw.split('-');
   if (groups.length !== 5) return `invalid group count: expected 5, found ${groups.length}`;
   const at = groups.findIndex((g, i) => g.length !== GROUP_LENGTHS[i]);

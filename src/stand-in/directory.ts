@@ -86,7 +86,7 @@ export class Directory {
   restore(refs: readonly UserRef[]): number {
     let restored = 0;
     for (const ref of refs) {
-      const index = typeof ref === 'number' ? ref : this.fileByUserId.get(ref) ?? this.generatedByUserId(ref);
+      const index = typeof ref === 'number' ? ref : (this.fileByUserId.get(ref) ?? this.generatedByUserId(ref));
       if (index !== undefined && index >= 0 && index < this.universe && this.deletions.remove(index)) restored++;
     }
     return restored;
@@ -171,7 +171,7 @@ export class Directory {
   }
 
   private liveIndex(ref: UserRef): number | undefined {
-    const index = typeof ref === 'number' ? ref : this.fileByUserId.get(ref) ?? this.generatedByUserId(ref);
+    const index = typeof ref === 'number' ? ref : (this.fileByUserId.get(ref) ?? this.generatedByUserId(ref));
     if (index === undefined || !Number.isInteger(index) || index < 0 || index >= this.universe) return undefined;
     return this.deletions.has(index) ? undefined : index;
   }

@@ -3,7 +3,16 @@
  * ../service/wire.ts).
  */
 import type { RouteName } from './request-log.js';
-import { decodeSegment, failedItems, keyDigest, offeredKeyMatches, parseListQuery, pathUuid, validationErrorBody, type ValidationItem } from '../service/wire.js';
+import {
+  decodeSegment,
+  failedItems,
+  keyDigest,
+  offeredKeyMatches,
+  parseListQuery,
+  pathUuid,
+  validationErrorBody,
+  type ValidationItem,
+} from '../service/wire.js';
 import { type IncomingHttpHeaders, STATUS_CODES } from 'node:http';
 import { ByteBuilder } from './byte-builder.js';
 import type { Directory } from './directory.js';
@@ -96,9 +105,7 @@ export function answer(domain: Domain, route: Route, query: URLSearchParams): Re
     case 'delete-member':
       return deleteMember(domain.members, route.orgId, route.memberId);
     case 'unknown':
-      return route.allow === undefined
-        ? detailReply(404, 'Not Found')
-        : detailReply(405, 'Method Not Allowed', { allow: route.allow });
+      return route.allow === undefined ? detailReply(404, 'Not Found') : detailReply(405, 'Method Not Allowed', { allow: route.allow });
   }
 }
 

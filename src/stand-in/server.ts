@@ -6,7 +6,17 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { answer, authorizeManagement, authorizeTeam, type AuthOutcome, type Domain, faultReply, type Keys, matchRoute, type Route } from './routes.js';
+import {
+  answer,
+  authorizeManagement,
+  authorizeTeam,
+  type AuthOutcome,
+  type Domain,
+  faultReply,
+  type Keys,
+  matchRoute,
+  type Route,
+} from './routes.js';
 import type { Churn } from './directory.js';
 import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
@@ -122,9 +132,7 @@ function authorize(route: Route, req: IncomingMessage, keys: Keys): AuthOutcome 
 
 /** Bodies say what is wrong, never which key was seen. */
 function authReply(outcome: Exclude<AuthOutcome, 'ok'>): Reply {
-  return outcome === 'forbidden'
-    ? detailReply(403, 'This key may not use this resource')
-    : detailReply(401, 'Missing or invalid API key');
+  return outcome === 'forbidden' ? detailReply(403, 'This key may not use this resource') : detailReply(401, 'Missing or invalid API key');
 }
 
 function failInternally(res: ServerResponse, err: unknown): void {

@@ -16,7 +16,17 @@
  * date-time spellings. Older and odd shapes (the quirk bits below) appear only
  * in the share of records the directory asks for as legacy.
  */
-import { anyDateTime, AWKWARD_ID_SUFFIXES, DAY_MS, isoDate, isoNaive, legacySourceLogo, providerLogo, PROVIDERS, TIME_ZONES } from './catalog.js';
+import {
+  anyDateTime,
+  AWKWARD_ID_SUFFIXES,
+  DAY_MS,
+  isoDate,
+  isoNaive,
+  legacySourceLogo,
+  providerLogo,
+  PROVIDERS,
+  TIME_ZONES,
+} from './catalog.js';
 import { fmix32, hash32, hex8, Prng, randomUuid, seedKey, unfmix32, uuidFromWords } from './random.js';
 
 export type WireSource = { name: string; slug: string; logo: string };

@@ -115,28 +115,29 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
  */
 const count = z.number().int().min(0);
 
-const SyncSummarySchema = z.object({
-  runId: z.number().int(),
-  status: z.enum(['succeeded', 'partial', 'failed']),
-  pages: count,
-  pageFailures: count,
-  usersSeen: count,
-  created: count,
-  updated: count,
-  deleted: count,
-  superseded: count,
-  rejected: count,
-  duplicates: count,
-  totalAtStart: count.optional(),
-  totalAtEnd: count.optional(),
-  durationMs: z.number().min(0),
-  reason: z.string().optional(),
-  candidates: count,
-  confirmedGone: count,
-  stillThere: count,
-  unverified: count,
-  deferred: count,
-})
+const SyncSummarySchema = z
+  .object({
+    runId: z.number().int(),
+    status: z.enum(['succeeded', 'partial', 'failed']),
+    pages: count,
+    pageFailures: count,
+    usersSeen: count,
+    created: count,
+    updated: count,
+    deleted: count,
+    superseded: count,
+    rejected: count,
+    duplicates: count,
+    totalAtStart: count.optional(),
+    totalAtEnd: count.optional(),
+    durationMs: z.number().min(0),
+    reason: z.string().optional(),
+    candidates: count,
+    confirmedGone: count,
+    stillThere: count,
+    unverified: count,
+    deferred: count,
+  })
   // JSON drops keys whose value is undefined; the summary names them anyway.
   .transform((s) => ({ ...s, totalAtStart: s.totalAtStart, totalAtEnd: s.totalAtEnd })) satisfies z.ZodType<SyncSummary>;
 

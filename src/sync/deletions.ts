@@ -38,9 +38,7 @@ export interface ScanOutcome {
 
 export type HoldKind = 'incomplete' | 'mass-delete';
 
-export type DeletionPlan =
-  | { verify: true; check: number; deferred: number }
-  | { verify: false; kind: HoldKind; reason: string };
+export type DeletionPlan = { verify: true; check: number; deferred: number } | { verify: false; kind: HoldKind; reason: string };
 
 export function planDeletions(o: ScanOutcome): DeletionPlan {
   if (o.pageFailures > 0) {

@@ -124,7 +124,10 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
 }
 
 /** `stopReason` names an ending that is no plain error: the deadline, an abort, a refused key. */
-async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReason: (err: unknown) => string | undefined): Promise<SyncSummary> {
+async function runUntil(
+  options: SyncOptions & { signal: AbortSignal },
+  stopReason: (err: unknown) => string | undefined,
+): Promise<SyncSummary> {
   const writer = options.writer;
   const log = options.logger ?? silentLogger;
   const concurrency = options.concurrency ?? SYNC_DEFAULTS.concurrency;
@@ -141,7 +144,10 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
     backoff: options.backoff ?? DEFAULT_BACKOFF,
     signal,
     onRetry: (n) =>
-      log.info({ event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) }, 'request failed, retrying'),
+      log.info(
+        { event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) },
+        'request failed, retrying',
+      ),
   };
 
   // The run's row comes first, so that `status` shows a run waiting on its first page, and its duration is true.
@@ -184,7 +190,9 @@ async function runUntil(options: SyncOptions & { signal: AbortSignal }, stopReas
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
     const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
-    const reason = plan.verify ? undefined : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
+    const reason = plan.verify
+      ? undefined
+      : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
     signal.throwIfAborted();
     const { repeats, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
@@ -263,7 +271,10 @@ function logScan(log: Logger, scan: PassResult): void {
     log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
   }
   if (scan.unknownEnvelopeKeys.size > 0) {
-    log.info({ event: 'sync.unknown_envelope_keys', keys: [...scan.unknownEnvelopeKeys] }, 'the list pages carry keys this version does not use');
+    log.info(
+      { event: 'sync.unknown_envelope_keys', keys: [...scan.unknownEnvelopeKeys] },
+      'the list pages carry keys this version does not use',
+    );
   }
   if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) logListingMoved(log, scan);
 }

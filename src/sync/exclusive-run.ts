@@ -79,9 +79,13 @@ export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutco
   if (outcome?.ran !== true) return;
   try {
     const r = checkpointMirror(db);
-    if (r.busy) logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
+    if (r.busy)
+      logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
     else logger.info({ event: 'sync.checkpoint', ...r }, 'WAL copied into the mirror file');
   } catch (err) {
-    logger.warn({ event: 'sync.checkpoint_failed', err: err instanceof Error ? err.message : String(err) }, 'WAL checkpoint failed; the next one copies it');
+    logger.warn(
+      { event: 'sync.checkpoint_failed', err: err instanceof Error ? err.message : String(err) },
+      'WAL checkpoint failed; the next one copies it',
+    );
   }
 }

@@ -74,7 +74,13 @@ export function emptyTally(): PageTally {
  * once outlived the young generation's collections and were copied into the
  * old one: a first sync spent 16% of its time in the GC).
  */
-export function* pageWrites(page: PageBytes, offset: number, sight: Sight, tally: PageTally, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): Generator<UserWrite> {
+export function* pageWrites(
+  page: PageBytes,
+  offset: number,
+  sight: Sight,
+  tally: PageTally,
+  maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES,
+): Generator<UserWrite> {
   const { spans, body } = page;
   for (let index = 0; index < spans.length; index++) {
     const span = spans[index];
@@ -91,7 +97,15 @@ export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRec
   return { writes, ...tally };
 }
 
-function listRecord(body: Buffer, span: RecordSpan, index: number, offset: number, sight: Sight, max: number, out: PageTally): UserWrite | undefined {
+function listRecord(
+  body: Buffer,
+  span: RecordSpan,
+  index: number,
+  offset: number,
+  sight: Sight,
+  max: number,
+  out: PageTally,
+): UserWrite | undefined {
   const bytes = span.end - span.start;
   if (bytes > max) {
     const reason = `users[${index}]: record is ${bytes} bytes, above SYNC_MAX_RECORD_BYTES (${max}); not stored`;
@@ -107,7 +121,12 @@ function listRecord(body: Buffer, span: RecordSpan, index: number, offset: numbe
   const rawJson = body.toString('utf8', span.start, span.end);
   const raw = jsonOrUndefined(rawJson);
   if (raw === undefined) {
-    out.rejected.push({ offset, index, reason: `users[${index}]: record is not valid JSON`, raw: span.userId === undefined ? {} : { user_id: span.userId } });
+    out.rejected.push({
+      offset,
+      index,
+      reason: `users[${index}]: record is not valid JSON`,
+      raw: span.userId === undefined ? {} : { user_id: span.userId },
+    });
     return undefined;
   }
   const parsed = parseUserRecord(raw, index);

@@ -101,9 +101,13 @@ export class RunWriter {
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
     try {
-      this.store.writeUsers(runId, pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes), (write, prior) => {
-        if (!write.repeat && ledger.settle(write.record.user.user_id, prior)) settledRepeats++;
-      });
+      this.store.writeUsers(
+        runId,
+        pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes),
+        (write, prior) => {
+          if (!write.repeat && ledger.settle(write.record.user.user_id, prior)) settledRepeats++;
+        },
+      );
     } catch (err) {
       run.broken = true;
       // The run can only fail now; its row still shows what this page set aside.

@@ -51,7 +51,10 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
       const hit = out.split('\n').find((l) => pattern.test(l));
       if (hit !== undefined) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)),
+          timeoutMs,
+        );
         waiters.push({
           pattern,
           resolve: (line) => {
@@ -67,7 +70,10 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
     },
     exited(timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`process still running after ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`process still running after ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)),
+          timeoutMs,
+        );
         void exit.then((code) => {
           clearTimeout(timer);
           resolve(code);
@@ -78,7 +84,11 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
 }
 
 /** Runs a command to completion. */
-export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 30_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const p = startCli(args, env);
   try {
     const code = await p.exited(timeoutMs);

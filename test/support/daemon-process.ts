@@ -166,7 +166,11 @@ export async function getStatus(port: number, path: string): Promise<{ status: n
   return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
 }
 
-export async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -178,7 +182,9 @@ export async function eventually<T>(probe: () => Promise<T | undefined> | T | un
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`);
+  throw new Error(
+    `timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
+  );
 }
 
 export interface DaemonEnvParts {

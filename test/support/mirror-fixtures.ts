@@ -62,7 +62,9 @@ export function stagedUsers(ns: readonly number[], overrides: (n: number) => Wir
  * records as received (`rawJson`), anything else as JSON (a malformed record).
  */
 export function pageOf(items: ReadonlyArray<StagedRecord | WireRecord | string>): PageBytes {
-  const records = items.map((item) => (typeof item === 'object' && 'rawJson' in item ? (item as StagedRecord).rawJson : JSON.stringify(item)));
+  const records = items.map((item) =>
+    typeof item === 'object' && 'rawJson' in item ? (item as StagedRecord).rawJson : JSON.stringify(item),
+  );
   const body = Buffer.from(`{"users":[${records.join(',')}],"total":${records.length},"offset":0,"limit":500}`);
   const scan = scanRecordSpans(body);
   if (!scan.ok) throw new Error(`pageOf: ${scan.reason}`);

@@ -36,20 +36,46 @@ export async function startTestCluster(options: { masters?: number; appendfsync?
           let busPort = await freePort();
           while (busPort === port) busPort = await freePort();
           return [
-            '--port', String(port), '--bind', HOST, '--daemonize', 'no', '--dir', dir, '--logfile', join(dir, 'redis.log'),
-            '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000',
-            '--cluster-port', String(busPort),
-            '--appendonly', 'yes', '--appendfsync', fsync, '--maxmemory-policy', 'noeviction', '--save', '',
+            '--port',
+            String(port),
+            '--bind',
+            HOST,
+            '--daemonize',
+            'no',
+            '--dir',
+            dir,
+            '--logfile',
+            join(dir, 'redis.log'),
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            'nodes.conf',
+            '--cluster-node-timeout',
+            '2000',
+            '--cluster-port',
+            String(busPort),
+            '--appendonly',
+            'yes',
+            '--appendfsync',
+            fsync,
+            '--maxmemory-policy',
+            'noeviction',
+            '--save',
+            '',
           ];
         }),
       );
     }
     const addresses = nodes.map((n) => `${HOST}:${n.port}`);
-    await redisCli(undefined, ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], 60_000).catch((err: Error) => {
-      throw new Error(`redis-cli --cluster create ${addresses.join(' ')} failed: ${err.message}${diagnostics(nodes)}`);
-    });
+    await redisCli(undefined, ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], 60_000).catch(
+      (err: Error) => {
+        throw new Error(`redis-cli --cluster create ${addresses.join(' ')} failed: ${err.message}${diagnostics(nodes)}`);
+      },
+    );
     for (const n of nodes) {
-      await waitFor(20_000, `cluster_state:ok on ${n.port}`, nodes, async () => (await redisCli(n.port, ['cluster', 'info'])).includes('cluster_state:ok'));
+      await waitFor(20_000, `cluster_state:ok on ${n.port}`, nodes, async () =>
+        (await redisCli(n.port, ['cluster', 'info'])).includes('cluster_state:ok'),
+      );
     }
   } catch (error) {
     await stop();

@@ -75,7 +75,11 @@ export function redisCli(port: number | undefined, args: string[], timeoutMs = 3
       if ((error as NodeJS.ErrnoException | null)?.code === 'ENOENT') {
         reject(new Error('redis-cli is not on PATH: install Redis (e.g. apt-get install redis-tools)'));
       } else if (error !== null) {
-        reject(new Error(`redis-cli ${where.slice(2).join(' ')} ${args.join(' ')}: ${[String(out).trim(), String(err).trim()].filter((s) => s !== '').join('\n') || error.message}`));
+        reject(
+          new Error(
+            `redis-cli ${where.slice(2).join(' ')} ${args.join(' ')}: ${[String(out).trim(), String(err).trim()].filter((s) => s !== '').join('\n') || error.message}`,
+          ),
+        );
       } else resolve(String(out));
     });
   });
@@ -101,7 +105,9 @@ export function diagnostics(procs: RedisProcess[]): string {
     }
   };
   const state = (p: RedisProcess) => p.child.exitCode ?? p.child.signalCode ?? 'running';
-  return procs.map((p) => `\n--- ${p.role} ${p.port} (${state(p)}) stderr: ${p.stderr().trim() || '(none)'}\n${tail(join(p.dir, 'redis.log'))}`).join('');
+  return procs
+    .map((p) => `\n--- ${p.role} ${p.port} (${state(p)}) stderr: ${p.stderr().trim() || '(none)'}\n${tail(join(p.dir, 'redis.log'))}`)
+    .join('');
 }
 
 export async function terminate(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

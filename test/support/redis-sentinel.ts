@@ -9,7 +9,16 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOST, diagnostics, launchRedis as launch, redisCli, stopAll, terminate, waitFor, type RedisProcess as Proc } from './redis-process.js';
+import {
+  HOST,
+  diagnostics,
+  launchRedis as launch,
+  redisCli,
+  stopAll,
+  terminate,
+  waitFor,
+  type RedisProcess as Proc,
+} from './redis-process.js';
 
 export interface TestSentinel {
   masterName: string;
@@ -29,7 +38,18 @@ export interface TestSentinel {
 
 const MASTER_NAME = 'um-test-master';
 // The diskless-sync delay (5 s by default) would hold up the replica's first sync: no use with one replica.
-const DATA = ['--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction', '--save', '', '--repl-diskless-sync-delay', '0'];
+const DATA = [
+  '--appendonly',
+  'yes',
+  '--appendfsync',
+  'always',
+  '--maxmemory-policy',
+  'noeviction',
+  '--save',
+  '',
+  '--repl-diskless-sync-delay',
+  '0',
+];
 
 export async function startTestSentinel(): Promise<TestSentinel> {
   const procs: Proc[] = [];
@@ -42,7 +62,8 @@ export async function startTestSentinel(): Promise<TestSentinel> {
     procs.push(replica);
     for (let i = 1; i <= 3; i++) procs.push(await launch(`sentinel ${i}`, sentinelNode(master.port)));
     await waitFor(20_000, `replica ${replica.port} in sync with master ${master.port}`, procs, async () =>
-      (await redisCli(replica.port, ['info', 'replication'])).includes('master_link_status:up'));
+      (await redisCli(replica.port, ['info', 'replication'])).includes('master_link_status:up'),
+    );
     for (const s of procs.filter((p) => p.role.startsWith('sentinel'))) {
       await waitFor(20_000, `${s.role} (${s.port}) to see the replica and 2 other sentinels`, procs, async () => {
         // redis-cli prints SENTINEL master's map reply as key and value lines.
@@ -61,7 +82,8 @@ export async function startTestSentinel(): Promise<TestSentinel> {
     Number((await redisCli(port, ['sentinel', 'get-master-addr-by-name', MASTER_NAME]).catch(() => '')).trim().split('\n')[1]);
   const currentMaster = async (): Promise<{ host: string; port: number }> => {
     const port = (await Promise.all(sentinels.map((s) => reported(s.port)))).find((p) => p > 0);
-    if (port === undefined) throw new Error(`no sentinel (${sentinels.map((s) => s.port).join(', ')}) reports a master${diagnostics(procs)}`);
+    if (port === undefined)
+      throw new Error(`no sentinel (${sentinels.map((s) => s.port).join(', ')}) reports a master${diagnostics(procs)}`);
     return { host: HOST, port };
   };
   return {
@@ -103,5 +125,18 @@ function sentinelNode(masterPort: number): (port: number, dir: string) => string
 }
 
 function dataNode(extra: string[]): (port: number, dir: string) => string[] {
-  return (port, dir) => ['--port', String(port), '--bind', HOST, '--daemonize', 'no', '--dir', dir, '--logfile', join(dir, 'redis.log'), ...DATA, ...extra];
+  return (port, dir) => [
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--daemonize',
+    'no',
+    '--dir',
+    dir,
+    '--logfile',
+    join(dir, 'redis.log'),
+    ...DATA,
+    ...extra,
+  ];
 }

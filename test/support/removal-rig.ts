@@ -155,7 +155,13 @@ export async function createRig(shared: Shared): Promise<Rig> {
 /** A management client for the stand-in, as a removal worker of concurrency 8 builds one. */
 export function standInManagementClient(standIn: Pick<StandIn, 'managementUrl' | 'managementKey'>): ServiceClient {
   return managementClientFromConfig(
-    { MANAGEMENT_URL: standIn.managementUrl, MANAGEMENT_KEY: standIn.managementKey, HTTP_CONNECTIONS: 8, HTTP_HEADERS_TIMEOUT_MS: 30_000, HTTP_BODY_TIMEOUT_MS: 30_000 },
+    {
+      MANAGEMENT_URL: standIn.managementUrl,
+      MANAGEMENT_KEY: standIn.managementKey,
+      HTTP_CONNECTIONS: 8,
+      HTTP_HEADERS_TIMEOUT_MS: 30_000,
+      HTTP_BODY_TIMEOUT_MS: 30_000,
+    },
     8,
   );
 }

@@ -17,7 +17,18 @@ import { createSyncRig, type SyncRig } from './sync-rig.js';
 export const SDK_KEY_HEADER = 'x-vital-api-key';
 
 /** Ids a client must encode in a path segment; '..' and '.' only survive a client that encodes dots. */
-export const AWKWARD_IDS = ['a/b', 'a/../b', 'what?x=1&y=2', '100%', '%2F-literal', 'with space', 'ünïcødé 用户', '#hash', 'plus+sign', '..'];
+export const AWKWARD_IDS = [
+  'a/b',
+  'a/../b',
+  'what?x=1&y=2',
+  '100%',
+  '%2F-literal',
+  'with space',
+  'ünïcødé 用户',
+  '#hash',
+  'plus+sign',
+  '..',
+];
 
 export function awkwardRecords(seed: number): JsonRecord[] {
   const keys = userKeys(seed);

@@ -73,7 +73,8 @@ export async function startReceiver(): Promise<Receiver> {
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
     const id = String(req.headers['webhook-id'] ?? '');
-    const verified = req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, body).ok;
+    const verified =
+      req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, body).ok;
     if (receiver.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.latencyMs));
     const answer = receiver.answer({ id, body, n: receiver.requests.length });
     const header = (name: string) => String(req.headers[name] ?? '');
