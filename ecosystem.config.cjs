@@ -36,28 +36,38 @@
  */
 'use strict';
 
+const fs = require('node:fs');
 const path = require('node:path');
 
-/** Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step). */
+/**
+ * Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step),
+ * the secrets by their `_FILE` form only (see SECRETS), and systemd's CREDENTIALS_DIRECTORY.
+ */
 const DAEMON_VARIABLES = [
   'SERVICE_BASE_URL',
   'SERVICE_API_KEY',
+  'SERVICE_API_KEY_FILE',
   'SERVICE_API_KEY_HEADER',
   'MANAGEMENT_URL',
   'MANAGEMENT_KEY',
+  'MANAGEMENT_KEY_FILE',
   'REDIS_URL',
+  'REDIS_URL_FILE',
   'REDIS_CLUSTER_NODES',
   'REDIS_SENTINELS',
   'REDIS_SENTINEL_NAME',
   'REDIS_USERNAME',
   'REDIS_PASSWORD',
+  'REDIS_PASSWORD_FILE',
   'REDIS_SENTINEL_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD_FILE',
   'REDIS_TLS',
   'NODE_EXTRA_CA_CERTS',
   'ALLOW_VOLATILE_REDIS',
   'QUEUE_PREFIX',
   'MIRROR_DB',
   'AUDIT_DB',
+  'MIRROR_GROUP',
   'MIRROR_ID',
   'SYNC_CRON',
   'SYNC_CONCURRENCY',
@@ -87,6 +97,7 @@ const DAEMON_VARIABLES = [
   'REPLICA_PORT',
   'REPLICA_HOST',
   'REPLICA_API_KEY',
+  'REPLICA_API_KEY_FILE',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
   'REPLICA_WORKERS',
@@ -94,10 +105,44 @@ const DAEMON_VARIABLES = [
   'CHANGES_RETENTION_DAYS',
   'WEBHOOK_URL',
   'WEBHOOK_SECRET',
+  'WEBHOOK_SECRET_FILE',
   'WEBHOOK_TIMEOUT_MS',
   'LOG_LEVEL',
   'NODE_ENV',
+  'CREDENTIALS_DIRECTORY',
 ];
+
+/**
+ * The secrets (src/runtime/secret-files.ts). pm2 keeps the whole environment of
+ * `pm2 start` with the app, and `pm2 save` writes it in clear to
+ * $PM2_HOME/dump.pm2: a key in that environment would sit on disk in clear. So
+ * a secret set there by value is refused; the daemon reads each from the file
+ * its `_FILE` variable names (or a systemd credential). A REDIS_URL is refused
+ * only when it carries a password. The list is src/runtime/secret-files.ts's
+ * FILE_SECRETS (test/pm2.test.ts refuses each of those by value).
+ */
+const SECRETS = [
+  'SERVICE_API_KEY',
+  'MANAGEMENT_KEY',
+  'REDIS_URL',
+  'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
+  'REPLICA_API_KEY',
+  'WEBHOOK_SECRET',
+];
+
+const inClear = SECRETS.filter((name) => {
+  const value = process.env[name];
+  if (value === undefined || value === '') return false;
+  return name !== 'REDIS_URL' || /^[a-z]+:\/\/[^/@]*:[^/@]*@/i.test(value);
+});
+if (inClear.length > 0) {
+  throw new Error(
+    `user-mirror: ${inClear.join(', ')} set in the environment of pm2 start, which pm2 keeps and \`pm2 save\` writes in clear ` +
+      `to dump.pm2. Put each in a file only this account can read (chmod 600) and set ${inClear.map((n) => `${n}_FILE`).join(', ')} ` +
+      `instead (README, "Deploy").`,
+  );
+}
 
 const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
 
@@ -116,10 +161,35 @@ function shutdownTimeoutMs() {
 
 const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
 
+/**
+ * pm2's daemon writes the logs, under its own umask (0644 files): so the log
+ * folder and files are made here, before pm2 opens them, readable by this
+ * account only. The folder is narrowed only when it is the default one or is
+ * made here: USER_MIRROR_LOG_DIR may name a shared folder such as /var/log.
+ */
+function privateLogs(dir, files) {
+  const made = !fs.existsSync(dir);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (made || dir === path.join(__dirname, 'logs')) fs.chmodSync(dir, 0o700);
+  for (const file of files) {
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+    fs.chmodSync(file, 0o600);
+  }
+}
+
 /** What `serve` reads: the replica's variables, the mirror, the service key it must refuse, logging. */
 const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
   (name) =>
-    name.startsWith('REPLICA_') || ['MIRROR_DB', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER', 'LOG_LEVEL', 'NODE_ENV'].includes(name),
+    name.startsWith('REPLICA_') ||
+    [
+      'MIRROR_DB',
+      'MIRROR_GROUP',
+      'SERVICE_API_KEY_FILE',
+      'SERVICE_API_KEY_HEADER',
+      'CREDENTIALS_DIRECTORY',
+      'LOG_LEVEL',
+      'NODE_ENV',
+    ].includes(name),
 );
 
 const replicaWorkers = Number(process.env.REPLICA_WORKERS || '1');
@@ -151,6 +221,12 @@ function app(name, logName, command, env) {
     env,
   };
 }
+
+privateLogs(logDir, [
+  path.join(logDir, 'user-mirror.out.log'),
+  path.join(logDir, 'user-mirror.err.log'),
+  ...(replicaApart ? [path.join(logDir, 'user-mirror-replica.out.log'), path.join(logDir, 'user-mirror-replica.err.log')] : []),
+]);
 
 module.exports = {
   apps: [

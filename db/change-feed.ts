@@ -179,6 +179,18 @@ export class ChangeFeed {
   }
 
   /**
+   * The body of the event `eventId` at `cursor`, as delivered; undefined
+   * when retention dropped it or the cursor holds another event (a rebuilt
+   * mirror reuses cursors under a new epoch, so the id is checked, not
+   * assumed). Webhook jobs carry only the cursor and id: the end user's
+   * record stays in the mirror, not in Redis.
+   */
+  body(cursor: number, eventId: string): string | undefined {
+    const row = this.s.page.get(cursor - 1, 1);
+    return row !== undefined && row.cursor === cursor && idOf(row.body) === eventId ? row.body : undefined;
+  }
+
+  /**
    * When the first event after `after` was published: how far behind a
    * subscriber settled at `after` is. Undefined when none follows, or when
    * retention dropped what follows `after`.

@@ -10,9 +10,9 @@
  * before SQLite sees it: SQLite would happily open /dev/null and then create
  * /dev/null-journal and /dev/null-wal beside it.
  */
-import { mkdirSync, statSync, type Stats } from 'node:fs';
-import { dirname } from 'node:path';
+import { statSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
+import { createPrivateFile, octal, tightenDatabaseFiles, type Tightened } from './file-modes.js';
 import { MIGRATIONS } from './migrations.js';
 import { isBusy } from './busy-retry.js';
 
@@ -37,6 +37,16 @@ export interface OpenOptions {
    * no auto_vacuum): a map of a shrunk file would fault.
    */
   mapped?: boolean;
+  /**
+   * Told of each file found readable by more accounts than the file policy
+   * allows and narrowed at this open (db/file-modes.ts); by default one line
+   * on stderr. Only writable opens narrow: a reader may not own the files.
+   */
+  onTightened?: (t: Tightened) => void;
+}
+
+function reportTightened(t: Tightened): void {
+  process.stderr.write(`user-mirror: ${t.path} was mode ${octal(t.from)}, readable by other accounts: narrowed to ${octal(t.to)}\n`);
 }
 
 /** How much of the file a mapped reader maps. */
@@ -103,6 +113,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
   const readonly = options.readonly ?? false;
   const variable = options.variable ?? 'MIRROR_DB';
   const existed = path !== ':memory:' && checkPath(path, readonly, variable);
+  if (existed && !readonly) narrowModes(path, variable, options.onTightened ?? reportTightened);
   let db: Db | undefined;
   try {
     db = new Database(path, { readonly, fileMustExist: readonly });
@@ -142,11 +153,24 @@ function checkPath(path: string, readonly: boolean, variable: string): boolean {
   if (stats !== undefined) return true;
   if (readonly) throw new MirrorDbError(path, 'no such file', variable);
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    createPrivateFile(path);
   } catch (err) {
-    throw new MirrorDbError(path, `${CANNOT_CREATE}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, variable);
+    const code = (err as NodeJS.ErrnoException).code;
+    // Another process created the file between the stat and here (not a parent that is a file): theirs to have made private.
+    if (code === 'EEXIST' && statOrUndefined(path, variable)?.isFile() === true) return true;
+    throw new MirrorDbError(path, `${CANNOT_CREATE}: ${code ?? String(err)}`, variable);
   }
   return false;
+}
+
+/** Takes from an existing database (and its -wal, -shm) the permission bits the file policy does not grant. */
+function narrowModes(path: string, variable: string, report: (t: Tightened) => void): void {
+  try {
+    for (const t of tightenDatabaseFiles(path)) report(t);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new MirrorDbError(path, `cannot narrow its permissions to this account's (${code}); is it owned by another account?`, variable);
+  }
 }
 
 function statOrUndefined(path: string, variable: string): Stats | undefined {

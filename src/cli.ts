@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './runtime/config.js';
+import { applyFilePolicy } from './runtime/file-policy.js';
 import { UsageError } from './commands/args.js';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
@@ -120,6 +121,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
+    // Before any command creates a file: the mirror's end users are this account's alone (or MIRROR_GROUP's).
+    applyFilePolicy();
     const mod = await command.load();
     return await mod.default(rest);
   } catch (err) {

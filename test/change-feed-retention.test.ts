@@ -84,15 +84,25 @@ describe('change feed retention', () => {
     expect(held()).toMatchObject({ oldest: 1, prunedThrough: 0 });
   });
 
-  it('drops only what the webhook was handed; the receiver, down meanwhile, still gets every event', async () => {
+  it('drops only what the webhook has settled; the receiver, down meanwhile, still gets every event, read from the feed', async () => {
     await receiver.down();
     const { d, close } = await delivery({ webhooks: true });
     try {
       await d.afterSync();
-      // Dispatched (the jobs hold the bodies), so past retention and dropped from the feed.
-      expect(held()).toMatchObject({ latest: 300, oldest: null, prunedThrough: 300 });
+      // Queued but not delivered: the jobs carry no body, so the feed keeps every event, however old.
+      expect(held()).toMatchObject({ latest: 300, oldest: 1, prunedThrough: 0 });
       await receiver.up();
       await eventually(() => (new Set(receiver.delivered()).size === 300 ? true : undefined), 30_000, 'every event delivered');
+      // Settled now: past retention, dropped at the next look.
+      await eventually(
+        async () => {
+          await d.afterSync();
+          return held().prunedThrough === 300 ? true : undefined;
+        },
+        10_000,
+        'the settled events dropped',
+      );
+      expect(held()).toMatchObject({ latest: 300, oldest: null, prunedThrough: 300 });
     } finally {
       await close();
     }

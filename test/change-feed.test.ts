@@ -159,6 +159,22 @@ describe('paging and retention', () => {
     expect(after.gone ? [] : after.events.map((e) => e.cursor)).toEqual([5, 6, 7]);
     expect(feed.bounds()).toMatchObject({ latest: 7, oldest: 5, prunedThrough: 4 });
   });
+
+  it("gives a webhook an event's body by cursor and id: none for another id at that cursor, nor once dropped", () => {
+    sync([stagedUsers([1])]);
+    for (let k = 0; k < 3; k++) sync([stagedUsers([1], () => ({ ingestion_end: `2026-02-0${k + 1}` }))]);
+    const feed = new ChangeFeed(db);
+    const page = feed.page(0, 10);
+    const [, second, third] = page.gone ? [] : page.events;
+    if (second === undefined || third === undefined) throw new Error('three events expected');
+    expect(feed.body(second.cursor, second.id)).toBe(second.body);
+    // The same cursor under another epoch (a rebuilt mirror) is another event: nothing to send.
+    expect(feed.body(second.cursor, second.id.replace(/^evt_[0-9a-f]+_/, 'evt_0_'))).toBeUndefined();
+    expect(feed.body(second.cursor, third.id)).toBeUndefined();
+    feed.prune('9999-01-01T00:00:00.000Z', second.cursor);
+    expect(feed.body(second.cursor, second.id)).toBeUndefined();
+    expect(feed.body(third.cursor, third.id)).toBe(third.body);
+  });
 });
 
 describe('churn against the stand-in', () => {

@@ -1,15 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, readConfig, SERVICE_ENV } from '../src/runtime/config.js';
-
-function problemsOf(fn: () => unknown): readonly string[] {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  throw new Error('expected a ConfigError');
-}
+import { readConfig, SERVICE_ENV } from '../src/runtime/config.js';
+import { problemsOf } from './support/config-problems.js';
 
 describe('readConfig', () => {
   it('applies defaults', () => {

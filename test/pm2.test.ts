@@ -9,16 +9,17 @@
  * machine's /usr/bin/node when the suite runs on another Node.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VitalClient } from '@tryvital/vital-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../src/runtime/config.js';
+import { FILE_SECRETS, isFileSecret } from '../src/runtime/secret-files.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { CLI, ROOT, daemonEnv, eventually, getStatus } from './support/daemon-process.js';
+import { CLI, ROOT, daemonEnv, eventually, getStatus, keysAsFiles } from './support/daemon-process.js';
 
 const PM2 = join(ROOT, 'node_modules', '.bin', 'pm2');
 const ECOSYSTEM = join(ROOT, 'ecosystem.config.cjs');
@@ -66,11 +67,21 @@ function loadEcosystem(env: Record<string, string>): EcosystemApp {
 
 describe('ecosystem.config.cjs', () => {
   it('with REPLICA_WORKERS above 1, runs the replica as an app of its own with that many processes, and not in the daemon', () => {
-    const apps = loadApps({ REPLICA_PORT: '8788', REPLICA_WORKERS: '4', REPLICA_API_KEY: 'rk_x', MIRROR_DB: '/srv/m.db' });
+    const apps = loadApps({
+      REPLICA_PORT: '8788',
+      REPLICA_WORKERS: '4',
+      REPLICA_API_KEY_FILE: '/srv/keys/replica',
+      MIRROR_DB: '/srv/m.db',
+    });
     expect(apps.map((a) => a.args)).toEqual([['daemon'], ['serve']]);
     const [daemon, replica] = apps;
     expect(daemon?.env.REPLICA_PORT).toBeUndefined();
-    expect(replica?.env).toMatchObject({ REPLICA_PORT: '8788', REPLICA_WORKERS: '4', REPLICA_API_KEY: 'rk_x', MIRROR_DB: '/srv/m.db' });
+    expect(replica?.env).toMatchObject({
+      REPLICA_PORT: '8788',
+      REPLICA_WORKERS: '4',
+      REPLICA_API_KEY_FILE: '/srv/keys/replica',
+      MIRROR_DB: '/srv/m.db',
+    });
     expect(replica?.interpreter).toBe(process.execPath);
     expect(loadApps({ REPLICA_PORT: '8788', REPLICA_WORKERS: '1' })).toHaveLength(1);
   });
@@ -94,13 +105,28 @@ describe('ecosystem.config.cjs', () => {
     expect(loadEcosystem({}).kill_timeout).toBeGreaterThan(25_000 + 5_000);
   });
 
-  it('passes every configuration variable through, and holds no values of its own', () => {
-    const all = Object.fromEntries(Object.keys(ENV).map((k) => [k, `value-of-${k}`]));
+  it('passes every configuration variable through, secrets by their _FILE only, and holds no values of its own', () => {
+    const plain = Object.keys(ENV).filter((k) => !isFileSecret(k) || k === 'REDIS_URL');
+    const all = {
+      ...Object.fromEntries(plain.map((k) => [k, `value-of-${k}`])),
+      ...Object.fromEntries(FILE_SECRETS.map((k) => [`${k}_FILE`, `/keys/${k}`])),
+      CREDENTIALS_DIRECTORY: '/run/credentials/user-mirror.service',
+    };
     const app = loadEcosystem(all);
-    for (const name of Object.keys(ENV)) expect(app.env[name], name).toBe(`value-of-${name}`);
+    expect(app.env).toMatchObject(all);
+    for (const name of FILE_SECRETS.filter((k) => k !== 'REDIS_URL')) expect(app.env[name], name).toBeUndefined();
     const source = readFileSync(ECOSYSTEM, 'utf8');
     expect(source).not.toMatch(/(sk|pk_us|pk_eu|mg)_[0-9a-f]{8,}/);
     expect(source).not.toMatch(/redis:\/\/[^'"\s]*@/);
+  });
+
+  it('refuses a secret given by value, which pm2 save would write in clear, naming the _FILE to use', () => {
+    for (const name of FILE_SECRETS.filter((k) => k !== 'REDIS_URL')) {
+      expect(() => loadApps({ [name]: 'x' }), name).toThrow(`${name} set in the environment of pm2 start`);
+      expect(() => loadApps({ [name]: 'x' }), name).toThrow(`set ${name}_FILE instead`);
+    }
+    expect(() => loadApps({ REDIS_URL: 'redis://:hunter2@10.0.0.5:6379' })).toThrow('REDIS_URL set in the environment of pm2 start');
+    expect(loadEcosystem({ REDIS_URL: 'redis://10.0.0.5:6379/2' }).env.REDIS_URL).toBe('redis://10.0.0.5:6379/2');
   });
 });
 
@@ -162,25 +188,28 @@ describe('under pm2', () => {
     const decoyBin = join(dir, 'decoy-bin');
     mkdirSync(decoyBin);
     writeFileSync(join(decoyBin, 'node'), '#!/bin/sh\necho "decoy node on PATH ran: $*" >&2\nexit 97\n', { mode: 0o755 });
-    env = {
-      PATH: `${decoyBin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      ...daemonEnv({
-        redisUrl: redis.url,
-        standIn,
-        mirrorDb: join(dir, 'mirror.db'),
-        queuePrefix: 'pm2',
-        statusPort,
-        cron: '*/5 * * * * *',
-      }),
-      HOME: dir,
-      PM2_HOME: join(dir, 'pm2-home'),
-      USER_MIRROR_LOG_DIR: join(dir, 'logs'),
-      USER_MIRROR_APP_NAME: APP,
-      // The daemon's replica, keyed the way the official SDK sends its key.
-      REPLICA_PORT: String(replicaPort),
-      REPLICA_API_KEY: replicaKey,
-      REPLICA_API_KEY_HEADER: 'x-vital-api-key',
-    };
+    env = keysAsFiles(
+      {
+        PATH: `${decoyBin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+        ...daemonEnv({
+          redisUrl: redis.url,
+          standIn,
+          mirrorDb: join(dir, 'mirror.db'),
+          queuePrefix: 'pm2',
+          statusPort,
+          cron: '*/5 * * * * *',
+        }),
+        HOME: dir,
+        PM2_HOME: join(dir, 'pm2-home'),
+        USER_MIRROR_LOG_DIR: join(dir, 'logs'),
+        USER_MIRROR_APP_NAME: APP,
+        // The daemon's replica, keyed the way the official SDK sends its key.
+        REPLICA_PORT: String(replicaPort),
+        REPLICA_API_KEY: replicaKey,
+        REPLICA_API_KEY_HEADER: 'x-vital-api-key',
+      },
+      join(dir, 'keys'),
+    );
   });
 
   afterAll(async () => {
@@ -229,6 +258,17 @@ describe('under pm2', () => {
     const sdk = new VitalClient({ apiKey: replicaKey, baseUrl: `http://127.0.0.1:${replicaPort}`, maxRetries: 0 });
     const resolved = await sdk.user.getByClientUserId(String(someone?.client_user_id));
     expect(resolved.userId).toBe(someone?.user_id);
+
+    // `pm2 save`, as the README's deploy runs it: the dump holds no key (they came as files).
+    const saved = await pm2(['save']);
+    expect(saved.code, saved.stderr).toBe(0);
+    const dump = readFileSync(join(dir, 'pm2-home', 'dump.pm2'), 'utf8');
+    expect(dump).toContain(APP);
+    for (const key of [standIn.apiKey, standIn.managementKey, replicaKey]) expect(dump).not.toContain(key);
+    expect(dump).toContain('SERVICE_API_KEY_FILE');
+    // The logs pm2 writes are this account's alone.
+    expect(statSync(join(dir, 'logs')).mode & 0o777).toBe(0o700);
+    expect(statSync(outLog).mode & 0o777).toBe(0o600);
 
     const stopped = await pm2(['stop', APP]);
     expect(stopped.code, stopped.stderr).toBe(0);

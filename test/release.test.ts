@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderEnvExample, ungrouped } from '../src/runtime/env-example.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { ROOT, daemonEnv, eventually, getStatus } from './support/daemon-process.js';
+import { ROOT, daemonEnv, eventually, getStatus, keysAsFiles } from './support/daemon-process.js';
 
 const run = promisify(execFile);
 
@@ -160,19 +160,23 @@ describe('the production flow', () => {
 
   it('runs under the shipped ecosystem file with the pinned pm2', async () => {
     const statusPort = await freePort();
-    pm2Env = {
-      ...daemonEnv({
-        redisUrl: redis.url,
-        standIn,
-        mirrorDb: join(dir, 'pm2.db'),
-        queuePrefix: 'release',
-        statusPort,
-        cron: '*/5 * * * * *',
-      }),
-      PATH: process.env.PATH ?? '',
-      HOME: dir,
-      PM2_HOME: join(dir, 'pm2-home'),
-    };
+    // The keys as files (the README's deploy): pm2 refuses them by value, since `pm2 save` would store them.
+    pm2Env = keysAsFiles(
+      {
+        ...daemonEnv({
+          redisUrl: redis.url,
+          standIn,
+          mirrorDb: join(dir, 'pm2.db'),
+          queuePrefix: 'release',
+          statusPort,
+          cron: '*/5 * * * * *',
+        }),
+        PATH: process.env.PATH ?? '',
+        HOME: dir,
+        PM2_HOME: join(dir, 'pm2-home'),
+      },
+      join(dir, 'keys'),
+    );
     const started = await pm2(['start', 'ecosystem.config.cjs'], pm2Env);
     expect(started.stderr).not.toMatch(/error/i);
     await eventually(

@@ -10,7 +10,7 @@ import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.
 import type { TestRedis } from './support/redis-server.js';
 import { until } from './support/removal-rig.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
-import { feedEvents, firstDeliveries, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
+import { dropFeedBody, feedEvents, firstDeliveries, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 
 let redis: TestRedis;
 let receiver: Receiver;
@@ -18,10 +18,33 @@ let rig: WebhookRig;
 useWebhookRig((parts) => ({ redis, receiver, rig } = parts));
 
 describe('webhook delivery', () => {
+  it('keeps no record in Redis: the body is read from the feed at send; an event gone from the feed fails for good, named', async () => {
+    const events = feedEvents(900, 2);
+    const [kept, gone] = events;
+    if (kept === undefined || gone === undefined) throw new Error('two events expected');
+    await enqueueEvents(rig.queue, events, 30);
+    // What Redis holds of each job, as stored: ids and the cursor, no body.
+    const stored = await rig.queue.redis.hget(`${rig.prefix}:${rig.queue.name}:${kept.id}`, 'data');
+    expect(JSON.parse(stored ?? 'null')).toEqual({ cursor: 900, event_id: kept.id, user_id: kept.userId });
+    const opts = JSON.parse((await rig.queue.redis.hget(`${rig.prefix}:${rig.queue.name}:${kept.id}`, 'opts')) ?? '{}') as Record<
+      string,
+      unknown
+    >;
+    expect(opts).toMatchObject({ removeOnComplete: { count: 10_000, age: 86_400 }, removeOnFail: { count: 10_000, age: 30 * 86_400 } });
+
+    dropFeedBody(gone.id);
+    await rig.startWorker();
+    await until(async () => (await rig.queue.getJobCounts('failed')).failed === 1, 'the second event failed');
+    expect(receiver.requests.map((r) => [r.id, r.body])).toEqual([[kept.id, kept.body]]);
+    expect((await rig.queue.getJob(gone.id))?.failedReason).toBe(
+      "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt): nothing to send",
+    );
+  });
+
   it('delivers events in cursor order, signed, and a re-enqueue delivers nothing twice', async () => {
     const events = feedEvents(1, 20);
     await rig.startWorker();
-    expect(await enqueueEvents(rig.queue, events)).toBe(20);
+    expect(await enqueueEvents(rig.queue, events, 30)).toBe(20);
     await writeDispatched(rig.queue, 20);
     await until(() => receiver.delivered().length === 20, '20 deliveries');
 
@@ -30,7 +53,7 @@ describe('webhook delivery', () => {
     expect(receiver.requests.map((r) => r.body)).toEqual(events.map((e) => e.body));
 
     // A dispatcher that crashed before recording its cursor hands the same events over again.
-    await enqueueEvents(rig.queue, events.slice(5));
+    await enqueueEvents(rig.queue, events.slice(5), 30);
     await sleep(500);
     expect(receiver.requests).toHaveLength(20);
 
@@ -62,7 +85,7 @@ describe('webhook delivery', () => {
       return f === 'ok' ? { status: 200 } : f;
     };
     await rig.startWorker();
-    await enqueueEvents(rig.queue, events);
+    await enqueueEvents(rig.queue, events, 30);
     await until(() => firstDeliveries(receiver).length >= 12, 'a dozen deliveries', 30_000);
 
     await receiver.down();
@@ -87,7 +110,7 @@ describe('webhook delivery', () => {
     const refused = events[2]?.id ?? '';
     receiver.answer = ({ id }) => (id === refused ? { status: 400 } : { status: 200 });
     await rig.startWorker();
-    await enqueueEvents(rig.queue, events);
+    await enqueueEvents(rig.queue, events, 30);
     await until(() => receiver.delivered().length === 5, 'the other five delivered');
     expect(receiver.delivered()).toEqual(events.filter((e) => e.id !== refused).map((e) => e.id));
     expect(receiver.requests.filter((r) => r.id === refused)).toHaveLength(1);
@@ -113,7 +136,7 @@ describe('webhook delivery', () => {
   it('fails a job with invalid data once, naming the field, and sends nothing', async () => {
     await rig.startWorker();
     await rig.queue.add(WEBHOOK_JOB, { cursor: -1, event_id: 'evt_5eed_1', user_id: null, body: '{}' }, { jobId: 'bad' });
-    await enqueueEvents(rig.queue, feedEvents(2, 1));
+    await enqueueEvents(rig.queue, feedEvents(2, 1), 30);
     await until(() => receiver.delivered().length === 1, 'the valid event delivered');
     const failed = await listFailedWebhooks(rig.queue, 10);
     expect(failed).toEqual([
@@ -136,7 +159,7 @@ describe('user-mirror webhooks', () => {
     const events = feedEvents(1, 3);
     receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 410 } : { status: 200 });
     await rig.startWorker();
-    await enqueueEvents(rig.queue, events);
+    await enqueueEvents(rig.queue, events, 30);
     await writeDispatched(rig.queue, 3);
     await until(async () => {
       const c = await rig.queue.getJobCounts('failed', 'completed');

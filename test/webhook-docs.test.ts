@@ -32,7 +32,7 @@ beforeAll(async () => {
   try {
     await rig.startWorker();
     const { enqueueEvents } = await import('../jobs/webhooks/queue.js');
-    await enqueueEvents(rig.queue, feedEvents(1, 1));
+    await enqueueEvents(rig.queue, feedEvents(1, 1), 30);
     delivered = await eventually(() => receiver.requests.find((r) => r.status === 204), 20_000, 'a delivery');
   } finally {
     await rig.close();

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { FeedEvent } from '../db/change-feed.js';
 import { enqueueEvents } from '../jobs/webhooks/queue.js';
 import type { TestRedis } from './support/redis-server.js';
 import { until } from './support/removal-rig.js';
@@ -27,7 +28,7 @@ describe('webhooks and crashes', () => {
     const events = feedEvents(1, 40);
     receiver.latencyMs = 40;
     await rig.startWorker();
-    await enqueueEvents(rig.queue, events);
+    await enqueueEvents(rig.queue, events, 30);
     await until(() => firstDeliveries(receiver).length >= 10, 'ten deliveries');
 
     await redis.restart({ downMs: 1_500 });
@@ -42,8 +43,8 @@ describe('webhooks and crashes', () => {
     requireBuiltCli('jobs/webhooks/worker.js');
     const events = feedEvents(1, 8);
     receiver.latencyMs = 200;
-    await enqueueEvents(rig.queue, events);
-    const child = startWorkerProcess(rig, receiver.url, redis.url);
+    await enqueueEvents(rig.queue, events, 30);
+    const child = startWorkerProcess(rig, receiver.url, redis.url, events);
     await until(() => receiver.requests.length >= 3, 'the process to be mid-delivery', 20_000);
     child.kill('SIGKILL');
     const killedAt = receiver.requests.length;
@@ -59,16 +60,17 @@ describe('webhooks and crashes', () => {
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
-/** A worker in its own process (from dist/), lock 2 s so the stalled job is recovered soon. */
-function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): ChildProcess {
+/** A worker in its own process (from dist/), lock 2 s so the stalled job is recovered soon; the events' bodies stand in for the mirror's feed. */
+function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string, events: readonly FeedEvent[]): ChildProcess {
   const script = `
     const { startWebhookWorker } = await import('./dist/jobs/webhooks/worker.js');
     const { webhookTarget } = await import('./dist/jobs/webhooks/queue.js');
     const { createRedisConnection } = await import('./dist/jobs/redis-connection.js');
     const { silentLogger } = await import('./dist/src/runtime/log.js');
     const connection = createRedisConnection(process.env.REDIS_URL, { role: 'worker' });
+    const bodies = JSON.parse(process.env.EVENT_BODIES);
     startWebhookWorker({ connection, prefix: process.env.QUEUE_PREFIX, mirrorId: process.env.MIRROR_ID, target: webhookTarget(process.env.WEBHOOK_URL),
-      secret: process.env.WEBHOOK_SECRET, timeoutMs: 5000, logger: silentLogger, lockDurationMs: 2000 });`;
+      secret: process.env.WEBHOOK_SECRET, eventBody: (_cursor, id) => bodies[id], timeoutMs: 5000, logger: silentLogger, lockDurationMs: 2000 });`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
     cwd: ROOT,
     stdio: 'ignore',
@@ -79,6 +81,7 @@ function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string): Chi
       MIRROR_ID: rig.mirrorId,
       WEBHOOK_URL: url,
       WEBHOOK_SECRET: SECRET,
+      EVENT_BODIES: JSON.stringify(Object.fromEntries(events.map((e) => [e.id, e.body]))),
     },
   });
   children.push(child);

@@ -6,7 +6,8 @@
  *   target     a fingerprint of WEBHOOK_URL (16 hex digits, `webhookTarget`)
  *   queue      `webhooks-<mirrorId>-<target>`, key prefix = QUEUE_PREFIX
  *   job name   `webhook`, job id = the event id
- *   data       `{ cursor, event_id, user_id, body }`, body exactly as delivered
+ *   data       `{ cursor, event_id, user_id }`: the body is read from the mirror's feed when sent
+ *              (older versions' jobs carry `body`, which is then sent as it is)
  *   cursor     `<prefix>:<queue>:dispatched`: the highest cursor handed to the queue
  *
  * The mirror id is part of the name so that two mirrors (or a sandbox and a
@@ -50,7 +51,8 @@ export const WebhookJobSchema = z.strictObject({
     .string({ error: 'must be a string (the event id)' })
     .regex(/^evt_[0-9a-f]+_[0-9]+$/, 'must be an event id (evt_<epoch>_<cursor>)'),
   user_id: z.string({ error: 'must be a string or null' }).min(1, 'must not be empty').nullable(),
-  body: z.string({ error: 'must be a string (the event as delivered)' }).min(2, 'must be the event JSON'),
+  // Only in jobs an older version queued: the body now stays in the mirror (ChangeFeed.body) until the send.
+  body: z.string({ error: 'must be a string (the event as delivered)' }).min(2, 'must be the event JSON').optional(),
 });
 export type WebhookJobData = z.output<typeof WebhookJobSchema>;
 
@@ -65,21 +67,30 @@ export function checkWebhookJob(name: string | undefined, data: unknown): Webhoo
 }
 
 /**
- * Completed jobs kept, by count: their ids make a re-enqueue a no-op. The
- * dispatcher re-sends at most the batch it was writing when it stopped, so
- * this must exceed the largest batch; a count (not an age) keeps Redis
- * memory bounded however busy the feed is.
+ * Completed jobs kept, by count and age: their ids make a re-enqueue a
+ * no-op. The dispatcher re-sends at most the batch it was writing when it
+ * stopped, so the count must exceed the largest batch; a day is far beyond
+ * a restart. Either bound keeps Redis memory bounded however busy the feed.
  */
-export const KEEP_COMPLETED_WEBHOOKS = { count: 10_000 } as const;
+export const KEEP_COMPLETED_WEBHOOKS = { count: 10_000, age: 86_400 } as const;
+
+/**
+ * Failed jobs kept: the operator's to-do list (`user-mirror webhooks
+ * --failed`, and the failed count in `status` and /metrics). Up to 10,000,
+ * for as long as the feed keeps their events (CHANGES_RETENTION_DAYS): past
+ * that the event is gone from the mirror and a retry could send nothing.
+ */
+export function keepFailedWebhooks(retentionDays: number): { count: number; age: number } {
+  return { count: 10_000, age: retentionDays * 86_400 };
+}
 
 /**
  * One attempt as BullMQ counts them: the worker never lets BullMQ retry
  * (that would move the job to `delayed` and let later events overtake it);
- * it retries retryable failures itself (worker.ts). Failed jobs are kept:
- * they are the operator's to-do list (`user-mirror webhooks --failed`).
+ * it retries retryable failures itself (worker.ts).
  */
-export function webhookJobOptions(eventId: string): JobsOptions {
-  return { jobId: eventId, attempts: 1, removeOnComplete: KEEP_COMPLETED_WEBHOOKS, removeOnFail: false };
+export function webhookJobOptions(eventId: string, retentionDays: number): JobsOptions {
+  return { jobId: eventId, attempts: 1, removeOnComplete: KEEP_COMPLETED_WEBHOOKS, removeOnFail: keepFailedWebhooks(retentionDays) };
 }
 
 /** The queue, with the connection it was opened on (the dispatcher's cursor is read and written through it). */
@@ -115,13 +126,13 @@ export function createWebhookQueue(connection: RedisClient, options: WebhookQueu
  * completed kept) is not added again. Returns the highest cursor handed
  * over (0 for none): what `writeDispatched` records next.
  */
-export async function enqueueEvents(queue: WebhookQueue, events: readonly FeedEvent[]): Promise<number> {
+export async function enqueueEvents(queue: WebhookQueue, events: readonly FeedEvent[], retentionDays: number): Promise<number> {
   const sorted = [...events].sort((a, b) => a.cursor - b.cursor);
   const jobs = sorted.map((e) => {
-    const data: WebhookJobData = { cursor: e.cursor, event_id: e.id, user_id: e.userId, body: e.body };
+    const data: WebhookJobData = { cursor: e.cursor, event_id: e.id, user_id: e.userId };
     const checked = checkWebhookJob(WEBHOOK_JOB, data);
     if (!checked.ok) throw new Error(`event at cursor ${e.cursor} cannot be queued: ${checked.reason}`);
-    return { name: WEBHOOK_JOB, data, opts: webhookJobOptions(e.id) } as const;
+    return { name: WEBHOOK_JOB, data, opts: webhookJobOptions(e.id, retentionDays) } as const;
   });
   if (jobs.length > 0) await queue.addBulk(jobs);
   return sorted.at(-1)?.cursor ?? 0;

@@ -81,6 +81,12 @@ export interface WebhookWorkerOptions {
   mirrorId: string;
   /** `webhookTarget(WEBHOOK_URL)`. */
   target: WebhookTarget;
+  /**
+   * The event's body, as delivered, from the mirror's change feed
+   * (ChangeFeed.body); undefined when the feed no longer holds that event.
+   * Jobs carry only the cursor and id, so no end user's record waits in Redis.
+   */
+  eventBody: (cursor: number, eventId: string) => string | undefined;
   /** WEBHOOK_SECRET (`whsec_…`); without it requests go unsigned. */
   secret: string | undefined;
   /** WEBHOOK_TIMEOUT_MS: one attempt, connect to last byte. */
@@ -227,13 +233,13 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     }
   };
 
-  const post = async (data: WebhookJobData): Promise<DeliveryAttempt> => {
-    const headers = webhookHeaders(secret, data.event_id, Math.floor(Date.now() / 1000), data.body);
+  const post = async (data: WebhookJobData, body: string): Promise<DeliveryAttempt> => {
+    const headers = webhookHeaders(secret, data.event_id, Math.floor(Date.now() / 1000), body);
     try {
       const res = await request(target.endpoint, {
         method: 'POST',
         headers,
-        body: data.body,
+        body,
         dispatcher: agent,
         signal: AbortSignal.timeout(timeoutMs),
       });
@@ -287,8 +293,17 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     }
 
     const attempt = attemptsOf(job.progress) + 1;
+    const body = data.body ?? options.eventBody(data.cursor, data.event_id);
+    if (body === undefined) {
+      const reason =
+        "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt): nothing to send";
+      logger.error({ event: 'webhook.event_gone', eventId: data.event_id, cursor: data.cursor, attempt }, reason);
+      await settle(data.cursor);
+      report({ outcome: 'failed', eventId: data.event_id, cursor: data.cursor, attempt, ms: 0 });
+      throw new UnrecoverableError(reason);
+    }
     const started = Date.now();
-    const decision = decideDelivery(await post(data), attempt, policy);
+    const decision = decideDelivery(await post(data, body), attempt, policy);
     const ms = Date.now() - started;
     const facts = { eventId: data.event_id, cursor: data.cursor, attempt, ms };
     if (decision.kind !== 'retry') await settle(data.cursor);

@@ -19,7 +19,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig, REPLICA_ENV } from '../runtime/config.js';
+import { readConfig, readOptionalSecret, REPLICA_ENV } from '../runtime/config.js';
 import { createLogger, type Logger } from '../runtime/log.js';
 import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaSettings } from '../replica/settings.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
@@ -34,7 +34,7 @@ export default async function serve(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
   const config = readConfig([...REPLICA_ENV, 'REPLICA_WORKERS', 'LOG_LEVEL']);
   // Read only to refuse it as the replica's key; the service key is optional here.
-  const serviceApiKey = process.env.SERVICE_API_KEY ? readConfig(['SERVICE_API_KEY']).SERVICE_API_KEY : undefined;
+  const serviceApiKey = readOptionalSecret('SERVICE_API_KEY');
   const generatedKey = config.REPLICA_API_KEY === undefined ? `rk_${randomBytes(24).toString('hex')}` : undefined;
   const settings = replicaSettings(config, { serviceApiKey, defaultPort: SERVE_DEFAULT_PORT, generatedKey });
   const logger = createLogger(config.LOG_LEVEL);

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
-import { readConfig } from '../runtime/config.js';
+import { readConfig, readOptionalSecret } from '../runtime/config.js';
 import { NO_FAULTS, UsersFileError, startStandIn, type FaultPlan, type RequestLogEntry, type StandIn } from '../stand-in/index.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 
@@ -156,10 +156,9 @@ async function start(args: Args): Promise<StandIn> {
 
 /** Keys from the environment when set; unset ones are generated per run. */
 function environmentKeys(): { apiKey?: string; managementKey?: string; apiKeyHeader: string } {
-  const env = process.env;
   const { SERVICE_API_KEY_HEADER } = readConfig(['SERVICE_API_KEY_HEADER']);
-  const apiKey = env.SERVICE_API_KEY ? readConfig(['SERVICE_API_KEY']).SERVICE_API_KEY : undefined;
-  const managementKey = env.MANAGEMENT_KEY ? readConfig(['MANAGEMENT_KEY']).MANAGEMENT_KEY : undefined;
+  const apiKey = readOptionalSecret('SERVICE_API_KEY');
+  const managementKey = readOptionalSecret('MANAGEMENT_KEY');
   return { apiKey, managementKey, apiKeyHeader: SERVICE_API_KEY_HEADER };
 }
 

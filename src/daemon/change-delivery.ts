@@ -15,9 +15,10 @@
  * once, never a silent gap; receivers deduplicate on the event id.
  *
  * Retention: events published more than CHANGES_RETENTION_DAYS ago are
- * dropped after each sync, but never one above the dispatched cursor of a
- * configured webhook (once dispatched, the job holds the body itself); when
- * that cursor cannot be read (Redis down), nothing is dropped.
+ * dropped after each sync, but never one above the settled cursor of a
+ * configured webhook (a job carries no body: the worker reads it from the
+ * feed when it sends); when that cursor cannot be read (Redis down), nothing
+ * is dropped.
  */
 import { ChangeFeed } from '../../db/change-feed.js';
 import { isBusy } from '../../db/busy-retry.js';
@@ -51,7 +52,12 @@ export interface DispatchResult {
   paced: boolean;
 }
 
-export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, log: Logger): Promise<DispatchResult> {
+export async function dispatchNewEvents(
+  feed: ChangeFeed,
+  queue: WebhookQueue,
+  log: Logger,
+  retentionDays: number,
+): Promise<DispatchResult> {
   let cursor = await readDispatched(queue);
   const { latest } = feed.bounds();
   if (cursor > latest) {
@@ -79,7 +85,7 @@ export async function dispatchNewEvents(feed: ChangeFeed, queue: WebhookQueue, l
       continue;
     }
     if (page.events.length === 0) return { dispatched, cursor, paced: false };
-    await enqueueEvents(queue, page.events);
+    await enqueueEvents(queue, page.events, retentionDays);
     cursor = page.next;
     await writeDispatched(queue, cursor);
     dispatched += page.events.length;
@@ -182,6 +188,7 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
       mirrorId: o.config.MIRROR_ID,
       target: hook.target,
       secret: hook.secret,
+      eventBody: (cursor, eventId) => feed.body(cursor, eventId),
       timeoutMs: o.config.WEBHOOK_TIMEOUT_MS,
       // Renewed while a request is in flight; after a crash, later events wait at most this long for the lost one.
       lockDurationMs: WEBHOOK_LOCK_MS,
@@ -197,7 +204,7 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
   let running: Promise<void> | undefined;
   const dispatch = (): Promise<void> => {
     if (queue === undefined) return Promise.resolve();
-    running ??= dispatchNewEvents(feed, queue, log)
+    running ??= dispatchNewEvents(feed, queue, log, o.config.CHANGES_RETENTION_DAYS)
       .then((r) => {
         if (r.dispatched > 0)
           log.info(
@@ -224,10 +231,11 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
       await dispatch();
       let hold = Infinity;
       if (hook !== undefined) {
-        // What a webhook still needs is what is not in its queue yet; unknown (Redis down, held): keep everything.
+        // What a webhook still needs is every event not yet settled (delivered, or failed for good): its job
+        // reads the body from the feed when it is sent. Unknown (Redis down, held): keep everything.
         if (queue === undefined) return;
         try {
-          hold = await readDispatched(queue);
+          hold = await readSettled(queue);
         } catch {
           return;
         }

@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import cron from 'node-cron';
+import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).transform((u) => u.replace(/\/+$/, ''));
 // A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
@@ -81,6 +82,11 @@ export const ENV = {
     .regex(/^[A-Za-z0-9_-]*(\{[A-Za-z0-9_-]+\})?[A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, with at most one {hash tag}')
     .default('user-mirror'),
   MIRROR_DB: z.string().min(1).default('./data/mirror.db'),
+  // A group whose members may read the mirror and audit (files 0640, folder 02750); unset: this account only (0600, 0700).
+  MIRROR_GROUP: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_.-]*$|^\d+$/, 'must be a group name or a numeric gid')
+    .optional(),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z
@@ -161,15 +167,7 @@ export type EnvName = keyof typeof ENV;
 export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
 
 /** Variables whose values must never be printed. */
-export const SECRET_ENV: ReadonlySet<EnvName> = new Set([
-  'SERVICE_API_KEY',
-  'MANAGEMENT_KEY',
-  'REDIS_URL',
-  'REDIS_PASSWORD',
-  'REDIS_SENTINEL_PASSWORD',
-  'REPLICA_API_KEY',
-  'WEBHOOK_SECRET',
-]);
+export const SECRET_ENV: ReadonlySet<EnvName> = new Set<EnvName>(FILE_SECRETS);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -178,21 +176,49 @@ export class ConfigError extends Error {
   }
 }
 
+/** A warning about configuration (a key file others can read): one line on stderr, never a value. */
+function warnOnStderr(line: string): void {
+  process.stderr.write(`user-mirror: warning: ${line}\n`);
+}
+
 /**
  * Reads and validates `names` from `env`. Empty strings count as unset (env
- * files often carry `KEY=`). Throws one ConfigError listing every problem.
+ * files often carry `KEY=`). A secret may come from a file instead
+ * (secret-files.ts). Throws one ConfigError listing every problem.
  */
-export function readConfig<K extends EnvName>(names: readonly K[], env: NodeJS.ProcessEnv = process.env): Config<K> {
+export function readConfig<K extends EnvName>(
+  names: readonly K[],
+  env: NodeJS.ProcessEnv = process.env,
+  warn: (line: string) => void = warnOnStderr,
+): Config<K> {
   const out: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const name of names) {
-    const raw = env[name];
+    let raw = env[name];
+    let from: string = name;
+    if (isFileSecret(name)) {
+      const source = readSecretSource(name, env, warn);
+      if (!source.ok) {
+        problems.push(source.problem);
+        continue;
+      }
+      raw = source.value;
+      from = source.from;
+    }
     const result = ENV[name].safeParse(raw === '' ? undefined : raw);
     if (result.success) out[name] = result.data;
-    else problems.push(`${name}: ${raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid')}`);
+    else {
+      const why = raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid');
+      problems.push(from === name ? `${name}: ${why}` : `${name} (from ${from}): ${why}`);
+    }
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return out as Config<K>;
+}
+
+/** A secret that is required when used but optional here: read only when one of its sources is given. */
+export function readOptionalSecret(name: 'SERVICE_API_KEY' | 'MANAGEMENT_KEY', env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return secretGiven(name, env) ? readConfig([name], env)[name] : undefined;
 }
 
 /** The variable sets commands ask for. */

@@ -8,6 +8,7 @@
  * added to the registry without one does not compile.
  */
 import { ENV, SECRET_ENV, type EnvName } from './config.js';
+import { isFileSecret } from './secret-files.js';
 
 const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['The service (sync, resolve --online)', ['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER']],
@@ -27,7 +28,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'ALLOW_VOLATILE_REDIS',
     ],
   ],
-  ['Files and identity', ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_ID']],
+  ['Files and identity', ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_GROUP', 'MIRROR_ID']],
   [
     'Sync',
     [
@@ -70,6 +71,7 @@ const ABOUT: Record<EnvName, string> = {
   ALLOW_VOLATILE_REDIS: '1: run removals on a Redis that can lose them (no AOF, or evicting)',
   MIRROR_DB: 'the SQLite mirror file',
   AUDIT_DB: "the removal audit's SQLite file; unset: next to MIRROR_DB",
+  MIRROR_GROUP: 'a group that may read the mirror and audit (files 0640); unset: this account only (0600)',
   MIRROR_ID: "names this mirror's sync queue; unset: the host name",
   SYNC_CRON: 'sync schedule, UTC (a 6th leading field is seconds)',
   SYNC_CONCURRENCY: 'pages fetched in parallel',
@@ -104,7 +106,7 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
   REPLICA_WORKERS: '`serve`: processes answering on the one port (node:cluster); up to the cores the replica may use',
   CHANGES_BASELINE: 'a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)',
-  CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not been handed',
+  CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
   WEBHOOK_SECRET: 'whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL)',
   WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',
@@ -125,13 +127,18 @@ export function renderEnvExample(): string {
   const lines = [
     '# user-mirror configuration: every variable it reads, rendered from src/runtime/config.ts (npm run env-example).',
     '# Copy to .env and fill in; commented lines show defaults. Lines marked "secret" never go into git or a log.',
+    '# Give secrets as files (NAME_FILE, or systemd credentials in $CREDENTIALS_DIRECTORY): pm2 save stores the environment in clear.',
   ];
   for (const [title, names] of GROUPS) {
     lines.push('', `# --- ${title}`);
     for (const name of names) {
       const def = defaultOf(name);
-      lines.push(`# ${ABOUT[name]}${SECRET_ENV.has(name) ? ' (secret)' : ''}`);
+      const fromFile = isFileSecret(name);
+      lines.push(
+        `# ${ABOUT[name]}${fromFile ? ` (secret; or ${name}_FILE, a file holding it, mode 0600)` : SECRET_ENV.has(name) ? ' (secret)' : ''}`,
+      );
       lines.push(def === undefined ? `# ${name}=` : `# ${name}=${def}`);
+      if (fromFile) lines.push(`# ${name}_FILE=`);
     }
   }
   return `${lines.join('\n')}\n`;

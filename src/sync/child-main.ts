@@ -21,6 +21,7 @@
  * daemon goes away (the channel closes) the run is aborted too.
  */
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
+import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => undefined);
 
   try {
+    applyFilePolicy();
     const config = readConfig(SYNC_PROCESS_ENV);
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
     const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });

@@ -7,9 +7,10 @@
  * passes), so a developer's own REDIS_URL or SERVICE_API_KEY never leaks in.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FILE_SECRETS } from '../../src/runtime/secret-files.js';
 import { runCli as runCliProcess } from './cli-process.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -223,4 +224,19 @@ export function daemonEnv(p: DaemonEnvParts): Record<string, string> {
     LOG_LEVEL: 'info',
     ...p.extra,
   };
+}
+
+/** `env` with its secrets moved into files (mode 0600) in `dir`, named by their `_FILE` variables: the README's deploy. */
+export function keysAsFiles(env: Record<string, string>, dir: string): Record<string, string> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const out = { ...env };
+  for (const name of FILE_SECRETS) {
+    const value = out[name];
+    if (value === undefined || (name === 'REDIS_URL' && !value.includes('@'))) continue;
+    const path = join(dir, name.toLowerCase());
+    writeFileSync(path, `${value}\n`, { mode: 0o600 });
+    delete out[name];
+    out[`${name}_FILE`] = path;
+  }
+  return out;
 }

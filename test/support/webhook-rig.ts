@@ -90,6 +90,24 @@ export async function startReceiver(): Promise<Receiver> {
   return receiver;
 }
 
+/**
+ * The bodies of the events feedEvents made, by id: what the mirror's change
+ * feed (ChangeFeed.body) is to the daemon's worker. The daemon's own path,
+ * bodies read from a real mirror, is test/change-feed-webhooks.test.ts's.
+ */
+const FEED_BODIES = new Map<string, { cursor: number; body: string }>();
+
+/** The rig worker's `eventBody`: the body feedEvents made for that id at that cursor. */
+export function feedBody(cursor: number, eventId: string): string | undefined {
+  const held = FEED_BODIES.get(eventId);
+  return held?.cursor === cursor ? held.body : undefined;
+}
+
+/** Forgets an event's body, as retention does. */
+export function dropFeedBody(eventId: string): void {
+  FEED_BODIES.delete(eventId);
+}
+
 /** Events as the change feed stores them: `users` users taking turns. */
 export function feedEvents(from: number, count: number, users = 5): FeedEvent[] {
   return Array.from({ length: count }, (_, i) => {
@@ -97,6 +115,7 @@ export function feedEvents(from: number, count: number, users = 5): FeedEvent[] 
     const id = `evt_5eed_${cursor}`;
     const userId = `user-${cursor % users}`;
     const body = `{"id":"${id}","cursor":${cursor},"type":"user.updated","timestamp":"2025-01-01T00:00:00.000Z","run_id":1,"data":{"user_id":"${userId}"}}`;
+    FEED_BODIES.set(id, { cursor, body });
     return { cursor, id, type: 'user.updated' as const, userId, publishedAt: '2025-01-01T00:00:00.000Z', body };
   });
 }
@@ -130,6 +149,7 @@ export async function createWebhookRig(redisUrl: string, receiver: Receiver): Pr
         mirrorId,
         target,
         secret: SECRET,
+        eventBody: feedBody,
         timeoutMs: 2_000,
         logger: silentLogger,
         backoff: { baseMs: 50, maxMs: 400 },

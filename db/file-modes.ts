@@ -1,0 +1,121 @@
+/**
+ * Who may read the SQLite files: the mirror and the audit hold a health
+ * service's end users (birth dates, connected devices), so they are the
+ * account's own, `0600` in a `0700` folder, whatever the umask. With a
+ * reader group (MIRROR_GROUP) they are `0640` in a setgid `02750` folder of
+ * that group, so the `-wal` and `-shm` files SQLite creates later inherit
+ * the group too (SQLite gives them the database file's permission bits, the
+ * folder gives them its group).
+ *
+ * The policy is process-wide, like the umask: the CLI sets it once at start
+ * (src/runtime/file-policy.ts); library users get the private default.
+ */
+import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+export interface FilePolicy {
+  /** Permission bits of every database file (and so of its -wal, -shm and -journal). */
+  fileMode: number;
+  /** Permission bits of a folder created for one (setgid with a group). */
+  dirMode: number;
+  /** The reader group's id, or undefined for none. */
+  gid: number | undefined;
+}
+
+export const PRIVATE_POLICY: FilePolicy = { fileMode: 0o600, dirMode: 0o700, gid: undefined };
+
+/** The policy for a reader group: the group reads, nobody else does. */
+export function groupPolicy(gid: number): FilePolicy {
+  return { fileMode: 0o640, dirMode: 0o2750, gid };
+}
+
+let policy: FilePolicy = PRIVATE_POLICY;
+
+export function setFilePolicy(next: FilePolicy): void {
+  policy = next;
+}
+
+export function filePolicy(): FilePolicy {
+  return policy;
+}
+
+/** A file whose mode was narrowed at open: it had been readable (or writable) by more accounts than the policy allows. */
+export interface Tightened {
+  path: string;
+  from: number;
+  to: number;
+}
+
+/** The files SQLite keeps beside a database. */
+const COMPANIONS = ['', '-wal', '-shm', '-journal'];
+
+/**
+ * Creates the folders up to `path` (the policy's folder mode for the ones it
+ * makes) and `path` itself, empty, with the policy's mode from its first
+ * byte: there is no moment at which another account could open it. SQLite
+ * takes an empty file for an empty database.
+ */
+export function createPrivateFile(path: string, p: FilePolicy = policy): void {
+  const dir = dirname(path);
+  const made = mkdirSync(dir, { recursive: true, mode: p.dirMode });
+  // mkdir's mode passes through the umask and drops setgid: set both exactly on the folders made here.
+  if (made !== undefined) {
+    for (let d = dir; ; d = dirname(d)) {
+      if (p.gid !== undefined) chownSync(d, -1, p.gid);
+      chmodSync(d, p.dirMode);
+      if (d === made || dirname(d) === d) break;
+    }
+  }
+  const fd = openSync(path, 'wx', p.fileMode & 0o600);
+  try {
+    if (p.gid !== undefined) fchownSync(fd, -1, p.gid);
+    fchmodSync(fd, p.fileMode);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Narrows a database and its companions to the policy: permission bits the
+ * policy does not grant are taken away (never added), and with a group the
+ * files are given it. Returns what changed, for the caller to log.
+ */
+export function tightenDatabaseFiles(path: string, p: FilePolicy = policy): Tightened[] {
+  const changed: Tightened[] = [];
+  if (p.gid !== undefined) groupFolder(dirname(path), p.gid);
+  for (const suffix of COMPANIONS) {
+    const file = `${path}${suffix}`;
+    let mode: number;
+    let gid: number;
+    try {
+      const s = statSync(file);
+      mode = s.mode & 0o7777;
+      gid = s.gid;
+    } catch {
+      continue;
+    }
+    if (p.gid !== undefined && gid !== p.gid) chownSync(file, -1, p.gid);
+    const narrowed = mode & p.fileMode;
+    if (narrowed !== mode) {
+      chmodSync(file, narrowed);
+      changed.push({ path: file, from: mode, to: narrowed });
+    }
+  }
+  return changed;
+}
+
+/**
+ * The folder of a group-readable database: of that group and setgid, so that
+ * a -wal or -shm SQLite creates later is the group's too. Its other bits are
+ * left alone (the folder may hold more than the mirror).
+ */
+function groupFolder(dir: string, gid: number): void {
+  const s = statSync(dir);
+  if (s.gid !== gid) chownSync(dir, -1, gid);
+  if ((s.mode & 0o2000) === 0) chmodSync(dir, (s.mode & 0o7777) | 0o2000);
+}
+
+/** `0644` for messages. */
+export function octal(mode: number): string {
+  return `0${(mode & 0o7777).toString(8).padStart(3, '0')}`;
+}
