@@ -99,7 +99,21 @@ function version(): string {
   return typeof pkg === 'object' && pkg !== null && 'version' in pkg && typeof pkg.version === 'string' ? pkg.version : 'unknown';
 }
 
+/**
+ * A reader that closes the pipe early (`user-mirror changes | head -1`) is
+ * done, not an error: end quietly with status 0, as `cat` and `grep` do,
+ * instead of an unhandled EPIPE trace. Anything else on stdout is a failure.
+ */
+function endQuietlyOnClosedPipe(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    process.stderr.write(`user-mirror: cannot write to stdout: ${err.message}\n`);
+    process.exit(1);
+  });
+}
+
 async function main(argv: string[]): Promise<number> {
+  endQuietlyOnClosedPipe();
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import { RunWriter } from '../src/sync/run-writer.js';
-import { MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
+import { latestEntry, MirrorNotReadyError, MirrorReader } from '../db/mirror-reader.js';
 import { checkStoredUser } from '../src/replica/resolve.js';
 import { OTHER_TEAM, pageOf, staged, stagedUsers, TEAM, userId, useTempMirror, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
@@ -61,6 +61,19 @@ describe('MirrorReader.byClientUserId', () => {
     expect(reader.byClientUserId('client-1')).toBeUndefined();
     // All three deleted now: 3 went last.
     expect(reader.lookup('client-1', { includeDeleted: true })?.user.user_id).toBe(userId(3));
+  });
+
+  it('picks the latest entry without SQL: active first, then deleted latest, then seen latest', () => {
+    const row = (name: string, deleted_at: string | null, last_seen_at: string) => ({ name, deleted_at, last_seen_at });
+    const rows = [
+      row('deleted early', '2026-01-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z'),
+      row('deleted late, seen early', '2026-02-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z'),
+      row('deleted late, seen late', '2026-02-01T00:00:00.000Z', '2025-06-01T00:00:00.000Z'),
+    ];
+    expect(latestEntry(rows)?.name).toBe('deleted late, seen late');
+    expect(latestEntry([...rows, row('active', null, '2020-01-01T00:00:00.000Z')])?.name).toBe('active');
+    expect(latestEntry([row('active', null, '2020-01-01T00:00:00.000Z'), ...rows])?.name).toBe('active');
+    expect(latestEntry([])).toBeUndefined();
   });
 
   it('narrows to a team when given one', () => {
