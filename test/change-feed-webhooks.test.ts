@@ -164,4 +164,58 @@ describe('webhooks from the daemon', () => {
     // The failures happened: retries and repeats were needed.
     expect(receiver.requests.length).toBeGreaterThan(final.size);
   }, 180_000);
+
+  it('a receiver that redirects holds every event: status exits 1, /readyz and /metrics name it; once it answers, all arrive in order', async () => {
+    const redirecting = await startReceiver();
+    try {
+      redirecting.answer = () => ({ status: 301, headers: { location: 'https://example.invalid/hooks' } });
+      const statusPort = await freePort();
+      const env = daemonEnv({
+        redisUrl: redis.url,
+        standIn,
+        mirrorDb: join(dir, 'redirect.db'),
+        queuePrefix: `r${Date.now()}`,
+        mirrorId: 'redirected',
+        statusPort,
+        cron: '0 0 1 1 *',
+        extra: { WEBHOOK_URL: redirecting.url, WEBHOOK_SECRET: SECRET, CHANGES_BASELINE: 'events' },
+      });
+      daemon = spawnDaemon(env);
+      await daemon.ready;
+      await eventually(() => (redirecting.requests.length >= 2 ? true : undefined), 30_000, 'held attempts');
+
+      const ready = await eventually(
+        async () => {
+          const r = await getStatus(statusPort, '/readyz');
+          return r.status === 503 && r.body.includes('webhook_endpoint') ? r : undefined;
+        },
+        20_000,
+        '/readyz 503 for the endpoint',
+      );
+      expect(JSON.parse(ready.body)).toMatchObject({
+        checks: { webhook_endpoint: expect.stringMatching(/^failing since .* \(status 301\); every event held$/) },
+      });
+      const metrics = await getStatus(statusPort, '/metrics');
+      expect(metrics.body).toMatch(/^user_mirror_webhook_endpoint_failing [1-9]\d*$/m);
+      const status = await runCli(['status'], env);
+      expect(status.code).toBe(1);
+      expect(status.stdout).toMatch(/ENDPOINT FAILING since \S+ \(status 301\): every event held, none lost/);
+      // Held, not failed: every event is still waiting, and only the first was tried.
+      expect(new Set(redirecting.requests.map((r) => r.id)).size).toBe(1);
+
+      redirecting.answer = () => ({ status: 204 });
+      const events = feedBodies(join(dir, 'redirect.db'));
+      await eventually(
+        () => (new Set(redirecting.delivered()).size === events.size ? true : undefined),
+        60_000,
+        'every held event delivered',
+      );
+      expect([...new Set(redirecting.delivered())]).toEqual([...events.keys()]);
+      await eventually(async () => ((await runCli(['status'], env)).code === 0 ? true : undefined), 20_000, 'status 0 again');
+      expect((await getStatus(statusPort, '/readyz')).status).toBe(200);
+    } finally {
+      await daemon?.stop('SIGTERM').catch(() => undefined);
+      await redirecting.close();
+    }
+  }, 120_000);
 });

@@ -243,6 +243,34 @@ describe('status report', () => {
     expect(statusExitCode(old)).toBe(1);
   });
 
+  it('a failing webhook endpoint needs attention: exit 1, and says since when and what it answered', () => {
+    const webhooks = (endpoint: { since: string; last: string } | null) =>
+      facts({
+        removalsConfigured: false,
+        webhooksConfigured: true,
+        queues: {
+          reachable: true,
+          sync: { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 1 },
+          removals: null,
+          unboundRemovals: 0,
+          webhooks: {
+            target: { id: 'fedcba9876543210', url: 'http://hooks.example.com/in', queue: 'webhooks-host-a-fedcba9876543210' },
+            counts: { waiting: 1009, active: 1, delayed: 0, failed: 0, completed: 0 },
+            dispatched: 1010,
+            settled: 0,
+            endpoint,
+          },
+        },
+      });
+    expect(statusExitCode(buildStatusReport(webhooks(null)))).toBe(0);
+    const failing = buildStatusReport(webhooks({ since: '2025-01-01T00:40:00.000Z', last: 'status 301' }));
+    expect(statusExitCode(failing)).toBe(1);
+    expect(failing.webhooks?.endpointFailing).toEqual({ since: '2025-01-01T00:40:00.000Z', last: 'status 301' });
+    expect(formatStatusReport(failing)).toContain(
+      'webhooks        ENDPOINT FAILING since 2025-01-01T00:40:00.000Z (status 301): every event held, none lost; fix WEBHOOK_URL or the receiver',
+    );
+  });
+
   it('renders runs one per line, errors flattened', () => {
     const text = formatStatusReport(buildStatusReport(facts()));
     expect(text).toContain('first page failed: HTTP 503');

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { enqueueEvents, readDispatched, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
+import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
 import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
 import type { TestRedis } from './support/redis-server.js';
 import { until } from './support/removal-rig.js';
@@ -18,6 +18,32 @@ let rig: WebhookRig;
 useWebhookRig((parts) => ({ redis, receiver, rig } = parts));
 
 describe('webhook delivery', () => {
+  it.each([
+    ['redirects to https (301)', { status: 301, headers: { location: 'https://example.invalid/hooks' } }],
+    ['is gone (410)', { status: 410 }],
+    ['refuses the key (401)', { status: 401 }],
+  ] as const)(
+    'an endpoint that %s holds every event, marks itself failing, and gets them all in order once it answers',
+    async (_what, answer) => {
+      const events = feedEvents(1, 30);
+      receiver.answer = () => answer;
+      await rig.startWorker({ backoff: { baseMs: 50, maxMs: 200 } });
+      await enqueueEvents(rig.queue, events, 30);
+      await until(() => receiver.requests.length >= 4, 'a few held attempts');
+      // Nothing failed, nothing delivered, nothing skipped: the first event was tried again and again.
+      expect(await rig.queue.getJobCounts('failed', 'completed')).toEqual({ failed: 0, completed: 0 });
+      expect(new Set(receiver.requests.map((r) => r.id))).toEqual(new Set([events[0]?.id]));
+      const failing = await readEndpointFailure(rig.queue);
+      expect(failing).toEqual({ since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), last: `status ${answer.status}` });
+
+      receiver.answer = () => ({ status: 204 });
+      await until(() => firstDeliveries(receiver).length === 30, 'every held event delivered');
+      expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
+      expect(await readEndpointFailure(rig.queue)).toBeNull();
+      expect(await rig.queue.getJobCounts('failed')).toEqual({ failed: 0 });
+    },
+  );
+
   it('keeps no record in Redis: the body is read from the feed at send; an event gone from the feed fails for good, named', async () => {
     const events = feedEvents(900, 2);
     const [kept, gone] = events;
@@ -122,7 +148,7 @@ describe('webhook delivery', () => {
         cursor: 3,
         user_id: 'user-3',
         attempts: 1,
-        reason: expect.stringContaining('receiver answered 400'),
+        reason: expect.stringContaining('receiver refused this event (400)'),
       }),
     ]);
 
@@ -157,7 +183,7 @@ describe('user-mirror webhooks', () => {
       WEBHOOK_URL: receiver.url,
     };
     const events = feedEvents(1, 3);
-    receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 410 } : { status: 200 });
+    receiver.answer = ({ id }) => (id === 'evt_5eed_2' ? { status: 422 } : { status: 200 });
     await rig.startWorker();
     await enqueueEvents(rig.queue, events, 30);
     await writeDispatched(rig.queue, 3);
@@ -177,7 +203,7 @@ describe('user-mirror webhooks', () => {
 
     const failed = await runCli(['webhooks', '--failed'], env);
     expect(failed.stdout).toMatch(/^EVENT_ID +CURSOR +USER_ID +ATTEMPTS/);
-    expect(failed.stdout).toMatch(/evt_5eed_2 +2 +user-2 +1 .*receiver answered 410/);
+    expect(failed.stdout).toMatch(/evt_5eed_2 +2 +user-2 +1 .*receiver refused this event \(422\)/);
     expect(failed.stdout).not.toContain('token=abc');
 
     receiver.answer = () => ({ status: 200 });

@@ -45,10 +45,24 @@ describe('delivery decisions', () => {
   const policy = WEBHOOK_BACKOFF;
   const mid = () => 0.5;
 
-  it('2xx is delivered; 3xx and other 4xx fail for good', () => {
+  it('2xx is delivered; 400, 413 and 422 refuse the event and fail it for good', () => {
     expect(decideDelivery({ status: 204, retryAfter: undefined }, 1, policy)).toEqual({ kind: 'delivered', status: 204 });
-    for (const status of [301, 400, 401, 404, 410, 422])
-      expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('fail');
+    for (const status of [400, 413, 422]) expect(decideDelivery({ status, retryAfter: undefined }, 1, policy).kind).toBe('fail');
+  });
+
+  it("a redirect, 401, 403, 404, 410, any other 4xx, DNS and TLS errors are the endpoint's: held and retried, never failed", () => {
+    for (const status of [301, 302, 307, 308, 401, 403, 404, 405, 410, 415]) {
+      expect(decideDelivery({ status, retryAfter: undefined }, 1, policy, 0, mid)).toMatchObject({
+        kind: 'hold',
+        delayMs: 750,
+        last: `status ${status}`,
+      });
+    }
+    expect(decideDelivery({ error: 'ENOTFOUND: getaddrinfo', endpoint: true }, 3, policy, 0, mid)).toMatchObject({
+      kind: 'hold',
+      delayMs: 3_000,
+    });
+    expect(decideDelivery({ error: 'x', endpoint: true }, 30, policy, 0, () => 1)).toMatchObject({ kind: 'hold', delayMs: 60_000 });
   });
 
   it('5xx, 408, 429 and network errors retry: exponential from 1 s, jittered, capped at 60 s', () => {

@@ -138,6 +138,44 @@ export async function enqueueEvents(queue: WebhookQueue, events: readonly FeedEv
   return sorted.at(-1)?.cursor ?? 0;
 }
 
+/**
+ * The receiver failing as an endpoint (its address or set-up is wrong: a
+ * redirect, 401, 403, 404, 410, a DNS or TLS error): since when, and the last
+ * answer. Set by the worker while it holds deliveries, cleared by the next
+ * 2xx; `status`, /readyz and /metrics read it.
+ */
+export const EndpointFailureSchema = z.object({ since: z.string(), last: z.string() });
+export type EndpointFailure = z.output<typeof EndpointFailureSchema>;
+
+/** The endpoint's failure, or null while it is not failing (or the record is unreadable). */
+export async function readEndpointFailure(queue: WebhookQueue): Promise<EndpointFailure | null> {
+  return readEndpointKey(queue.redis, queue.toKey('endpoint'));
+}
+
+async function readEndpointKey(redis: RedisClient, key: string): Promise<EndpointFailure | null> {
+  const raw = await redis.get(key);
+  if (raw === null) return null;
+  try {
+    const parsed = EndpointFailureSchema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Records the endpoint as failing (keeping when it began); the worker calls it with its queue's `toKey('endpoint')`. */
+export async function markEndpointFailing(redis: RedisClient, key: string, last: string, now: Date): Promise<EndpointFailure> {
+  const previous = await readEndpointKey(redis, key);
+  const failure = { since: previous?.since ?? now.toISOString(), last };
+  await redis.set(key, JSON.stringify(failure));
+  return failure;
+}
+
+/** The endpoint answered 2xx: no longer failing. True when it had been. */
+export async function clearEndpointFailure(redis: RedisClient, key: string): Promise<boolean> {
+  return (await redis.del(key)) > 0;
+}
+
 /** In the queue's own key space: one hash slot with its jobs on a Cluster, removed with the queue. */
 function dispatchedKey(queue: WebhookQueue): string {
   return queue.toKey('dispatched');

@@ -39,6 +39,8 @@ import { TolerantWorker } from '../tolerant-worker.js';
 import {
   KEEP_COMPLETED_WEBHOOKS,
   checkWebhookJob,
+  clearEndpointFailure,
+  markEndpointFailing,
   raiseSettled,
   webhookQueueName,
   type WebhookJobData,
@@ -133,12 +135,26 @@ const DEFAULT_STALLED_CHECK_MS = 5_000;
  */
 const MAX_STALLED = 1_000;
 
-export type DeliveryAttempt = { status: number; retryAfter: string | undefined } | { error: string };
+/** An attempt's result: the receiver's answer, or a network error (`endpoint`: DNS or TLS, the address or set-up is wrong). */
+export type DeliveryAttempt = { status: number; retryAfter: string | undefined } | { error: string; endpoint?: boolean };
 
+/**
+ * `retry`: a passing trouble (5xx, 408, 429, timeouts, refused connections),
+ * retried first after a pause. `hold`: the endpoint is wrong, not the event
+ * (a redirect, 401, 403, 404, 410, any 4xx but the event's own, DNS or TLS):
+ * every event waits, retried on the same schedule, and the endpoint is marked
+ * failing for the operator, since failing events one by one would lose the
+ * whole feed to a misconfiguration. `fail`: this event's body is refused
+ * (400, 413, 422): it fails for good and the next one goes.
+ */
 export type DeliveryDecision =
   | { kind: 'delivered'; status: number }
   | { kind: 'retry'; delayMs: number; last: string; status?: number }
+  | { kind: 'hold'; delayMs: number; last: string; status?: number }
   | { kind: 'fail'; reason: string; status: number };
+
+/** Answers that refuse the event itself (its body); every other 4xx (and 3xx) is the endpoint's failure. */
+export const EVENT_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /**
  * What one attempt's result means (pure). `attempt` counts from 1. A
@@ -152,7 +168,13 @@ export function decideDelivery(
   nowMs = Date.now(),
   random: () => number = Math.random,
 ): DeliveryDecision {
-  if ('error' in result) return { kind: 'retry', delayMs: backoffDelay(attempt, policy, undefined, random), last: result.error };
+  if ('error' in result) {
+    return {
+      kind: result.endpoint === true ? 'hold' : 'retry',
+      delayMs: backoffDelay(attempt, policy, undefined, random),
+      last: result.error,
+    };
+  }
   const { status } = result;
   if (status >= 200 && status < 300) return { kind: 'delivered', status };
   if (status >= 500 || status === 429 || status === 408) {
@@ -163,7 +185,10 @@ export function decideDelivery(
         : Math.min(policy.maxRetryAfterMs, Math.max(policy.baseMs, asked));
     return { kind: 'retry', delayMs, last: `status ${status}`, status };
   }
-  return { kind: 'fail', reason: `receiver answered ${status}; not retried (only 5xx, 408, 429 and network errors are)`, status };
+  if (EVENT_REFUSALS.has(status)) {
+    return { kind: 'fail', reason: `receiver refused this event (${status}); not retried (webhooks retry re-sends it)`, status };
+  }
+  return { kind: 'hold', delayMs: backoffDelay(attempt, policy, undefined, random), last: `status ${status}`, status };
 }
 
 export function attemptsOf(progress: unknown): number {
@@ -248,7 +273,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       const retryAfter = res.headers['retry-after'];
       return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
     } catch (err) {
-      return { error: networkError(err, timeoutMs) };
+      return networkAttempt(err, timeoutMs);
     }
   };
 
@@ -262,6 +287,43 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
 
   // The processor needs the worker (to rate-limit its queue) and the worker needs the processor.
   let worker: Worker<unknown, WebhookResult, string> | undefined;
+
+  /**
+   * The endpoint failed (not the event): mark it failing in Redis, for
+   * status, /readyz and /metrics, and say so in the log, once when it
+   * starts failing and then at error level on every attempt (few: backoff).
+   */
+  const endpointFailing = async (last: string, facts: { eventId: string; cursor: number; attempt: number }): Promise<void> => {
+    maybeFailing = true;
+    const failure =
+      worker === undefined
+        ? undefined
+        : await markEndpointFailing(options.connection, worker.toKey('endpoint'), last, new Date()).catch(() => undefined);
+    logger.error(
+      { event: 'webhook.endpoint_failing', target: target.id, url: target.url, since: failure?.since, last, ...facts },
+      'webhook endpoint failing (its address or set-up is wrong): every event is held, none lost; fix WEBHOOK_URL or the receiver',
+    );
+  };
+
+  /** Whether the endpoint may be marked failing: at start (an earlier worker may have marked it), and after a hold. */
+  let maybeFailing = true;
+
+  /** A 2xx: the endpoint is well again, if it was failing (one Redis call, only after a hold or at start). */
+  const endpointAnswered = async (): Promise<void> => {
+    if (worker === undefined || !maybeFailing) return;
+    const was = await clearEndpointFailure(options.connection, worker.toKey('endpoint')).then(
+      (cleared) => {
+        maybeFailing = false;
+        return cleared;
+      },
+      () => false,
+    );
+    if (was)
+      logger.info(
+        { event: 'webhook.endpoint_recovered', target: target.id, url: target.url },
+        'webhook endpoint answers again; held events follow in order',
+      );
+  };
 
   /** Puts the job back at the front of the queue and pauses the queue for `ms`. */
   const holdQueue = async (ms: number): Promise<never> => {
@@ -306,8 +368,9 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     const decision = decideDelivery(await post(data, body), attempt, policy);
     const ms = Date.now() - started;
     const facts = { eventId: data.event_id, cursor: data.cursor, attempt, ms };
-    if (decision.kind !== 'retry') await settle(data.cursor);
+    if (decision.kind === 'delivered' || decision.kind === 'fail') await settle(data.cursor);
     if (decision.kind === 'delivered') {
+      await endpointAnswered();
       logger.info({ event: 'webhook.delivered', ...facts, status: decision.status }, 'webhook delivered');
       report({ outcome: 'delivered', ...facts, status: decision.status });
       return { status: decision.status, attempts: attempt };
@@ -321,10 +384,14 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       report({ outcome: 'failed', ...facts, status: decision.status });
       throw new UnrecoverableError(decision.reason);
     }
-    logger.warn(
-      { event: 'webhook.retry', ...facts, status: decision.status, last: decision.last, delayMs: decision.delayMs },
-      'webhook not delivered; the queue waits and retries it first',
-    );
+    if (decision.kind === 'hold') {
+      await endpointFailing(decision.last, facts);
+    } else {
+      logger.warn(
+        { event: 'webhook.retry', ...facts, status: decision.status, last: decision.last, delayMs: decision.delayMs },
+        'webhook not delivered; the queue waits and retries it first',
+      );
+    }
     await job.updateProgress({ attempts: attempt, last: decision.last } satisfies WebhookProgress).catch((err: unknown) => {
       logger.warn({ event: 'webhook.progress_failed', eventId: data.event_id, err: describeError(err) }, 'could not record the attempt');
     });
@@ -373,6 +440,16 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
 }
 
 /** A network failure in one line, without the URL (its query may carry the receiver's token). */
+/** DNS and TLS failures: the address or the receiver's set-up is wrong, not a passing trouble. */
+const ENDPOINT_ERROR = /^(ENOTFOUND|EAI_AGAIN|ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_)/;
+
+function networkAttempt(err: unknown, timeoutMs: number): DeliveryAttempt {
+  const code = (err as { code?: unknown } | null)?.code;
+  const cause = (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  const endpoint = [code, cause].some((c) => typeof c === 'string' && ENDPOINT_ERROR.test(c));
+  return { error: networkError(err, timeoutMs), endpoint };
+}
+
 function networkError(err: unknown, timeoutMs: number): string {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${timeoutMs} ms`;
   const e = err as { code?: unknown; message?: unknown };

@@ -35,7 +35,14 @@ import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
-import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookTarget } from '../../jobs/webhooks/queue.js';
+import {
+  createWebhookQueue,
+  readDispatched,
+  readEndpointFailure,
+  readSettled,
+  webhookTarget,
+  type WebhookTarget,
+} from '../../jobs/webhooks/queue.js';
 import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
@@ -216,7 +223,9 @@ async function readQueues(
       removals === undefined ? undefined : counts(removals),
       removals === undefined ? [] : recentOutcomesByHost(removals),
       readEstateDurability(redis),
-      webhooks === undefined ? undefined : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks)]),
+      webhooks === undefined
+        ? undefined
+        : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks), readEndpointFailure(webhooks)]),
     ]);
     facts = {
       reachable: true,
@@ -229,7 +238,7 @@ async function readQueues(
       webhooks:
         webhooks === undefined || w === undefined || hook === undefined
           ? null
-          : { target: { id: hook.id, url: hook.url, queue: webhooks.name }, counts: w[0], dispatched: w[1], settled: w[2] },
+          : { target: { id: hook.id, url: hook.url, queue: webhooks.name }, counts: w[0], dispatched: w[1], settled: w[2], endpoint: w[3] },
     };
     durability = d;
   })().catch((err: unknown) => {

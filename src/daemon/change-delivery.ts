@@ -26,7 +26,9 @@ import {
   createWebhookQueue,
   enqueueEvents,
   readDispatched,
+  readEndpointFailure,
   readSettled,
+  type EndpointFailure,
   resetCursors,
   webhookTarget,
   writeDispatched,
@@ -101,13 +103,18 @@ export interface DeliveryLag {
   /** Since the oldest event not yet settled was published; 0 when none. */
   secondsBehind: number;
   failed: number;
+  /** The endpoint failing (deliveries held), or null. */
+  endpoint: EndpointFailure | null;
 }
+
+/** What /readyz and /metrics read of webhook delivery. */
+export type WebhookLagFacts = Pick<DeliveryLag, 'eventsBehind' | 'secondsBehind' | 'failed' | 'endpoint'>;
 
 export async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Date): Promise<DeliveryLag> {
   const { latest } = feed.bounds();
-  const [settledRaw, counts] = await Promise.all([readSettled(queue), queue.getJobCounts('failed')]);
+  const [settledRaw, counts, endpoint] = await Promise.all([readSettled(queue), queue.getJobCounts('failed'), readEndpointFailure(queue)]);
   const at = latest > settledRaw ? feed.publishedAfter(settledRaw) : undefined;
-  return { latest, ...webhookLag(latest, settledRaw, at, now), failed: counts.failed ?? 0 };
+  return { latest, ...webhookLag(latest, settledRaw, at, now), failed: counts.failed ?? 0, endpoint };
 }
 
 /**

@@ -21,6 +21,7 @@ import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type RunTrouble, type Staleness } from './staleness.js';
+import type { WebhookLagFacts } from './change-delivery.js';
 
 export interface MirrorFigures {
   activeUsers: number;
@@ -47,7 +48,7 @@ export interface MetricSources {
   queues?: () => Promise<QueueDepth[]>;
   redisUp?: () => Promise<boolean>;
   /** Webhook delivery's lag (src/daemon/change-delivery.ts); absent without WEBHOOK_URL. */
-  webhookLag?: () => Promise<{ eventsBehind: number; secondsBehind: number; failed: number }>;
+  webhookLag?: () => Promise<WebhookLagFacts>;
 }
 
 export interface DaemonMetrics {
@@ -214,12 +215,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     registers,
   });
   // Read from Redis and the mirror on scrape, once for the three gauges.
-  let lagRead: Promise<{ eventsBehind: number; secondsBehind: number; failed: number } | undefined> | undefined;
+  let lagRead: Promise<WebhookLagFacts | undefined> | undefined;
   const readLag = () => {
     lagRead ??= (async () => {
       const read = sources.webhookLag;
       if (read === undefined) return undefined;
-      let lag: { eventsBehind: number; secondsBehind: number; failed: number } | undefined;
+      let lag: WebhookLagFacts | undefined;
       const done = read().then(
         (l) => void (lag = l),
         () => undefined,
@@ -228,7 +229,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     })().finally(() => setTimeout(() => (lagRead = undefined), MIRROR_CACHE_MS).unref());
     return lagRead;
   };
-  const lagGauge = (name: string, help: string, pick: (l: { eventsBehind: number; secondsBehind: number; failed: number }) => number) => {
+  const lagGauge = (name: string, help: string, pick: (l: WebhookLagFacts) => number) => {
     const gauge: Gauge = new Gauge({
       name,
       help,
@@ -250,6 +251,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     'user_mirror_webhook_seconds_behind',
     'Age of the oldest change event not yet delivered to WEBHOOK_URL; 0 when caught up.',
     (l) => l.secondsBehind,
+  );
+  lagGauge(
+    'user_mirror_webhook_endpoint_failing',
+    'Seconds since WEBHOOK_URL began failing as an endpoint (redirect, 401, 403, 404, 410, DNS, TLS): every event held; 0 while it answers.',
+    (l) => (l.endpoint === null ? 0 : Math.max(1, Math.round((Date.now() - Date.parse(l.endpoint.since)) / 1000))),
   );
   lagGauge(
     'user_mirror_webhook_failed',

@@ -6,6 +6,7 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
+import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness, formatAge, oneLine, type RunTrouble } from './staleness.js';
 
 export interface RunFacts {
@@ -45,6 +46,8 @@ export interface WebhookQueueFacts {
   /** The highest cursor handed to the queue, and the highest settled (delivered, or failed for good) in order. */
   dispatched: number;
   settled: number;
+  /** The endpoint failing (a redirect, 401, 403, 404, 410, DNS, TLS: deliveries held), or null. */
+  endpoint: EndpointFailure | null;
 }
 
 /** The mirror's change feed (db/change-feed.ts); null when the mirror has none yet. */
@@ -164,6 +167,8 @@ export interface StatusReport {
     secondsBehind: number;
     failed: number;
     queued: number;
+    /** Deliveries held because the endpoint fails; null while it answers. */
+    endpointFailing: EndpointFailure | null;
   } | null;
   webhooksConfigured: boolean;
 }
@@ -241,6 +246,7 @@ function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
     ...webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now),
     failed: w.counts.failed,
     queued: w.counts.waiting + w.counts.active + w.counts.delayed,
+    endpointFailing: w.endpoint,
   };
 }
 
@@ -345,6 +351,11 @@ export function formatStatusReport(r: StatusReport): string {
     lines.push(
       `webhooks        ${behind}, ${w.failed} failed${w.failed > 0 ? " ('user-mirror webhooks --failed')" : ''}   (target ${w.target}, ${w.url})`,
     );
+    if (w.endpointFailing !== null) {
+      lines.push(
+        `webhooks        ENDPOINT FAILING since ${w.endpointFailing.since} (${w.endpointFailing.last}): every event held, none lost; fix WEBHOOK_URL or the receiver`,
+      );
+    }
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   return `${lines.join('\n')}\n`;
 }
@@ -389,13 +400,14 @@ function formatCounts(c: QueueCounts): string {
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
- * unreachable. A webhook's lag and failures are shown, not judged (like
- * failed removals: the operator's to-do list). A sync-only estate needs no
- * Redis: it is shown, not judged.
+ * unreachable, or its endpoint fails (deliveries held). A webhook's lag and
+ * failed events are shown, not judged (like failed removals: the operator's
+ * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   const mirrorOk = r.mirror.available && r.mirror.stale !== true;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
+  if (r.webhooks?.endpointFailing != null) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;

@@ -23,6 +23,7 @@ import type { MirrorReader } from '../../db/mirror-reader.js';
 import type { RedisClient } from '../../jobs/redis-connection.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness, mirrorFreshness } from './staleness.js';
+import type { WebhookLagFacts } from './change-delivery.js';
 
 export interface ReadinessReport {
   ready: boolean;
@@ -96,20 +97,26 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
   res.end(res.req.method === 'HEAD' ? undefined : body);
 }
 
-/** A slow receiver is reported, not judged: it must not take the mirror out of rotation. */
-async function describeLag(lag: Promise<{ eventsBehind: number; secondsBehind: number; failed: number }>): Promise<string> {
-  let text = 'timeout';
-  const done = lag.then(
-    (l) =>
-      void (text =
-        l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`),
-    (err: unknown) => void (text = describe(err)),
+/** A slow receiver is reported, not judged (`lag`); a failing endpoint is judged (`endpoint`: 'ok' or why not). */
+async function describeLag(facts: Promise<WebhookLagFacts>): Promise<{ lag: string; endpoint: string }> {
+  let lag = 'timeout';
+  let endpoint = 'ok';
+  const done = facts.then(
+    (l) => {
+      lag = l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`;
+      if (l.endpoint !== null) endpoint = `failing since ${l.endpoint.since} (${l.endpoint.last}); every event held`;
+    },
+    (err: unknown) => void (lag = describe(err)),
   );
   await settleWithin(done, 1_000);
-  return text;
+  return { lag, endpoint };
 }
 
-/** Reported in /readyz but not gating it: held removals must not take the sync side out of rotation. */
+/**
+ * Reported in /readyz but not gating it: held removals must not take the sync side out of rotation,
+ * nor does a webhook's lag. A failing webhook endpoint does gate it (`webhook_endpoint`): every
+ * event is held until someone fixes WEBHOOK_URL or the receiver.
+ */
 const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals', 'webhooks']);
 
 export interface ReadinessSources {
@@ -119,7 +126,7 @@ export interface ReadinessSources {
   staleAfterMs: number;
   removalGate: () => RemovalGate | undefined;
   /** Webhook delivery's lag; undefined without WEBHOOK_URL. */
-  webhookLag?: () => Promise<{ eventsBehind: number; secondsBehind: number; failed: number }> | undefined;
+  webhookLag?: () => Promise<WebhookLagFacts> | undefined;
 }
 
 /** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
@@ -149,7 +156,11 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     const gate = s.removalGate();
     checks.removals = gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
     const lag = s.webhookLag?.();
-    if (lag !== undefined) checks.webhooks = await describeLag(lag);
+    if (lag !== undefined) {
+      const described = await describeLag(lag);
+      checks.webhooks = described.lag;
+      checks.webhook_endpoint = described.endpoint;
+    }
     return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
   };
 }
