@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { until, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
 
 /** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */
 const HOLD_MS = 6_000;
@@ -108,27 +108,39 @@ describe('audit writes during a long lock', () => {
     expect(job.finishedOn ?? 0).toBeGreaterThanOrEqual(releasedAt);
   });
 
-  it('a write that cannot land within its budget fails the job; the re-run records already_absent', { timeout: 30_000 }, async () => {
-    await rig.startWorker({ auditBusyBudgetMs: 1_000 });
-    rig.standIn.faults.set({ latencyMs: 500 });
-    const m = rig.member();
-    const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-    await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
+  it(
+    'a write that cannot land within its budget pauses the queue; the removal is recorded as performed, never done twice',
+    { timeout: 30_000 },
+    async () => {
+      await rig.startWorker({ auditBusyBudgetMs: 1_000 });
+      rig.standIn.faults.set({ latencyMs: 500 });
+      const m = rig.member();
+      const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+      await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
 
-    const lock = holdWriteLock(rig.auditPath);
-    await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
-    // Past the budget: the attempt fails rather than completing with a row that says `requested`.
-    await until(async () => ((await rig.queue.getJob(jobId))?.attemptsMade ?? 0) >= 1, 'the attempt to fail', 10_000);
-    lock.release();
+      const lock = holdWriteLock(rig.auditPath);
+      await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
+      // Past the budget: the job keeps its outcome and goes back to wait, no attempt burnt, the row still `requested`.
+      await until(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 'the outcome kept with the job', 10_000);
+      await sleep(1_500);
+      const held = await rig.queue.getJob(jobId);
+      expect(held?.progress).toEqual({ performed: 'succeeded' });
+      expect(held?.attemptsMade).toBe(0);
+      expect(held?.finishedOn).toBeUndefined();
+      expect(rig.audit.get(jobId)?.status).toBe('requested');
+      lock.release();
 
-    const job = await rig.finished(jobId);
-    expect(job.returnvalue).toEqual({
-      status: 'already_absent',
-      org_id: m.org_id,
-      member_id: m.member_id,
-      target: rig.target.id,
-      host: hostname(),
-    });
-    expect(rig.audit.get(jobId)).toMatchObject({ status: 'already_absent', attempts: 2 });
-  });
+      const job = await rig.finished(jobId);
+      expect(job.returnvalue).toEqual({
+        status: 'succeeded',
+        org_id: m.org_id,
+        member_id: m.member_id,
+        target: rig.target.id,
+        host: hostname(),
+      });
+      expect(rig.audit.get(jobId)).toMatchObject({ status: 'succeeded' });
+      // One DELETE: the later run only wrote the audit.
+      expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
+    },
+  );
 });

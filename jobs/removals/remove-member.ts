@@ -83,6 +83,15 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
       return fail(new UnrecoverableError(reason), 'failed');
     }
     const { org_id, member_id, requested_by, reason } = checked.payload;
+    // A DELETE this job already performed (its audit write failed after it): only the audit is left to do.
+    const performed = performedOf(job.progress);
+    if (performed !== undefined) {
+      deps.logger.info(
+        { event: 'removal.audit_resumed', jobId: job.id, org_id, member_id, status: performed },
+        'recording a removal already performed',
+      );
+      return finish(job, ref, performed, org_id, member_id);
+    }
     // If this write fails the job is retried later rather than deleting unaudited.
     await audit('started', () => deps.audit?.started(ref, { target: deps.target.id, org_id, member_id, requested_by, reason }), true);
 
@@ -120,10 +129,42 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     }
 
     const status = result.outcome === 'deleted' ? 'succeeded' : 'already_absent';
-    // A row left `requested` for a member who is gone would be a wrong audit. The writer has
-    // already retried a busy file for minutes; if it still fails, the job fails and its re-run
-    // (the DELETE then answers 404) records `already_absent`.
-    await audit('finished', () => deps.audit?.finished(ref, status), true);
+    // The outcome is kept with the job before the audit is written: should that write fail, the
+    // job's next run finds it here and records it, instead of deleting again and recording the
+    // 404 of its own removal as `already_absent`.
+    await job.updateProgress({ performed: status } satisfies PerformedProgress).catch((err: unknown) => {
+      deps.logger.error(
+        { event: 'removal.outcome_unkept', jobId: job.id, err: describeError(err) },
+        'could not keep the outcome with the job',
+      );
+    });
+    return finish(job, ref, status, org_id, member_id);
+  }
+
+  /**
+   * Records a performed removal in the audit. A row left `requested` for a member who is gone
+   * would be a wrong audit: the writer has already retried a busy file for its budget; if it still
+   * fails (a full disk, a lock held for minutes), the queue pauses and the job runs again later,
+   * without burning an attempt and without a second DELETE (see `performedOf`), until the row lands.
+   */
+  async function finish(
+    job: RemovalJob,
+    ref: RemovalJobRef,
+    status: 'succeeded' | 'already_absent',
+    org_id: string,
+    member_id: string,
+  ): Promise<RemovalResult> {
+    try {
+      await deps.audit?.finished(ref, status);
+    } catch (err) {
+      const waitMs = backoffDelay(rateLimitedRuns(job) + 1, policy, undefined, deps.random);
+      deps.logger.error(
+        { event: 'removal.audit_pending', jobId: job.id, org_id, member_id, status, waitMs, err: describeError(err) },
+        'removal performed but its audit write failed; the queue pauses and the audit is written on the next run',
+      );
+      await deps.rateLimit(waitMs);
+      throw Worker.RateLimitError();
+    }
     deps.logger.info(
       { event: 'removal.done', jobId: job.id, org_id, member_id, status },
       status === 'succeeded' ? 'member removed' : 'member was already absent',
@@ -153,6 +194,18 @@ export function jobRef(job: Pick<RemovalJob, 'id' | 'timestamp'>): RemovalJobRef
  * Runs of this job that ended without BullMQ counting an attempt: rate
  * limits and stalls. Stalls are counted separately, so the rest are rate limits.
  */
+/** What a job keeps in its progress once its DELETE has an answer. */
+interface PerformedProgress {
+  performed: 'succeeded' | 'already_absent';
+}
+
+/** The outcome an earlier run of this job performed, or undefined (none, or progress from elsewhere). */
+export function performedOf(progress: unknown): PerformedProgress['performed'] | undefined {
+  if (!isRecord(progress)) return undefined;
+  const p = progress.performed;
+  return p === 'succeeded' || p === 'already_absent' ? p : undefined;
+}
+
 function rateLimitedRuns(job: RemovalJob): number {
   return Math.max(0, job.attemptsStarted - 1 - job.attemptsMade - job.stalledCounter);
 }

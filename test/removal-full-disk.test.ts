@@ -1,0 +1,85 @@
+/**
+ * A full disk under the removal audit, between the DELETE and its record:
+ * the removal is recorded as performed once there is room again, never
+ * performed twice, never recorded `already_absent` for its own removal, and
+ * no attempt is burnt meanwhile. The disk is a 2 MB tmpfs the test mounts
+ * (root), filled with a file until ENOSPC.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, openSync, rmSync, rmdirSync, writeSync, closeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openAudit } from '../db/open-audit.js';
+import { createRemovalAudit } from '../db/removal-audit.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
+
+let rig: Rig;
+useRemovalRig((_shared, r) => {
+  rig = r;
+});
+
+let mount: string;
+beforeAll(() => {
+  mount = mkdtempSync(join(tmpdir(), 'user-mirror-full-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m,mode=0700', 'tmpfs', mount]);
+});
+afterAll(() => {
+  execFileSync('umount', [mount]);
+  rmdirSync(mount);
+});
+
+/** Writes `path` until the file system is full; returns how many bytes fit. */
+function fill(path: string): number {
+  const fd = openSync(path, 'w');
+  const chunk = Buffer.alloc(16 * 1024);
+  let written = 0;
+  try {
+    for (;;) written += writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    closeSync(fd);
+  }
+  return written;
+}
+
+describe('the audit on a full disk', () => {
+  it(
+    'records a removal performed before the disk filled as succeeded once there is room, with one DELETE',
+    { timeout: 40_000 },
+    async () => {
+      const db = openAudit(join(mount, 'audit.db'));
+      const audit = createRemovalAudit(db);
+      try {
+        await rig.startWorker({ audit, auditBusyBudgetMs: 500 });
+        rig.standIn.faults.set({ latencyMs: 700 });
+        const m = rig.member();
+        const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+        await until(() => audit.get(jobId)?.status === 'requested', 'the started row');
+        // The DELETE is in flight; the disk fills before its answer is recorded.
+        const filler = join(mount, 'filler');
+        expect(fill(filler)).toBeGreaterThan(0);
+
+        await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member deleted');
+        await until(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 'the outcome kept with the job', 10_000);
+        await sleep(1_000);
+        const held = await rig.queue.getJob(jobId);
+        expect(held).toMatchObject({ progress: { performed: 'succeeded' }, attemptsMade: 0 });
+        expect(held?.finishedOn).toBeUndefined();
+        expect(audit.get(jobId)?.status).toBe('requested');
+
+        rmSync(filler);
+        const job = await rig.finished(jobId, 30_000);
+        expect(job.returnvalue).toMatchObject({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+        expect(audit.get(jobId)).toMatchObject({ status: 'succeeded' });
+        expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
+      } finally {
+        rig.standIn.faults.set({ latencyMs: 0 });
+        db.close();
+      }
+    },
+  );
+});
