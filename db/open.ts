@@ -109,6 +109,18 @@ export function checkpointMirror(db: Db): CheckpointResult {
   return { busy: truncated.busy !== 0, walFrames: copied.log, copiedFrames: copied.checkpointed, ms };
 }
 
+/** The database file's and its WAL's sizes (0 for a file that does not exist: no WAL after the last connection closed). */
+export function databaseFileSizes(path: string): { mirrorBytes: number; walBytes: number } {
+  const size = (p: string): number => {
+    try {
+      return statSync(p).size;
+    } catch {
+      return 0;
+    }
+  };
+  return { mirrorBytes: size(path), walBytes: size(`${path}-wal`) };
+}
+
 export function openMirror(path: string, options: OpenOptions = {}): Db {
   const readonly = options.readonly ?? false;
   const variable = options.variable ?? 'MIRROR_DB';

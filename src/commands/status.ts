@@ -30,7 +30,7 @@ import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, 
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
-import { MirrorDbError, openMirror, type Db } from '../../db/open.js';
+import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
@@ -74,6 +74,7 @@ export default async function status(argv: string[]): Promise<number> {
     'MIRROR_ID',
     'SYNC_CRON',
     'SYNC_STALE_AFTER_MS',
+    'MIRROR_WAL_WARN_BYTES',
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
   ]);
@@ -102,6 +103,7 @@ export default async function status(argv: string[]): Promise<number> {
     removalsConfigured: target !== undefined,
     feed,
     webhooksConfigured: hook !== undefined,
+    walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);
@@ -146,6 +148,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
       feed: feedOf(db),
+      files: path === ':memory:' ? undefined : databaseFileSizes(path),
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;

@@ -40,7 +40,7 @@
 import { Queue } from 'bullmq';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
-import { openMirror, type Db } from '../../db/open.js';
+import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
@@ -170,7 +170,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
-  metrics.setSources({ mirror: () => mirrorFigures(reader), staleAfterMs: staleAfter });
+  metrics.setSources({ mirror: () => mirrorFigures(reader), staleAfterMs: staleAfter, files: () => databaseFileSizes(config.MIRROR_DB) });
 
   const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
     onResponse: (e) => metrics.recordHttp(e),

@@ -49,6 +49,8 @@ export interface MetricSources {
   redisUp?: () => Promise<boolean>;
   /** Webhook delivery's lag (src/daemon/change-delivery.ts); absent without WEBHOOK_URL. */
   webhookLag?: () => Promise<WebhookLagFacts>;
+  /** The mirror file's and its WAL's sizes, read on scrape. */
+  files?: () => { mirrorBytes: number; walBytes: number };
 }
 
 export interface DaemonMetrics {
@@ -142,6 +144,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
       if (m === undefined) return;
       users.set({ state: 'active' }, m.activeUsers);
       users.set({ state: 'deleted' }, m.deletedUsers);
+    },
+  });
+  const fileBytes = new Gauge({
+    name: 'user_mirror_file_bytes',
+    help: "Size of the mirror's files (mirror, wal). A WAL that grows across syncs means a read transaction held open keeps the checkpoint from finishing.",
+    labelNames: ['file'] as const,
+    registers,
+    collect() {
+      const f = sources.files?.();
+      if (f === undefined) return;
+      fileBytes.set({ file: 'mirror' }, f.mirrorBytes);
+      fileBytes.set({ file: 'wal' }, f.walBytes);
     },
   });
   const httpResponses = new Counter({

@@ -92,8 +92,35 @@ export type MirrorFacts =
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
+      /** The mirror file's and its WAL's sizes; undefined for an in-memory mirror. */
+      files?: { mirrorBytes: number; walBytes: number } | undefined;
     }
   | { available: false; error: string };
+
+/** 1.5 MB, 433 MB: sizes for a status line. */
+export function formatBytes(n: number): string {
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
+  if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  return `${(n / 1024 / 1024 / 1024).toFixed(2)} GB`;
+}
+
+/** Below this a WAL is never a problem: a first sync's WAL is the size of the mirror until its checkpoint. */
+export const WAL_WARN_FLOOR_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Whether the mirror's WAL is too large (pure): above MIRROR_WAL_WARN_BYTES,
+ * or by default above half the mirror (at least 64 MiB). Every sync ends
+ * with a checkpoint that empties the WAL; one that keeps growing means a
+ * reader holds a read transaction open across syncs, so no checkpoint can
+ * finish (measured: ~71 MB a sync at 100,000 users with churn).
+ */
+export function walVerdict(
+  files: { mirrorBytes: number; walBytes: number },
+  warnBytes: number | undefined,
+): { walBytes: number; mirrorBytes: number; warnAtBytes: number; tooLarge: boolean } {
+  const warnAtBytes = warnBytes ?? Math.max(WAL_WARN_FLOOR_BYTES, Math.floor(files.mirrorBytes / 2));
+  return { ...files, warnAtBytes, tooLarge: files.walBytes > warnAtBytes };
+}
 
 export interface StatusFacts {
   mirrorPath: string;
@@ -111,6 +138,8 @@ export interface StatusFacts {
   feed?: FeedFacts | null;
   /** WEBHOOK_URL is set: Redis matters to the verdict, as for removals. */
   webhooksConfigured?: boolean;
+  /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
+  walWarnBytes?: number | undefined;
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -140,6 +169,8 @@ export interface StatusReport {
     /** Why it is stale: its age and what went wrong since the last success; null when fresh. */
     staleReason?: string | null;
     lastRuns?: RunFacts[];
+    /** The WAL against its threshold; undefined when unknown. */
+    wal?: ReturnType<typeof walVerdict>;
     /**
      * Active users with field warnings, and the most frequent fields, list
      * indices folded (`connected_sources[].provider`); a count is of
@@ -198,6 +229,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         staleReason: staleness?.reason ?? null,
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
+        ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
       }
     : { path: f.mirrorPath, id: f.mirrorId, available: false, error: m.error };
   return {
@@ -292,6 +324,15 @@ export function formatStatusReport(r: StatusReport): string {
         : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
     lines.push(`  last success  ${age}`);
     if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
+    if (m.wal !== undefined) {
+      const ratio = m.wal.mirrorBytes > 0 ? ` (${(m.wal.walBytes / m.wal.mirrorBytes).toFixed(1)}× the mirror)` : '';
+      lines.push(
+        m.wal.tooLarge
+          ? `  WAL TOO LARGE ${formatBytes(m.wal.walBytes)}${ratio}, above ${formatBytes(m.wal.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
+              'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)'
+          : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
+      );
+    }
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
     const runs = m.lastRuns ?? [];
     if (runs.length === 0) lines.push('  runs          none yet');
@@ -396,7 +437,7 @@ function formatCounts(c: QueueCounts): string {
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale; and where removals are
+ * does: the mirror is unreadable or stale, or its WAL too large (walVerdict); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
@@ -405,7 +446,7 @@ function formatCounts(c: QueueCounts): string {
  * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
-  const mirrorOk = r.mirror.available && r.mirror.stale !== true;
+  const mirrorOk = r.mirror.available && r.mirror.stale !== true && r.mirror.wal?.tooLarge !== true;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
   if (r.webhooks?.endpointFailing != null) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;

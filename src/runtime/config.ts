@@ -87,6 +87,8 @@ export const ENV = {
     .string()
     .regex(/^[A-Za-z_][A-Za-z0-9_.-]*$|^\d+$/, 'must be a group name or a numeric gid')
     .optional(),
+  // A WAL above this is a problem `status` reports (exit 1); unset: half the mirror's size, at least 64 MiB.
+  MIRROR_WAL_WARN_BYTES: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z
