@@ -3,6 +3,7 @@
  * signature) and a Redis of the test's own: order, deduplication, retries
  * through a flaky and then absent receiver, and refusals.
  */
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
@@ -18,6 +19,20 @@ let rig: WebhookRig;
 useWebhookRig((parts) => ({ redis, receiver, rig } = parts));
 
 describe('webhook delivery', () => {
+  it('logs deliveries at debug and one summary line at info (here at close), not an info line per event', async () => {
+    const lines: Array<{ level: number; event?: string; delivered?: number }> = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const worker = await rig.startWorker({ logger });
+    const events = feedEvents(1, 5);
+    await enqueueEvents(rig.queue, events, 30);
+    await until(() => receiver.delivered().length === 5, 'five deliveries');
+    await worker.close(5_000);
+    const info = lines.filter((l) => l.level >= 30);
+    expect(info.filter((l) => l.event === 'webhook.delivered')).toEqual([]);
+    expect(info.filter((l) => l.event === 'webhook.summary')).toEqual([expect.objectContaining({ delivered: 5, retrying: 0, failed: 0 })]);
+    expect(lines.filter((l) => l.event === 'webhook.delivered')).toHaveLength(5);
+  });
+
   it.each([
     ['redirects to https (301)', { status: 301, headers: { location: 'https://example.invalid/hooks' } }],
     ['is gone (410)', { status: 410 }],

@@ -126,6 +126,8 @@ export interface WebhookWorkerHandle {
 export const WEBHOOK_BACKOFF: BackoffPolicy = { baseMs: 1_000, maxMs: 60_000, maxRetryAfterMs: 10 * 60_000 };
 /** How often a job that found an earlier one active looks again. */
 const EARLIER_ACTIVE_WAIT_MS = 1_000;
+/** How often the worker logs its delivery summary. */
+const SUMMARY_EVERY_MS = 60_000;
 const DEFAULT_LOCK_MS = 30_000;
 const DEFAULT_STALLED_CHECK_MS = 5_000;
 /**
@@ -250,7 +252,26 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   if (secret === undefined)
     logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');
 
+  /**
+   * One info line a minute (and at close) counting what happened, instead of
+   * one per delivered event: ~1 MB of log a minute under steady churn was
+   * mostly those lines. Each delivery is still a debug line; refusals,
+   * retries and endpoint failures stay warn or error lines of their own.
+   */
+  const tally: Record<WebhookOutcome['outcome'], number> = { delivered: 0, retrying: 0, failed: 0 };
+  const summarize = (): void => {
+    if (tally.delivered + tally.retrying + tally.failed === 0) return;
+    logger.info(
+      { event: 'webhook.summary', target: target.id, ...tally, periodMs: SUMMARY_EVERY_MS },
+      `webhooks: ${tally.delivered} delivered`,
+    );
+    tally.delivered = tally.retrying = tally.failed = 0;
+  };
+  const summaryTimer = setInterval(summarize, SUMMARY_EVERY_MS);
+  summaryTimer.unref();
+
   const report = (outcome: WebhookOutcome): void => {
+    tally[outcome.outcome]++;
     try {
       options.onOutcome?.(outcome);
     } catch (err) {
@@ -371,7 +392,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     if (decision.kind === 'delivered' || decision.kind === 'fail') await settle(data.cursor);
     if (decision.kind === 'delivered') {
       await endpointAnswered();
-      logger.info({ event: 'webhook.delivered', ...facts, status: decision.status }, 'webhook delivered');
+      logger.debug({ event: 'webhook.delivered', ...facts, status: decision.status }, 'webhook delivered');
       report({ outcome: 'delivered', ...facts, status: decision.status });
       return { status: decision.status, attempts: attempt };
     }
@@ -429,11 +450,13 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       await running.waitUntilReady();
     },
     async close(closeMs = 25_000) {
+      clearInterval(summaryTimer);
       const drained = await closeWithin(running.close(), closeMs, (err) =>
         logger.warn({ err: describeError(err) }, 'webhook worker close failed'),
       );
       if (!drained) logger.warn({ timeoutMs: closeMs }, 'webhook in flight at shutdown timeout; it will be delivered again');
       await agent.close().catch(() => undefined);
+      summarize();
       return { drained };
     },
   };
