@@ -109,6 +109,23 @@ export function checkpointMirror(db: Db): CheckpointResult {
   return { busy: truncated.busy !== 0, walFrames: copied.log, copiedFrames: copied.checkpointed, ms };
 }
 
+/**
+ * SQLite's own words for a disk or file failure ("database or disk is full",
+ * "disk I/O error") name neither the file nor the folder; an operator with
+ * several disks must know which filled. Returns an error naming `path`
+ * (the original kept as its cause), or `err` itself when it is not such a
+ * failure.
+ */
+export function withDatabasePath(err: unknown, path: string): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (!(err instanceof Error) || typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|CORRUPT|NOTADB|PERM)/.test(code))
+    return err;
+  if (err.message.includes(path)) return err;
+  const named = new Error(`${path}: ${err.message} (${code})`, { cause: err });
+  named.name = err.name;
+  return Object.assign(named, { code });
+}
+
 /** The database file's and its WAL's sizes (0 for a file that does not exist: no WAL after the last connection closed). */
 export function databaseFileSizes(path: string): { mirrorBytes: number; walBytes: number } {
   const size = (p: string): number => {

@@ -81,7 +81,8 @@ const COMMANDS: Record<string, Command> = {
     synopsis: 'status [--json]',
     details:
       'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
-      '  or Redis is unreachable, or removals are held or wait without a target (the report, mirror part included, is\n' +
+      '  its last sync attempt failed, or its WAL is above MIRROR_WAL_WARN_BYTES; or Redis is unreachable, removals are held\n' +
+      '  or wait without a target, or the webhook endpoint fails (the report, mirror part included, is\n' +
       '  printed all the same); 2 usage or configuration error\n' +
       '  (a MIRROR_DB that cannot be a mirror included)\n',
     load: () => import('./commands/status.js'),

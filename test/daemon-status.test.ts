@@ -6,7 +6,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../src/runtime/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from '../src/daemon/status-server.js';
-import { buildStatusReport, formatStatusReport, statusExitCode, type StatusFacts } from '../src/daemon/status-report.js';
+import {
+  buildStatusReport,
+  formatStatusReport,
+  statusExitCode,
+  type QueueFacts,
+  type StatusFacts,
+  type SyncJobFacts,
+} from '../src/daemon/status-report.js';
 import { assessStaleness, staleAfterMs } from '../src/daemon/staleness.js';
 import { handleShutdownSignals, SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
 import type { SyncSummary } from '../src/sync/engine.js';
@@ -200,8 +207,16 @@ describe('status report', () => {
     ...over,
   });
 
+  /** The same estate after the failed run #2 was followed by a good one: the last attempt did not fail. */
+  const recovered = (over: Partial<StatusFacts> = {}): StatusFacts => {
+    const f = facts(over);
+    return f.mirror.available
+      ? { ...f, mirror: { ...f.mirror, lastRuns: f.mirror.lastRuns.filter((run) => run.status === 'succeeded') } }
+      : f;
+  };
+
   it('works out age and staleness against SYNC_STALE_AFTER_MS, with the last failure as the reason', () => {
-    const r = buildStatusReport(facts());
+    const r = buildStatusReport(recovered());
     expect(r.mirror).toMatchObject({
       available: true,
       ageSeconds: 600,
@@ -214,6 +229,11 @@ describe('status report', () => {
     expect(statusExitCode(r)).toBe(0);
     // Two missed intervals are not stale yet; past three they are.
     expect(buildStatusReport(facts({ now: new Date('2025-01-01T01:30:00Z') })).mirror.stale).toBe(false);
+    // The last attempt failed (run #2): attention, though the mirror is fresh.
+    const failedLast = buildStatusReport(facts());
+    expect(failedLast.mirror.lastAttemptFailed).toEqual({ at: '2025-01-01T00:55:01.000Z', reason: 'first page failed:\nHTTP 503', run: 2 });
+    expect(statusExitCode(failedLast)).toBe(1);
+    expect(formatStatusReport(failedLast)).toContain('LAST SYNC FAILED (run #2) at 2025-01-01T00:55:01.000Z: first page failed: HTTP 503');
     const old = buildStatusReport(facts({ now: new Date('2025-01-01T01:36:00Z') }));
     expect(old.mirror).toMatchObject({ stale: true, ageSeconds: 2760 });
     expect(old.mirror.staleReason).toBe(
@@ -235,7 +255,7 @@ describe('status report', () => {
 
   it('does not judge Redis for a sync-only estate (no MANAGEMENT_URL), and does where removals run', () => {
     const down = { reachable: false as const, error: 'connect ECONNREFUSED 127.0.0.1:6379' };
-    expect(statusExitCode(buildStatusReport(facts({ removalsConfigured: false, queues: down })))).toBe(0);
+    expect(statusExitCode(buildStatusReport(recovered({ removalsConfigured: false, queues: down })))).toBe(0);
     expect(statusExitCode(buildStatusReport(facts({ removalsConfigured: true, queues: down })))).toBe(1);
     // The mirror still decides for a sync-only estate.
     const stale = facts({ removalsConfigured: false, queues: down });
@@ -245,7 +265,7 @@ describe('status report', () => {
 
   it('a failing webhook endpoint needs attention: exit 1, and says since when and what it answered', () => {
     const webhooks = (endpoint: { since: string; last: string } | null) =>
-      facts({
+      recovered({
         removalsConfigured: false,
         webhooksConfigured: true,
         queues: {
@@ -271,11 +291,37 @@ describe('status report', () => {
     );
   });
 
+  it("a sync that failed without a run row (the daemon's failed job is newer) is the last attempt, named, exit 1", () => {
+    const queues = (lastSyncJob: SyncJobFacts): QueueFacts => ({
+      reachable: true,
+      sync: { waiting: 0, active: 0, delayed: 0, failed: 1, completed: 9 },
+      lastSyncJob,
+      removals: null,
+      unboundRemovals: 0,
+    });
+    const full = { finishedAt: '2025-01-01T00:58:00.000Z', failedReason: '/data/mirror.db: database or disk is full (SQLITE_FULL)' };
+    const r = buildStatusReport({ ...recovered(), queues: queues(full) });
+    expect(r.mirror.lastAttemptFailed).toEqual({
+      at: '2025-01-01T00:58:00.000Z',
+      reason: '/data/mirror.db: database or disk is full (SQLITE_FULL)',
+      run: null,
+    });
+    expect(formatStatusReport(r)).toContain(
+      'LAST SYNC FAILED (no run recorded) at 2025-01-01T00:58:00.000Z: /data/mirror.db: database or disk is full',
+    );
+    expect(statusExitCode(r)).toBe(1);
+    // A newer completed job (a sync that worked since) clears it; so does a failed job that is run #2's own failure.
+    const later = { finishedAt: '2025-01-01T00:59:00.000Z', failedReason: null };
+    expect(buildStatusReport({ ...recovered(), queues: queues(later) }).mirror.lastAttemptFailed).toBeNull();
+    const own = { finishedAt: '2025-01-01T00:55:02.000Z', failedReason: 'sync run 2 failed: first page failed' };
+    expect(buildStatusReport({ ...facts(), queues: queues(own) }).mirror.lastAttemptFailed?.run).toBe(2);
+  });
+
   it('renders runs one per line, errors flattened', () => {
     const text = formatStatusReport(buildStatusReport(facts()));
     expect(text).toContain('first page failed: HTTP 503');
     expect(text).toMatch(/sync +waiting 0 +active 1 +delayed 0 +failed 2 +completed 9/);
-    expect(text.split('\n').filter((l) => l.includes('#')).length).toBe(2);
+    expect(text.split('\n').filter((l) => l.startsWith('    #')).length).toBe(2);
     expect(text).toContain('missing 5 (3 gone, 1 still there, 1 unchecked)');
   });
   it('counts users with field warnings and folds list indices in the top fields', () => {

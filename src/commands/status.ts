@@ -56,6 +56,7 @@ import {
   type MirrorFacts,
   type QueueCounts,
   type QueueFacts,
+  type SyncJobFacts,
 } from '../daemon/status-report.js';
 
 const Args = z.object({
@@ -197,6 +198,20 @@ function withOldestUnsettled(path: string, feed: FeedFacts | null | undefined, q
   }
 }
 
+/** The newest finished (completed or failed) job of the daemon's sync queue, or null. */
+async function newestFinishedJob(sync: Queue): Promise<SyncJobFacts | null> {
+  const [failed, completed] = await Promise.all([sync.getJobs(['failed'], 0, 0, false), sync.getJobs(['completed'], 0, 0, false)]);
+  const newest = [...failed, ...completed]
+    .filter((j) => j.finishedOn !== undefined)
+    .sort((a, b) => (b.finishedOn ?? 0) - (a.finishedOn ?? 0))[0];
+  if (newest === undefined) return null;
+  const wasFailed = failed.includes(newest);
+  return {
+    finishedAt: new Date(newest.finishedOn ?? 0).toISOString(),
+    failedReason: wasFailed ? newest.failedReason || 'unknown reason' : null,
+  };
+}
+
 async function readQueues(
   { endpoint, prefix }: QueueSettings,
   mirrorId: string,
@@ -220,7 +235,7 @@ async function readQueues(
     const webhooks = hook === undefined ? undefined : createWebhookQueue(redis, { mirrorId, target: hook, prefix });
     queues.push(sync, unbound, ...(removals === undefined ? [] : [removals]), ...(webhooks === undefined ? [] : [webhooks]));
     for (const q of queues) q.on('error', () => undefined);
-    const [s, u, r, hosts, d, w] = await Promise.all([
+    const [s, u, r, hosts, d, w, lastSyncJob] = await Promise.all([
       counts(sync),
       countUnbound(unbound),
       removals === undefined ? undefined : counts(removals),
@@ -229,10 +244,12 @@ async function readQueues(
       webhooks === undefined
         ? undefined
         : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks), readEndpointFailure(webhooks)]),
+      newestFinishedJob(sync),
     ]);
     facts = {
       reachable: true,
       sync: s,
+      lastSyncJob,
       unboundRemovals: unboundTotal(u),
       removals:
         removals === undefined || r === undefined || target === undefined

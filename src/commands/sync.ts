@@ -29,7 +29,7 @@ import { parseCommandArgs } from './args.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { createLogger, humanLog } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
-import { openMirror } from '../../db/open.js';
+import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';
 import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from '../sync/exclusive-run.js';
 import type { SyncStatus, SyncSummary } from '../sync/engine.js';
@@ -60,7 +60,12 @@ export default async function sync(argv: string[]): Promise<number> {
   const logger = createLogger(config.LOG_LEVEL, terminal === undefined ? process.stdout : humanLog(terminal.around(process.stderr)));
   const progress: ProgressSink = terminal ?? new LogProgress(logger);
 
-  const db = openMirror(config.MIRROR_DB);
+  let db: Db;
+  try {
+    db = openMirror(config.MIRROR_DB);
+  } catch (err) {
+    throw withDatabasePath(err, config.MIRROR_DB);
+  }
   // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
   const client = serviceClientFromConfig({
     ...config,
@@ -73,6 +78,8 @@ export default async function sync(argv: string[]): Promise<number> {
   let outcome: LeasedOutcome<SyncSummary> | undefined;
   try {
     outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
+  } catch (err) {
+    throw withDatabasePath(err, config.MIRROR_DB);
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);

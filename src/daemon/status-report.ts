@@ -63,12 +63,44 @@ export type QueueFacts =
   | {
       reachable: true;
       sync: QueueCounts;
+      /** The daemon's newest finished sync job: a failure here with no run row is a sync that could not even record itself (a full disk). */
+      lastSyncJob?: SyncJobFacts | null;
       removals: RemovalQueueFacts | null;
       webhooks?: WebhookQueueFacts | null;
       /** Jobs of an older producer that name no target: no worker takes them (jobs/removals/unbound.ts). */
       unboundRemovals: number;
     }
   | { reachable: false; error: string };
+
+/** A finished sync job as BullMQ keeps it (a day): when, and why it failed. */
+export interface SyncJobFacts {
+  finishedAt: string;
+  failedReason: string | null;
+}
+
+/**
+ * The last sync attempt, if it failed (pure): the newest run row when it
+ * failed, or, newer than that row, a failed sync job of the daemon's (one
+ * that could not even write its run row: a full disk, a mirror it could not
+ * open). Null when the last attempt did not fail, or nothing is known.
+ */
+export function lastFailedAttempt(
+  lastRun: { status: string; startedAt: string; finishedAt: string | null; error: string | null; id: number } | undefined,
+  lastJob: SyncJobFacts | null | undefined,
+): { at: string; reason: string; run: number | null } | null {
+  const runAt = lastRun === undefined ? undefined : Date.parse(lastRun.startedAt);
+  if (lastJob?.failedReason != null && (runAt === undefined || Date.parse(lastJob.finishedAt) > runAt + 0) && !jobOfRun(lastJob, lastRun)) {
+    return { at: lastJob.finishedAt, reason: lastJob.failedReason, run: null };
+  }
+  if (lastRun?.status === 'failed')
+    return { at: lastRun.finishedAt ?? lastRun.startedAt, reason: lastRun.error ?? 'unknown reason', run: lastRun.id };
+  return null;
+}
+
+/** A failed job whose reason names the run row itself (`sync run N failed: …`) is that run's failure, not another attempt. */
+function jobOfRun(job: SyncJobFacts, run: { id: number } | undefined): boolean {
+  return run !== undefined && (job.failedReason ?? '').startsWith(`sync run ${run.id} failed`);
+}
 
 /** Field warnings of active users, per field path as stored. */
 export interface FieldWarningFacts {
@@ -169,6 +201,8 @@ export interface StatusReport {
     /** Why it is stale: its age and what went wrong since the last success; null when fresh. */
     staleReason?: string | null;
     lastRuns?: RunFacts[];
+    /** The last sync attempt, when it failed (lastFailedAttempt); null when it did not. */
+    lastAttemptFailed?: { at: string; reason: string; run: number | null } | null;
     /** The WAL against its threshold; undefined when unknown. */
     wal?: ReturnType<typeof walVerdict>;
     /**
@@ -227,6 +261,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         stale: staleness?.stale ?? true,
         staleAfterSeconds: staleness?.staleAfterSeconds ?? 0,
         staleReason: staleness?.reason ?? null,
+        lastAttemptFailed: lastFailedAttempt(m.lastRuns[0], f.queues.reachable ? f.queues.lastSyncJob : undefined),
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
@@ -324,6 +359,11 @@ export function formatStatusReport(r: StatusReport): string {
         : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
     lines.push(`  last success  ${age}`);
     if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
+    const failed = m.lastAttemptFailed;
+    if (failed !== null && failed !== undefined) {
+      const which = failed.run === null ? 'LAST SYNC FAILED (no run recorded)' : `LAST SYNC FAILED (run #${failed.run})`;
+      lines.push(`  ${which} at ${failed.at}: ${oneLine(failed.reason, 300)}`);
+    }
     if (m.wal !== undefined) {
       const ratio = m.wal.mirrorBytes > 0 ? ` (${(m.wal.walBytes / m.wal.mirrorBytes).toFixed(1)}× the mirror)` : '';
       lines.push(
@@ -437,7 +477,8 @@ function formatCounts(c: QueueCounts): string {
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale, or its WAL too large (walVerdict); and where removals are
+ * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), or its
+ * WAL is too large (walVerdict); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
@@ -446,7 +487,8 @@ function formatCounts(c: QueueCounts): string {
  * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
-  const mirrorOk = r.mirror.available && r.mirror.stale !== true && r.mirror.wal?.tooLarge !== true;
+  const mirrorOk =
+    r.mirror.available && r.mirror.stale !== true && r.mirror.wal?.tooLarge !== true && (r.mirror.lastAttemptFailed ?? null) === null;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
   if (r.webhooks?.endpointFailing != null) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;

@@ -24,7 +24,7 @@ import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
-import { openMirror } from '../../db/open.js';
+import { openMirror, withDatabasePath } from '../../db/open.js';
 import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 
@@ -48,9 +48,11 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop('SIGTERM'));
   process.on('SIGINT', () => undefined);
 
+  let mirrorPath: string | undefined;
   try {
     applyFilePolicy();
     const config = readConfig(SYNC_PROCESS_ENV);
+    mirrorPath = config.MIRROR_DB;
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
     const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
     const db = openMirror(config.MIRROR_DB);
@@ -75,7 +77,8 @@ async function main(): Promise<void> {
       db.close();
     }
   } catch (err) {
-    await post({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+    const named = mirrorPath === undefined ? err : withDatabasePath(err, mirrorPath);
+    await post({ type: 'error', message: named instanceof Error ? named.message : String(named) });
     process.exitCode = 1;
   }
   if (process.connected) process.disconnect();
