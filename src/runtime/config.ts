@@ -156,6 +156,8 @@ export const ENV = {
   // The change feed (db/change-feed.ts): a first sync's events, and how long events are kept.
   CHANGES_BASELINE: z.enum(['marker', 'events'], { error: 'must be marker or events' }).default('marker'),
   CHANGES_RETENTION_DAYS: positiveInt(30, 3_650),
+  // Users the service confirmed deleted are kept (flagged) this long, then purged after a sync; 0: kept for ever.
+  DELETED_RETENTION_DAYS: nonNegativeInt(90, 36_500),
   // Webhooks (jobs/webhooks/): every event POSTed here, signed per Standard Webhooks.
   WEBHOOK_URL: httpUrl.optional(),
   WEBHOOK_SECRET: z

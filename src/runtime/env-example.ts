@@ -50,7 +50,10 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
   ['Daemon', ['SHUTDOWN_TIMEOUT_MS', 'WATCHDOG_INTERVAL_MS', 'WATCHDOG_STALL_MS', 'STATUS_HOST', 'STATUS_PORT', 'LOG_LEVEL']],
   ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S', 'REPLICA_WORKERS']],
-  ['Change feed and webhooks', ['CHANGES_BASELINE', 'CHANGES_RETENTION_DAYS', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'WEBHOOK_TIMEOUT_MS']],
+  [
+    'Change feed and webhooks',
+    ['CHANGES_BASELINE', 'CHANGES_RETENTION_DAYS', 'DELETED_RETENTION_DAYS', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'WEBHOOK_TIMEOUT_MS'],
+  ],
 ];
 
 const ABOUT: Record<EnvName, string> = {
@@ -108,6 +111,7 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_WORKERS: '`serve`: processes answering on the one port (node:cluster); up to the cores the replica may use',
   CHANGES_BASELINE: 'a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)',
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',
+  DELETED_RETENTION_DAYS: 'users the service confirmed deleted stay in the mirror (flagged) this long, then go; 0: for ever',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
   WEBHOOK_SECRET: 'whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL)',
   WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',

@@ -10,6 +10,7 @@ import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
+import { purgeDeletedUsers } from '../../db/purge.js';
 
 export const LEASED_SYNC_ENV = [
   'SYNC_CONCURRENCY',
@@ -22,6 +23,7 @@ export const LEASED_SYNC_ENV = [
   'SYNC_MAX_VERIFY',
   'SYNC_VERIFY_CONCURRENCY',
   'CHANGES_BASELINE',
+  'DELETED_RETENTION_DAYS',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -44,9 +46,9 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
       signal: p.signal,
       onLost: () => p.logger.error({ event: 'sync.lease_lost' }, 'sync lease lost to another process; aborting this sync'),
     },
-    (signal) => {
+    async (signal) => {
       p.onLeased?.();
-      return runSync({
+      const summary = await runSync({
         client: p.client,
         writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
         concurrency: p.concurrency ?? p.config.SYNC_CONCURRENCY,
@@ -61,8 +63,36 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         signal,
         onProgress: p.onProgress,
       });
+      // Under the lease, after the run: no other writer of ours between the publish and the purge.
+      if (summary.status !== 'failed') purgeAfterSync(p.db, p.config.DELETED_RETENTION_DAYS, p.logger, new Date());
+      return summary;
     },
   );
+}
+
+/**
+ * Drops users deleted more than `retentionDays` ago (db/purge.ts), a batch a
+ * run; a failure (the mirror busy or full) is logged and left to the next run.
+ */
+export function purgeAfterSync(db: Db, retentionDays: number, logger: Logger, now: Date): number {
+  if (retentionDays === 0) return 0;
+  const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
+  try {
+    const purged = purgeDeletedUsers(db, cutoff);
+    if (purged > 0) {
+      logger.info(
+        { event: 'mirror.purged', users: purged, cutoff },
+        `purged ${purged} users deleted before ${cutoff} (DELETED_RETENTION_DAYS)`,
+      );
+    }
+    return purged;
+  } catch (err) {
+    logger.warn(
+      { event: 'mirror.purge_failed', err: err instanceof Error ? err.message : String(err) },
+      'could not purge deleted users; the next sync tries again',
+    );
+    return 0;
+  }
 }
 
 /**
