@@ -89,7 +89,7 @@ export function lastFailedAttempt(
   lastJob: SyncJobFacts | null | undefined,
 ): { at: string; reason: string; run: number | null } | null {
   const runAt = lastRun === undefined ? undefined : Date.parse(lastRun.startedAt);
-  if (lastJob?.failedReason != null && (runAt === undefined || Date.parse(lastJob.finishedAt) > runAt + 0) && !jobOfRun(lastJob, lastRun)) {
+  if (lastJob?.failedReason != null && (runAt === undefined || Date.parse(lastJob.finishedAt) > runAt) && !jobOfRun(lastJob, lastRun)) {
     return { at: lastJob.finishedAt, reason: lastJob.failedReason, run: null };
   }
   if (lastRun?.status === 'failed')
