@@ -35,10 +35,6 @@ export function setFilePolicy(next: FilePolicy): void {
   policy = next;
 }
 
-export function filePolicy(): FilePolicy {
-  return policy;
-}
-
 /** A file whose mode was narrowed at open: it had been readable (or writable) by more accounts than the policy allows. */
 export interface Tightened {
   path: string;

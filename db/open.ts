@@ -37,14 +37,9 @@ export interface OpenOptions {
    * no auto_vacuum): a map of a shrunk file would fault.
    */
   mapped?: boolean;
-  /**
-   * Told of each file found readable by more accounts than the file policy
-   * allows and narrowed at this open (db/file-modes.ts); by default one line
-   * on stderr. Only writable opens narrow: a reader may not own the files.
-   */
-  onTightened?: (t: Tightened) => void;
 }
 
+/** A file narrowed at a writable open (db/file-modes.ts): one line on stderr. Readers never narrow: they may not own the files. */
 function reportTightened(t: Tightened): void {
   process.stderr.write(`user-mirror: ${t.path} was mode ${octal(t.from)}, readable by other accounts: narrowed to ${octal(t.to)}\n`);
 }
@@ -142,7 +137,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
   const readonly = options.readonly ?? false;
   const variable = options.variable ?? 'MIRROR_DB';
   const existed = path !== ':memory:' && checkPath(path, readonly, variable);
-  if (existed && !readonly) narrowModes(path, variable, options.onTightened ?? reportTightened);
+  if (existed && !readonly) narrowModes(path, variable, reportTightened);
   let db: Db | undefined;
   try {
     db = new Database(path, { readonly, fileMustExist: readonly });

@@ -129,23 +129,16 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     }
 
     const status = result.outcome === 'deleted' ? 'succeeded' : 'already_absent';
-    // The outcome is kept with the job before the audit is written: should that write fail, the
-    // job's next run finds it here and records it, instead of deleting again and recording the
-    // 404 of its own removal as `already_absent`.
-    await job.updateProgress({ performed: status } satisfies PerformedProgress).catch((err: unknown) => {
-      deps.logger.error(
-        { event: 'removal.outcome_unkept', jobId: job.id, err: describeError(err) },
-        'could not keep the outcome with the job',
-      );
-    });
     return finish(job, ref, status, org_id, member_id);
   }
 
   /**
    * Records a performed removal in the audit. A row left `requested` for a member who is gone
    * would be a wrong audit: the writer has already retried a busy file for its budget; if it still
-   * fails (a full disk, a lock held for minutes), the queue pauses and the job runs again later,
-   * without burning an attempt and without a second DELETE (see `performedOf`), until the row lands.
+   * fails (a full disk, a lock held for minutes), the outcome is kept with the job (its progress),
+   * the queue pauses and the job runs again later: that run finds the outcome (`performedOf`) and
+   * only writes the audit, instead of deleting again and recording the 404 of its own removal as
+   * `already_absent`; no attempt is burnt. Kept only on this path: no Redis call for the usual removal.
    */
   async function finish(
     job: RemovalJob,
@@ -157,6 +150,12 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     try {
       await deps.audit?.finished(ref, status);
     } catch (err) {
+      await job.updateProgress({ performed: status } satisfies PerformedProgress).catch((kept: unknown) => {
+        deps.logger.error(
+          { event: 'removal.outcome_unkept', jobId: job.id, err: describeError(kept) },
+          'could not keep the outcome with the job',
+        );
+      });
       const waitMs = backoffDelay(rateLimitedRuns(job) + 1, policy, undefined, deps.random);
       deps.logger.error(
         { event: 'removal.audit_pending', jobId: job.id, org_id, member_id, status, waitMs, err: describeError(err) },
@@ -190,10 +189,6 @@ export function jobRef(job: Pick<RemovalJob, 'id' | 'timestamp'>): RemovalJobRef
   return { jobId: job.id ?? '(no id)', enqueuedAt: Number.isFinite(job.timestamp) ? job.timestamp : 0 };
 }
 
-/**
- * Runs of this job that ended without BullMQ counting an attempt: rate
- * limits and stalls. Stalls are counted separately, so the rest are rate limits.
- */
 /** What a job keeps in its progress once its DELETE has an answer. */
 interface PerformedProgress {
   performed: 'succeeded' | 'already_absent';
@@ -206,6 +201,10 @@ export function performedOf(progress: unknown): PerformedProgress['performed'] |
   return p === 'succeeded' || p === 'already_absent' ? p : undefined;
 }
 
+/**
+ * Runs of this job that ended without BullMQ counting an attempt: rate
+ * limits and stalls. Stalls are counted separately, so the rest are rate limits.
+ */
 function rateLimitedRuns(job: RemovalJob): number {
   return Math.max(0, job.attemptsStarted - 1 - job.attemptsMade - job.stalledCounter);
 }
