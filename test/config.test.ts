@@ -21,6 +21,19 @@ describe('readConfig', () => {
     expect(problemsOf(() => readConfig(['SYNC_STALE_AFTER_MS'], { SYNC_STALE_AFTER_MS: '10' }))[0]).toMatch(/^SYNC_STALE_AFTER_MS: /);
   });
 
+  it('takes retention in days, fractions down to a minute, and 0 only where it means for ever', () => {
+    const read = (env: Record<string, string>) => readConfig(['CHANGES_RETENTION_DAYS', 'DELETED_RETENTION_DAYS'], env);
+    expect(read({})).toEqual({ CHANGES_RETENTION_DAYS: 30, DELETED_RETENTION_DAYS: 90 });
+    expect(read({ CHANGES_RETENTION_DAYS: '0.25', DELETED_RETENTION_DAYS: '0' })).toEqual({
+      CHANGES_RETENTION_DAYS: 0.25,
+      DELETED_RETENTION_DAYS: 0,
+    });
+    const problems = problemsOf(() => read({ CHANGES_RETENTION_DAYS: '0', DELETED_RETENTION_DAYS: '0.0001' }));
+    expect(problems.map((p) => p.split(':')[0])).toEqual(['CHANGES_RETENTION_DAYS', 'DELETED_RETENTION_DAYS']);
+    expect(problems[1]).toMatch(/at least one minute/);
+    expect(problemsOf(() => read({ DELETED_RETENTION_DAYS: 'soon' }))[0]).toMatch(/^DELETED_RETENTION_DAYS: /);
+  });
+
   it('parses and normalises given values', () => {
     const c = readConfig([...SERVICE_ENV], {
       SERVICE_BASE_URL: 'https://api.example.com/',

@@ -81,7 +81,7 @@ export const KEEP_COMPLETED_WEBHOOKS = { count: 10_000, age: 86_400 } as const;
  * that the event is gone from the mirror and a retry could send nothing.
  */
 export function keepFailedWebhooks(retentionDays: number): { count: number; age: number } {
-  return { count: 10_000, age: retentionDays * 86_400 };
+  return { count: 10_000, age: Math.ceil(retentionDays * 86_400) };
 }
 
 /**

@@ -18,6 +18,13 @@ const secret = z
   .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
 const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
+// Days may be fractional (0.25 = 6 hours) down to one minute, so a short window needs no second unit.
+const days = (def: number, min: number, max: number) =>
+  z.coerce
+    .number()
+    .refine((d) => d === 0 || d >= 1 / 1_440, 'must be 0 or at least one minute (0.0007 days)')
+    .pipe(z.number().min(min).max(max))
+    .default(def);
 const headerName = z
   .string()
   .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
@@ -155,9 +162,9 @@ export const ENV = {
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // The change feed (db/change-feed.ts): a first sync's events, and how long events are kept.
   CHANGES_BASELINE: z.enum(['marker', 'events'], { error: 'must be marker or events' }).default('marker'),
-  CHANGES_RETENTION_DAYS: positiveInt(30, 3_650),
+  CHANGES_RETENTION_DAYS: days(30, 1 / 1_440, 3_650),
   // Users the service confirmed deleted are kept (flagged) this long, then purged after a sync; 0: kept for ever.
-  DELETED_RETENTION_DAYS: nonNegativeInt(90, 36_500),
+  DELETED_RETENTION_DAYS: days(90, 0, 36_500),
   // Webhooks (jobs/webhooks/): every event POSTed here, signed per Standard Webhooks.
   WEBHOOK_URL: httpUrl.optional(),
   WEBHOOK_SECRET: z
