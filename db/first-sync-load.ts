@@ -72,6 +72,13 @@ export class FirstSyncLoad {
          WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
       ),
       insertUser: db.prepare<[Cell[]]>(INSERT_USER_SQL),
+      // A user listed twice under another client_user_id: each listing beside the one after it.
+      relistedUnderOtherKey: db.prepare<[], { user_id: string; earlier: string; later: string }>(
+        `SELECT user_id, earlier, later FROM (
+           SELECT user_id, client_user_id AS earlier,
+             lead(client_user_id) OVER (PARTITION BY user_id ORDER BY rowid) AS later FROM users)
+         WHERE later IS NOT NULL AND later <> earlier`,
+      ),
       // A user listed twice keeps its latest row (highest rowid).
       dropEarlierListings: db.prepare(
         `DELETE FROM users WHERE rowid IN (
@@ -115,14 +122,14 @@ export class FirstSyncLoad {
         `INSERT INTO user_changes (run_id, user_id, change, at)
          SELECT @run, user_id, 'created', @now FROM users INDEXED BY users_content WHERE deleted_at IS NULL ORDER BY user_id`,
       ),
-      keyLosers: db
-        .prepare<[], string>(
-          `SELECT user_id FROM (
-             SELECT user_id, row_number() OVER (PARTITION BY team_id, client_user_id ORDER BY rowid DESC) AS rank
-             FROM users WHERE deleted_at IS NULL)
-           WHERE rank > 1`,
-        )
-        .pluck(),
+      keyLosers: db.prepare<[], { user_id: string; team_id: string; client_user_id: string; winner: string }>(
+        `SELECT user_id, team_id, client_user_id, winner FROM (
+           SELECT user_id, team_id, client_user_id,
+             row_number() OVER w AS rank, first_value(user_id) OVER w AS winner
+           FROM users WHERE deleted_at IS NULL
+           WINDOW w AS (PARTITION BY team_id, client_user_id ORDER BY rowid DESC))
+         WHERE rank > 1`,
+      ),
     };
   }
 
@@ -183,6 +190,9 @@ export class FirstSyncLoad {
       return 0;
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
+      for (const r of this.s.relistedUnderOtherKey.all()) {
+        this.writes.conflicts.add({ kind: 'user_id', userId: r.user_id, earlier: r.earlier, later: r.later });
+      }
       const repeats = this.s.dropEarlierListings.run().changes;
       this.db.exec(sql);
       return repeats;
@@ -195,7 +205,16 @@ export class FirstSyncLoad {
       this.db.exec(sql);
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
-      for (const userId of this.s.keyLosers.all()) this.writes.softDelete(userId, now);
+      for (const loser of this.s.keyLosers.all()) {
+        this.writes.softDelete(loser.user_id, now);
+        this.writes.conflicts.add({
+          kind: 'client_user_id',
+          teamId: loser.team_id,
+          clientUserId: loser.client_user_id,
+          earlier: loser.user_id,
+          later: loser.winner,
+        });
+      }
       this.db.exec(sql);
     }
   }

@@ -360,6 +360,20 @@ INSERT INTO change_feed (id, epoch) VALUES (1, lower(hex(randomblob(4))));
 
 export const changeFeed: Migration = { version: 7, name: 'change-feed', sql: v7sql };
 
+/**
+ * Version 8: a run's anomalies, as facts on its row (src/sync/engine.ts):
+ * identity conflicts within the scan (db/identity-conflicts.ts), pages that
+ * carried more records than asked for, and the lowest `total` any page
+ * reported (a listing that collapsed mid-scan).
+ */
+const v8sql = /* sql */ `
+ALTER TABLE sync_runs ADD COLUMN identity_conflicts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN oversize_pages INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sync_runs ADD COLUMN total_lowest INTEGER;
+`;
+
+export const runAnomalies: Migration = { version: 8, name: 'run-anomalies', sql: v8sql };
+
 /** Every migration, in order. Append; never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
   mirrorSchema,
@@ -369,4 +383,5 @@ export const MIGRATIONS: readonly Migration[] = [
   verifiedDeletions,
   droppableUserKey,
   changeFeed,
+  runAnomalies,
 ];

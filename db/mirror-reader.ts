@@ -57,6 +57,10 @@ const SyncRunRowSchema = z.object({
   published_at: z.string().nullable(),
   sweep_skipped_reason: z.string().nullable(),
   error: z.string().nullable(),
+  // Migration 8; a reader of a mirror its writer has not yet migrated reads them as none.
+  identity_conflicts: z.number().int().default(0),
+  oversize_pages: z.number().int().default(0),
+  total_lowest: z.number().int().nullable().default(null),
 });
 
 export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
@@ -85,6 +89,7 @@ export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
   publishedAt: r.published_at,
   sweepSkippedReason: r.sweep_skipped_reason,
   error: r.error,
+  anomalies: { identityConflicts: r.identity_conflicts, oversizePages: r.oversize_pages, totalLowest: r.total_lowest },
 }));
 export type SyncRun = z.output<typeof SyncRunSchema>;
 
@@ -115,7 +120,13 @@ interface EntryRow {
   last_seen_at: string;
 }
 
-const RUN_COLUMNS = Object.keys(SyncRunRowSchema.shape).join(', ');
+/** The run columns this file has: a read-only open never migrates, so a newer reader may meet an older file. */
+function runColumns(db: Db): string {
+  const present = new Set(db.prepare<[], string>(`SELECT name FROM pragma_table_info('sync_runs')`).pluck().all());
+  return Object.keys(SyncRunRowSchema.shape)
+    .filter((c) => present.has(c))
+    .join(', ');
+}
 
 /**
  * Of one client_user_id's rows, "the user with this id" over time: the
@@ -176,6 +187,7 @@ export class MirrorReader<U = MirroredUser> {
       db
         .prepare<unknown[], string>(`SELECT raw FROM users INDEXED BY users_client_user_id WHERE client_user_id = ? ${where} LIMIT 1`)
         .pluck();
+    const runCols = runColumns(db);
     this.s = {
       active: entry('AND deleted_at IS NULL'),
       activeInTeam: entry('AND deleted_at IS NULL AND team_id = ?'),
@@ -187,12 +199,12 @@ export class MirrorReader<U = MirroredUser> {
         `SELECT (SELECT count(*) FROM users WHERE deleted_at IS NULL) AS active,
                 (SELECT count(*) FROM users WHERE deleted_at IS NOT NULL) AS deleted`,
       ),
-      lastRun: db.prepare<[], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT 1`),
-      lastSucceeded: db.prepare<[], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`),
+      lastRun: db.prepare<[], unknown>(`SELECT ${runCols} FROM sync_runs ORDER BY id DESC LIMIT 1`),
+      lastSucceeded: db.prepare<[], unknown>(`SELECT ${runCols} FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1`),
       lastProblem: db.prepare<[], unknown>(
-        `SELECT ${RUN_COLUMNS} FROM sync_runs WHERE status IN ('failed', 'partial') ORDER BY id DESC LIMIT 1`,
+        `SELECT ${runCols} FROM sync_runs WHERE status IN ('failed', 'partial') ORDER BY id DESC LIMIT 1`,
       ),
-      lastRuns: db.prepare<[number], unknown>(`SELECT ${RUN_COLUMNS} FROM sync_runs ORDER BY id DESC LIMIT ?`),
+      lastRuns: db.prepare<[number], unknown>(`SELECT ${runCols} FROM sync_runs ORDER BY id DESC LIMIT ?`),
     };
   }
 

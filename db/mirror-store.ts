@@ -24,14 +24,17 @@
 import type { Db } from './open.js';
 import { ChangeFeed, type BaselineMode } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
+import type { IdentityConflict } from './identity-conflicts.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
-import { UserWrites, type UserWrite } from './user-writes.js';
+import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
 
-export type { StagedRecord, UserWrite } from './user-writes.js';
+export type { PriorRow, StagedRecord, UserWrite } from './user-writes.js';
 
 export interface PublishResult extends ChangeCounts {
   /** Listings of a user already listed in the run, found by the publish: a first sync finds them only then. */
   repeats: number;
+  /** The identity conflicts the store found (db/identity-conflicts.ts): keys taken from users listed in the run, a first sync's repeats. */
+  conflicts: { count: number; kept: IdentityConflict[] };
 }
 
 /** What publish applies besides the written pages. */
@@ -59,10 +62,10 @@ export interface MirrorStore {
   /**
    * One page's new and changed listings, into the run's transaction, all or
    * nothing, each taken from `writes` only once the one before is stored.
-   * `written` hears of each, with the content_hash its user's row held just
-   * before it (undefined: no row).
+   * `written` hears of each, with what its user's row held just before it
+   * (undefined: no row).
    */
-  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void;
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, prior: PriorRow | undefined) => void): void;
   /** Applies the confirmed deletions, counts the run's changes and makes the run visible. */
   publish(runId: number, deletions: PublishDeletions): PublishResult;
   /** Records how the run ended; an unpublished run is rolled back first. */
@@ -159,7 +162,7 @@ export class SqliteMirrorStore implements MirrorStore {
         : (this.records.setTotalAtStart(recorded, totalAtStart), recorded);
     this.db.exec('BEGIN IMMEDIATE');
     try {
-      this.writes.clearBefore();
+      this.writes.beginRun();
       this.run = { id, bulk: this.load.mirrorIsEmpty() ? this.load.begin() : undefined };
     } catch (err) {
       this.db.exec('ROLLBACK');
@@ -190,7 +193,7 @@ export class SqliteMirrorStore implements MirrorStore {
   }
 
   /** A savepoint: a page is applied whole or not at all. */
-  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void {
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, prior: PriorRow | undefined) => void): void {
     const run = this.openRun(runId);
     const now = this.now();
     const { bulk } = run;
@@ -225,7 +228,7 @@ export class SqliteMirrorStore implements MirrorStore {
       // The run's events, visible at the same COMMIT as its changes.
       if (run.bulk !== undefined && this.baseline === 'marker') this.feed.appendBaseline(runId, now, counts.created);
       else this.feed.appendRun(runId, now);
-      return { ...counts, repeats };
+      return { ...counts, repeats, conflicts: this.writes.conflicts.snapshot() };
     })();
     this.db.exec('COMMIT');
     this.run = undefined;

@@ -55,6 +55,10 @@ export interface FinishRunInput {
   duplicates?: number;
   sweepSkippedReason?: string;
   candidates?: CandidateCounts;
+  /** Anomalies of the scan (migration 8): identity conflicts, oversize pages, the lowest `total` a page reported. */
+  identityConflicts?: number;
+  oversizePages?: number;
+  totalLowest?: number;
   /** Rejected records to store with the run's final row. */
   rejectedRecords?: readonly RejectedRow[];
 }
@@ -93,7 +97,8 @@ export class RunRecords {
            rejected = coalesce(@rejected, (SELECT count(*) FROM rejected_records WHERE run_id = @run)),
            duplicates = @duplicates, sweep_skipped_reason = @sweepSkippedReason,
            candidates = @candidates, confirmed_gone = @confirmedGone, still_there = @stillThere,
-           unverified = @unverified, deferred = @deferred
+           unverified = @unverified, deferred = @deferred,
+           identity_conflicts = @identityConflicts, oversize_pages = @oversizePages, total_lowest = @totalLowest
          WHERE id = @run`,
       ),
       insertRejected: db.prepare<Bind>(
@@ -165,6 +170,9 @@ export class RunRecords {
       duplicates: result.duplicates ?? 0,
       sweepSkippedReason: result.sweepSkippedReason ?? null,
       ...(result.candidates ?? NO_CANDIDATES),
+      identityConflicts: result.identityConflicts ?? 0,
+      oversizePages: result.oversizePages ?? 0,
+      totalLowest: result.totalLowest ?? null,
     });
   }
 }

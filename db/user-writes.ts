@@ -17,6 +17,7 @@
  *   are replaced whenever the user's row is written, and only then.
  */
 import { ChangeFeed, prepareRunBefore } from './change-feed.js';
+import { IdentityConflicts } from './identity-conflicts.js';
 import type { Db } from './open.js';
 import {
   needsWrite,
@@ -73,19 +74,31 @@ export function userValues(record: StagedRecord, digest: string, now: string): C
   return values;
 }
 
+/** What a user's row held just before a listing was written over it. */
+export interface PriorRow {
+  hash: string;
+  clientUserId: string;
+}
+
 /** Why a user became inactive, in `user_changes.cause`. */
 export type ChangeCause = 'verified' | 'superseded';
 
 export class UserWrites {
   private readonly s;
   private readonly before;
+  /** The open run's identity conflicts (db/identity-conflicts.ts); cleared as a run opens. */
+  readonly conflicts = new IdentityConflicts();
 
   constructor(db: Db) {
     this.before = prepareRunBefore(db);
     this.s = {
       liveUser: db.prepare<[string], LiveState & { raw: string }>(`SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`),
-      // [deleted, content_hash]: raw, so no object per call.
-      priorRow: db.prepare<[string], [number, string]>(`SELECT deleted_at IS NOT NULL, content_hash FROM users WHERE user_id = ?`).raw(),
+      // [deleted, content_hash, client_user_id]: raw, so no object per call.
+      priorRow: db
+        .prepare<[string], [number, string, string]>(
+          `SELECT deleted_at IS NOT NULL, content_hash, client_user_id FROM users WHERE user_id = ?`,
+        )
+        .raw(),
       parkUser: db.prepare<[string, string]>(`UPDATE users SET deleted_at = ? WHERE user_id = ? AND deleted_at IS NULL`),
       holdersOfKey: db
         .prepare<[string, string, string], string>(
@@ -124,27 +137,28 @@ export class UserWrites {
 
   /**
    * One listing of a sync run, with the change kept to one row per user and
-   * run. Returns the content_hash the user's row held before (undefined: no row).
+   * run. Returns what the user's row held before (undefined: no row).
    */
-  applyListed(runId: number, write: UserWrite, now: string): string | undefined {
+  applyListed(runId: number, write: UserWrite, now: string): PriorRow | undefined {
     const { record } = write;
     const userId = record.user.user_id;
-    const [deleted, priorHash] = this.s.priorRow.get(userId) ?? [undefined, undefined];
+    const [deleted, priorHash, priorClient] = this.s.priorRow.get(userId) ?? [undefined, undefined, undefined];
     // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
     const prior = write.repeat || deleted === 1 ? this.s.runChange.get(userId, runId) : undefined;
     const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
     this.before.capture(userId);
-    for (const holder of this.takeKey(record.user, now)) this.retire(runId, holder, now);
+    for (const holder of this.takeKey(record.user, now)) this.retire(runId, holder, record.user, now);
     this.s.upsertUser.run(userValues(record, write.digest, now));
     this.replaceDetails(record, runId, now);
     const change = write.sameAsStart ? undefined : activeBefore ? 'updated' : 'created';
     this.recordChange(runId, userId, prior, change, null, now);
-    return priorHash;
+    return priorHash === undefined ? undefined : { hash: priorHash, clientUserId: priorClient ?? '' };
   }
 
-  /** Forgets the previous run's before-states: call as a run's transaction opens. */
-  clearBefore(): void {
+  /** Forgets the previous run's before-states and conflicts: call as a run's transaction opens. */
+  beginRun(): void {
     this.before.clear();
+    this.conflicts.clear();
   }
 
   /**
@@ -177,10 +191,24 @@ export class UserWrites {
     this.s.softDelete.run(now, userId);
   }
 
-  /** Soft-deletes the holder of a key another user takes, as 'deleted' unless this run created it. */
-  private retire(runId: number, userId: string, now: string): void {
+  /**
+   * Soft-deletes the holder of a key another user takes, as 'deleted' unless
+   * this run created it. A holder this run wrote was listed in this scan with
+   * the key: an identity conflict. (One listed unchanged left no trace to
+   * tell it from a holder the service deleted; both lose the key alike.)
+   */
+  private retire(runId: number, userId: string, taker: MirroredUser, now: string): void {
     this.s.softDelete.run(now, userId);
     const prior = this.s.runChange.get(userId, runId);
+    if (prior !== undefined && prior.change !== 'deleted') {
+      this.conflicts.add({
+        kind: 'client_user_id',
+        teamId: taker.team_id,
+        clientUserId: taker.client_user_id,
+        earlier: userId,
+        later: taker.user_id,
+      });
+    }
     this.recordChange(runId, userId, prior, prior?.change === 'created' ? undefined : 'deleted', 'superseded', now);
   }
 

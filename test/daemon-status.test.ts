@@ -151,6 +151,7 @@ describe('metrics', () => {
 });
 
 const NONE_MISSING = { candidates: 0, confirmedGone: 0, stillThere: 0, unverified: 0, deferred: 0 };
+const NO_ANOMALIES = { identityConflicts: 0, oversizePages: 0, totalLowest: 10 };
 
 describe('status report', () => {
   const facts = (over: Partial<StatusFacts> = {}): StatusFacts => ({
@@ -176,6 +177,8 @@ describe('status report', () => {
           updated: 0,
           deleted: 0,
           candidates: NONE_MISSING,
+          anomalies: NO_ANOMALIES,
+          totalAtStart: null,
           error: 'first page failed:\nHTTP 503',
         },
         {
@@ -188,6 +191,8 @@ describe('status report', () => {
           updated: 0,
           deleted: 0,
           candidates: { candidates: 5, confirmedGone: 3, stillThere: 1, unverified: 1, deferred: 0 },
+          anomalies: NO_ANOMALIES,
+          totalAtStart: 10,
           error: null,
         },
       ],
@@ -323,6 +328,19 @@ describe('status report', () => {
     expect(text).toMatch(/sync +waiting 0 +active 1 +delayed 0 +failed 2 +completed 9/);
     expect(text.split('\n').filter((l) => l.startsWith('    #')).length).toBe(2);
     expect(text).toContain('missing 5 (3 gone, 1 still there, 1 unchecked)');
+    expect(text).not.toContain('ANOMALIES');
+  });
+
+  it("shows a run's anomalies under its line", () => {
+    const base = facts();
+    if (!base.mirror.available) throw new Error('fixture mirror must be available');
+    const [failed, good] = base.mirror.lastRuns;
+    if (failed === undefined || good === undefined) throw new Error('fixture has two runs');
+    const odd = { ...good, anomalies: { identityConflicts: 2, oversizePages: 1, totalLowest: 0 } };
+    const text = formatStatusReport(buildStatusReport({ ...base, mirror: { ...base.mirror, lastRuns: [failed, odd] } }));
+    expect(text).toMatch(
+      /#1 .*\n +ANOMALIES 2 identity conflict\(s\) \(the later listing won; .*\); 1 page\(s\) larger than the limit asked; total fell from 10 to 0 during the scan/,
+    );
   });
   it('counts users with field warnings and folds list indices in the top fields', () => {
     const base = facts();

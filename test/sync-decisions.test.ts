@@ -65,7 +65,15 @@ describe('PagePlan', () => {
 });
 
 describe('planDeletions', () => {
-  const clean: ScanOutcome = { pageFailures: 0, candidates: 50, activeBefore: 1_050, maxDeleteRatio: 0.1, maxVerify: 5_000 };
+  const clean: ScanOutcome = {
+    pageFailures: 0,
+    candidates: 50,
+    activeBefore: 1_050,
+    totalAtStart: 1_000,
+    totalLowest: 1_000,
+    maxDeleteRatio: 0.1,
+    maxVerify: 5_000,
+  };
 
   it('checks every candidate of a complete scan within the delete limit', () => {
     expect(planDeletions(clean)).toEqual({ verify: true, check: 50, deferred: 0 });
@@ -93,6 +101,15 @@ describe('planDeletions', () => {
   it('a ratio of 0 forbids any deletion, a ratio of 1 allows emptying the mirror', () => {
     expect(planDeletions({ ...clean, maxDeleteRatio: 0, candidates: 1 })).toMatchObject({ kind: 'mass-delete' });
     expect(planDeletions({ ...clean, maxDeleteRatio: 1, candidates: 1_050 })).toMatchObject({ verify: true, check: 1_050 });
+  });
+
+  it("holds deletions back when the listing's total collapses during the scan by more than the ratio", () => {
+    expect(planDeletions({ ...clean, totalLowest: 900 })).toMatchObject({ verify: true, check: 50 });
+    const plan = planDeletions({ ...clean, totalLowest: 0, candidates: 30 });
+    expect(plan).toMatchObject({ verify: false, kind: 'collapsed' });
+    if (!plan.verify) expect(plan.reason).toMatch(/total fell from 1000 to 0 .*SYNC_MAX_DELETE_RATIO/);
+    // A listing that grows is no collapse.
+    expect(planDeletions({ ...clean, totalAtStart: 10, totalLowest: 10 })).toMatchObject({ verify: true });
   });
 
   it('names a failed page before the breaker', () => {

@@ -144,6 +144,8 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
         updated: r.updated,
         deleted: r.deleted,
         candidates: r.candidates,
+        anomalies: r.anomalies,
+        totalAtStart: r.totalAtStart,
         error: r.error,
       })),
       failedRemovalsInAudit: failedInAudit(auditPath),

@@ -20,7 +20,16 @@ export interface RunFacts {
   deleted: number;
   /** What became of the users the run's listing did not show. */
   candidates: CandidateCounts;
+  /** What the listing did that it should not: identity conflicts, oversize pages, a `total` that fell mid-scan. */
+  anomalies: RunAnomalies;
+  totalAtStart: number | null;
   error: string | null;
+}
+
+export interface RunAnomalies {
+  identityConflicts: number;
+  oversizePages: number;
+  totalLowest: number | null;
 }
 
 export interface QueueCounts {
@@ -386,6 +395,8 @@ export function formatStatusReport(r: StatusReport): string {
         lines.push(
           `    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`,
         );
+        const anomalies = formatAnomalies(run);
+        if (anomalies !== '') lines.push(`           ANOMALIES ${anomalies}`);
       }
     }
   }
@@ -454,6 +465,21 @@ function formatRemovalQueue(q: RemovalQueueReport): string[] {
   for (const warning of q.warnings) lines.push(`  warning       ${warning}`);
   if (q.state === 'held' && q.fix !== undefined) lines.push(`  fix           ${q.fix}`);
   return lines;
+}
+
+/** What the run's listing did wrong, one phrase each; '' when nothing. */
+function formatAnomalies(run: Pick<RunFacts, 'anomalies' | 'totalAtStart'>): string {
+  const a = run.anomalies;
+  const parts = [
+    a.identityConflicts > 0
+      ? `${a.identityConflicts} identity conflict(s) (the later listing won; ids in the sync.identity_conflict log lines)`
+      : '',
+    a.oversizePages > 0 ? `${a.oversizePages} page(s) larger than the limit asked` : '',
+    a.totalLowest !== null && run.totalAtStart !== null && a.totalLowest < run.totalAtStart
+      ? `total fell from ${run.totalAtStart} to ${a.totalLowest} during the scan`
+      : '',
+  ].filter((p) => p !== '');
+  return parts.join('; ');
 }
 
 /** Only confirmed users are deleted: say what became of the others. */

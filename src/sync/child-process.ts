@@ -128,8 +128,11 @@ const SyncSummarySchema = z
     superseded: count,
     rejected: count,
     duplicates: count,
+    identityConflicts: count,
+    oversizePages: count,
     totalAtStart: count.optional(),
     totalAtEnd: count.optional(),
+    totalLowest: count.optional(),
     durationMs: z.number().min(0),
     reason: z.string().optional(),
     candidates: count,
@@ -139,7 +142,12 @@ const SyncSummarySchema = z
     deferred: count,
   })
   // JSON drops keys whose value is undefined; the summary names them anyway.
-  .transform((s) => ({ ...s, totalAtStart: s.totalAtStart, totalAtEnd: s.totalAtEnd })) satisfies z.ZodType<SyncSummary>;
+  .transform((s) => ({
+    ...s,
+    totalAtStart: s.totalAtStart,
+    totalAtEnd: s.totalAtEnd,
+    totalLowest: s.totalLowest,
+  })) satisfies z.ZodType<SyncSummary>;
 
 const LeaseRowSchema = z.object({
   holder: z.string(),

@@ -12,6 +12,13 @@
  *   would be a candidate, and checking hundreds of live users one by one
  *   against a service that is already failing would only add load; the next
  *   run reads those pages again.
+ * - `collapsed`: a page's `total` fell below the first page's by more than
+ *   SYNC_MAX_DELETE_RATIO (e.g. 100,000 → 0 late in the scan). The plan
+ *   stops at the first empty page, so such a scan reads only part of the
+ *   directory and says "done"; the listing itself claims a mass deletion
+ *   that its own first page denies. The run keeps its creates and updates
+ *   (each record read is true) and goes `partial`; the next run reads the
+ *   whole listing again.
  * - `mass-delete`: more candidates than SYNC_MAX_DELETE_RATIO of the mirror.
  *   A real mass deletion is rare enough to want a human (a wrong team key
  *   looks exactly like one), so nothing is checked and nothing deleted.
@@ -28,6 +35,9 @@ export interface ScanOutcome {
   pageFailures: number;
   /** Active mirror users not seen in the scan. */
   candidates: number;
+  /** `total` on the first page, and the lowest any page reported. */
+  totalAtStart: number;
+  totalLowest: number;
   /** Active mirror users before the run. */
   activeBefore: number;
   /** Largest share of `activeBefore` one run may delete, 0..1 (SYNC_MAX_DELETE_RATIO). */
@@ -36,13 +46,20 @@ export interface ScanOutcome {
   maxVerify: number;
 }
 
-export type HoldKind = 'incomplete' | 'mass-delete';
+export type HoldKind = 'incomplete' | 'collapsed' | 'mass-delete';
 
 export type DeletionPlan = { verify: true; check: number; deferred: number } | { verify: false; kind: HoldKind; reason: string };
 
 export function planDeletions(o: ScanOutcome): DeletionPlan {
   if (o.pageFailures > 0) {
     return hold('incomplete', `${o.pageFailures} page(s) failed; deletions are held back until a run reads every page`);
+  }
+  if (o.totalAtStart - o.totalLowest > o.maxDeleteRatio * o.totalAtStart) {
+    return hold(
+      'collapsed',
+      `the listing's total fell from ${o.totalAtStart} to ${o.totalLowest} during the scan, by more than ` +
+        `${(100 * o.maxDeleteRatio).toFixed(1)}% (SYNC_MAX_DELETE_RATIO): the scan may have read only part of the directory; nothing was deleted`,
+    );
   }
   if (o.candidates > 0 && o.candidates > o.maxDeleteRatio * o.activeBefore) {
     const pct = o.activeBefore === 0 ? 100 : (100 * o.candidates) / o.activeBefore;

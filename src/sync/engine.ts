@@ -36,6 +36,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
+import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
@@ -89,6 +90,12 @@ export interface SyncSummary extends CandidateCounts {
   rejected: number;
   /** Records listed twice (the listing shifted); the later listing counts. */
   duplicates: number;
+  /** Listings of this scan that disagreed on who is who; the later won (db/identity-conflicts.ts). */
+  identityConflicts: number;
+  /** Pages that carried more records than the limit asked for (kept). */
+  oversizePages: number;
+  /** The lowest `total` a page reported; far below totalAtStart, the run is `partial` (deletions.ts). */
+  totalLowest: number | undefined;
   /** `total` on the first page, and on the last page to arrive; undefined when never read. */
   totalAtStart: number | undefined;
   totalAtEnd: number | undefined;
@@ -185,19 +192,40 @@ async function runUntil(
     logScan(log, scan);
 
     const candidates = writer.countUnseenActive(runId);
-    const plan = planDeletions({ pageFailures: scan.pageFailures, candidates, activeBefore, maxDeleteRatio, maxVerify });
+    const plan = planDeletions({
+      pageFailures: scan.pageFailures,
+      candidates,
+      activeBefore,
+      totalAtStart: scan.totalAtStart,
+      totalLowest: scan.totalLowest,
+      maxDeleteRatio,
+      maxVerify,
+    });
     // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
     const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
+    if (!plan.verify && plan.kind === 'collapsed') {
+      log.warn(
+        {
+          event: 'sync.total_collapsed',
+          runId,
+          totalAtStart: scan.totalAtStart,
+          totalLowest: scan.totalLowest,
+          totalAtEnd: scan.totalAtEnd,
+        },
+        plan.reason,
+      );
+    }
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
     const reason = plan.verify
       ? undefined
       : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
     signal.throwIfAborted();
-    const { repeats, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
+    const { repeats, conflicts, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
     // A first sync's repeat listings are found by its publish, the others' by the scan.
     if (repeats > 0) logListingMoved(log, { ...scan, duplicates: repeats });
+    logConflicts(log, runId, conflicts);
     const duplicates = scan.duplicates + repeats;
     const summary: SyncSummary = {
       runId,
@@ -208,9 +236,12 @@ async function runUntil(
       ...published,
       rejected: scan.rejected,
       duplicates,
+      identityConflicts: conflicts.count,
+      oversizePages: scan.oversizePages,
       ...outcome.counts,
       totalAtStart: first.total,
       totalAtEnd: scan.totalAtEnd,
+      totalLowest: scan.totalLowest,
       durationMs: Math.round(performance.now() - started),
       ...(reason === undefined ? {} : { reason }),
     };
@@ -227,6 +258,9 @@ async function runUntil(
       rejected: summary.rejected,
       duplicates: summary.duplicates,
       candidates: outcome.counts,
+      identityConflicts: summary.identityConflicts,
+      oversizePages: summary.oversizePages,
+      totalLowest: summary.totalLowest,
     });
     if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
@@ -276,7 +310,30 @@ function logScan(log: Logger, scan: PassResult): void {
       'the list pages carry keys this version does not use',
     );
   }
+  for (const o of scan.oversize) {
+    log.warn(
+      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: PAGE_LIMIT, pages: scan.oversizePages },
+      'a page carried more records than the limit asked for; all were kept',
+    );
+  }
   if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) logListingMoved(log, scan);
+}
+
+/** Each conflict kept, with its ids, then the count: the mirror kept the later listing (db/identity-conflicts.ts). */
+function logConflicts(log: Logger, runId: number, conflicts: { count: number; kept: IdentityConflict[] }): void {
+  for (const c of conflicts.kept) {
+    const message =
+      c.kind === 'user_id'
+        ? 'one user_id listed under two client_user_ids in this scan; the later listing holds the user'
+        : 'one client_user_id listed for two users in this scan; the later keeps it, the earlier is stored deleted';
+    log.warn({ event: 'sync.identity_conflict', runId, ...c }, message);
+  }
+  if (conflicts.count > conflicts.kept.length) {
+    log.warn(
+      { event: 'sync.identity_conflicts', runId, count: conflicts.count, logged: conflicts.kept.length },
+      'more identity conflicts in this scan than logged one by one',
+    );
+  }
 }
 
 function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates' | 'totalAtStart' | 'totalAtEnd'>): void {
@@ -316,9 +373,12 @@ function fail(
     superseded: 0,
     rejected: 0,
     duplicates: 0,
+    identityConflicts: 0,
+    oversizePages: 0,
     ...NO_CANDIDATES,
     totalAtStart,
     totalAtEnd: undefined,
+    totalLowest: undefined,
     durationMs: Math.round(performance.now() - started),
     reason,
   };

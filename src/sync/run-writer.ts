@@ -26,6 +26,7 @@ import {
   type SqliteMirrorStoreOptions,
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
+import { IdentityConflicts } from '../../db/identity-conflicts.js';
 import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
 
@@ -52,6 +53,8 @@ interface OpenRun {
   broken: boolean;
   rejected: RejectedRow[];
   rejectedBytes: number;
+  /** Repeat listings under another client_user_id, found here; the store adds those it finds (db/identity-conflicts.ts). */
+  conflicts: IdentityConflicts;
 }
 
 export class RunWriter {
@@ -83,7 +86,7 @@ export class RunWriter {
       this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
       throw err;
     }
-    this.run = { id, duplicates: 0, ledger, broken: false, rejected: [], rejectedBytes: 0 };
+    this.run = { id, duplicates: 0, ledger, broken: false, rejected: [], rejectedBytes: 0, conflicts: new IdentityConflicts() };
     return id;
   }
 
@@ -105,7 +108,13 @@ export class RunWriter {
         runId,
         pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes),
         (write, prior) => {
-          if (!write.repeat && ledger.settle(write.record.user.user_id, prior)) settledRepeats++;
+          const { user } = write.record;
+          const settledRepeat = !write.repeat && ledger.settle(user.user_id, prior?.hash);
+          if (settledRepeat) settledRepeats++;
+          // A repeat's prior row is its earlier listing in this run (written, or unchanged from the start).
+          if ((write.repeat || settledRepeat) && prior !== undefined && prior.clientUserId !== user.client_user_id) {
+            run.conflicts.add({ kind: 'user_id', userId: user.user_id, earlier: prior.clientUserId, later: user.client_user_id });
+          }
         },
       );
     } catch (err) {
@@ -165,7 +174,9 @@ export class RunWriter {
     if (run.broken) throw new Error(`sync run ${runId}: a page failed to stage; the run can only fail`);
     // Nothing asks the ledger past this point; let its tens of MB go before the publish's index sorts.
     run.ledger = undefined;
-    return this.store.publish(runId, deletions);
+    const published = this.store.publish(runId, deletions);
+    run.conflicts.merge(published.conflicts);
+    return { ...published, conflicts: run.conflicts.snapshot() };
   }
 
   /** Records how the run ended, with its rejected records; an unpublished run is rolled back. */

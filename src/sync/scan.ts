@@ -32,6 +32,12 @@ export interface PassResult {
   totalAtStart: number;
   /** `total` on the last page to arrive: with totalAtStart, shows the directory moving under the scan. */
   totalAtEnd: number;
+  /** The lowest `total` any page reported: a listing that collapses mid-scan (deletions.ts holds its deletions). */
+  totalLowest: number;
+  /** Pages that carried more records than the limit asked for: kept (each record is a listing), counted, logged. */
+  oversizePages: number;
+  /** The first few of them, for the log: offset and record count. */
+  oversize: Array<{ offset: number; records: number }>;
   /** Pages fetched and staged, the first included. */
   pagesDone: number;
   pageFailures: number;
@@ -78,6 +84,9 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   const result: PassResult = {
     totalAtStart: firstPage.total,
     totalAtEnd: firstPage.total,
+    totalLowest: firstPage.total,
+    oversizePages: 0,
+    oversize: [],
     pagesDone: 0,
     pageFailures: 0,
     failures: [],
@@ -96,6 +105,12 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     const counts = writer.stagePage(runId, page, offset, options.maxRecordBytes);
     result.pagesDone++;
     result.totalAtEnd = page.total;
+    result.totalLowest = Math.min(result.totalLowest, page.total);
+    // More than asked for, or than the page's own echoed limit says it holds.
+    if (page.spans.length > (page.limit > 0 ? Math.min(page.limit, limit) : limit)) {
+      result.oversizePages++;
+      if (result.oversize.length < KEPT_FAILURES) result.oversize.push({ offset, records: page.spans.length });
+    }
     for (const key of page.unknownKeys) result.unknownEnvelopeKeys.add(key);
     result.seen += counts.seen;
     result.duplicates += counts.duplicates;

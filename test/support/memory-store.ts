@@ -7,8 +7,9 @@
  * per (team_id, client_user_id), the newer record winning. Whether the
  * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
  */
-import type { MirrorStore, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
+import type { MirrorStore, PriorRow, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
 import type { FinishRunInput } from '../../db/sync-runs.js';
+import { IdentityConflicts } from '../../db/identity-conflicts.js';
 
 export interface MemoryUser {
   userId: string;
@@ -32,7 +33,16 @@ export class MemoryMirrorStore implements MirrorStore {
   /** Every listing handed to writeUsers, over all runs: what reached the store. */
   readonly written: UserWrite[] = [];
   /** `firstSync`: the run began on an empty mirror, so its repeats are counted by publish, as db/first-sync-load.ts does. */
-  private open: { id: number; working: Map<string, MemoryUser>; firstSync: boolean; repeats: number } | undefined;
+  private open:
+    | {
+        id: number;
+        working: Map<string, MemoryUser>;
+        firstSync: boolean;
+        repeats: number;
+        written: Set<string>;
+        conflicts: IdentityConflicts;
+      }
+    | undefined;
 
   recordRun(): number {
     const id = this.runs.length + 1;
@@ -42,7 +52,14 @@ export class MemoryMirrorStore implements MirrorStore {
 
   beginRun(_totalAtStart?: number, recorded?: number): number {
     const id = recorded ?? this.recordRun();
-    this.open = { id, working: clone(this.users), firstSync: this.users.size === 0, repeats: 0 };
+    this.open = {
+      id,
+      working: clone(this.users),
+      firstSync: this.users.size === 0,
+      repeats: 0,
+      written: new Set(),
+      conflicts: new IdentityConflicts(),
+    };
     return id;
   }
 
@@ -72,18 +89,32 @@ export class MemoryMirrorStore implements MirrorStore {
     });
   }
 
-  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, priorHash: string | undefined) => void): void {
+  writeUsers(runId: number, writes: Iterable<UserWrite>, written?: (write: UserWrite, prior: PriorRow | undefined) => void): void {
     const open = this.openRun(runId);
     const { working } = open;
     for (const w of writes) {
       this.written.push(w);
-      const prior = working.get(w.record.user.user_id)?.contentHash;
-      if (open.firstSync && prior !== undefined) open.repeats++;
       const { user, rawJson } = w.record;
+      const held = working.get(user.user_id);
+      const prior = held === undefined ? undefined : { hash: held.contentHash, clientUserId: held.clientUserId };
+      if (open.firstSync && prior !== undefined) open.repeats++;
       for (const other of working.values()) {
         const sameKey = other.teamId === user.team_id && other.clientUserId === user.client_user_id;
-        if (sameKey && other.userId !== user.user_id) other.deleted = true;
+        if (sameKey && other.userId !== user.user_id && !other.deleted) {
+          other.deleted = true;
+          // Only a holder this run wrote counts as listed in it, as in the SQLite store.
+          if (open.written.has(other.userId)) {
+            open.conflicts.add({
+              kind: 'client_user_id',
+              teamId: user.team_id,
+              clientUserId: user.client_user_id,
+              earlier: other.userId,
+              later: user.user_id,
+            });
+          }
+        }
       }
+      open.written.add(user.user_id);
       working.set(user.user_id, {
         userId: user.user_id,
         teamId: user.team_id,
@@ -98,7 +129,7 @@ export class MemoryMirrorStore implements MirrorStore {
   }
 
   publish(runId: number, opts: PublishDeletions): PublishResult {
-    const { working, repeats } = this.openRun(runId);
+    const { working, repeats, conflicts } = this.openRun(runId);
     let swept = 0;
     for (const id of opts.deletions) {
       const u = working.get(id);
@@ -119,7 +150,7 @@ export class MemoryMirrorStore implements MirrorStore {
     this.open = undefined;
     const run = this.runs[runId - 1];
     if (run !== undefined) run.published = true;
-    return { ...counts, superseded: counts.deleted - swept, repeats };
+    return { ...counts, superseded: counts.deleted - swept, repeats, conflicts: conflicts.snapshot() };
   }
 
   finishRun(runId: number, result: FinishRunInput): void {
