@@ -115,6 +115,8 @@ describe('metrics', () => {
         { queue: 'removals', state: 'failed', count: 4 },
       ],
       redisUp: async () => true,
+      files: () => ({ mirrorBytes: 4096, walBytes: 8192 }),
+      checkpoint: () => ({ walFrames: 900, copiedFrames: 250, failed: false }),
     });
     const text = await metrics.registry.metrics();
     for (const line of [
@@ -134,6 +136,9 @@ describe('metrics', () => {
       'user_mirror_queue_jobs{queue="sync",state="wait"} 1',
       'user_mirror_queue_jobs{queue="removals",state="failed"} 4',
       'user_mirror_redis_up 1',
+      'user_mirror_file_bytes{file="wal"} 8192',
+      'user_mirror_checkpoint_frames_held 650',
+      'user_mirror_checkpoint_failed 0',
     ]) {
       expect(text).toContain(line);
     }

@@ -56,8 +56,10 @@ import {
   type MirrorFacts,
   type QueueCounts,
   type QueueFacts,
+  type StatusFacts,
   type SyncJobFacts,
 } from '../daemon/status-report.js';
+import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -105,9 +107,19 @@ export default async function status(argv: string[]): Promise<number> {
     feed,
     webhooksConfigured: hook !== undefined,
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
+    recordBeside: recordBeside(config.MIRROR_DB),
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);
+}
+
+/** The record kept beside the mirror; one that cannot be read is itself reported as a failure. */
+function recordBeside(path: string): StatusFacts['recordBeside'] {
+  try {
+    return readAttemptRecord(path);
+  } catch (err) {
+    return { at: new Date().toISOString(), what: 'sync', reason: `could not read ${attemptRecordPath(path)}: ${String(err)}` };
+  }
 }
 
 /** The mirror's facts; `misconfigured` when MIRROR_DB names something that cannot be a mirror at all. */

@@ -31,7 +31,7 @@ import { createLogger, humanLog } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';
-import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from '../sync/exclusive-run.js';
+import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from '../sync/exclusive-run.js';
 import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 
@@ -60,11 +60,18 @@ export default async function sync(argv: string[]): Promise<number> {
   const logger = createLogger(config.LOG_LEVEL, terminal === undefined ? process.stdout : humanLog(terminal.around(process.stderr)));
   const progress: ProgressSink = terminal ?? new LogProgress(logger);
 
+  // An attempt that fails before its run row is written leaves its reason beside the mirror, for `status`.
+  const failed = (err: unknown): unknown => {
+    const named = withDatabasePath(err, config.MIRROR_DB);
+    keepFailure(config.MIRROR_DB, 'sync', named, logger);
+    return named;
+  };
+  reserveRecord(config.MIRROR_DB, logger);
   let db: Db;
   try {
     db = openMirror(config.MIRROR_DB);
   } catch (err) {
-    throw withDatabasePath(err, config.MIRROR_DB);
+    throw failed(err);
   }
   // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
   const client = serviceClientFromConfig({
@@ -79,7 +86,7 @@ export default async function sync(argv: string[]): Promise<number> {
   try {
     outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
   } catch (err) {
-    throw withDatabasePath(err, config.MIRROR_DB);
+    throw failed(err);
   } finally {
     progress.finish();
     process.off('SIGINT', onSignal);

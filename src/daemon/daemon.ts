@@ -64,6 +64,7 @@ import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
 import { restartableWorker, startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
+import { checkpointFigures } from '../sync/attempt-record.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 
@@ -170,7 +171,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
-  metrics.setSources({ mirror: () => mirrorFigures(reader), staleAfterMs: staleAfter, files: () => databaseFileSizes(config.MIRROR_DB) });
+  metrics.setSources({
+    mirror: () => mirrorFigures(reader),
+    staleAfterMs: staleAfter,
+    files: () => databaseFileSizes(config.MIRROR_DB),
+    checkpoint: () => checkpointFigures(config.MIRROR_DB),
+  });
 
   const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
     onResponse: (e) => metrics.recordHttp(e),

@@ -51,6 +51,8 @@ export interface MetricSources {
   webhookLag?: () => Promise<WebhookLagFacts>;
   /** The mirror file's and its WAL's sizes, read on scrape. */
   files?: () => { mirrorBytes: number; walBytes: number };
+  /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
+  checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
 }
 
 export interface DaemonMetrics {
@@ -156,6 +158,24 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
       if (f === undefined) return;
       fileBytes.set({ file: 'mirror' }, f.mirrorBytes);
       fileBytes.set({ file: 'wal' }, f.walBytes);
+    },
+  });
+  const checkpointHeld = new Gauge({
+    name: 'user_mirror_checkpoint_frames_held',
+    help: 'WAL frames the last checkpoint after a sync could not copy because a reader held them (a long read transaction); 0 when it copied all.',
+    registers,
+    collect() {
+      const c = sources.checkpoint?.();
+      if (c !== undefined) checkpointHeld.set(Math.max(0, c.walFrames - c.copiedFrames));
+    },
+  });
+  const checkpointFailed = new Gauge({
+    name: 'user_mirror_checkpoint_failed',
+    help: 'Whether the last WAL checkpoint after a sync failed (a full disk): 1 until one succeeds; each sync retries it first.',
+    registers,
+    collect() {
+      const c = sources.checkpoint?.();
+      if (c !== undefined) checkpointFailed.set(c.failed ? 1 : 0);
     },
   });
   const httpResponses = new Counter({

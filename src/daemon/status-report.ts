@@ -106,6 +106,13 @@ export function lastFailedAttempt(
   return null;
 }
 
+/** Of two finished attempts known elsewhere than in the run rows, the newer. */
+function newerAttempt(a: SyncJobFacts | null | undefined, b: SyncJobFacts | undefined): SyncJobFacts | null | undefined {
+  if (a == null) return b ?? a;
+  if (b === undefined) return a;
+  return Date.parse(b.finishedAt) > Date.parse(a.finishedAt) ? b : a;
+}
+
 /** A failed job whose reason names the run row itself (`sync run N failed: …`) is that run's failure, not another attempt. */
 function jobOfRun(job: SyncJobFacts, run: { id: number } | undefined): boolean {
   return run !== undefined && (job.failedReason ?? '').startsWith(`sync run ${run.id} failed`);
@@ -181,6 +188,18 @@ export interface StatusFacts {
   webhooksConfigured?: boolean;
   /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
   walWarnBytes?: number | undefined;
+  /**
+   * The record kept beside the mirror (src/sync/attempt-record.ts): a failure
+   * the mirror could not record in itself, or the last checkpoint's figures.
+   */
+  recordBeside?:
+    | {
+        at: string;
+        what: 'ok' | 'sync' | 'checkpoint';
+        reason: string;
+        checkpoint?: { at: string; walFrames: number; copiedFrames: number };
+      }
+    | undefined;
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -214,6 +233,10 @@ export interface StatusReport {
     lastAttemptFailed?: { at: string; reason: string; run: number | null } | null;
     /** The WAL against its threshold; undefined when unknown. */
     wal?: ReturnType<typeof walVerdict>;
+    /** The last WAL checkpoint after a run failed (a full disk); retried before each run; null when it did not. */
+    checkpointFailed?: { at: string; reason: string } | null;
+    /** The last checkpoint that ran: frames in the WAL and those copied; the difference a reader held back. */
+    lastCheckpoint?: { at: string; walFrames: number; copiedFrames: number };
     /**
      * Active users with field warnings, and the most frequent fields, list
      * indices folded (`connected_sources[].provider`); a count is of
@@ -249,6 +272,9 @@ export interface StatusReport {
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
   const m = f.mirror;
+  // A sync attempt that left no run row, as recorded beside the mirror: read like a failed job of the daemon's.
+  const besideSync: SyncJobFacts | undefined =
+    f.recordBeside?.what === 'sync' ? { finishedAt: f.recordBeside.at, failedReason: f.recordBeside.reason } : undefined;
   const staleness = m.available
     ? assessStaleness({
         lastSucceededAt: m.lastSucceededAt,
@@ -270,12 +296,24 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         stale: staleness?.stale ?? true,
         staleAfterSeconds: staleness?.staleAfterSeconds ?? 0,
         staleReason: staleness?.reason ?? null,
-        lastAttemptFailed: lastFailedAttempt(m.lastRuns[0], f.queues.reachable ? f.queues.lastSyncJob : undefined),
+        lastAttemptFailed: lastFailedAttempt(
+          m.lastRuns[0],
+          newerAttempt(f.queues.reachable ? f.queues.lastSyncJob : undefined, besideSync),
+        ),
+        checkpointFailed: f.recordBeside?.what === 'checkpoint' ? { at: f.recordBeside.at, reason: f.recordBeside.reason } : null,
+        ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
       }
-    : { path: f.mirrorPath, id: f.mirrorId, available: false, error: m.error };
+    : {
+        path: f.mirrorPath,
+        id: f.mirrorId,
+        available: false,
+        error: m.error,
+        lastAttemptFailed:
+          besideSync === undefined ? null : { at: besideSync.finishedAt, reason: besideSync.failedReason ?? '', run: null },
+      };
   return {
     mirror,
     schedule: { intervalSeconds: Math.round(f.scheduleIntervalMs / 1000) },
@@ -360,6 +398,8 @@ export function formatStatusReport(r: StatusReport): string {
   lines.push(`mirror ${m.id} (${m.path})`);
   if (!m.available) {
     lines.push(`  unavailable: ${m.error ?? 'unknown error'}`);
+    if (m.lastAttemptFailed != null)
+      lines.push(`  LAST SYNC FAILED at ${m.lastAttemptFailed.at}: ${oneLine(m.lastAttemptFailed.reason, 300)}`);
   } else {
     lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
     const age =
@@ -373,6 +413,12 @@ export function formatStatusReport(r: StatusReport): string {
       const which = failed.run === null ? 'LAST SYNC FAILED (no run recorded)' : `LAST SYNC FAILED (run #${failed.run})`;
       lines.push(`  ${which} at ${failed.at}: ${oneLine(failed.reason, 300)}`);
     }
+    if (m.checkpointFailed != null) {
+      lines.push(
+        `  CHECKPOINT FAILED at ${m.checkpointFailed.at}: ${oneLine(m.checkpointFailed.reason, 300)} ` +
+          '(the WAL keeps growing until one succeeds; each sync retries it first)',
+      );
+    }
     if (m.wal !== undefined) {
       const ratio = m.wal.mirrorBytes > 0 ? ` (${(m.wal.walBytes / m.wal.mirrorBytes).toFixed(1)}× the mirror)` : '';
       lines.push(
@@ -380,6 +426,12 @@ export function formatStatusReport(r: StatusReport): string {
           ? `  WAL TOO LARGE ${formatBytes(m.wal.walBytes)}${ratio}, above ${formatBytes(m.wal.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
               'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)'
           : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
+      );
+    }
+    const cp = m.lastCheckpoint;
+    if (cp !== undefined && cp.walFrames > cp.copiedFrames) {
+      lines.push(
+        `  checkpoint    ${cp.walFrames - cp.copiedFrames} of ${cp.walFrames} WAL frames held back by a reader at ${cp.at} (a long read transaction; docs/sql.md)`,
       );
     }
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
@@ -503,8 +555,8 @@ function formatCounts(c: QueueCounts): string {
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), or its
- * WAL is too large (walVerdict); and where removals are
+ * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its
+ * last checkpoint failed, or its WAL is too large (walVerdict); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
@@ -514,7 +566,11 @@ function formatCounts(c: QueueCounts): string {
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   const mirrorOk =
-    r.mirror.available && r.mirror.stale !== true && r.mirror.wal?.tooLarge !== true && (r.mirror.lastAttemptFailed ?? null) === null;
+    r.mirror.available &&
+    r.mirror.stale !== true &&
+    r.mirror.wal?.tooLarge !== true &&
+    (r.mirror.lastAttemptFailed ?? null) === null &&
+    (r.mirror.checkpointFailed ?? null) === null;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
   if (r.webhooks?.endpointFailing != null) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;

@@ -22,10 +22,10 @@
  */
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
-import { createLogger } from '../runtime/log.js';
+import { createLogger, type Logger } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath } from '../../db/open.js';
-import { checkpointAfterSync, LEASED_SYNC_ENV, runLeasedSync } from './exclusive-run.js';
+import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
@@ -49,12 +49,15 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => undefined);
 
   let mirrorPath: string | undefined;
+  let logger: Logger | undefined;
   try {
     applyFilePolicy();
     const config = readConfig(SYNC_PROCESS_ENV);
     mirrorPath = config.MIRROR_DB;
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
-    const logger = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    logger = log;
+    reserveRecord(config.MIRROR_DB, log);
     const db = openMirror(config.MIRROR_DB);
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
@@ -66,18 +69,20 @@ async function main(): Promise<void> {
         config,
         db,
         client,
-        logger,
+        logger: log,
         signal: abort.signal,
-        onLeased: () => logger.info({ event: 'sync.job_started', ...job }, 'sync job started'),
+        onLeased: () => log.info({ event: 'sync.job_started', ...job }, 'sync job started'),
       });
       await post({ type: 'done', outcome });
-      checkpointAfterSync(db, logger, outcome);
+      checkpointAfterSync(db, log, outcome);
     } finally {
       await client.close().catch(() => undefined);
       db.close();
     }
   } catch (err) {
     const named = mirrorPath === undefined ? err : withDatabasePath(err, mirrorPath);
+    // Besides the failed job in Redis: `status` on this host reads it without Redis.
+    if (mirrorPath !== undefined && logger !== undefined) keepFailure(mirrorPath, 'sync', named, logger);
     await post({ type: 'error', message: named instanceof Error ? named.message : String(named) });
     process.exitCode = 1;
   }

@@ -5,7 +5,8 @@
  */
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
-import { checkpointMirror, type Db } from '../../db/open.js';
+import { checkpointMirror, databaseFileSizes, type Db } from '../../db/open.js';
+import { recordCheckpoint, recordFailedAttempt, reserveAttemptRecord, type AttemptFailure } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
@@ -48,6 +49,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
     },
     async (signal) => {
       p.onLeased?.();
+      retryCheckpoint(p.db, p.logger);
       const summary = await runSync({
         client: p.client,
         writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
@@ -101,21 +103,78 @@ export function purgeAfterSync(db: Db, retentionDays: number, logger: Logger, no
  * Readers are never blocked by it; one holding an old snapshot only leaves
  * part of the WAL for the next checkpoint, which is logged.
  *
+ * A checkpoint that fails (the file cannot grow: a full disk) is logged at
+ * error and recorded beside the mirror (./attempt-record.ts), so `status`
+ * reports it until one succeeds; the next run retries it first
+ * (retryCheckpoint). One that runs replaces any such record with its
+ * figures: how many frames a reader held back, which `status` shows.
+ *
  * Only after a run of ours (`outcome.ran`): a run skipped because another
  * process holds the lease has nothing to copy, and its TRUNCATE would wait
  * out the busy timeout on that process's write lock.
  */
 export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutcome<unknown> | undefined): void {
   if (outcome?.ran !== true) return;
+  let r: ReturnType<typeof checkpointMirror>;
   try {
-    const r = checkpointMirror(db);
-    if (r.busy)
-      logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
-    else logger.info({ event: 'sync.checkpoint', ...r }, 'WAL copied into the mirror file');
+    r = checkpointMirror(db);
   } catch (err) {
-    logger.warn(
-      { event: 'sync.checkpoint_failed', err: err instanceof Error ? err.message : String(err) },
-      'WAL checkpoint failed; the next one copies it',
-    );
+    logger.error({ event: 'sync.checkpoint_failed', err }, 'WAL checkpoint failed; the next sync retries it first');
+    keepFailure(db.name, 'checkpoint', err, logger);
+    return;
+  }
+  if (r.busy)
+    logger.warn({ event: 'sync.checkpoint', ...r }, 'WAL checkpoint incomplete: a reader held part of it; the next one copies the rest');
+  else logger.info({ event: 'sync.checkpoint', ...r }, 'WAL copied into the mirror file');
+  if (db.name === ':memory:') return;
+  try {
+    recordCheckpoint(db.name, r);
+  } catch (err) {
+    logger.warn({ event: 'sync.attempt_record_kept', err }, 'could not update the record beside the mirror');
+  }
+}
+
+/**
+ * Before a run: copies what a failed or blocked checkpoint left in the WAL
+ * (PASSIVE: it never waits on a reader), so a failed checkpoint does not
+ * grow into the next run's WAL. A failure here is logged and the run goes on.
+ */
+export function retryCheckpoint(db: Db, logger: Logger): void {
+  if (db.name === ':memory:' || databaseFileSizes(db.name).walBytes === 0) return;
+  try {
+    type Row = { busy: number; log: number; checkpointed: number };
+    const r = (db.pragma('wal_checkpoint(PASSIVE)') as Row[])[0];
+    if (r !== undefined && r.log > 0) {
+      logger.info(
+        { event: 'sync.checkpoint_retried', walFrames: r.log, copiedFrames: r.checkpointed },
+        'copied what was left in the WAL before this run',
+      );
+    }
+  } catch (err) {
+    logger.warn({ event: 'sync.checkpoint_retry_failed', err }, 'the WAL an earlier checkpoint left could not be copied; syncing anyway');
+  }
+}
+
+/** Records a failure beside the mirror for `status`; if even that fails (the same full disk), says so. */
+export function keepFailure(mirrorPath: string, what: AttemptFailure, err: unknown, logger: Logger): void {
+  if (mirrorPath === ':memory:') return;
+  try {
+    recordFailedAttempt(mirrorPath, what, err instanceof Error ? err.message : String(err));
+  } catch (writeErr) {
+    logger.error({ event: 'sync.attempt_unrecorded', err: writeErr }, 'could not record the failure beside the mirror either');
+  }
+}
+
+/**
+ * Makes the failure record's file (./attempt-record.ts) before an attempt
+ * opens the mirror, while there is room: a failure on a full disk can then
+ * still be written into it.
+ */
+export function reserveRecord(mirrorPath: string, logger: Logger): void {
+  if (mirrorPath === ':memory:') return;
+  try {
+    reserveAttemptRecord(mirrorPath);
+  } catch (err) {
+    logger.warn({ event: 'sync.attempt_record_unreserved', err }, 'could not make the failure record beside the mirror');
   }
 }
