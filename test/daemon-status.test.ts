@@ -336,6 +336,15 @@ describe('status report', () => {
     expect(text).not.toContain('ANOMALIES');
   });
 
+  it("shows the file's size and its free pages, which later syncs reuse", () => {
+    const base = facts();
+    if (!base.mirror.available) throw new Error('fixture mirror must be available');
+    const files = { mirrorBytes: 40 * 2 ** 20, walBytes: 0, freeBytes: 3 * 2 ** 20 };
+    const r = buildStatusReport({ ...base, mirror: { ...base.mirror, files } });
+    expect(r.mirror.freeBytes).toBe(3 * 2 ** 20);
+    expect(formatStatusReport(r)).toMatch(/^ {2}file {10}40\.0 MB, 3\.0 MB of it free pages that later syncs reuse$/m);
+  });
+
   it("shows a run's anomalies under its line", () => {
     const base = facts();
     if (!base.mirror.available) throw new Error('fixture mirror must be available');

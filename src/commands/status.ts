@@ -113,6 +113,11 @@ export default async function status(argv: string[]): Promise<number> {
   return misconfigured ? 2 : statusExitCode(report);
 }
 
+/** Pages the file holds free (a purge or a deletion freed them): later syncs reuse them; the file never shrinks by itself. */
+function freePageBytes(db: Db): number {
+  return (db.pragma('freelist_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
+}
+
 /** The record kept beside the mirror; one that cannot be read is itself reported as a failure. */
 function recordBeside(path: string): StatusFacts['recordBeside'] {
   try {
@@ -163,7 +168,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
       feed: feedOf(db),
-      files: path === ':memory:' ? undefined : databaseFileSizes(path),
+      files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db) },
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;

@@ -141,7 +141,8 @@ export type MirrorFacts =
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
       /** The mirror file's and its WAL's sizes; undefined for an in-memory mirror. */
-      files?: { mirrorBytes: number; walBytes: number } | undefined;
+      /** Sizes of the mirror's file and WAL; `freeBytes`: the file's free pages, reused by later syncs. */
+      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number } | undefined;
     }
   | { available: false; error: string };
 
@@ -233,6 +234,8 @@ export interface StatusReport {
     lastAttemptFailed?: { at: string; reason: string; run: number | null } | null;
     /** The WAL against its threshold; undefined when unknown. */
     wal?: ReturnType<typeof walVerdict>;
+    /** The mirror file's free pages, in bytes: later syncs reuse them (the file is not shrunk; docs/operations.md). */
+    freeBytes?: number;
     /** The last WAL checkpoint after a run failed (a full disk); retried before each run; null when it did not. */
     checkpointFailed?: { at: string; reason: string } | null;
     /** The last checkpoint that ran: frames in the WAL and those copied; the difference a reader held back. */
@@ -305,6 +308,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
+        ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
       }
     : {
         path: f.mirrorPath,
@@ -427,6 +431,10 @@ export function formatStatusReport(r: StatusReport): string {
               'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)'
           : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
       );
+    }
+    if (m.wal !== undefined) {
+      const free = m.freeBytes === undefined ? '' : `, ${formatBytes(m.freeBytes)} of it free pages that later syncs reuse`;
+      lines.push(`  file          ${formatBytes(m.wal.mirrorBytes)}${free}`);
     }
     const cp = m.lastCheckpoint;
     if (cp !== undefined && cp.walFrames > cp.copiedFrames) {
