@@ -47,6 +47,8 @@ export interface RemovalQueueOptions {
   /** QUEUE_PREFIX. */
   prefix?: string;
   logger?: Logger;
+  /** Only reads (status, listings): no BullMQ meta write, so a look leaves Redis exactly as it was. */
+  readOnly?: boolean;
 }
 
 /** Where to enqueue: a queue you keep open, or a connection for one enqueue. */
@@ -87,6 +89,7 @@ export function createRemovalQueue(connection: RedisClient, options: RemovalQueu
   const queue = new TolerantQueue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(removalQueueName(target.id), {
     connection,
     prefix: options.prefix ?? DEFAULT_QUEUE_PREFIX,
+    skipMetasUpdate: options.readOnly === true,
   });
   queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'removal queue connection error'));
   return queue;

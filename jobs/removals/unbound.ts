@@ -20,8 +20,9 @@ import { TolerantQueue } from '../tolerant-worker.js';
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;
 
-export function openUnboundQueue(connection: RedisClient, prefix: string): TolerantQueue {
-  const queue = new TolerantQueue(UNBOUND_REMOVAL_QUEUE, { connection, prefix });
+/** `readOnly`: for a look (status, listings), no BullMQ meta write. */
+export function openUnboundQueue(connection: RedisClient, prefix: string, readOnly = false): TolerantQueue {
+  const queue = new TolerantQueue(UNBOUND_REMOVAL_QUEUE, { connection, prefix, skipMetasUpdate: readOnly });
   queue.on('error', () => undefined);
   return queue;
 }

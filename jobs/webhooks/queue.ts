@@ -99,8 +99,9 @@ export class WebhookQueue extends Queue<WebhookJobData, unknown, typeof WEBHOOK_
     readonly redis: RedisClient,
     name: string,
     prefix: string,
+    readOnly = false,
   ) {
-    super(name, { connection: redis, prefix });
+    super(name, { connection: redis, prefix, skipMetasUpdate: readOnly });
   }
 }
 
@@ -110,11 +111,13 @@ export interface WebhookQueueOptions {
   /** QUEUE_PREFIX. */
   prefix: string;
   logger?: Logger;
+  /** Only reads (status, listings): no BullMQ meta write, so a look leaves Redis exactly as it was. */
+  readOnly?: boolean;
 }
 
 /** The queue the dispatcher and the CLI share. */
 export function createWebhookQueue(connection: RedisClient, options: WebhookQueueOptions): WebhookQueue {
-  const queue = new WebhookQueue(connection, webhookQueueName(options.mirrorId, options.target.id), options.prefix);
+  const queue = new WebhookQueue(connection, webhookQueueName(options.mirrorId, options.target.id), options.prefix, options.readOnly);
   // Connection errors also reject the calls they affect; this keeps BullMQ from printing each one.
   queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'webhook queue connection error'));
   return queue;

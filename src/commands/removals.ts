@@ -77,8 +77,9 @@ export default async function main(argv: string[]): Promise<number> {
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);
   const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:removals' });
-  const queue = createRemovalQueue(redis, { target, prefix });
-  const unbound = openUnboundQueue(redis, prefix);
+  const writes = args.positionals[0] === 'retry' || args.positionals[0] === 'adopt';
+  const queue = createRemovalQueue(redis, { target, prefix, readOnly: !writes });
+  const unbound = openUnboundQueue(redis, prefix, !writes);
   // Read-only and optional: this command may run where the worker's audit file is not.
   const db: Db | undefined = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
   try {

@@ -248,10 +248,11 @@ async function readQueues(
   let durability: DurabilityVerdict | undefined;
   const work = (async () => {
     await redisReady(redis, REDIS_BUDGET_MS);
-    const sync = new Queue(syncQueueName(mirrorId), { connection: redis, prefix });
-    const unbound = openUnboundQueue(redis, prefix);
-    const removals = target === undefined ? undefined : createRemovalQueue(redis, { target, prefix });
-    const webhooks = hook === undefined ? undefined : createWebhookQueue(redis, { mirrorId, target: hook, prefix });
+    // A look leaves Redis as it was: no queue writes its meta key (test/read-only-redis.test.ts).
+    const sync = new Queue(syncQueueName(mirrorId), { connection: redis, prefix, skipMetasUpdate: true });
+    const unbound = openUnboundQueue(redis, prefix, true);
+    const removals = target === undefined ? undefined : createRemovalQueue(redis, { target, prefix, readOnly: true });
+    const webhooks = hook === undefined ? undefined : createWebhookQueue(redis, { mirrorId, target: hook, prefix, readOnly: true });
     queues.push(sync, unbound, ...(removals === undefined ? [] : [removals]), ...(webhooks === undefined ? [] : [webhooks]));
     for (const q of queues) q.on('error', () => undefined);
     const [s, u, r, hosts, d, w, lastSyncJob] = await Promise.all([

@@ -40,9 +40,9 @@ export default async function main(argv: string[]): Promise<number> {
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = webhookTarget(config.WEBHOOK_URL);
   const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:webhooks' });
-  const queue = createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix });
+  const [verb, eventId] = args.positionals;
+  const queue = createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: verb !== 'retry' });
   try {
-    const [verb, eventId] = args.positionals;
     if (verb === 'retry') {
       const results = eventId === undefined ? await retryAllFailedWebhooks(queue) : [await retryFailedWebhook(queue, eventId)];
       return reportRetries(results, eventId === undefined, args.json, 'webhook');
