@@ -33,11 +33,19 @@
  *   as well; the list makes the contract explicit). No values live in this
  *   file, so no secret does. pm2 keeps the environment of the start: after
  *   changing a variable, `pm2 restart user-mirror --update-env`.
+ * - .env: read here, by Node's own parser (never a shell: a sourced cron
+ *   value's `*` fields became file names), from ENV_FILE or ./.env beside this
+ *   file; the environment of `pm2 start` wins over it, as in the CLI
+ *   (src/runtime/env-file.ts). The secret check below sees its values too.
  */
 'use strict';
 
 const fs = require('node:fs');
 const path = require('node:path');
+
+const envFile = process.env.ENV_FILE ? path.resolve(process.env.ENV_FILE) : path.join(__dirname, '.env');
+if (fs.existsSync(envFile)) process.loadEnvFile(envFile);
+else if (process.env.ENV_FILE) throw new Error(`user-mirror: ENV_FILE: ${envFile} does not exist`);
 
 /**
  * Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step),

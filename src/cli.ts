@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './runtime/config.js';
+import { loadEnvFile } from './runtime/env-file.js';
 import { applyFilePolicy } from './runtime/file-policy.js';
 import { UsageError } from './commands/args.js';
 
@@ -136,6 +137,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
+    // Before any configuration is read: .env fills what the environment does not set.
+    loadEnvFile();
     // Before any command creates a file: the mirror's end users are this account's alone (or MIRROR_GROUP's).
     applyFilePolicy();
     const mod = await command.load();

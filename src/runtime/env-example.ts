@@ -132,6 +132,7 @@ export function renderEnvExample(): string {
   const lines = [
     '# user-mirror configuration: every variable it reads, rendered from src/runtime/config.ts (npm run env-example).',
     '# Copy to .env and fill in; commented lines show defaults. Lines marked "secret" never go into git or a log.',
+    '# The CLI and ecosystem.config.cjs read .env themselves (ENV_FILE names another file); the environment wins over it.',
     '# Give secrets as files (NAME_FILE, or systemd credentials in $CREDENTIALS_DIRECTORY): pm2 save stores the environment in clear.',
   ];
   for (const [title, names] of GROUPS) {
@@ -142,11 +143,20 @@ export function renderEnvExample(): string {
       lines.push(
         `# ${ABOUT[name]}${fromFile ? ` (secret; or ${name}_FILE, a file holding it, mode 0600)` : SECRET_ENV.has(name) ? ' (secret)' : ''}`,
       );
-      lines.push(def === undefined ? `# ${name}=` : `# ${name}=${def}`);
+      lines.push(def === undefined ? `# ${name}=` : `# ${name}=${quoted(def)}`);
       if (fromFile) lines.push(`# ${name}_FILE=`);
     }
   }
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * A value with anything a shell or the .env parser would take apart (a cron
+ * expression's spaces and `*`), in single quotes: the file is read by Node's
+ * parser (src/runtime/env-file.ts), which drops them, and stays safe to source.
+ */
+export function quoted(value: string): string {
+  return /^[A-Za-z0-9_./:@,+-]*$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }
 
 /** Every registry variable appears in exactly one group. */

@@ -25,7 +25,12 @@ export interface CliProcess {
 }
 
 export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // No .env: a developer's ./.env must not reach the tests (a test that wants one sets ENV_FILE).
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ENV_FILE: '/dev/null', ...env },
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   const waiters: Array<{ pattern: RegExp; resolve: (line: string) => void }> = [];

@@ -42,8 +42,9 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
+/** PATH, no .env (a developer's ./.env must not reach the tests), and what the test gives. */
 export function baseEnv(extra: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '/usr/bin:/bin', ...extra };
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', ENV_FILE: '/dev/null', ...extra };
 }
 
 export function spawnDaemon(env: Record<string, string>): DaemonProcess {
