@@ -56,9 +56,11 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./commands/changes.js'),
   },
   webhooks: {
-    summary: 'webhook queue state (counts, dispatched cursor); --failed lists refused deliveries; retry',
-    synopsis: 'webhooks [--json] | webhooks --failed [--json] [--limit N] | webhooks retry <event_id>|--all',
-    details: 'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL is required); 3 no such job\n',
+    summary: 'webhook queue state (counts, dispatched cursor); --failed lists refused deliveries; retry; new-secret',
+    synopsis: 'webhooks [--json] | webhooks --failed [--json] [--limit N] | webhooks retry <event_id>|--all | webhooks new-secret',
+    details:
+      'new-secret prints a fresh WEBHOOK_SECRET (whsec_ + base64 of 32 random bytes) and nothing else; it needs no configuration\n' +
+      'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL is required but for new-secret); 3 no such job\n',
     load: () => import('./commands/webhooks.js'),
   },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },

@@ -14,16 +14,17 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig } from '../runtime/config.js';
 import { createLogger } from '../runtime/log.js';
-import { DAEMON_ENV, startDaemon } from '../daemon/daemon.js';
+import { startDaemon } from '../daemon/daemon.js';
+import { readDaemonConfig } from '../daemon/daemon-config.js';
 import { handleShutdownSignals } from '../daemon/shutdown.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 
 export default async function daemon(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
-  const config = readConfig(DAEMON_ENV);
+  // One pass: every problem of the configuration at once, before anything starts (exit 2).
+  const config = readDaemonConfig();
   const logger = createLogger(config.LOG_LEVEL);
 
   process.on('uncaughtException', (err) => {

@@ -25,7 +25,7 @@ import { existsSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig } from '../runtime/config.js';
+import { ConfigPass, isGiven } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, type QueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
@@ -71,7 +71,8 @@ const REDIS_BUDGET_MS = 3_000;
 
 export default async function status(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const config = readConfig([
+  // One pass: every problem at once. MANAGEMENT_URL only when given (a sync-only estate has none; the removal queue is then not shown).
+  const pass = new ConfigPass([
     'MIRROR_DB',
     'AUDIT_DB',
     'MIRROR_ID',
@@ -80,12 +81,14 @@ export default async function status(argv: string[]): Promise<number> {
     'MIRROR_WAL_WARN_BYTES',
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
+    'WEBHOOK_URL',
+    ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  const config = pass.done();
   const settings = queueSettingsFromConfig(config);
-  // Optional: a sync-only estate has no management service; the removal queue is then not shown.
-  const target = process.env.MANAGEMENT_URL ? managementTarget(readConfig(['MANAGEMENT_URL']).MANAGEMENT_URL) : undefined;
-  const hookUrl = process.env.WEBHOOK_URL ? readConfig(['WEBHOOK_URL']).WEBHOOK_URL : undefined;
-  const hook = hookUrl === undefined ? undefined : webhookTarget(hookUrl);
+  const target = config.MANAGEMENT_URL === undefined ? undefined : managementTarget(config.MANAGEMENT_URL);
+  const hook = config.WEBHOOK_URL === undefined ? undefined : webhookTarget(config.WEBHOOK_URL);
   const auditPath = auditLocation(config);
 
   const [{ mirror, misconfigured }, { queues, durability }] = await Promise.all([

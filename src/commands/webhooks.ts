@@ -5,22 +5,25 @@
  *   webhooks [--json]                       job counts per state and the dispatched cursor
  *   webhooks --failed [--json] [--limit N]  deliveries the receiver refused (or invalid jobs)
  *   webhooks retry <event_id>|--all         send failed deliveries again (after the queue's waiting ones)
+ *   webhooks new-secret                     print a fresh WEBHOOK_SECRET (needs no configuration)
  *
  * Exit codes: 0 ok, 1 some retry failed, 2 usage or configuration, 3 no such job.
  */
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
-import { ConfigError, readConfig } from '../runtime/config.js';
+import { ConfigError, ConfigPass, type Config } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { createWebhookQueue, readDispatched, webhookTarget, type WebhookQueue } from '../../jobs/webhooks/queue.js';
 import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
 
 const Args = z
   .object({
-    positionals: z.union([z.tuple([]), z.tuple([z.literal('retry')]), z.tuple([z.literal('retry'), z.string().min(1)])], {
-      error: "expected nothing or 'retry <event_id>|--all'",
-    }),
+    positionals: z.union(
+      [z.tuple([]), z.tuple([z.literal('new-secret')]), z.tuple([z.literal('retry')]), z.tuple([z.literal('retry'), z.string().min(1)])],
+      { error: "expected nothing, 'retry <event_id>|--all' or 'new-secret'" },
+    ),
     ...failedJobArgs,
   })
   .superRefine((a, ctx) => {
@@ -31,14 +34,38 @@ const Args = z
       ctx.addIssue({ code: 'custom', path: ['all'], message: 'give an event id or --all, not both' });
     if (!retry && a.all) ctx.addIssue({ code: 'custom', path: ['all'], message: 'only with retry' });
     if (retry && a.failed) ctx.addIssue({ code: 'custom', path: ['failed'], message: 'not with retry' });
+    // Its stdout is the secret alone (`... > secret-file`): no flag may add to it.
+    if (a.positionals[0] === 'new-secret' && (a.failed || a.json || a.all))
+      ctx.addIssue({ code: 'custom', path: ['positionals'], message: 'new-secret takes no options' });
   });
+
+/** Bytes of a new signing key: 256 bits, an HMAC-SHA256 key as long as its output. */
+const SECRET_BYTES = 32;
+
+/** A fresh WEBHOOK_SECRET: `whsec_` and base64 of random bytes, the Standard Webhooks form. */
+export function newWebhookSecret(): string {
+  return `whsec_${randomBytes(SECRET_BYTES).toString('base64')}`;
+}
+
+/** WEBHOOK_URL, which every verb but new-secret needs: it names the receiver whose queue to show. */
+function receiverUrl(config: Config<'WEBHOOK_URL'>): string {
+  if (config.WEBHOOK_URL === undefined) throw new ConfigError(['WEBHOOK_URL: is required (the receiver whose queue to show)']);
+  return config.WEBHOOK_URL;
+}
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
-  const config = readConfig([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
-  if (config.WEBHOOK_URL === undefined) throw new ConfigError(['WEBHOOK_URL: is required (the receiver whose queue to show)']);
+  if (args.positionals[0] === 'new-secret') {
+    process.stdout.write(`${newWebhookSecret()}\n`);
+    return 0;
+  }
+  // One pass: the variables and the checks across them report together.
+  const pass = new ConfigPass([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
+  pass.check(['WEBHOOK_URL'], receiverUrl);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  const config = pass.done();
   const { endpoint, prefix } = queueSettingsFromConfig(config);
-  const target = webhookTarget(config.WEBHOOK_URL);
+  const target = webhookTarget(receiverUrl(config));
   const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:webhooks' });
   const [verb, eventId] = args.positionals;
   const queue = createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: verb !== 'retry' });

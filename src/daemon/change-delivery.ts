@@ -261,10 +261,16 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
   };
 }
 
-/** WEBHOOK_URL and its secret, or undefined when webhooks are off. A URL without a secret is a configuration error: unsigned events cannot be trusted by their receiver. */
+/**
+ * WEBHOOK_URL and its secret, or undefined when webhooks are off. A URL without a secret is a
+ * configuration error, not unsigned delivery: events carry end users' health data, and a receiver
+ * cannot tell an unsigned POST from a forged one (jobs/WEBHOOKS.md).
+ */
 export function webhookSettings(config: Config<'WEBHOOK_URL' | 'WEBHOOK_SECRET'>): { target: WebhookTarget; secret: string } | undefined {
   if (config.WEBHOOK_URL === undefined) return undefined;
   if (config.WEBHOOK_SECRET === undefined)
-    throw new ConfigError(['WEBHOOK_SECRET: is required when WEBHOOK_URL is set (whsec_ followed by a base64 key)']);
+    throw new ConfigError([
+      "WEBHOOK_SECRET: is required when WEBHOOK_URL is set (events are always signed); make one with 'user-mirror webhooks new-secret'",
+    ]);
   return { target: webhookTarget(config.WEBHOOK_URL), secret: config.WEBHOOK_SECRET };
 }

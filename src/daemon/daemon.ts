@@ -20,7 +20,10 @@
  *     else removals are held (logged, in /readyz, status and /metrics) and
  *     the sync half runs regardless (see jobs/redis-durability.ts);
  *  5. start the workers, enqueue a catch-up sync if the mirror is stale,
- *     start the schedule and the watchdog;
+ *     start the schedule and the watchdog. Without MANAGEMENT_URL and
+ *     MANAGEMENT_KEY there is no removal worker (`daemon.removals_off` at
+ *     start): a sync-and-webhooks deployment has no management service, and
+ *     /readyz and `status` do not count removals against it;
  *  6. `process.send('ready')` (pm2 `wait_ready`). /readyz turns 200 once
  *     the mirror is also fresh: a succeeded sync within SYNC_STALE_AFTER_MS
  *     (see staleness.ts); a new, never-synced mirror is not ready until its
@@ -38,14 +41,13 @@
  * the HTTP pools and SQLite.
  */
 import { Queue } from 'bullmq';
-import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
-import { QUEUE_ENV, createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
-import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
+import { createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
+import { managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
@@ -58,7 +60,6 @@ import type { SyncSummary } from '../sync/engine.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics, queueDepths } from './metrics.js';
 import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
-import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
@@ -67,42 +68,7 @@ import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
-
-/** Every variable the daemon reads. */
-export const DAEMON_ENV = [
-  'SERVICE_BASE_URL',
-  'SERVICE_API_KEY',
-  'SERVICE_API_KEY_HEADER',
-  ...MANAGEMENT_CLIENT_ENV,
-  ...QUEUE_ENV,
-  'ALLOW_VOLATILE_REDIS',
-  'MIRROR_DB',
-  'AUDIT_DB',
-  'MIRROR_ID',
-  'SYNC_CRON',
-  // What the sync child reads: checked here too, so a bad value stops the daemon at start.
-  ...LEASED_SYNC_ENV,
-  'SYNC_STALE_AFTER_MS',
-  'REMOVAL_CONCURRENCY',
-  'REMOVAL_BACKOFF_MS',
-  'REMOVAL_LOCK_MS',
-  'SHUTDOWN_TIMEOUT_MS',
-  'WATCHDOG_INTERVAL_MS',
-  'WATCHDOG_STALL_MS',
-  'STATUS_PORT',
-  'STATUS_HOST',
-  'REPLICA_PORT',
-  'REPLICA_HOST',
-  'REPLICA_API_KEY',
-  'REPLICA_API_KEY_HEADER',
-  'REPLICA_MAX_STALENESS_S',
-  'CHANGES_RETENTION_DAYS',
-  'WEBHOOK_URL',
-  'WEBHOOK_SECRET',
-  'WEBHOOK_TIMEOUT_MS',
-  'LOG_LEVEL',
-] as const;
-export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]>;
+import { managementOf, type DaemonConfig } from './daemon-config.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -141,7 +107,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let phase: Phase = 'starting';
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const where = describeRedis(endpoint);
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const management = managementOf(config);
+  const target = management === undefined ? undefined : managementTarget(management.MANAGEMENT_URL);
   const webhooks = webhookSettings(config);
 
   log.info(
@@ -152,13 +119,18 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       mirrorDb: config.MIRROR_DB,
       auditDb: auditLocation(config),
       syncQueue: `${prefix}:${syncQueueName(config.MIRROR_ID)}`,
-      removalTarget: target.id,
-      managementUrl: target.url,
+      removalTarget: target?.id ?? null,
+      managementUrl: target?.url ?? null,
       cron: config.SYNC_CRON,
       redis: where,
     },
     'daemon starting',
   );
+  if (target === undefined)
+    log.info(
+      { event: 'daemon.removals_off', reason: 'MANAGEMENT_URL is unset' },
+      'removals off: MANAGEMENT_URL is unset (set it and MANAGEMENT_KEY to run the removal worker)',
+    );
 
   const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB), log);
   let auditDb: Db;
@@ -178,9 +150,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
   });
 
-  const managementClient = managementClientFromConfig(config, config.REMOVAL_CONCURRENCY, {
-    onResponse: (e) => metrics.recordHttp(e),
-  });
+  const managementClient =
+    management === undefined
+      ? undefined
+      : managementClientFromConfig({ ...config, ...management }, config.REMOVAL_CONCURRENCY, {
+          onResponse: (e) => metrics.recordHttp(e),
+        });
 
   const control: RedisClient = createRedisConnection(endpoint, {
     role: 'control',
@@ -203,6 +178,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       reader,
       control,
       staleAfterMs: staleAfter,
+      removalsConfigured: target !== undefined,
       removalGate: () => removalGate,
       webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()),
     },
@@ -224,7 +200,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   } catch (err) {
     await status?.close();
     control.disconnect();
-    await managementClient.close().catch(() => undefined);
+    await managementClient?.close().catch(() => undefined);
     db.close();
     auditDb.close();
     throw err;
@@ -234,14 +210,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     if (!(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return;
 
     syncQueue = openSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
-    removalQueue = createRemovalQueue(control, { target, prefix });
+    if (target !== undefined) removalQueue = createRemovalQueue(control, { target, prefix });
     unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
-    removalQueue.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
+    removalQueue?.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
     const gate = await readRemovalGate(control, config.ALLOW_VOLATILE_REDIS, { logger: log, where, signal: startAbort.signal });
     if (gate === undefined) return;
     removalGate = gate;
-    metrics.recordRemovalGate({ durable: gate.verdict.durable, held: gate.state === 'held' });
+    metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
     syncWorker = restartableWorker<SyncWorkerHandle<SyncSummary>>({
       name: 'sync',
@@ -266,7 +242,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
 
     const audit = createRemovalAudit(auditDb);
-    if (gate.state === 'run')
+    if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
       removalWorker = restartableWorker<RemovalWorkerHandle>({
         name: 'removals',
         restartCloseTimeoutMs: RESTART_CLOSE_MS,
@@ -314,7 +290,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       },
     });
     const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
-    if (removalWorker !== undefined) watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
+    if (removalWorker !== undefined && removalQueue !== undefined)
+      watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
     watchdog = startWatchdog({
       workers: watched,
       intervalMs: config.WATCHDOG_INTERVAL_MS,
@@ -354,7 +331,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     ]);
     await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close(), unboundQueue?.close()]), 2_000);
     control.disconnect();
-    await settleWithin(managementClient.close(), 2_000);
+    if (managementClient !== undefined) await settleWithin(managementClient.close(), 2_000);
     await replica?.close();
     db.close();
     auditDb.close();

@@ -374,7 +374,8 @@ const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'com
 /** Job counts per queue and state, for the queue-depth gauge. */
 export async function queueDepths(queues: {
   sync: Queue;
-  removals: Queue;
+  /** Absent when removals are off (no MANAGEMENT_URL). */
+  removals?: Queue | undefined;
   removals_unbound: Queue;
   webhooks?: Queue | undefined;
 }): Promise<QueueDepth[]> {

@@ -124,6 +124,8 @@ export interface ReadinessSources {
   reader: MirrorReader;
   control: RedisClient;
   staleAfterMs: number;
+  /** False without MANAGEMENT_URL: removals are off, and /readyz says so rather than judging a gate nobody uses. */
+  removalsConfigured: boolean;
   removalGate: () => RemovalGate | undefined;
   /** Webhook delivery's lag; undefined without WEBHOOK_URL. */
   webhookLag?: () => Promise<WebhookLagFacts> | undefined;
@@ -153,8 +155,7 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
           (err: unknown) => describe(err),
         )
       : 'timeout';
-    const gate = s.removalGate();
-    checks.removals = gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
+    checks.removals = removalsCheck(s);
     const lag = s.webhookLag?.();
     if (lag !== undefined) {
       const described = await describeLag(lag);
@@ -163,6 +164,12 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     }
     return { ready: Object.entries(checks).every(([name, c]) => c === 'ok' || INFORMATIONAL_CHECKS.has(name)), checks };
   };
+}
+
+function removalsCheck(s: ReadinessSources): string {
+  if (!s.removalsConfigured) return 'off: MANAGEMENT_URL is unset';
+  const gate = s.removalGate();
+  return gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
 }
 
 function describe(err: unknown): string {

@@ -82,8 +82,11 @@ export async function startReplica(mirrorDb: string, settings: ReplicaSettings, 
   };
 }
 
-/** The daemon's replica settings: undefined when REPLICA_PORT is unset; a ConfigError when they are wrong. */
-export function daemonReplicaSettings(config: ReplicaConfig & { SERVICE_API_KEY: string }): ReplicaSettings | undefined {
+/**
+ * The daemon's replica settings: undefined when REPLICA_PORT is unset; a ConfigError when they are wrong.
+ * SERVICE_API_KEY may be absent (itself a configuration problem, reported beside this one).
+ */
+export function daemonReplicaSettings(config: ReplicaConfig & { SERVICE_API_KEY?: string | undefined }): ReplicaSettings | undefined {
   if (config.REPLICA_PORT === undefined) return undefined;
   return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT });
 }

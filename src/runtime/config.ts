@@ -169,7 +169,10 @@ export const ENV = {
   WEBHOOK_URL: httpUrl.optional(),
   WEBHOOK_SECRET: z
     .string()
-    .regex(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by a base64 key of at least 12 bytes')
+    .regex(
+      /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/,
+      "must be whsec_ followed by a base64 key of at least 12 bytes (make one with 'user-mirror webhooks new-secret')",
+    )
     .optional(),
   WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
 } as const;
@@ -193,38 +196,89 @@ function warnOnStderr(line: string): void {
 }
 
 /**
- * Reads and validates `names` from `env`. Empty strings count as unset (env
- * files often carry `KEY=`). A secret may come from a file instead
- * (secret-files.ts). Throws one ConfigError listing every problem.
+ * One configuration pass: reads and validates `names` from `env`, then runs
+ * the checks across variables (a URL needs its secret, a cluster a hash tag)
+ * that the caller adds, and reports every problem in one ConfigError from
+ * `done()`. A command that read in steps would show its operator one round
+ * of problems per attempt. Empty strings count as unset (env files often
+ * carry `KEY=`); a secret may come from a file instead (secret-files.ts).
  */
-export function readConfig<K extends EnvName>(
-  names: readonly K[],
-  env: NodeJS.ProcessEnv = process.env,
-  warn: (line: string) => void = warnOnStderr,
-): Config<K> {
-  const out: Record<string, unknown> = {};
-  const problems: string[] = [];
-  for (const name of names) {
+export class ConfigPass<K extends EnvName> {
+  private readonly values: Record<string, unknown> = {};
+  private readonly problems: string[] = [];
+  /** Variables with a problem of their own: a check across them would only repeat it. */
+  private readonly invalid = new Set<EnvName>();
+
+  constructor(names: readonly K[], env: NodeJS.ProcessEnv = process.env, warn: (line: string) => void = warnOnStderr) {
+    for (const name of names) this.read(name, env, warn);
+  }
+
+  private read(name: K, env: NodeJS.ProcessEnv, warn: (line: string) => void): void {
     let raw = env[name];
     let from: string = name;
     if (isFileSecret(name)) {
       const source = readSecretSource(name, env, warn);
       if (!source.ok) {
-        problems.push(source.problem);
-        continue;
+        this.fail(name, source.problem);
+        return;
       }
       raw = source.value;
       from = source.from;
     }
     const result = ENV[name].safeParse(raw === '' ? undefined : raw);
-    if (result.success) out[name] = result.data;
-    else {
-      const why = raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid');
-      problems.push(from === name ? `${name}: ${why}` : `${name} (from ${from}): ${why}`);
+    if (result.success) {
+      this.values[name] = result.data;
+      return;
+    }
+    const why = raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid');
+    this.fail(name, from === name ? `${name}: ${why}` : `${name} (from ${from}): ${why}`);
+  }
+
+  private fail(name: EnvName, problem: string): void {
+    this.invalid.add(name);
+    this.problems.push(problem);
+  }
+
+  /** A problem found outside the registry's schemas (a pair set by half), reported with the rest. */
+  add(problem: string): void {
+    this.problems.push(problem);
+  }
+
+  /**
+   * A check across variables (it throws a ConfigError, as the settings builders do), run only when
+   * each of `names` is valid on its own; any other variable it reads may be absent. Its problems are
+   * kept for `done()`; returns the check's value.
+   */
+  check<N extends K, T>(names: readonly N[], fn: (config: Config<N> & Partial<Config<K>>) => T): T | undefined {
+    if (names.some((n) => this.invalid.has(n))) return undefined;
+    try {
+      return fn(this.values as Config<N> & Partial<Config<K>>);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      this.problems.push(...err.problems);
+      return undefined;
     }
   }
-  if (problems.length > 0) throw new ConfigError(problems);
-  return out as Config<K>;
+
+  /** The configuration, or one ConfigError listing every problem found. */
+  done(): Config<K> {
+    if (this.problems.length > 0) throw new ConfigError(this.problems);
+    return this.values as Config<K>;
+  }
+}
+
+/** Reads and validates `names` from `env` (see ConfigPass). Throws one ConfigError listing every problem. */
+export function readConfig<K extends EnvName>(
+  names: readonly K[],
+  env: NodeJS.ProcessEnv = process.env,
+  warn: (line: string) => void = warnOnStderr,
+): Config<K> {
+  return new ConfigPass(names, env, warn).done();
+}
+
+/** Whether `name` is set at all: in `env`, or (a secret) as a file or systemd credential. */
+export function isGiven(name: EnvName, env: NodeJS.ProcessEnv = process.env): boolean {
+  return isFileSecret(name) ? secretGiven(name, env) : (env[name] ?? '') !== '';
 }
 
 /** A secret that is required when used but optional here: read only when one of its sources is given. */

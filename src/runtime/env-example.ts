@@ -60,7 +60,8 @@ const ABOUT: Record<EnvName, string> = {
   SERVICE_BASE_URL: "the service's base address ({base_url}); unset: `demo` uses the local stand-in",
   SERVICE_API_KEY: 'team API key; sent only to SERVICE_BASE_URL',
   SERVICE_API_KEY_HEADER: 'header carrying the team key',
-  MANAGEMENT_URL: "the management address ({management_url}); also names the removal queue's target",
+  MANAGEMENT_URL:
+    "the management address ({management_url}); also names the removal queue's target; unset with MANAGEMENT_KEY: the daemon runs without removals",
   MANAGEMENT_KEY: 'management key (X-Management-Key); sent only to MANAGEMENT_URL',
   REDIS_URL: 'a single node, redis:// or rediss:// (TLS); credentials and db in the URL',
   REDIS_CLUSTER_NODES: 'a Redis Cluster: host:port,host:port (needs a {hash tag} in QUEUE_PREFIX)',
@@ -113,7 +114,8 @@ const ABOUT: Record<EnvName, string> = {
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',
   DELETED_RETENTION_DAYS: 'users the service confirmed deleted stay in the mirror (flagged) this long, then go; 0: for ever',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
-  WEBHOOK_SECRET: 'whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL)',
+  WEBHOOK_SECRET:
+    "whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL; make one: 'user-mirror webhooks new-secret')",
   WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',
 };
 

@@ -1,0 +1,75 @@
+/**
+ * The daemon's configuration, read in one pass (ConfigPass): every variable
+ * it uses and every check across them (the Redis mode, the management pair,
+ * the webhook's secret, the replica's key), so an operator sees all that is
+ * wrong in one run instead of one round per restart. startDaemon builds its
+ * settings from the result with the same functions, which then cannot fail.
+ *
+ * Removals are optional: without MANAGEMENT_URL and MANAGEMENT_KEY the
+ * daemon syncs, serves its status (and replica, webhooks) and runs no
+ * removal worker. Half of the pair is a mistake, not a choice, so it is an
+ * error naming the half that is missing.
+ */
+import { ConfigPass, isGiven, REPLICA_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
+import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
+import { daemonReplicaSettings } from '../replica/settings.js';
+import { webhookSettings } from './change-delivery.js';
+
+/** Every variable the daemon reads but the management pair (DAEMON_MANAGEMENT_ENV), which it reads only when given. */
+export const DAEMON_ENV = [
+  // The service and the HTTP client: the sync child's, checked here so a bad value stops the daemon at start.
+  ...SERVICE_ENV,
+  ...QUEUE_ENV,
+  'ALLOW_VOLATILE_REDIS',
+  'MIRROR_DB',
+  'AUDIT_DB',
+  'MIRROR_ID',
+  'SYNC_CRON',
+  // What the sync child reads: checked here too, so a bad value stops the daemon at start.
+  ...LEASED_SYNC_ENV,
+  'SYNC_STALE_AFTER_MS',
+  'REMOVAL_CONCURRENCY',
+  'REMOVAL_BACKOFF_MS',
+  'REMOVAL_LOCK_MS',
+  'SHUTDOWN_TIMEOUT_MS',
+  'WATCHDOG_INTERVAL_MS',
+  'WATCHDOG_STALL_MS',
+  'STATUS_PORT',
+  'STATUS_HOST',
+  'REPLICA_PORT',
+  'REPLICA_HOST',
+  'REPLICA_API_KEY',
+  'REPLICA_API_KEY_HEADER',
+  'REPLICA_MAX_STALENESS_S',
+  'CHANGES_RETENTION_DAYS',
+  'WEBHOOK_URL',
+  'WEBHOOK_SECRET',
+  'WEBHOOK_TIMEOUT_MS',
+  'LOG_LEVEL',
+] as const;
+
+/** The removal worker's pair: both set, removals run; neither, they are off. */
+export const DAEMON_MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const;
+
+type Management = Config<(typeof DAEMON_MANAGEMENT_ENV)[number]>;
+export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]> & Partial<Management>;
+
+/** Reads the daemon's whole configuration; throws one ConfigError with every problem. */
+export function readDaemonConfig(env: NodeJS.ProcessEnv = process.env, warn?: (line: string) => void): DaemonConfig {
+  const given = DAEMON_MANAGEMENT_ENV.filter((name) => isGiven(name, env));
+  const pass = new ConfigPass([...DAEMON_ENV, ...given], env, warn);
+  const missing = DAEMON_MANAGEMENT_ENV.find((name) => !given.includes(name));
+  if (given.length === 1 && missing !== undefined)
+    pass.add(`${missing}: is required when ${given[0] ?? ''} is set (removals need both; unset both to run without removals)`);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  pass.check(['WEBHOOK_URL', 'WEBHOOK_SECRET'], webhookSettings);
+  pass.check(REPLICA_ENV, daemonReplicaSettings);
+  return pass.done();
+}
+
+/** The management pair when removals are on; undefined for a daemon without removals. */
+export function managementOf(config: DaemonConfig): Management | undefined {
+  const { MANAGEMENT_URL, MANAGEMENT_KEY } = config;
+  return MANAGEMENT_URL === undefined || MANAGEMENT_KEY === undefined ? undefined : { MANAGEMENT_URL, MANAGEMENT_KEY };
+}
