@@ -6,14 +6,16 @@
  * (58,192 deleted users kept in an afternoon's measurement).
  *
  * The change feed keeps its own retention (CHANGES_RETENTION_DAYS): an
- * event about a purged user stays in the feed until then. `user_changes`
- * and `sync_runs` are the log and are kept. Freed pages are reused by later
- * writes; the file is never shrunk (no VACUUM), because readers map it
- * (db/open.ts `mapped`) and a map of a shrunk file faults.
+ * event about a purged user stays in the feed until then. The run's detail
+ * rows, `user_changes` and `rejected_records`, go after
+ * CHANGE_LOG_RETENTION_DAYS (purgeChangeLog); `sync_runs` rows are kept (a
+ * few hundred bytes a run). Freed pages are reused by later writes; the
+ * file is not vacuumed automatically (docs/operations.md says why, and how
+ * by hand).
  */
 import type { Db } from './open.js';
 
-/** How many users one purge removes at most: bounds the write lock it holds. */
+/** How many users (or log rows) one purge removes at most: bounds the write lock it holds. */
 export const PURGE_BATCH = 10_000;
 
 /**
@@ -22,22 +24,43 @@ export const PURGE_BATCH = 10_000;
  * many users were removed.
  */
 export function purgeDeletedUsers(db: Db, cutoff: string, limit = PURGE_BATCH, waitMs = 200): number {
+  return briefly(db, waitMs, () => {
+    db.exec(`CREATE TEMP TABLE IF NOT EXISTS purge_ids (user_id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.purge_ids;`);
+    db.prepare(
+      `INSERT INTO temp.purge_ids SELECT user_id FROM users INDEXED BY users_content WHERE deleted_at IS NOT NULL AND deleted_at < ? LIMIT ?`,
+    ).run(cutoff, limit);
+    db.exec(`DELETE FROM connected_sources WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`);
+    db.exec(`DELETE FROM field_warnings WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`);
+    const removed = db.prepare(`DELETE FROM users WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`).run().changes;
+    db.exec(`DELETE FROM temp.purge_ids`);
+    return removed;
+  });
+}
+
+/**
+ * Removes `user_changes` and `rejected_records` rows written before `cutoff`,
+ * at most `limit` of each, oldest first. Rows are written in time order, so
+ * only the oldest `limit` rows by id are looked at: no scan of the whole log
+ * when nothing is old enough. Returns how many rows were removed.
+ */
+export function purgeChangeLog(db: Db, cutoff: string, limit = PURGE_BATCH, waitMs = 200): number {
+  return briefly(db, waitMs, () => {
+    let removed = 0;
+    for (const table of ['user_changes', 'rejected_records']) {
+      removed += db
+        .prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} ORDER BY id LIMIT ?) AND at < ?`)
+        .run(limit, cutoff).changes;
+    }
+    return removed;
+  });
+}
+
+/** One write transaction that waits at most `waitMs` for the lock: a purge gives way to a sync, never the reverse. */
+function briefly<T>(db: Db, waitMs: number, work: () => T): T {
   const previous = db.pragma('busy_timeout', { simple: true });
   db.pragma(`busy_timeout = ${waitMs}`);
   try {
-    return db
-      .transaction(() => {
-        db.exec(`CREATE TEMP TABLE IF NOT EXISTS purge_ids (user_id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.purge_ids;`);
-        db.prepare(
-          `INSERT INTO temp.purge_ids SELECT user_id FROM users INDEXED BY users_content WHERE deleted_at IS NOT NULL AND deleted_at < ? LIMIT ?`,
-        ).run(cutoff, limit);
-        db.exec(`DELETE FROM connected_sources WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`);
-        db.exec(`DELETE FROM field_warnings WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`);
-        const removed = db.prepare(`DELETE FROM users WHERE user_id IN (SELECT user_id FROM temp.purge_ids)`).run().changes;
-        db.exec(`DELETE FROM temp.purge_ids`);
-        return removed;
-      })
-      .immediate();
+    return db.transaction(work).immediate();
   } finally {
     db.pragma(`busy_timeout = ${Number(previous)}`);
   }

@@ -24,6 +24,20 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+/** The test's mirror and a sync's environment for it (the tests share it, in order). */
+function mirror(): { mirrorDb: string; env: Record<string, string> } {
+  const mirrorDb = join(dir, 'mirror.db');
+  return {
+    mirrorDb,
+    env: {
+      SERVICE_BASE_URL: standIn.baseUrl,
+      SERVICE_API_KEY: standIn.apiKey,
+      SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+      MIRROR_DB: mirrorDb,
+    },
+  };
+}
+
 function query<T>(path: string, sql: string, ...params: unknown[]): T {
   const db = new Database(path);
   try {
@@ -35,14 +49,8 @@ function query<T>(path: string, sql: string, ...params: unknown[]): T {
 
 describe('purging deleted users', () => {
   it('keeps the recently deleted, purges those past DELETED_RETENTION_DAYS with their sources; 0 keeps all', async () => {
-    const mirrorDb = join(dir, 'mirror.db');
-    const env = {
-      SERVICE_BASE_URL: standIn.baseUrl,
-      SERVICE_API_KEY: standIn.apiKey,
-      SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
-      MIRROR_DB: mirrorDb,
-      SYNC_MAX_DELETE_RATIO: '0.5',
-    };
+    const { mirrorDb, env } = mirror();
+    env.SYNC_MAX_DELETE_RATIO = '0.5';
     expect((await runCli(['sync', '--once'], env, 60_000)).code).toBe(0);
     const gone = standIn.directory.page(0, 40).map((u) => ({ id: String(u.user_id), client: String(u.client_user_id) }));
     standIn.directory.delete(gone.map((g) => g.id));
@@ -80,5 +88,24 @@ describe('purging deleted users', () => {
     expect(purged.code).toBe(3);
     const recent = await runCli(['resolve', gone[30]?.client ?? '', '--include-deleted'], { MIRROR_DB: mirrorDb });
     expect(recent.code).toBe(0);
+  }, 120_000);
+
+  it('drops change-log and rejected-record rows past CHANGE_LOG_RETENTION_DAYS, oldest first; 0 keeps them', async () => {
+    const { mirrorDb, env } = mirror();
+    const changes = () => query<{ n: number }>(mirrorDb, 'SELECT count(*) AS n FROM user_changes').n;
+    const total = changes();
+    // The oldest 100 rows were written long ago.
+    const db = new Database(mirrorDb);
+    db.prepare(
+      `UPDATE user_changes SET at = '2020-01-01T00:00:00.000Z' WHERE id IN (SELECT id FROM user_changes ORDER BY id LIMIT 100)`,
+    ).run();
+    db.close();
+    expect((await runCli(['sync', '--once'], { ...env, CHANGE_LOG_RETENTION_DAYS: '0' }, 60_000)).code).toBe(0);
+    expect(changes()).toBe(total);
+    const sync = await runCli(['sync', '--once'], { ...env, CHANGE_LOG_RETENTION_DAYS: '30' }, 60_000);
+    expect(sync.code).toBe(0);
+    expect(sync.stdout).toMatch(/"event":"mirror.log_purged","rows":100/);
+    expect(changes()).toBe(total - 100);
+    expect(query<{ n: number }>(mirrorDb, `SELECT count(*) AS n FROM user_changes WHERE at < '2021-01-01'`).n).toBe(0);
   }, 120_000);
 });

@@ -165,6 +165,8 @@ export const ENV = {
   CHANGES_RETENTION_DAYS: days(30, 1 / 1_440, 3_650),
   // Users the service confirmed deleted are kept (flagged) this long, then purged after a sync; 0: kept for ever.
   DELETED_RETENTION_DAYS: days(90, 0, 36_500),
+  // user_changes and rejected_records rows (the runs' detail) are dropped after this; 0: kept for ever.
+  CHANGE_LOG_RETENTION_DAYS: days(365, 0, 36_500),
   // Webhooks (jobs/webhooks/): every event POSTed here, signed per Standard Webhooks.
   WEBHOOK_URL: httpUrl.optional(),
   WEBHOOK_SECRET: z

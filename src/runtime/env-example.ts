@@ -52,7 +52,15 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S', 'REPLICA_WORKERS']],
   [
     'Change feed and webhooks',
-    ['CHANGES_BASELINE', 'CHANGES_RETENTION_DAYS', 'DELETED_RETENTION_DAYS', 'WEBHOOK_URL', 'WEBHOOK_SECRET', 'WEBHOOK_TIMEOUT_MS'],
+    [
+      'CHANGES_BASELINE',
+      'CHANGES_RETENTION_DAYS',
+      'DELETED_RETENTION_DAYS',
+      'CHANGE_LOG_RETENTION_DAYS',
+      'WEBHOOK_URL',
+      'WEBHOOK_SECRET',
+      'WEBHOOK_TIMEOUT_MS',
+    ],
   ],
 ];
 
@@ -113,6 +121,7 @@ const ABOUT: Record<EnvName, string> = {
   CHANGES_BASELINE: 'a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)',
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',
   DELETED_RETENTION_DAYS: 'users the service confirmed deleted stay in the mirror (flagged) this long, then go; 0: for ever',
+  CHANGE_LOG_RETENTION_DAYS: 'the change log (user_changes) and rejected records are kept this long after a sync; 0: for ever',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
   WEBHOOK_SECRET:
     "whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL; make one: 'user-mirror webhooks new-secret')",

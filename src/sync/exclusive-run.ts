@@ -11,7 +11,7 @@ import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
-import { purgeDeletedUsers } from '../../db/purge.js';
+import { purgeChangeLog, purgeDeletedUsers } from '../../db/purge.js';
 
 export const LEASED_SYNC_ENV = [
   'SYNC_CONCURRENCY',
@@ -25,6 +25,7 @@ export const LEASED_SYNC_ENV = [
   'SYNC_VERIFY_CONCURRENCY',
   'CHANGES_BASELINE',
   'DELETED_RETENTION_DAYS',
+  'CHANGE_LOG_RETENTION_DAYS',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -66,33 +67,43 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         onProgress: p.onProgress,
       });
       // Under the lease, after the run: no other writer of ours between the publish and the purge.
-      if (summary.status !== 'failed') purgeAfterSync(p.db, p.config.DELETED_RETENTION_DAYS, p.logger, new Date());
+      if (summary.status !== 'failed') {
+        const now = new Date();
+        purgeAfterSync(p.db, 'users', p.config.DELETED_RETENTION_DAYS, p.logger, now);
+        purgeAfterSync(p.db, 'log', p.config.CHANGE_LOG_RETENTION_DAYS, p.logger, now);
+      }
       return summary;
     },
   );
 }
 
+/** What a purge after a sync drops, by age: soft-deleted users, and change-log rows (db/purge.ts). */
+const PURGES = {
+  users: { purge: purgeDeletedUsers, event: 'mirror.purged', field: 'users', what: 'users deleted', setting: 'DELETED_RETENTION_DAYS' },
+  log: {
+    purge: purgeChangeLog,
+    event: 'mirror.log_purged',
+    field: 'rows',
+    what: 'change-log rows written',
+    setting: 'CHANGE_LOG_RETENTION_DAYS',
+  },
+} as const;
+
 /**
- * Drops users deleted more than `retentionDays` ago (db/purge.ts), a batch a
- * run; a failure (the mirror busy or full) is logged and left to the next run.
+ * Drops what is older than `retentionDays` (0: nothing), a batch a run; a
+ * failure (the mirror busy or full) is logged and left to the next run.
  */
-export function purgeAfterSync(db: Db, retentionDays: number, logger: Logger, now: Date): number {
+export function purgeAfterSync(db: Db, kind: keyof typeof PURGES, retentionDays: number, logger: Logger, now: Date): number {
   if (retentionDays === 0) return 0;
+  const p = PURGES[kind];
   const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
   try {
-    const purged = purgeDeletedUsers(db, cutoff);
-    if (purged > 0) {
-      logger.info(
-        { event: 'mirror.purged', users: purged, cutoff },
-        `purged ${purged} users deleted before ${cutoff} (DELETED_RETENTION_DAYS)`,
-      );
-    }
+    const purged = p.purge(db, cutoff);
+    if (purged > 0)
+      logger.info({ event: p.event, [p.field]: purged, cutoff }, `purged ${purged} ${p.what} before ${cutoff} (${p.setting})`);
     return purged;
   } catch (err) {
-    logger.warn(
-      { event: 'mirror.purge_failed', err: err instanceof Error ? err.message : String(err) },
-      'could not purge deleted users; the next sync tries again',
-    );
+    logger.warn({ event: `${p.event.replace('purged', 'purge')}_failed`, err }, `could not purge old ${p.what}; the next sync tries again`);
     return 0;
   }
 }
