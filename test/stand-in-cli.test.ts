@@ -97,6 +97,28 @@ describe('user-mirror stand-in', () => {
     expect(await exited).toBe(0);
   });
 
+  it('keeps keys derived from --seed across restarts, and says where each key came from', { timeout: 30_000 }, async () => {
+    const start = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
+      const child = run(['--port', '0', '--users', '3', ...args], env);
+      const env2 = await banner(child);
+      const exited = exitCode(child);
+      child.kill('SIGTERM');
+      await exited;
+      return env2;
+    };
+    const first = await start(['--seed', '7']);
+    const again = await start(['--seed', '7']);
+    expect([again.SERVICE_API_KEY, again.MANAGEMENT_KEY]).toEqual([first.SERVICE_API_KEY, first.MANAGEMENT_KEY]);
+    expect(first.text).toMatch(/SERVICE_API_KEY derived from --seed 7: stable across restarts/);
+    expect(first.text).toMatch(/MANAGEMENT_KEY derived from --seed 7: stable across restarts/);
+    const other = await start(['--seed', '8']);
+    expect(other.SERVICE_API_KEY).not.toBe(first.SERVICE_API_KEY);
+    const mixed = await start(['--seed', '7'], { MANAGEMENT_KEY: 'mg_from_env' });
+    expect(mixed.text).toMatch(/MANAGEMENT_KEY from the environment/);
+    expect(mixed.SERVICE_API_KEY).toBe(first.SERVICE_API_KEY);
+    expect(mixed.text).toMatch(/dates: created_on up to \d{4}-\d\d-\d\d/);
+  });
+
   it('rejects bad flags with exit code 2, naming the flag', { timeout: 60_000 }, async () => {
     const cases: Array<[string[], RegExp]> = [
       [['--rate-429', '2'], /rate/],
@@ -106,6 +128,8 @@ describe('user-mirror stand-in', () => {
       [['--legacy-records', '1.5'], /--legacy-records: must be a share from 0 to 1/],
       [['--legacy-records=-0.1'], /--legacy-records: must be a share from 0 to 1/],
       [['--legacy-records', 'some'], /--legacy-records/],
+      [['--churn-update-per-page', '-1'], /--churn-update-per-page/],
+      [['--today', '2026-13-01'], /--today: must be a date YYYY-MM-DD/],
     ];
     for (const [args, message] of cases) {
       const child = run(args);
@@ -143,5 +167,7 @@ describe('user-mirror stand-in', () => {
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     expect(await exitCode(child)).toBe(0);
     expect(out).toMatch(/--legacy-records R +share 0\.\.1 of generated users/);
+    expect(out).toMatch(/--churn-update-per-page K after each list page, change K random live users/);
+    expect(out).toMatch(/POST \/_stand-in\/users\/\{user_id\}\/restore/);
   });
 });

@@ -160,6 +160,24 @@ describe('Directory', () => {
     expect(dir.byClientUserId('cu_nope')).toBeUndefined();
   });
 
+  it('updates connected sources visibly, adding and removing, version after version', () => {
+    const dir = new Directory({ seed: 8, users: 40 });
+    const counts = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      let previous = JSON.stringify(dir.get(String(dir.page(i, 1)[0]?.user_id)));
+      const original = (dir.page(i, 1)[0]?.connected_sources as unknown[]).length;
+      for (let v = 1; v <= 4; v++) {
+        const updated = dir.update(i, 'connected_sources');
+        expect(JSON.stringify(updated)).not.toBe(previous);
+        expect(UserSchema.safeParse(updated).success).toBe(true);
+        const now = (updated?.connected_sources as unknown[]).length;
+        counts.add(now > original ? 'added' : now < original ? 'removed' : 'same');
+        previous = JSON.stringify(updated);
+      }
+    }
+    expect(counts).toEqual(new Set(['added', 'removed']));
+  });
+
   it('serves file records first and as-is, then generated ones', () => {
     const odd = { user_id: 'not-a-uuid', client_user_id: 'a b', extra: [1, 2] };
     const dir = new Directory({ seed: 1, users: 2, fileRecords: [odd] });

@@ -2,13 +2,24 @@
  * `user-mirror stand-in`: runs the local stand-in service until SIGINT or
  * SIGTERM, and prints where it listens and which keys it accepts — the
  * environment's keys when set, so a client configured from the same
- * environment just works. Printing keys is fine here: they belong to a
- * local fake, not to any real account.
+ * environment just works, and otherwise keys derived from --seed, so a
+ * restart does not send a running daemon into 401s. The banner says which.
+ * Printing keys is fine here: they belong to a local fake, not to any real
+ * account.
  */
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig, readOptionalSecret } from '../runtime/config.js';
-import { NO_FAULTS, UsersFileError, startStandIn, type FaultPlan, type RequestLogEntry, type StandIn } from '../stand-in/index.js';
+import {
+  isoDate,
+  NO_FAULTS,
+  UsersFileError,
+  startStandIn,
+  type FaultPlan,
+  type KeyOrigin,
+  type RequestLogEntry,
+  type StandIn,
+} from '../stand-in/index.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 
 const USAGE = `usage: user-mirror stand-in [options]
@@ -16,7 +27,10 @@ const USAGE = `usage: user-mirror stand-in [options]
   --port P                 listen port, 0 for any free one (default 8787)
   --host H                 listen address (default 127.0.0.1)
   --users N                generated users (default 1000; 0 with --users-file)
-  --seed S                 seed of users, orgs and random faults (default 1)
+  --seed S                 seed of users, orgs, random faults and, unless SERVICE_API_KEY /
+                           MANAGEMENT_KEY are set, of the keys: stable across restarts (default 1)
+  --today YYYY-MM-DD       the day generated dates end at (default: the current UTC day);
+                           created_on spreads over the five years before it
   --users-file F           JSON array of user records (or {"users": [...]}) served as-is
   --legacy-records R       share 0..1 of generated users in older or odd shapes: no created_on,
                            source-only or bare connected sources, no fallback_time_zone,
@@ -42,7 +56,16 @@ fault injection (rates are 0..1 per authenticated request):
   --churn-per-page K       after each list page, add K users and delete K
   --churn-add-per-page K   ... or set the two sides apart
   --churn-delete-per-page K
+  --churn-update-per-page K after each list page, change K random live users' records
+                           (a new fallback_time_zone, or a connected source added or removed)
   --fault-path-prefix P    inject only on paths starting with P (default /)
+
+control routes (no key; loopback clients only; never faulted), see docs/stand-in.md:
+  POST /_stand-in/users                         add a user ({"count": N} for more)
+  POST /_stand-in/users/{user_id}/update        change it ({"change": "connected_sources"}
+                                                for a source instead of the time zone)
+  POST /_stand-in/users/{user_id}/delete        delete it
+  POST /_stand-in/users/{user_id}/restore       list a deleted user again
 `;
 
 const str = { type: 'string' } as const;
@@ -51,6 +74,7 @@ const OPTIONS = {
   host: str,
   users: str,
   seed: str,
+  today: str,
   'users-file': str,
   'legacy-records': str,
   orgs: str,
@@ -72,6 +96,7 @@ const OPTIONS = {
   'churn-per-page': str,
   'churn-add-per-page': str,
   'churn-delete-per-page': str,
+  'churn-update-per-page': str,
   'fault-path-prefix': str,
 } as const;
 
@@ -93,6 +118,10 @@ const ArgsSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   users: count(100_000_000).optional(),
   seed: z.coerce.number().int().refine(Number.isSafeInteger, 'must be a safe integer').default(1),
+  today: z.iso
+    .date('must be a date YYYY-MM-DD')
+    .transform((d) => Date.parse(`${d}T00:00:00Z`))
+    .optional(),
   'users-file': z.string().min(1).optional(),
   'legacy-records': LegacyRecordsArg,
   orgs: count(10_000).default(3),
@@ -114,6 +143,7 @@ const ArgsSchema = z.object({
   'churn-per-page': count(100_000).optional(),
   'churn-add-per-page': count(100_000).optional(),
   'churn-delete-per-page': count(100_000).optional(),
+  'churn-update-per-page': count(100_000).optional(),
   'fault-path-prefix': z.string().startsWith('/', 'must start with /').optional(),
 });
 type Args = z.output<typeof ArgsSchema>;
@@ -139,6 +169,7 @@ async function start(args: Args): Promise<StandIn> {
       host: args.host,
       users: args.users,
       seed: args.seed,
+      today: args.today,
       usersFile: args['users-file'],
       legacyRecords: args['legacy-records'],
       orgs: args.orgs,
@@ -154,7 +185,7 @@ async function start(args: Args): Promise<StandIn> {
   }
 }
 
-/** Keys from the environment when set; unset ones are generated per run. */
+/** Keys from the environment when set; unset ones are derived from --seed by startStandIn. */
 function environmentKeys(): { apiKey?: string; managementKey?: string; apiKeyHeader: string } {
   const { SERVICE_API_KEY_HEADER } = readConfig(['SERVICE_API_KEY_HEADER']);
   const apiKey = readOptionalSecret('SERVICE_API_KEY');
@@ -178,6 +209,7 @@ function faultPlan(args: Args): Partial<FaultPlan> {
     slowChunkDelayMs: args['slow-chunk-delay-ms'],
     churnAddPerPage: args['churn-add-per-page'] ?? args['churn-per-page'],
     churnDeletePerPage: args['churn-delete-per-page'] ?? args['churn-per-page'],
+    churnUpdatePerPage: args['churn-update-per-page'],
     pathPrefix: args['fault-path-prefix'],
   };
   return Object.fromEntries(Object.entries(plan).filter(([, v]) => v !== undefined));
@@ -190,9 +222,13 @@ function banner(s: StandIn, args: Args): string {
     `user-mirror stand-in listening on ${s.baseUrl}`,
     `  directory: ${s.directory.size} users (${source}), team ${s.directory.teamId}`,
     `  legacy records: ${describeLegacyShare(args['legacy-records'])} of generated users`,
+    `  dates: created_on up to ${isoDate(s.directory.today)} (${args.today === undefined ? 'today, UTC; --today to reproduce another day' : '--today'})`,
     `  orgs: ${s.members.orgIds().length}, members: ${s.members.list().length}`,
     `  team routes:      GET /v2/user, GET /v2/user/resolve/{client_user_id}   key header: ${s.apiKeyHeader}`,
     `  management route: DELETE /v1/org/{org_id}/member/{member_id}   key header: X-Management-Key`,
+    `  control routes:   POST /_stand-in/users, POST /_stand-in/users/{user_id}/update|delete|restore   no key, loopback only`,
+    `  keys: SERVICE_API_KEY ${keyOrigin(s.keyOrigins.apiKey, args.seed)}`,
+    `        MANAGEMENT_KEY ${keyOrigin(s.keyOrigins.managementKey, args.seed)}`,
     `  faults: ${faults.length === 0 ? 'none' : faults.map(([k, v]) => `${k}=${String(v)}`).join(' ')}`,
     '',
     '# paste into the client shell:',
@@ -204,6 +240,11 @@ function banner(s: StandIn, args: Args): string {
     ...memberExamples(s),
     '',
   ].join('\n');
+}
+
+/** Given keys come from the environment: the CLI passes nothing else. */
+function keyOrigin(origin: KeyOrigin, seed: number): string {
+  return origin === 'given' ? 'from the environment' : `derived from --seed ${seed}: stable across restarts`;
 }
 
 /** A few members to try a removal with, so nobody has to borrow ids from elsewhere. */

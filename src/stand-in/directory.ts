@@ -3,7 +3,7 @@
  * from a file, which come first), in a stable order by internal index.
  *
  * Only mutation state is held — deleted indexes, how many were appended,
- * update versions — and records are re-derived per request, so memory does
+ * update revisions — and records are re-derived per request, so memory does
  * not grow with the directory. Offsets are positions in the *current* list:
  * deleting a user before a client's cursor shifts later users back, which is
  * exactly the offset-pagination drift a mirror must survive.
@@ -19,8 +19,9 @@ import {
   userKeys,
   type UserKeys,
 } from './user-generator.js';
-import { Prng, seedKey } from './random.js';
-import { isoSeconds, TIME_ZONES } from './catalog.js';
+import { bump, reviseUser, UNREVISED, type Change, type JsonRecord, type Revision } from './revision.js';
+
+export type { JsonRecord } from './revision.js';
 
 export type DirectoryRecord = JsonRecord;
 
@@ -31,7 +32,12 @@ export interface DirectoryOptions {
   fileRecords?: readonly JsonRecord[];
   /** Share (0..1) of generated users served in an older or odd shape; default 0, today's shape only. */
   legacyRecords?: number;
+  /** Any time of the day generated dates end at; default the current UTC day. */
+  today?: Date | number;
 }
+
+/** Where a user stands: listed, deleted (restorable), or not a user of this directory at all. */
+export type UserState = 'live' | 'deleted' | 'unknown';
 
 /** A user, by its `user_id` or by its internal index (stable, unlike a position). */
 export type UserRef = string | number;
@@ -43,11 +49,11 @@ export class Directory {
   private readonly fileByUserId = new Map<string, number>();
   private readonly fileByClientId = new Map<string, number>();
   private readonly deletions = new SparseDeletions();
-  private readonly versions = new Map<number, number>();
+  private readonly revisions = new Map<number, Revision>();
   private universe: number;
 
   constructor(options: DirectoryOptions) {
-    this.keys = userKeys(options.seed, options.legacyRecords);
+    this.keys = userKeys(options.seed, options.legacyRecords, options.today);
     this.teamId = this.keys.teamId;
     this.file = options.fileRecords ?? [];
     this.universe = this.file.length + options.users;
@@ -57,6 +63,11 @@ export class Directory {
       if (userId !== undefined && !this.fileByUserId.has(userId)) this.fileByUserId.set(userId, index);
       if (clientId !== undefined && !this.fileByClientId.has(clientId)) this.fileByClientId.set(clientId, index);
     });
+  }
+
+  /** 00:00 UTC of the day generated dates end at. */
+  get today(): number {
+    return this.keys.today;
   }
 
   /** Live users: what `total` reports. */
@@ -86,18 +97,28 @@ export class Directory {
   restore(refs: readonly UserRef[]): number {
     let restored = 0;
     for (const ref of refs) {
-      const index = typeof ref === 'number' ? ref : (this.fileByUserId.get(ref) ?? this.generatedByUserId(ref));
-      if (index !== undefined && index >= 0 && index < this.universe && this.deletions.remove(index)) restored++;
+      const index = this.knownIndex(ref);
+      if (index !== undefined && this.deletions.remove(index)) restored++;
     }
     return restored;
   }
 
-  /** Bumps the user's version (its JSON changes); returns the new record. */
-  update(ref: UserRef): DirectoryRecord | undefined {
+  /**
+   * Changes a live user's record (see ./revision.ts): by default a new
+   * `fallback_time_zone`, or a connected source added or removed. Returns the
+   * new record, or undefined when the user is not live.
+   */
+  update(ref: UserRef, change: Change = 'fallback_time_zone'): DirectoryRecord | undefined {
     const index = this.liveIndex(ref);
     if (index === undefined) return undefined;
-    this.versions.set(index, (this.versions.get(index) ?? 0) + 1);
+    this.revisions.set(index, bump(this.revisions.get(index) ?? UNREVISED, change));
     return this.recordAt(index);
+  }
+
+  state(ref: UserRef): UserState {
+    const index = this.knownIndex(ref);
+    if (index === undefined) return 'unknown';
+    return this.deletions.has(index) ? 'deleted' : 'live';
   }
 
   get(userId: string): DirectoryRecord | undefined {
@@ -161,19 +182,24 @@ export class Directory {
 
   private recordAt(index: number): DirectoryRecord {
     const base = this.file[index] ?? generateUser(this.keys, index);
-    return reviseUser(base, index, this.versions.get(index) ?? 0);
+    return reviseUser(base, index, this.revisions.get(index) ?? UNREVISED, this.keys.today);
   }
 
   /** Unrevised generated users skip the object entirely. */
   private jsonAt(index: number): string {
-    if (index >= this.file.length && !this.versions.has(index)) return generateUserJson(this.keys, index);
+    if (index >= this.file.length && !this.revisions.has(index)) return generateUserJson(this.keys, index);
     return JSON.stringify(this.recordAt(index));
   }
 
   private liveIndex(ref: UserRef): number | undefined {
+    const index = this.knownIndex(ref);
+    return index === undefined || this.deletions.has(index) ? undefined : index;
+  }
+
+  /** The internal index of a user of this directory, live or deleted. */
+  private knownIndex(ref: UserRef): number | undefined {
     const index = typeof ref === 'number' ? ref : (this.fileByUserId.get(ref) ?? this.generatedByUserId(ref));
-    if (index === undefined || !Number.isInteger(index) || index < 0 || index >= this.universe) return undefined;
-    return this.deletions.has(index) ? undefined : index;
+    return index === undefined || !Number.isInteger(index) || index < 0 || index >= this.universe ? undefined : index;
   }
 
   private generatedByUserId(userId: string): number | undefined {
@@ -270,52 +296,4 @@ function lowerBound(sorted: readonly number[], value: number): number {
     else hi = mid;
   }
   return lo;
-}
-
-/**
- * Churn while a client pages through the directory: after each served list
- * page, some users are appended and some random live users deleted.
- * Deleting before the client's cursor shifts later users back by one, so an
- * offset-paging client skips records unless it notices: the drift a mirror
- * must detect.
- */
-export class Churn {
-  private readonly prng: Prng;
-
-  constructor(seed: number) {
-    this.prng = new Prng(seedKey(seed), 41);
-  }
-
-  apply(directory: Directory, add: number, remove: number): void {
-    if (add > 0) directory.add(add);
-    for (let k = 0; k < remove && directory.size > 0; k++) {
-      const index = directory.indexAt(this.prng.int(0, directory.size - 1));
-      if (index !== undefined) directory.delete([index]);
-    }
-  }
-}
-
-/**
- * What `directory.update()` does to a record: revision `version` of it. The
- * change is deterministic and always visible in the JSON (a new
- * `fallback_time_zone` whose `updated_at` moves with the version), so a
- * mirror that missed an update cannot match the directory by accident.
- * Works on generated and file-loaded records alike.
- */
-export type JsonRecord = Record<string, unknown>;
-
-const REVISION_EPOCH = Date.UTC(2026, 1, 1);
-const HOUR_MS = 3_600_000;
-
-export function reviseUser<T extends JsonRecord>(record: T, index: number, version: number): T {
-  if (version <= 0) return record;
-  const prng = new Prng(0x5eed, index, version);
-  return {
-    ...record,
-    fallback_time_zone: {
-      id: prng.pick(TIME_ZONES),
-      source_slug: 'manual',
-      updated_at: isoSeconds(REVISION_EPOCH + version * HOUR_MS + (index % 3600) * 1000),
-    },
-  };
 }

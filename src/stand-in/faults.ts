@@ -8,7 +8,7 @@
  *   status (429/500/503/...)  before the request is handled: nothing happened
  *   reset                     before: the request was lost, nothing happened
  *   truncate                  after: the work is done, only the answer is lost
- *   churn                     after a list page is built (see ./directory.ts)
+ *   churn                     after a list page is built (see ./churn.ts)
  */
 import { z } from 'zod';
 import { Prng, seedKey } from './random.js';
@@ -36,8 +36,10 @@ export const FaultPlanSchema = z
     retryAfter: z.union([z.number().int().min(0), z.string().min(1), z.null()]),
     /** After each served list page, this many users are appended... */
     churnAddPerPage: z.number().int().min(0).max(100_000),
-    /** ...and this many random live users deleted. */
+    /** ...and this many random live users deleted... */
     churnDeletePerPage: z.number().int().min(0).max(100_000),
+    /** ...and this many random live users updated (a changed time zone or connected source). */
+    churnUpdatePerPage: z.number().int().min(0).max(100_000),
   })
   .refine((p) => p.latencyMaxMs >= p.latencyMinMs, { message: 'latencyMaxMs must be >= latencyMinMs', path: ['latencyMaxMs'] })
   .refine((p) => p.rate429 + p.rate500 + p.rate503 + p.resetRate + p.truncateRate <= 1, {
@@ -62,6 +64,7 @@ export const NO_FAULTS: Readonly<FaultPlan> = Object.freeze({
   retryAfter: 1,
   churnAddPerPage: 0,
   churnDeletePerPage: 0,
+  churnUpdatePerPage: 0,
 });
 
 interface FailNextMatch {

@@ -1,13 +1,14 @@
 /**
  * The local stand-in for the user-directory service (in the spirit of
  * stripe-mock): seeded users, org members, the upstream's auth and 422
- * shapes, and injectable faults. Tests start it in-process; the CLI's
+ * shapes, injectable faults, and control routes that change chosen users at
+ * run time (./control.ts). Tests start it in-process; the CLI's
  * `stand-in` command runs it as a daemon.
  */
-import { randomBytes } from 'node:crypto';
 import { listen } from '../runtime/lifecycle.js';
-import { MANAGEMENT_KEY_HEADER, type Keys } from './routes.js';
-import { Churn, Directory, type JsonRecord } from './directory.js';
+import { Churn } from './churn.js';
+import { Directory, type JsonRecord } from './directory.js';
+import { resolveKeys, type KeyOrigins } from './keys.js';
 import { Faults, type FaultPlan } from './faults.js';
 import { Members } from './members.js';
 import { RequestLog, RouteCounts, type RequestLogEntry } from './request-log.js';
@@ -15,11 +16,14 @@ import { createStandInServer } from './server.js';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 
-export { Directory, type DirectoryRecord, type UserRef } from './directory.js';
+export { Directory, type DirectoryRecord, type UserRef, type UserState } from './directory.js';
+export { CHANGES, type Change } from './revision.js';
+export { isoDate } from './catalog.js';
+export { derivedKey, type KeyOrigin, type KeyOrigins } from './keys.js';
 export { Members, type OrgMember } from './members.js';
 export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
 export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
-export { generateUser, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
+export { generateUser, startOfUtcDay, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
 export { MAX_LIMIT, DEFAULT_LIMIT } from './routes.js';
 export { MANAGEMENT_KEY_HEADER } from './routes.js';
 export type { JsonRecord } from './directory.js';
@@ -41,11 +45,17 @@ export interface StandInOptions {
    * Default 0: every generated user has the shape the live service sends today.
    */
   legacyRecords?: number;
-  /** Default: a fresh `sk_…` key. */
+  /**
+   * Any time of the day generated dates end at (created_on and the rest
+   * spread over the five years before its 00:00 UTC). Default: now, so
+   * records are dated up to today; pass a day to reproduce another run's records.
+   */
+  today?: Date | number;
+  /** Default: an `sk_…` key derived from the seed (the same on every start with that seed). */
   apiKey?: string;
   /** Default `x-service-api-key`; matched case-insensitively. */
   apiKeyHeader?: string;
-  /** Default: a fresh `mg_…` key. */
+  /** Default: an `mg_…` key derived from the seed. */
   managementKey?: string;
   orgs?: number;
   membersPerOrg?: number;
@@ -62,6 +72,8 @@ export interface StandIn {
   apiKey: string;
   apiKeyHeader: string;
   managementKey: string;
+  /** Which keys were given and which derived from the seed. */
+  keyOrigins: KeyOrigins;
   port: number;
   directory: Directory;
   members: Members;
@@ -73,10 +85,11 @@ export interface StandIn {
 
 export async function startStandIn(options: StandInOptions = {}): Promise<StandIn> {
   const seed = options.seed ?? 1;
-  const keys = resolveKeys(options);
+  const { apiKey, apiKeyHeader, managementKey } = options;
+  const { keys, origins } = resolveKeys({ seed, apiKey, apiKeyHeader, managementKey });
   const fileRecords = options.usersFile === undefined ? options.records : await loadUsersFile(options.usersFile);
   const users = options.users ?? (fileRecords ? 0 : 1000);
-  const directory = new Directory({ seed, users, fileRecords, legacyRecords: options.legacyRecords });
+  const directory = new Directory({ seed, users, fileRecords, legacyRecords: options.legacyRecords, today: options.today });
   const members = new Members({ seed, orgs: options.orgs ?? 3, membersPerOrg: options.membersPerOrg ?? 20 });
   const faults = new Faults(seed, options.faults);
   const requests = new RequestLog(options.requestLogSize);
@@ -85,19 +98,19 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   const { server, shutdown } = createStandInServer(deps);
   const port = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
   const baseUrl = `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`;
-  return { baseUrl, managementUrl: baseUrl, ...keys, port, directory, members, faults, requests, counts, close: shutdown };
-}
-
-function resolveKeys(options: StandInOptions): Keys {
-  const keys = {
-    apiKey: options.apiKey ?? `sk_${randomBytes(16).toString('hex')}`,
-    apiKeyHeader: (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase(),
-    managementKey: options.managementKey ?? `mg_${randomBytes(16).toString('hex')}`,
+  return {
+    baseUrl,
+    managementUrl: baseUrl,
+    ...keys,
+    keyOrigins: origins,
+    port,
+    directory,
+    members,
+    faults,
+    requests,
+    counts,
+    close: shutdown,
   };
-  // Equal keys or headers would make "team key on the management route" undecidable.
-  if (keys.apiKey === keys.managementKey) throw new RangeError('the team API key and the management key must differ');
-  if (keys.apiKeyHeader === MANAGEMENT_KEY_HEADER) throw new RangeError(`the team API key header cannot be ${MANAGEMENT_KEY_HEADER}`);
-  return keys;
 }
 
 function urlHost(host: string): string {

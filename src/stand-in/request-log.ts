@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 
-export type RouteName = 'list' | 'resolve' | 'delete-member' | 'unknown';
+export type RouteName = 'list' | 'resolve' | 'delete-member' | 'control' | 'unknown';
 
 export interface RequestLogEntry {
   method: string;

@@ -18,18 +18,23 @@ import { ByteBuilder } from './byte-builder.js';
 import type { Directory } from './directory.js';
 import type { Members } from './members.js';
 import { detailReply, jsonReply, type Reply } from './server.js';
+import { CONTROL_PREFIX, type ControlRoute } from './control.js';
 
-/** Which key a path needs: the team key (/v2), the management key (/v1), or none. */
-export type Area = 'team' | 'management' | 'none';
+/**
+ * Which key a path needs: the team key (/v2), the management key (/v1), or
+ * none; `control` is the stand-in's own area (/_stand-in, see ./control.ts).
+ */
+export type Area = 'team' | 'management' | 'control' | 'none';
 
 export type Route =
+  | ControlRoute
   | { name: 'list'; area: 'team' }
   | { name: 'resolve'; area: 'team'; clientUserId: string }
   | { name: 'delete-member'; area: 'management'; orgId: string; memberId: string }
   | { name: 'unknown'; area: Area; allow: string | undefined };
 
 interface Pattern {
-  name: Exclude<RouteName, 'unknown'>;
+  name: Exclude<RouteName, 'unknown' | 'control'>;
   method: 'GET' | 'DELETE';
   /** Literal segments; `null` captures a non-empty segment. */
   segments: ReadonlyArray<string | null>;
@@ -44,6 +49,7 @@ const PATTERNS: readonly Pattern[] = [
 
 export function matchRoute(method: string, rawPath: string): Route {
   const segments = rawPath.split('/').slice(1).map(decodeSegment);
+  if (segments[0] === CONTROL_PREFIX) return { name: 'control', area: 'control', segments: segments.slice(1) };
   const area = areaOf(segments[0]);
   let allow: string | undefined;
   for (const pattern of PATTERNS) {
@@ -96,7 +102,8 @@ export interface Domain {
   members: Members;
 }
 
-export function answer(domain: Domain, route: Route, query: URLSearchParams): Reply {
+/** Control routes are ./control.ts's: they read a body and skip faults. */
+export function answer(domain: Domain, route: Exclude<Route, ControlRoute>, query: URLSearchParams): Reply {
   switch (route.name) {
     case 'list':
       return listUsers(domain.directory, query);

@@ -17,7 +17,8 @@ import {
   matchRoute,
   type Route,
 } from './routes.js';
-import type { Churn } from './directory.js';
+import type { Churn } from './churn.js';
+import { control } from './control.js';
 import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
 
@@ -72,7 +73,8 @@ async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerRespons
   const path = queryAt === -1 ? target : target.slice(0, queryAt);
   const query = queryAt === -1 ? '' : target.slice(queryAt + 1);
   const route = matchRoute(method, path);
-  req.resume();
+  // Control routes read their body; every other route ignores it.
+  if (route.name !== 'control') req.resume();
   const outcome = await respond(deps, { req, res, route, method, path, query, signal });
   const entry: RequestLogEntry = {
     method,
@@ -90,7 +92,9 @@ async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerRespons
 }
 
 async function respond(deps: ServerDeps, ex: Exchange): Promise<Outcome> {
-  const auth = authorize(ex.route, ex.req, deps.keys);
+  const { route } = ex;
+  if (route.name === 'control') return send(ex, await control(deps.directory, route, ex.req), { kind: 'whole' });
+  const auth = authorize(route, ex.req, deps.keys);
   if (auth !== 'ok') return send(ex, authReply(auth), { kind: 'whole' });
   if (ex.route.name === 'delete-member') deps.members.recordDeleteCall(ex.route.orgId, ex.route.memberId);
   const decision = deps.faults.decide(ex.method, ex.path);
@@ -103,14 +107,14 @@ async function respond(deps: ServerDeps, ex: Exchange): Promise<Outcome> {
   if (action.kind === 'status') {
     return send(ex, faultReply(action.status, action.retryAfter, action.body), deliveryFor(decision), 'status');
   }
-  const reply = answer(deps, ex.route, new URLSearchParams(ex.query));
+  const reply = answer(deps, route, new URLSearchParams(ex.query));
   if (ex.route.name === 'list' && reply.status === 200) churn(deps);
   return send(ex, reply, deliveryFor(decision));
 }
 
 function churn(deps: ServerDeps): void {
   const plan = deps.faults.plan;
-  deps.churn.apply(deps.directory, plan.churnAddPerPage, plan.churnDeletePerPage);
+  deps.churn.apply(deps.directory, { add: plan.churnAddPerPage, delete: plan.churnDeletePerPage, update: plan.churnUpdatePerPage });
 }
 
 async function send(ex: Exchange, reply: Reply, delivery: Delivery, fault?: Outcome['fault']): Promise<Outcome> {

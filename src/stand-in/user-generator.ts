@@ -56,14 +56,19 @@ export interface UserKeys {
   /** User i is legacy when hash32(legacyKey, i) is below this; 0 means none is. */
   readonly legacyBelow: number;
   readonly teamId: string;
+  /**
+   * 00:00 UTC of the day the directory's dates end at: users were created
+   * over the CREATED_SPAN_DAYS before it, and no generated time is later, so
+   * nothing lies in the future of a run, and "last week" queries find users.
+   * Dates are relative to it, so a (seed, user) is the same all day long.
+   */
+  readonly today: number;
 }
 
-const FIRST_CREATED = Date.UTC(2021, 0, 1);
-const LAST_CREATED = Date.UTC(2026, 0, 1);
-/** No generated time is later than this, so nothing lies in the future of a test run. */
-const LATEST = Date.UTC(2026, 1, 1);
-/** Legacy records were created before this. */
-const LEGACY_BEFORE = Date.UTC(2022, 5, 1);
+/** Generated users were created over the five years before `today`... */
+const CREATED_SPAN_DAYS = 5 * 365;
+/** ...legacy ones in the oldest 30% of that: older shapes belong to older records. */
+const LEGACY_SPAN_DAYS = Math.round(CREATED_SPAN_DAYS * 0.3);
 const AWKWARD_ONE_IN = 500;
 const CLIENT_ID = /^cu_([0-9a-f]{8})/;
 /** `cu_` + 8 hex digits: nothing in it needs JSON escaping. */
@@ -83,8 +88,11 @@ const PLACEHOLDER_BOUNDS = ',"ingestion_start":"ingestion_start","ingestion_end"
 
 type Presence = 'value' | 'null' | 'absent';
 
-/** `legacyRecords`: the share (0..1) of users served in an older or odd shape. */
-export function userKeys(seed: number, legacyRecords = 0): UserKeys {
+/**
+ * `legacyRecords`: the share (0..1) of users served in an older or odd shape.
+ * `today`: any time of the day the dates end at; default the current UTC day.
+ */
+export function userKeys(seed: number, legacyRecords = 0, today: Date | number = Date.now()): UserKeys {
   const key = seedKey(seed);
   return {
     idKey: hash32(key, 11),
@@ -94,7 +102,15 @@ export function userKeys(seed: number, legacyRecords = 0): UserKeys {
     legacyKey: hash32(key, 16),
     legacyBelow: legacyBound(legacyRecords),
     teamId: randomUuid(new Prng(key, 15)),
+    today: startOfUtcDay(today),
   };
+}
+
+/** 00:00 UTC of the day `at` falls on. */
+export function startOfUtcDay(at: Date | number): number {
+  const ms = typeof at === 'number' ? at : at.getTime();
+  if (!Number.isFinite(ms)) throw new RangeError('today must be a valid date');
+  return Math.floor(ms / DAY_MS) * DAY_MS;
 }
 
 export function generateUser(keys: UserKeys, index: number): GeneratedUser {
@@ -106,16 +122,18 @@ export function generateUserJson(keys: UserKeys, index: number): string {
   const prng = new Prng(keys.fieldKey, index);
   const userId = drawUserId(keys, index, prng);
   const quirks = legacyQuirks(keys, index);
-  const createdMs = FIRST_CREATED + Math.floor(prng.float() * ((quirks === 0 ? LAST_CREATED : LEGACY_BEFORE) - FIRST_CREATED));
+  const firstMs = keys.today - CREATED_SPAN_DAYS * DAY_MS;
+  const createdMs = firstMs + Math.floor(prng.float() * (quirks === 0 ? CREATED_SPAN_DAYS : LEGACY_SPAN_DAYS) * DAY_MS);
   const slugs: string[] = [];
-  const sources = connectedSources(prng, createdMs, slugs, quirks);
+  const dated = { createdMs, latestMs: keys.today };
+  const sources = connectedSources(prng, dated, slugs, quirks);
   const clientId = clientUserIdFor(keys, index);
   const clientJson = clientId.length === PLAIN_CLIENT_ID_LENGTH ? `"${clientId}"` : JSON.stringify(clientId);
   let out = `{"user_id":"${userId}","team_id":"${keys.teamId}","client_user_id":${clientJson}`;
   out += createdOn(prng, createdMs, quirks);
   out += `,"connected_sources":[${sources}]`;
-  out += (quirks & NO_TIME_ZONE) !== 0 ? '' : fallbackTimeZone(prng, createdMs, slugs);
-  out += fallbackBirthDate(prng, createdMs, slugs);
+  out += (quirks & NO_TIME_ZONE) !== 0 ? '' : fallbackTimeZone(prng, dated, slugs);
+  out += fallbackBirthDate(prng, dated, slugs);
   return `${out}${(quirks & PLACEHOLDER_INGESTION) !== 0 ? PLACEHOLDER_BOUNDS : ingestionBounds(prng, createdMs)}}`;
 }
 
@@ -163,7 +181,7 @@ function invertWord(hex: string, key: number): number | undefined {
 }
 
 /** JSON of the array items; pushes the chosen slugs onto `slugs`. */
-function connectedSources(prng: Prng, createdMs: number, slugs: string[], quirks: number): string {
+function connectedSources(prng: Prng, dated: Dated, slugs: string[], quirks: number): string {
   const drawn = sourceCount(prng.float());
   const count = drawn === 0 && (quirks & NEEDS_A_SOURCE) !== 0 ? 1 : drawn;
   let used = 0; // bit set of provider positions; the catalog has fewer than 32
@@ -176,14 +194,26 @@ function connectedSources(prng: Prng, createdMs: number, slugs: string[], quirks
     const first = slugs.push(d.slug) === 1;
     const source = first && (quirks & EMPTY_SLUG) !== 0 ? d.emptySlugSource : prng.chance(0.3) ? d.legacySource : d.provider;
     const provider = (quirks & SOURCE_ONLY) !== 0 ? '' : `"provider":${d.provider},`;
-    out += `${out === '' ? '' : ','}{"created_on":"${connectedOn(prng, createdMs)}",${provider}"source":${source}}`;
+    out += `${out === '' ? '' : ','}{"created_on":"${anyDateTime(prng, later(prng, dated, 400))}",${provider}"source":${source}}`;
   }
-  if ((quirks & BARE_SOURCE) !== 0) out += `${out === '' ? '' : ','}{"created_on":"${connectedOn(prng, createdMs)}"}`;
+  if ((quirks & BARE_SOURCE) !== 0) out += `${out === '' ? '' : ','}{"created_on":"${anyDateTime(prng, later(prng, dated, 400))}"}`;
   return out;
 }
 
-function connectedOn(prng: Prng, createdMs: number): string {
-  return anyDateTime(prng, Math.min(LATEST, createdMs + prng.int(0, 400) * DAY_MS + prng.int(0, DAY_MS)));
+/** When a user was created, and the latest time any of its dates may show. */
+interface Dated {
+  createdMs: number;
+  latestMs: number;
+}
+
+/**
+ * A time up to `maxDays` after creation but before `latestMs`: drawn within
+ * the room left, not clamped, so recent users' dates do not pile up on the
+ * last instant.
+ */
+function later(prng: Prng, dated: Dated, maxDays: number): number {
+  const room = Math.max(0, Math.min(maxDays * DAY_MS, dated.latestMs - 1 - dated.createdMs));
+  return dated.createdMs + Math.floor(prng.float() * room);
 }
 
 function sourceCount(r: number): number {
@@ -202,17 +232,17 @@ function sourceSlug(prng: Prng, slugs: readonly string[]): string {
 }
 
 /** Always present, as an object or null: the live service sends the key on every current record. */
-function fallbackTimeZone(prng: Prng, createdMs: number, slugs: readonly string[]): string {
+function fallbackTimeZone(prng: Prng, dated: Dated, slugs: readonly string[]): string {
   if (prng.chance(0.15)) return ',"fallback_time_zone":null';
-  const updatedAt = anyDateTime(prng, Math.min(LATEST, createdMs + prng.int(0, 500) * DAY_MS));
+  const updatedAt = anyDateTime(prng, later(prng, dated, 500));
   return `,"fallback_time_zone":{"id":"${prng.pick(TIME_ZONES)}","source_slug":"${sourceSlug(prng, slugs)}","updated_at":"${updatedAt}"}`;
 }
 
-function fallbackBirthDate(prng: Prng, createdMs: number, slugs: readonly string[]): string {
+function fallbackBirthDate(prng: Prng, dated: Dated, slugs: readonly string[]): string {
   const state = presence(prng, 0.3, 0.35);
   if (state !== 'value') return state === 'null' ? ',"fallback_birth_date":null' : '';
   const born = isoDate(Date.UTC(1940, 0, 1) + prng.int(0, 68 * 365) * DAY_MS);
-  const updatedAt = anyDateTime(prng, Math.min(LATEST, createdMs + prng.int(0, 300) * DAY_MS));
+  const updatedAt = anyDateTime(prng, later(prng, dated, 300));
   return `,"fallback_birth_date":{"value":"${born}","source_slug":"${sourceSlug(prng, slugs)}","updated_at":"${updatedAt}"}`;
 }
 
