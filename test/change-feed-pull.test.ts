@@ -73,8 +73,11 @@ describe('user-mirror changes', () => {
     const r = await cli(['--limit', '3']);
     expect(r.code).toBe(0);
     const lines = r.out.trimEnd().split('\n');
-    expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatch(/^\s+1\s+\S+Z\s+mirror\.baseline\s+-\s+-\s+1200 users$/);
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toMatch(/^ {2}CURSOR {2}TIMESTAMP +TYPE +CLIENT_USER_ID {2}USER_ID {2}DETAIL$/);
+    // The type column starts where its name does.
+    expect(lines[1]?.indexOf('mirror.baseline')).toBe(lines[0]?.indexOf('TYPE'));
+    expect(lines[1]).toMatch(/^\s+1\s+\S+Z\s+mirror\.baseline\s+-\s+-\s+1200 users$/);
   });
 
   it('--follow prints events published while it runs, then exits 0 on SIGTERM', async () => {

@@ -125,7 +125,7 @@ describe('user-mirror removals', () => {
     const json = await runCli(['removals', '--failed', '--json'], rig.env());
     const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
     expect(rows.map((r) => r.job_id).sort()).toEqual([a, b].sort());
-    expect(rows.find((r) => r.job_id === a)).toMatchObject({ requested_by: 'ops:0', attempts: 1, in_queue: true });
+    expect(rows.find((r) => r.job_id === a)).toMatchObject({ requested_by: 'ops:0', attempts: 1, in_queue: true, retryable: true });
     expect(String(rows.find((r) => r.job_id === a)?.reason)).toContain('HTTP 422');
   });
 

@@ -71,13 +71,20 @@ describe('a job whose data is not JSON', () => {
 
     const listed = await listFailedRemovals(rig.queue, rig.audit, 10);
     expect(listed).toEqual([
-      expect.objectContaining({ job_id: 'foreign-1', org_id: null, member_id: null, in_queue: true, reason: job.failedReason }),
+      expect.objectContaining({
+        job_id: 'foreign-1',
+        org_id: null,
+        member_id: null,
+        in_queue: true,
+        retryable: false,
+        reason: job.failedReason,
+      }),
     ]);
     const cli = await runCli(['removals', '--failed', '--json'], rig.env());
     expect(cli.code).toBe(0);
     expect(JSON.parse(cli.stdout)).toEqual([expect.objectContaining({ job_id: 'foreign-1', reason: job.failedReason })]);
     const text = await runCli(['removals', '--failed'], rig.env());
-    expect(text.stdout).toMatch(/foreign-1 .*job data is not JSON/);
+    expect(text.stdout).toMatch(/foreign-1 .*no \(invalid payload\) +.*job data is not JSON/);
   });
 
   it('one already past its stall limit (looping before this fix) is failed once and audited', async () => {

@@ -7,6 +7,7 @@ import type { Job } from 'bullmq';
 import type { RemovalAudit, RemovalAuditRow } from '../../db/removal-audit.js';
 import type { RemovalQueue } from './producer.js';
 import { retryAllFailedJobs, retryFailedJob, type RetryResult } from '../retry-failed.js';
+import { checkRemovalPayload } from './queue.js';
 
 export interface FailedRemoval {
   job_id: string;
@@ -19,6 +20,8 @@ export interface FailedRemoval {
   requested_at: string | null;
   /** Still in BullMQ's failed set, so `removals retry` can re-run it. */
   in_queue: boolean;
+  /** In the queue and with a valid payload: a retry can do something (an invalid one would only fail again). */
+  retryable: boolean;
   /** The host whose worker failed it last: its audit file holds the row. Null when not known (audit-only entries). */
   host: string | null;
 }
@@ -54,6 +57,7 @@ export function mergeFailedRemovals(jobs: readonly FailedJobView[], rows: readon
       requested_by: row?.requested_by ?? stringOrNull(data.requested_by),
       requested_at: Number.isFinite(job.timestamp) ? new Date(job.timestamp).toISOString() : null,
       in_queue: true,
+      retryable: checkRemovalPayload(job.data).ok,
       host: hostOf(job.processedBy),
     });
   }
@@ -70,6 +74,7 @@ export function mergeFailedRemovals(jobs: readonly FailedJobView[], rows: readon
       requested_by: row.requested_by,
       requested_at: row.requested_at,
       in_queue: false,
+      retryable: false,
       host: null,
     });
   }
@@ -82,7 +87,10 @@ export async function listFailedRemovals(queue: RemovalQueue, audit: RemovalAudi
   const merged = mergeFailedRemovals(jobs, rows).slice(0, limit);
   // An audit-only entry may just be past the page of the failed set that was read.
   for (const entry of merged) {
-    if (!entry.in_queue) entry.in_queue = (await queue.getJobState(entry.job_id)) === 'failed';
+    if (entry.in_queue) continue;
+    entry.in_queue = (await queue.getJobState(entry.job_id)) === 'failed';
+    // The audit only records a removal whose payload it could read.
+    entry.retryable = entry.in_queue && entry.org_id !== null && entry.member_id !== null;
   }
   return merged;
 }

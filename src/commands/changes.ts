@@ -54,6 +54,8 @@ export default async function changes(argv: string[]): Promise<number> {
     const feed = openFeed(db, MIRROR_DB);
     if (feed === undefined) return 1;
     const print = args.json === true ? (e: FeedEvent) => e.body : line;
+    // For a person, the columns are named once, before the first event; JSON lines carry their own names.
+    let header = args.json === true ? '' : `${HEADER}\n`;
     let after = args.after ?? feed.bounds().prunedThrough;
     let left = args.limit ?? Infinity;
     while (left > 0 && !stop.signal.aborted) {
@@ -64,7 +66,10 @@ export default async function changes(argv: string[]): Promise<number> {
         );
         return 1;
       }
-      if (page.events.length > 0) process.stdout.write(page.events.map((e) => print(e) + '\n').join(''));
+      if (page.events.length > 0) {
+        process.stdout.write(header + page.events.map((e) => print(e) + '\n').join(''));
+        header = '';
+      }
       after = page.next;
       left -= page.events.length;
       if (page.events.length === 0) {
@@ -87,6 +92,9 @@ function openFeed(db: Db, path: string): ChangeFeed | undefined {
     process.stderr.write(`MIRROR_DB=${path}: this mirror has no change feed yet (written by an older version); run a sync first\n`);
   return feed;
 }
+
+/** The text form's column names, aligned with `line`'s fixed columns. */
+const HEADER = ['  CURSOR', 'TIMESTAMP'.padEnd(24), 'TYPE'.padEnd(15), 'CLIENT_USER_ID', 'USER_ID', 'DETAIL'].join('  ');
 
 /** `cursor  timestamp  type  client_user_id  user_id  detail`: one line for a person. */
 function line(e: FeedEvent): string {

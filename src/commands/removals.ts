@@ -224,7 +224,7 @@ function renderFailed(rows: readonly FailedRemoval[]): string {
     String(r.attempts),
     r.failed_at ?? '-',
     printable(r.host ?? '-'),
-    r.in_queue ? 'yes' : 'no',
+    r.retryable ? 'yes' : r.in_queue ? 'no (invalid payload)' : 'no (not in the queue)',
     printable(r.reason ?? '-'),
   ]);
   return renderTable(header, table);
