@@ -5,12 +5,11 @@
  * only an operator's question touched. Real commands against a redis-server
  * of the test's own, with a synced mirror, removals and webhooks configured.
  */
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { runCli } from './support/daemon-process.js';
 import { tempDir, type TempDir } from './support/mirror-fixtures.js';
-import { startOwnRedis, type TestRedis } from './support/redis-server.js';
+import { redisKeys, startOwnRedis, type TestRedis } from './support/redis-server.js';
 
 let redis: TestRedis;
 let standIn: StandIn;
@@ -39,16 +38,6 @@ afterAll(async () => {
   dir?.remove();
 });
 
-async function keys(): Promise<string[]> {
-  const client = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await client.connect();
-    return await client.keys('*');
-  } finally {
-    client.disconnect();
-  }
-}
-
 describe('read-only commands', () => {
   it.each([
     [['status'], /^queues\n {2}sync +waiting 0/m],
@@ -62,6 +51,6 @@ describe('read-only commands', () => {
     // It did reach this Redis (no "unreachable"), and answered.
     expect(run.stdout + run.stderr).not.toMatch(/unreachable/);
     expect(run.stdout).toMatch(shows);
-    expect(await keys()).toEqual([]);
+    expect(await redisKeys(redis.url)).toEqual([]);
   });
 });

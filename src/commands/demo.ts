@@ -7,22 +7,27 @@
  *      (all in today's wire shape, or `--legacy-records R` of them older);
  *   2. `sync --once` into the mirror, with progress;
  *   3. `resolve` of one user, offline, from the mirror;
- *   4. with Redis: a removal worker and `remove-member --wait` (skipped, with
- *      a note, when no Redis answers);
+ *   4. a removal worker and `remove-member --wait`, on a Redis of the demo's
+ *      own (demo-redis.ts: REDIS_URL when set, else a private redis-server;
+ *      skipped, with a note, when there is neither);
  *   5. `status`.
  *
  * Against the stand-in the mirror is ./data/demo.db (or MIRROR_DB) and the
  * queue prefix `user-mirror-demo` (or QUEUE_PREFIX), so a demo never mixes
- * fake users or jobs into a real deployment's.
+ * fake users or jobs into a real deployment's. The stand-in listens on 8787
+ * when it is free and its keys come from its seed, so a rerun serves the same
+ * removal target.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { openMirror } from '../../db/open.js';
-import { DEFAULT_REDIS_URL, describeRedisUrl } from '../../jobs/redis-connection.js';
+import { Redis } from 'ioredis';
+import { describeRedisUrl } from '../../jobs/redis-connection.js';
+import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { demoRedis, type DemoRedis } from './demo-redis.js';
 import { startStandIn, type StandIn } from '../stand-in/index.js';
 import { LegacyRecordsArg, describeLegacyShare } from './stand-in.js';
 
@@ -32,6 +37,9 @@ const Args = z.object({
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });
 
+/** The demo's queues live apart from any deployment's. */
+const DEMO_PREFIX = 'user-mirror-demo';
+
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url));
 
 export default async function demo(argv: string[]): Promise<number> {
@@ -40,7 +48,7 @@ export default async function demo(argv: string[]): Promise<number> {
   let standIn: StandIn | undefined;
   if (!env.SERVICE_BASE_URL) {
     const legacyRecords = args['legacy-records'];
-    standIn = await startStandIn({ port: 0, users: args.users, seed: 1, legacyRecords });
+    standIn = await startOnFixedPort({ users: args.users, seed: 1, legacyRecords });
     Object.assign(env, {
       SERVICE_BASE_URL: standIn.baseUrl,
       SERVICE_API_KEY: standIn.apiKey,
@@ -48,7 +56,7 @@ export default async function demo(argv: string[]): Promise<number> {
       MANAGEMENT_URL: standIn.managementUrl,
       MANAGEMENT_KEY: standIn.managementKey,
       MIRROR_DB: env.MIRROR_DB || './data/demo.db',
-      QUEUE_PREFIX: env.QUEUE_PREFIX || 'user-mirror-demo',
+      QUEUE_PREFIX: env.QUEUE_PREFIX || DEMO_PREFIX,
     });
     const users = `${args.users.toLocaleString('en-US')} users, ${describeLegacyShare(legacyRecords)} of them legacy records`;
     say(`No SERVICE_BASE_URL configured: started the local stand-in with ${users}, at ${standIn.baseUrl}`);
@@ -64,7 +72,6 @@ export default async function demo(argv: string[]): Promise<number> {
 
 async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promise<number> {
   const config = readConfig(['MIRROR_DB', 'REDIS_URL'], env);
-  const redisUrl = config.REDIS_URL ?? DEFAULT_REDIS_URL;
   const synced = await run(['sync', '--once'], env);
   if (synced !== 0 && synced !== 4) return synced;
 
@@ -72,41 +79,82 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
   if (sample === undefined) say('The mirror holds no active user, so there is nothing to resolve.');
   else await run(['resolve', sample], env);
 
-  const redisUp = await redisAnswers(redisUrl);
-  if (redisUp) {
-    await removalTour(env, standIn);
-  } else {
-    say(
-      `No Redis answered at ${describeRedisUrl(redisUrl)}: skipping the removal-queue steps (start redis-server, or set REDIS_URL, to see them).`,
-    );
+  const redis = await demoRedis(config.REDIS_URL);
+  if ('none' in redis) {
+    say(`No Redis for the removal-queue steps (${redis.none}): skipping them (install redis-server, or set REDIS_URL, to see them).`);
+    // Without Redis `status` exits 1 (needs attention); the tour has already said why.
+    const code = await run(['status'], env);
+    return code === 1 ? 0 : code;
   }
-  // Status describes the Redis as the demo's worker used it.
-  const code = await run(['status'], { ...env, ...DEMO_WORKER_ENV });
-  // Without Redis `status` exits 1 (needs attention); the tour has already said why.
-  return !redisUp && code === 1 ? 0 : code;
+  const withRedis = { ...env, REDIS_URL: redis.url, ...(redis.own ? {} : DEMO_WORKER_ENV) };
+  try {
+    await removalTour(withRedis, standIn, redis);
+    // Status describes the Redis as the demo's worker used it.
+    return await run(['status'], withRedis);
+  } finally {
+    await redis.close();
+  }
 }
 
-/** A development Redis usually has no persistence; a production worker refuses one (exit 2), the demo's may use it. */
+/** A Redis the operator gave may have no persistence; a production worker refuses one (exit 2), the demo's may use it. */
 const DEMO_WORKER_ENV = { ALLOW_VOLATILE_REDIS: '1' } as const;
 
-async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promise<void> {
+async function removalTour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined, redis: DemoRedis): Promise<void> {
   const member = standIn?.members.list()[0];
-  if (member === undefined) {
+  if (member === undefined || standIn === undefined) {
     say('Against a real service the demo enqueues no removal: it would delete a real member.');
     return;
   }
-  say(
-    'The demo starts its removal worker with ALLOW_VOLATILE_REDIS=1, so it also runs on a Redis without AOF persistence ' +
-      '(which can lose queued removals). In production give the queue a Redis with `appendonly yes` and ' +
-      '`maxmemory-policy noeviction` (docs/removals.md: "Redis for the removal queue").',
-  );
+  const prefix = env.QUEUE_PREFIX ?? DEMO_PREFIX;
+  if (redis.own) say(`Started a private redis-server for the removal queue at ${describeRedisUrl(redis.url)} (gone when the demo ends).`);
+  else {
+    say(
+      `Using the Redis at REDIS_URL (${describeRedisUrl(redis.url)}) under the prefix ${prefix}; the demo removes its queue there afterwards. ` +
+        'Its worker runs with ALLOW_VOLATILE_REDIS=1, so it also runs on a Redis without AOF persistence; in production give the ' +
+        'queue a Redis with `appendonly yes` and `maxmemory-policy noeviction` (docs/removals.md: "Redis for the removal queue").',
+    );
+  }
   // The worker's JSON log lines would drown the tour; warnings still show.
-  const worker = start(['worker', 'removals'], { ...env, ...DEMO_WORKER_ENV, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
+  const worker = start(['worker', 'removals'], { ...env, LOG_LEVEL: env.LOG_LEVEL || 'warn' });
   try {
     await run(['remove-member', member.orgId, member.memberId, '--reason', 'demo', '--wait', '--timeout', '30'], env);
   } finally {
     worker.kill('SIGTERM');
     await new Promise((resolve) => worker.once('exit', resolve));
+    if (!redis.own) await removeDemoQueue(redis.url, standIn.managementUrl, prefix);
+  }
+}
+
+/**
+ * What the demo wrote into a Redis it was given: its removal queue, and under
+ * its own prefix (the default `user-mirror-demo`) every key, the worker's
+ * limiter and meta keys included. A prefix the operator chose keeps all but
+ * the queue, which may share it with real work.
+ */
+async function removeDemoQueue(url: string, managementUrl: string, prefix: string): Promise<void> {
+  // A single node (REDIS_URL), so a plain client can scan it.
+  const connection = new Redis(url, { connectionName: 'user-mirror:demo', maxRetriesPerRequest: 1 });
+  const queue = createRemovalQueue(connection, { target: managementUrl, prefix });
+  try {
+    await queue.obliterate({ force: true });
+    if (prefix === DEMO_PREFIX) {
+      for await (const keys of connection.scanStream({ match: `${DEMO_PREFIX}:*`, count: 500 }) as AsyncIterable<string[]>) {
+        if (keys.length > 0) await connection.del(...keys);
+      }
+    }
+  } finally {
+    await queue.close();
+    connection.disconnect();
+  }
+}
+
+/** The stand-in on its usual port when free, so a rerun keeps one removal target; any port otherwise. */
+async function startOnFixedPort(options: { users: number; seed: number; legacyRecords: number | undefined }): Promise<StandIn> {
+  try {
+    return await startStandIn({ port: 8787, ...options });
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'EADDRINUSE') throw err;
+    return startStandIn({ port: 0, ...options });
   }
 }
 
@@ -118,19 +166,6 @@ function sampleClientUserId(dbPath: string): string | undefined {
     return row?.client_user_id;
   } finally {
     db.close();
-  }
-}
-
-async function redisAnswers(url: string): Promise<boolean> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    return (await redis.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    redis.disconnect();
   }
 }
 

@@ -190,3 +190,15 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** Every key of the Redis at `url` (a small test server's): what a command left behind. */
+export async function redisKeys(url: string): Promise<string[]> {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await client.connect();
+    return await client.keys('*');
+  } finally {
+    client.disconnect();
+  }
+}
