@@ -14,7 +14,8 @@
  *     near its size while users keep coming and going;
  *   - a webhook receiver (node:http in this process, 204 to every POST, counted);
  *   - the daemon (`dist/cli.js daemon`): a sync every minute, short retention for deleted users
- *     and change events (SOAK_DELETED_RETENTION_DAYS, SOAK_CHANGES_RETENTION_DAYS, default 0.01
+ *     and change events (SOAK_DELETED_RETENTION_DAYS, SOAK_CHANGES_RETENTION_DAYS, and the change
+ *     log, SOAK_CHANGE_LOG_RETENTION_DAYS, default 0.01
  *     day = 14.4 min, so steady state comes within ~20 min), webhooks to the receiver; its
  *     stdout and stderr appended to daemon.log in the temp dir; keys passed as files (0600).
  *
@@ -60,6 +61,7 @@ const CHURN = envNumber('SOAK_CHURN_PER_PAGE', 3, true);
 const SEED = 1;
 const DELETED_DAYS = process.env.SOAK_DELETED_RETENTION_DAYS ?? '0.01';
 const CHANGES_DAYS = process.env.SOAK_CHANGES_RETENTION_DAYS ?? '0.01';
+const CHANGE_LOG_DAYS = process.env.SOAK_CHANGE_LOG_RETENTION_DAYS ?? '0.01';
 const CRON = process.env.SOAK_SYNC_CRON ?? '* * * * *';
 const FIRST_SYNC_DEADLINE_MS = 5 * 60_000;
 
@@ -182,6 +184,7 @@ async function main(): Promise<void> {
     SYNC_CRON: CRON,
     DELETED_RETENTION_DAYS: DELETED_DAYS,
     CHANGES_RETENTION_DAYS: CHANGES_DAYS,
+    CHANGE_LOG_RETENTION_DAYS: CHANGE_LOG_DAYS,
     WEBHOOK_URL: receiver.url,
     WEBHOOK_SECRET_FILE: secretFile('webhook-secret', `whsec_${randomBytes(24).toString('base64')}`),
     STATUS_HOST: '127.0.0.1',
@@ -376,7 +379,7 @@ function printSettings(p: {
     `- commit ${commit}, Node ${process.version}, ${cpus().length} cores`,
     `- run ${MINUTES} min, a sample every ${SAMPLE_S} s`,
     `- stand-in: ${USERS.toLocaleString('en-US')} users, seed ${SEED}, churn ${CHURN} added + ${CHURN} deleted after every list page (500 users a page), ${p.service}`,
-    `- daemon (pid ${p.daemonPid ?? '?'}): SYNC_CRON='${CRON}', DELETED_RETENTION_DAYS=${DELETED_DAYS}, CHANGES_RETENTION_DAYS=${CHANGES_DAYS}, LOG_LEVEL=info, status on 127.0.0.1:${p.statusPort}`,
+    `- daemon (pid ${p.daemonPid ?? '?'}): SYNC_CRON='${CRON}', DELETED_RETENTION_DAYS=${DELETED_DAYS}, CHANGES_RETENTION_DAYS=${CHANGES_DAYS}, CHANGE_LOG_RETENTION_DAYS=${CHANGE_LOG_DAYS}, LOG_LEVEL=info, status on 127.0.0.1:${p.statusPort}`,
     `- webhooks to ${p.receiver} (answers 204); Redis: own redis-server on ${p.redisPort}, AOF everysec, noeviction`,
     `- temp dir ${p.dir} (mirror.db, daemon.log)`,
   ];
