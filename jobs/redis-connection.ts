@@ -29,7 +29,7 @@
  * without user names or passwords.
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { ConfigError, readConfig, type Config, type HostPort } from '../src/runtime/config.js';
+import { ConfigError, ConfigPass, type Config, type EnvName, type HostPort } from '../src/runtime/config.js';
 import type { Logger } from '../src/runtime/log.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
@@ -118,7 +118,24 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
 
 /** Reads and checks the queue variables from `env` (a command's one call). */
 export function readQueueSettings(env: NodeJS.ProcessEnv = process.env): QueueSettings {
-  return queueSettingsFromConfig(readConfig(QUEUE_ENV, env));
+  return readWithQueueSettings([], env).queue;
+}
+
+/**
+ * A command's variables and the queue's in one ConfigPass, the combination
+ * check (queueSettingsFromConfig) included: a bad REDIS_URL, a Cluster
+ * prefix without a hash tag and a missing MANAGEMENT_URL are reported in
+ * one ConfigError, not one per attempt. QUEUE_ENV's problems come first.
+ */
+export function readWithQueueSettings<K extends EnvName>(
+  names: readonly K[],
+  env: NodeJS.ProcessEnv = process.env,
+): { config: Config<K | (typeof QUEUE_ENV)[number]>; queue: QueueSettings } {
+  const pass = new ConfigPass<K | (typeof QUEUE_ENV)[number]>([...QUEUE_ENV, ...names], env);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  const config = pass.done();
+  // Cannot throw now: the same check passed inside the pass.
+  return { config, queue: queueSettingsFromConfig(config) };
 }
 
 /** Reconnect delays: 100 ms doubling to 5 s, with jitter so a fleet does not reconnect in lockstep. */

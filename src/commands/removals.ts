@@ -20,11 +20,10 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
-import { readConfig } from '../runtime/config.js';
 import type { Db } from '../../db/open.js';
 import { AUDIT_LOCATION_ENV, auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
-import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
 import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
 import {
@@ -71,8 +70,10 @@ const Args = z
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
-  const config = readConfig([...QUEUE_ENV, ...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
-  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const {
+    config,
+    queue: { endpoint, prefix },
+  } = readWithQueueSettings([...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
   const target = managementTarget(config.MANAGEMENT_URL);
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);

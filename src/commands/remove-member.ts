@@ -14,8 +14,7 @@ import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from './args.js';
-import { readConfig } from '../runtime/config.js';
-import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removals/producer.js';
 import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removals/queue.js';
 
@@ -40,8 +39,10 @@ const OPTIONS = {
 
 export default async function main(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, OPTIONS, Args);
-  const config = readConfig([...QUEUE_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
-  const { endpoint, prefix } = queueSettingsFromConfig(config);
+  const {
+    config,
+    queue: { endpoint, prefix },
+  } = readWithQueueSettings(['MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
   const target = managementTarget(config.MANAGEMENT_URL);
   const [orgId, memberId] = args.positionals;
   const timeoutS = args.timeout ?? DEFAULT_WAIT_S;

@@ -19,9 +19,9 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig, readOptionalSecret, REPLICA_ENV } from '../runtime/config.js';
+import { ConfigPass, isGiven, REPLICA_ENV } from '../runtime/config.js';
 import { createLogger, type Logger } from '../runtime/log.js';
-import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaSettings } from '../replica/settings.js';
+import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaConfig, type ReplicaSettings } from '../replica/settings.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 
@@ -32,11 +32,19 @@ const STOP_WORKERS_MS = 10_000;
 
 export default async function serve(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
-  const config = readConfig([...REPLICA_ENV, 'REPLICA_WORKERS', 'LOG_LEVEL']);
-  // Read only to refuse it as the replica's key; the service key is optional here.
-  const serviceApiKey = readOptionalSecret('SERVICE_API_KEY');
-  const generatedKey = config.REPLICA_API_KEY === undefined ? `rk_${randomBytes(24).toString('hex')}` : undefined;
-  const settings = replicaSettings(config, { serviceApiKey, defaultPort: SERVE_DEFAULT_PORT, generatedKey });
+  // One pass: the replica's variables, the service key and the check across them report together.
+  // SERVICE_API_KEY is read only to refuse it as the replica's key, so only when given.
+  const pass = new ConfigPass([
+    ...REPLICA_ENV,
+    'REPLICA_WORKERS',
+    'LOG_LEVEL',
+    ...(isGiven('SERVICE_API_KEY') ? (['SERVICE_API_KEY'] as const) : []),
+  ]);
+  const candidateKey = `rk_${randomBytes(24).toString('hex')}`;
+  pass.check(REPLICA_ENV, (c) => serveSettings(c, candidateKey));
+  const config = pass.done();
+  const generatedKey = config.REPLICA_API_KEY === undefined ? candidateKey : undefined;
+  const settings = serveSettings(config, candidateKey);
   const logger = createLogger(config.LOG_LEVEL);
   if (cluster.isWorker) return serveOne(config.MIRROR_DB, settings, logger);
   const printKey = () => {
@@ -48,6 +56,11 @@ export default async function serve(argv: string[]): Promise<number> {
   };
   if (config.REPLICA_WORKERS === 1) return serveOne(config.MIRROR_DB, settings, logger, printKey);
   return servePrimary(config.REPLICA_WORKERS, settings, logger, printKey);
+}
+
+/** The replica's settings; `candidateKey` is its key only when REPLICA_API_KEY is unset (then printed once). */
+function serveSettings(config: ReplicaConfig & { SERVICE_API_KEY?: string | undefined }, candidateKey: string): ReplicaSettings {
+  return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT, generatedKey: candidateKey });
 }
 
 /** One process answering: the whole replica, or one worker of several. */

@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
-import { readConfig, readOptionalSecret } from '../runtime/config.js';
+import { isGiven, readConfig, type Config } from '../runtime/config.js';
 import {
   isoDate,
   NO_FAULTS,
@@ -187,10 +187,13 @@ async function start(args: Args): Promise<StandIn> {
 
 /** Keys from the environment when set; unset ones are derived from --seed by startStandIn. */
 function environmentKeys(): { apiKey?: string; managementKey?: string; apiKeyHeader: string } {
-  const { SERVICE_API_KEY_HEADER } = readConfig(['SERVICE_API_KEY_HEADER']);
-  const apiKey = readOptionalSecret('SERVICE_API_KEY');
-  const managementKey = readOptionalSecret('MANAGEMENT_KEY');
-  return { apiKey, managementKey, apiKeyHeader: SERVICE_API_KEY_HEADER };
+  // One read, so a bad header and a bad key are reported together; a key is read only when given.
+  const given = (['SERVICE_API_KEY', 'MANAGEMENT_KEY'] as const).filter((name) => isGiven(name));
+  const config: Config<'SERVICE_API_KEY_HEADER'> & Partial<Config<(typeof given)[number]>> = readConfig([
+    'SERVICE_API_KEY_HEADER',
+    ...given,
+  ]);
+  return { apiKey: config.SERVICE_API_KEY, managementKey: config.MANAGEMENT_KEY, apiKeyHeader: config.SERVICE_API_KEY_HEADER };
 }
 
 function faultPlan(args: Args): Partial<FaultPlan> {

@@ -14,11 +14,10 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig } from '../runtime/config.js';
 import { createLogger, humanLog, type Logger } from '../runtime/log.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
-import { QUEUE_ENV, type RedisClient, createRedisConnection, describeRedis, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { type RedisClient, createRedisConnection, describeRedis, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removals/worker.js';
 import { managementTarget, removalQueueName } from '../../jobs/removals/queue.js';
@@ -33,8 +32,10 @@ const Args = z.object({
 
 export default async function main(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
-  const config = readConfig([
-    ...QUEUE_ENV,
+  const {
+    config,
+    queue: { endpoint, prefix },
+  } = readWithQueueSettings([
     ...MANAGEMENT_CLIENT_ENV,
     'ALLOW_VOLATILE_REDIS',
     'MIRROR_DB',
@@ -45,7 +46,6 @@ export default async function main(argv: string[]): Promise<number> {
     'SHUTDOWN_TIMEOUT_MS',
     'LOG_LEVEL',
   ]);
-  const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = managementTarget(config.MANAGEMENT_URL);
   // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
   const logger = createLogger(config.LOG_LEVEL, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
