@@ -48,12 +48,32 @@ afterAll(async () => {
   await rig.close();
 });
 
+/**
+ * Statements that may answer nothing on the stand-in's data, and why; every
+ * other one must show the reader an answer.
+ */
+const MAY_BE_EMPTY: Array<[RegExp, string]> = [
+  [/member_removals/, 'the removal audit lives in AUDIT_DB, not in the mirror'],
+  [
+    /source_count = 0 AND u\.created_on >= .*'-7 days'/s,
+    'a week of a five-year spread of 1,500 users is a handful, each likely to have a source',
+  ],
+];
+
 describe.each(['docs/sql.md', 'db/SCHEMA.md'])('the SQL examples in %s', (file) => {
   const statements = sqlStatements(file);
   it('are there to check', () => expect(statements.length).toBeGreaterThan(0));
   it.each(statements.map((s) => [s.split('\n')[0] ?? s, s]))('%s', (_first, statement) => {
-    // A `?` is a placeholder for a client_user_id in the docs.
-    expect(() => reader.prepare(statement.replaceAll('?', "'cu_00000000'")).all()).not.toThrow();
+    // A `?` is a placeholder for a client_user_id in the docs: one the second sync updated.
+    const sample = reader
+      .prepare<[], string>(
+        `SELECT u.client_user_id FROM user_changes AS c JOIN users AS u USING (user_id) WHERE c.change = 'updated' LIMIT 1`,
+      )
+      .pluck()
+      .get();
+    const stmt = reader.prepare(statement.replaceAll('?', `'${sample ?? ''}'`));
+    const rows = stmt.reader ? stmt.all() : [];
+    if (stmt.reader && !MAY_BE_EMPTY.some(([pattern]) => pattern.test(statement))) expect(rows.length).toBeGreaterThan(0);
   });
 });
 
