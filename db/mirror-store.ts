@@ -24,6 +24,7 @@
 import type { Db } from './open.js';
 import { ChangeFeed, type BaselineMode } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
+import { History } from './history.js';
 import type { IdentityConflict } from './identity-conflicts.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
 import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
@@ -106,6 +107,7 @@ export class SqliteMirrorStore implements MirrorStore {
   private readonly writes: UserWrites;
   private readonly load: FirstSyncLoad;
   private readonly feed: ChangeFeed;
+  private readonly history: History;
   private readonly baseline: BaselineMode;
   private readonly s;
 
@@ -126,6 +128,7 @@ export class SqliteMirrorStore implements MirrorStore {
     this.writes = new UserWrites(db);
     this.load = new FirstSyncLoad(db, this.writes);
     this.feed = new ChangeFeed(db);
+    this.history = new History(db);
     this.baseline = options.baseline ?? 'marker';
     this.s = {
       // Still active: a user soft-deleted since the run began (superseded, or online) stays as it is.
@@ -225,6 +228,8 @@ export class SqliteMirrorStore implements MirrorStore {
         swept += this.s.applyDeletions.run({ now, ids }).changes;
       }
       const counts = this.records.markPublished(runId, now, swept, opts.deletionsChecked);
+      // The run's versions and source connections, from its change rows: visible with them.
+      this.history.publishRun(runId, now, opts.deletionsChecked);
       // The run's events, visible at the same COMMIT as its changes.
       if (run.bulk !== undefined && this.baseline === 'marker') this.feed.appendBaseline(runId, now, counts.created);
       else this.feed.appendRun(runId, now);

@@ -9,7 +9,9 @@
  * event about a purged user stays in the feed until then. The run's detail
  * rows, `user_changes` and `rejected_records`, go after
  * CHANGE_LOG_RETENTION_DAYS (purgeChangeLog); `sync_runs` rows are kept (a
- * few hundred bytes a run). Freed pages are reused by later writes; the
+ * few hundred bytes a run). History (db/history.ts) is untouched by both:
+ * it has its own retention, HISTORY_RETENTION_DAYS (purgeHistory), off by
+ * default. Freed pages are reused by later writes; the
  * file is not vacuumed automatically (docs/operations.md says why, and how
  * by hand).
  */
@@ -50,6 +52,40 @@ export function purgeChangeLog(db: Db, cutoff: string, limit = PURGE_BATCH, wait
       removed += db
         .prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} ORDER BY id LIMIT ?) AND at < ?`)
         .run(limit, cutoff).changes;
+    }
+    return removed;
+  });
+}
+
+/**
+ * Removes user versions and source connections that ended before `cutoff`,
+ * at most `limit` of each, and moves history's start (complete_since) up to
+ * the cutoff: a question about a time before it could meet a dropped
+ * version, so it must be answered "unknown", never "no". Open versions and
+ * connections are kept whatever their age. Returns how many rows were removed.
+ */
+export function purgeHistory(db: Db, cutoff: string, limit = PURGE_BATCH, waitMs = 200): number {
+  return briefly(db, waitMs, () => {
+    let removed = 0;
+    let safeFrom: string | undefined;
+    for (const [table, end] of [
+      ['user_versions', 'valid_to'],
+      ['source_connections', 'disconnected_at'],
+    ] as const) {
+      const dropped = db
+        .prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE ${end} < ? ORDER BY ${end} LIMIT ?)`)
+        .run(cutoff, limit).changes;
+      if (dropped === 0) continue;
+      removed += dropped;
+      // Oldest first: what a batch left (it stopped at `limit`) ended no earlier than what it dropped.
+      const left = db.prepare<[string], string | null>(`SELECT min(${end}) FROM ${table} WHERE ${end} < ?`).pluck().get(cutoff);
+      const bound = left ?? cutoff;
+      if (safeFrom === undefined || bound > safeFrom) safeFrom = bound;
+    }
+    if (safeFrom !== undefined) {
+      db.prepare(`UPDATE history_state SET complete_since = max(complete_since, ?) WHERE id = 1 AND complete_since IS NOT NULL`).run(
+        safeFrom,
+      );
     }
     return removed;
   });

@@ -17,6 +17,7 @@
  *   are replaced whenever the user's row is written, and only then.
  */
 import { ChangeFeed, prepareRunBefore } from './change-feed.js';
+import { History } from './history.js';
 import { IdentityConflicts } from './identity-conflicts.js';
 import type { Db } from './open.js';
 import {
@@ -167,6 +168,9 @@ export class UserWrites {
    * users whose key it took; the caller has decided it must be written.
    */
   applyRefreshed(record: StagedRecord, digest: string, now: string, created: boolean): string[] {
+    // The record it replaces, for the version it closes (db/history.ts).
+    this.before.clear();
+    this.before.capture(record.user.user_id);
     const superseded = this.takeKey(record.user, now);
     for (const id of superseded) {
       this.s.softDelete.run(now, id);
@@ -267,6 +271,7 @@ export interface RefreshResult {
 export class UserRefresh {
   private readonly writes: UserWrites;
   private readonly feed: ChangeFeed;
+  private readonly history: History;
 
   constructor(
     private readonly db: Db,
@@ -274,6 +279,7 @@ export class UserRefresh {
   ) {
     this.writes = new UserWrites(db);
     this.feed = new ChangeFeed(db);
+    this.history = new History(db);
   }
 
   /** `digest`: the record's content hash (db/user-row.ts). */
@@ -287,7 +293,9 @@ export class UserRefresh {
         }
         const created = live === undefined || live.deleted_at !== null;
         const now = this.clock().toISOString();
+        const mark = this.history.mark();
         const superseded = this.writes.applyRefreshed(record, digest, now, created);
+        this.history.publishOnline(mark, now);
         // Its events, in the order of its change rows: the holders it displaced, then the user.
         const { user_id: userId, team_id: teamId, client_user_id: clientUserId } = record.user;
         for (const id of superseded) {

@@ -33,8 +33,17 @@ const COMMANDS: Record<string, Command> = {
   },
   resolve: {
     summary: 'print the user with a client_user_id from the mirror (--online asks the service)',
-    synopsis: 'resolve <client_user_id> [--include-deleted] [--online] [--team <uuid>] [--json]',
+    synopsis: 'resolve <client_user_id> [--include-deleted] [--online] [--as-of <time>] [--team <uuid>] [--json]',
+    details:
+      'exit codes: 0 found; 3 not found (with --as-of: no user held the id then); 1 no mirror or the service failed;\n' +
+      "  2 usage or configuration error, or an --as-of time before the mirror's history begins\n",
     load: () => import('./commands/resolve.js'),
+  },
+  history: {
+    summary: "a client_user_id's versions and source connections over time, from the mirror's history",
+    synopsis: 'history <client_user_id> [--team <uuid>] [--json]',
+    details: 'exit codes: 0 found; 3 no version of the id in history; 1 the mirror cannot be read; 2 usage or configuration error\n',
+    load: () => import('./commands/history.js'),
   },
   'remove-member': {
     summary: 'queue removal of an org member (--wait for the outcome)',

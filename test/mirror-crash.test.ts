@@ -85,7 +85,54 @@ function snapshot(db: Db) {
     users: db.prepare('SELECT * FROM users ORDER BY user_id').all(),
     sources: db.prepare('SELECT * FROM connected_sources ORDER BY user_id, slug').all(),
     changes: db.prepare('SELECT count(*) FROM user_changes').pluck().get(),
+    versions: db.prepare('SELECT * FROM user_versions ORDER BY id').all(),
+    connections: db.prepare('SELECT * FROM source_connections ORDER BY id').all(),
+    history: db.prepare('SELECT * FROM history_state').all(),
   };
+}
+
+/**
+ * History holds exactly the published generations: as of each publish, the
+ * versions then current are N users of that run's generation with the
+ * sources its records list; every version starts and ends at a publish; the
+ * open ones are the active users', their record in users.
+ */
+function expectHistory(db: Db, gens: readonly number[]): void {
+  const published = db.prepare(`SELECT published_at FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id`).pluck().all() as string[];
+  expect(published).toHaveLength(gens.length);
+  gens.forEach((gen, i) => {
+    const at = published[i];
+    const current = db
+      .prepare(
+        `SELECT h.raw ->> '$.gen' AS gen, count(*) AS n FROM user_history AS h
+         WHERE h.valid_from <= ? AND (h.valid_to IS NULL OR h.valid_to > ?) GROUP BY 1`,
+      )
+      .all(at, at);
+    expect(current).toEqual([{ gen, n: N }]);
+    const sources = db
+      .prepare(
+        `SELECT c.slug, count(*) AS n FROM source_connections AS c
+         WHERE c.connected_at <= ? AND (c.disconnected_at IS NULL OR c.disconnected_at > ?) GROUP BY 1`,
+      )
+      .all(at, at);
+    // The child's generation 1 lists `src-1`; the fixture's records `oura`.
+    expect(sources).toEqual([{ slug: gen === 1 ? 'src-1' : 'oura', n: N }]);
+  });
+  const times = new Set<unknown>([...published, null]);
+  for (const v of db.prepare(`SELECT valid_from, valid_to FROM user_versions`).all() as Array<{
+    valid_from: string;
+    valid_to: string | null;
+  }>) {
+    expect(times.has(v.valid_from) && times.has(v.valid_to)).toBe(true);
+  }
+  expect(
+    db
+      .prepare(
+        `SELECT count(*) AS open, sum(v.raw IS NULL AND u.deleted_at IS NULL) AS of_active
+         FROM user_versions AS v JOIN users AS u USING (user_id) WHERE v.valid_to IS NULL`,
+      )
+      .get(),
+  ).toEqual({ open: N, of_active: N });
 }
 
 /** Starts the child and SIGKILLs it `delayMs` after it prints `cue`. */
@@ -124,6 +171,10 @@ function checkRecovers(db: Db): void {
   writer.finishRun(runId, { status: 'succeeded', pages: N / 500, usersSeen: N });
   expect(db.prepare(`SELECT count(*) FROM active_users WHERE raw ->> '$.gen' = 2`).pluck().get()).toBe(N);
   expect(db.prepare(`SELECT count(*) FROM active_users`).pluck().get()).toBe(N);
+  // The killed run left no trace in history: the next one continues it.
+  const gens = db.prepare(`SELECT DISTINCT raw ->> '$.gen' FROM user_history ORDER BY valid_from`).pluck().all() as number[];
+  expectHistory(db, gens);
+  expect(gens.at(-1)).toBe(2);
 }
 
 describe('kill -9', () => {
@@ -190,6 +241,7 @@ describe('kill -9', () => {
       expect(db.prepare(`SELECT raw ->> '$.gen' AS gen, count(*) AS n FROM active_users GROUP BY 1`).all()).toEqual([{ gen: 1, n: N }]);
       expect(db.prepare(`SELECT DISTINCT slug FROM connected_sources JOIN active_users USING (user_id)`).pluck().all()).toEqual(['src-1']);
       expect(db.prepare(`SELECT status FROM sync_runs ORDER BY id DESC LIMIT 1`).pluck().get()).toBe('succeeded');
+      expectHistory(db, [0, 1]);
     } finally {
       db.close();
     }
@@ -206,6 +258,7 @@ describe('kill -9', () => {
       else expect(gens).toEqual([{ gen: 0, n: N }]);
       const slugs = db.prepare(`SELECT DISTINCT slug FROM connected_sources JOIN active_users USING (user_id)`).pluck().all();
       expect(slugs).toEqual([published === 2 ? 'src-1' : 'oura']);
+      expectHistory(db, published === 2 ? [0, 1] : [0]);
       if (!out.includes('published')) checkRecovers(db);
     } finally {
       db.close();

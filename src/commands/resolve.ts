@@ -1,5 +1,10 @@
 /**
- * `user-mirror resolve <client_user_id> [--include-deleted] [--online] [--team <team_id>] [--json]`
+ * `user-mirror resolve <client_user_id> [--include-deleted] [--online] [--as-of <time>] [--team <team_id>] [--json]`
+ *
+ * With --as-of, the user as the mirror showed it at that time, from history
+ * (db/history-reader.ts): exit 3 if no user held the id then, 2 if the time
+ * is before history is complete (the mirror cannot say; the message gives
+ * from when it can).
  *
  * Prints the service's User object for a client_user_id, from the mirror
  * (MIRROR_DB) without touching the network; deleted users only with
@@ -21,7 +26,8 @@
  * configuration error, 1 anything else (no mirror file, service error).
  */
 import { z } from 'zod';
-import { parseCommandArgs } from './args.js';
+import { parseCommandArgs, UsageError } from './args.js';
+import { HistoryReader } from '../../db/history-reader.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror } from '../../db/open.js';
@@ -39,6 +45,11 @@ const Args = z.object({
   online: z.boolean().optional(),
   json: z.boolean().optional(),
   team: z.guid('must be a team UUID').optional(),
+  'as-of': z
+    .union([z.iso.datetime({ offset: true }), z.iso.date()], {
+      error: 'must be an ISO 8601 time with its offset (2026-06-01T12:00:00Z) or a date (2026-06-01, midnight UTC)',
+    })
+    .optional(),
   positionals: z.array(z.string().min(1, 'client_user_id must not be empty')).length(1, 'expects exactly one client_user_id'),
 });
 
@@ -59,10 +70,18 @@ export default async function resolve(argv: string[]): Promise<number> {
       online: { type: 'boolean' },
       json: { type: 'boolean' },
       team: { type: 'string' },
+      'as-of': { type: 'string' },
     },
     Args,
   );
   const [clientUserId] = args.positionals as [string];
+  const asOf = args['as-of'];
+  if (asOf !== undefined) {
+    if (args.online === true || args['include-deleted'] === true) {
+      throw new UsageError('--as-of: answers from history alone; it takes neither --online nor --include-deleted');
+    }
+    return resolveAsOf(clientUserId, new Date(asOf).toISOString(), args.team, args.json === true);
+  }
   if (args.online === true) return resolveOnline(clientUserId, args.team, args.json === true);
   const found = resolveFromMirror(clientUserId, args);
   if (found === undefined) return notFound(clientUserId, 'the mirror');
@@ -84,6 +103,47 @@ function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): F
   } finally {
     open.close();
   }
+}
+
+const EXIT_BEFORE_HISTORY = 2;
+
+function resolveAsOf(clientUserId: string, at: string, teamId: string | undefined, json: boolean): number {
+  const { MIRROR_DB } = readConfig(['MIRROR_DB']);
+  const open = openResolver(MIRROR_DB);
+  let answer;
+  try {
+    answer = new HistoryReader(open.db).asOf(clientUserId, at, teamId);
+  } finally {
+    open.close();
+  }
+  if (answer.kind === 'unknown') {
+    const since =
+      answer.completeSince === null ? 'has not begun: no complete sync has been published yet' : `begins at ${answer.completeSince}`;
+    process.stderr.write(`user-mirror resolve: cannot answer as of ${at}: the mirror's history ${since}\n`);
+    return EXIT_BEFORE_HISTORY;
+  }
+  if (answer.kind === 'absent') return notFound(clientUserId, `the mirror's history as of ${at}`);
+  const { version, sources } = answer;
+  const record: unknown = version.raw === null ? null : JSON.parse(version.raw);
+  if (json) {
+    const line = {
+      found: true,
+      source: 'history',
+      as_of: at,
+      user_id: version.user_id,
+      valid_from: version.valid_from,
+      valid_to: version.valid_to,
+      sources: sources.map((c) => ({ slug: c.slug, created_on: c.created_on, connected_at: c.connected_at })),
+      user: record,
+    };
+    process.stdout.write(`${JSON.stringify(line)}\n`);
+    return 0;
+  }
+  process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
+  process.stderr.write(
+    `user-mirror resolve: note: as mirrored from ${version.valid_from} ${version.valid_to === null ? 'until now' : `to ${version.valid_to}`}\n`,
+  );
+  return 0;
 }
 
 async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {

@@ -10,7 +10,7 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { openMirror } from '../../db/open.js';
+import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader, type LookupOptions, type MirrorEntry as StoredEntry } from '../../db/mirror-reader.js';
 import type { User } from '../service/schemas.js';
 import { parseUser } from '../service/user-record.js';
@@ -31,6 +31,8 @@ export class MirrorMissingError extends Error {
 
 interface OpenReader {
   reader: MirrorReader<User>;
+  /** The readonly connection, for other readers of the same file (history). */
+  db: Db;
   close: () => void;
 }
 
@@ -41,7 +43,7 @@ export function openResolver(dbPath: string): OpenReader {
   if (!existsSync(dbPath)) throw new MirrorMissingError(`no mirror database at ${dbPath}; run a sync first`);
   const db = openMirror(dbPath, { readonly: true, mapped: true });
   try {
-    return { reader: new MirrorReader(db, checkStoredUser), close: () => db.close() };
+    return { reader: new MirrorReader(db, checkStoredUser), db, close: () => db.close() };
   } catch (err) {
     db.close();
     throw err;

@@ -167,6 +167,8 @@ export const ENV = {
   DELETED_RETENTION_DAYS: days(90, 0, 36_500),
   // user_changes and rejected_records rows (the runs' detail) are dropped after this; 0: kept for ever.
   CHANGE_LOG_RETENTION_DAYS: days(365, 0, 36_500),
+  // History (db/history.ts): versions and connections that ended longer ago than this are dropped; 0: kept for ever.
+  HISTORY_RETENTION_DAYS: days(0, 0, 36_500),
   // Webhooks (jobs/webhooks/): every event POSTed here, signed per Standard Webhooks.
   WEBHOOK_URL: httpUrl.optional(),
   WEBHOOK_SECRET: z

@@ -57,6 +57,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'CHANGES_RETENTION_DAYS',
       'DELETED_RETENTION_DAYS',
       'CHANGE_LOG_RETENTION_DAYS',
+      'HISTORY_RETENTION_DAYS',
       'WEBHOOK_URL',
       'WEBHOOK_SECRET',
       'WEBHOOK_TIMEOUT_MS',
@@ -122,6 +123,7 @@ const ABOUT: Record<EnvName, string> = {
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',
   DELETED_RETENTION_DAYS: 'users the service confirmed deleted stay in the mirror (flagged) this long, then go; 0: for ever',
   CHANGE_LOG_RETENTION_DAYS: 'the change log (user_changes) and rejected records are kept this long after a sync; 0: for ever',
+  HISTORY_RETENTION_DAYS: 'user versions and source connections that ended longer ago are dropped; 0 (default): history is kept for ever',
   WEBHOOK_URL: 'POST every change event here (the daemon; unset: no webhooks)',
   WEBHOOK_SECRET:
     "whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL; make one: 'user-mirror webhooks new-secret')",

@@ -11,7 +11,7 @@ import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
-import { purgeChangeLog, purgeDeletedUsers } from '../../db/purge.js';
+import { purgeChangeLog, purgeDeletedUsers, purgeHistory } from '../../db/purge.js';
 
 export const LEASED_SYNC_ENV = [
   'SYNC_CONCURRENCY',
@@ -26,6 +26,7 @@ export const LEASED_SYNC_ENV = [
   'CHANGES_BASELINE',
   'DELETED_RETENTION_DAYS',
   'CHANGE_LOG_RETENTION_DAYS',
+  'HISTORY_RETENTION_DAYS',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -71,13 +72,14 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         const now = new Date();
         purgeAfterSync(p.db, 'users', p.config.DELETED_RETENTION_DAYS, p.logger, now);
         purgeAfterSync(p.db, 'log', p.config.CHANGE_LOG_RETENTION_DAYS, p.logger, now);
+        purgeAfterSync(p.db, 'history', p.config.HISTORY_RETENTION_DAYS, p.logger, now);
       }
       return summary;
     },
   );
 }
 
-/** What a purge after a sync drops, by age: soft-deleted users, and change-log rows (db/purge.ts). */
+/** What a purge after a sync drops, by age: soft-deleted users, change-log rows, ended history (db/purge.ts). */
 const PURGES = {
   users: { purge: purgeDeletedUsers, event: 'mirror.purged', field: 'users', what: 'users deleted', setting: 'DELETED_RETENTION_DAYS' },
   log: {
@@ -86,6 +88,13 @@ const PURGES = {
     field: 'rows',
     what: 'change-log rows written',
     setting: 'CHANGE_LOG_RETENTION_DAYS',
+  },
+  history: {
+    purge: purgeHistory,
+    event: 'mirror.history_purged',
+    field: 'rows',
+    what: 'history rows ended',
+    setting: 'HISTORY_RETENTION_DAYS',
   },
 } as const;
 
