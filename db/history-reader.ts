@@ -10,7 +10,8 @@ import type { Db } from './open.js';
 
 /** One version of a user, its record included (`user_history`). */
 export interface UserVersion {
-  id: number;
+  /** NULL for a baseline user's implicit version (db/history.ts). */
+  id: number | null;
   user_id: string;
   team_id: string;
   client_user_id: string;
@@ -84,17 +85,17 @@ export class HistoryReader {
          ORDER BY valid_from DESC`,
       ),
       sourcesAt: db.prepare<{ user: string; at: string }, SourceConnection>(
-        `SELECT ${CONNECTION_COLUMNS} FROM source_connections
+        `SELECT ${CONNECTION_COLUMNS} FROM source_history
          WHERE user_id = @user AND connected_at <= @at AND (disconnected_at IS NULL OR disconnected_at > @at)
          ORDER BY slug`,
       ),
       versions: db.prepare<{ client: string; team: string | null }, UserVersion>(
         `SELECT ${VERSION_COLUMNS} FROM user_history
-         WHERE user_id IN (SELECT user_id FROM user_versions WHERE client_user_id = @client AND (@team IS NULL OR team_id = @team))
-         ORDER BY valid_from, id`,
+         WHERE user_id IN (SELECT user_id FROM user_history WHERE client_user_id = @client AND (@team IS NULL OR team_id = @team))
+         ORDER BY valid_from, id IS NULL, id`,
       ),
       connections: db.prepare<[string], SourceConnection>(
-        `SELECT ${CONNECTION_COLUMNS} FROM source_connections WHERE user_id IN (SELECT value FROM json_each(?))
+        `SELECT ${CONNECTION_COLUMNS} FROM source_history WHERE user_id IN (SELECT value FROM json_each(?))
          ORDER BY connected_at, slug, id`,
       ),
     };

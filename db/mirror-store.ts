@@ -24,7 +24,6 @@
 import type { Db } from './open.js';
 import { ChangeFeed, type BaselineMode } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
-import { History } from './history.js';
 import type { IdentityConflict } from './identity-conflicts.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
 import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
@@ -107,7 +106,6 @@ export class SqliteMirrorStore implements MirrorStore {
   private readonly writes: UserWrites;
   private readonly load: FirstSyncLoad;
   private readonly feed: ChangeFeed;
-  private readonly history: History;
   private readonly baseline: BaselineMode;
   private readonly s;
 
@@ -128,7 +126,6 @@ export class SqliteMirrorStore implements MirrorStore {
     this.writes = new UserWrites(db);
     this.load = new FirstSyncLoad(db, this.writes);
     this.feed = new ChangeFeed(db);
-    this.history = new History(db);
     this.baseline = options.baseline ?? 'marker';
     this.s = {
       // Still active: a user soft-deleted since the run began (superseded, or online) stays as it is.
@@ -224,12 +221,16 @@ export class SqliteMirrorStore implements MirrorStore {
       let swept = 0;
       for (const batch of batches([...new Set(opts.deletions)], DELETE_BATCH)) {
         const ids = JSON.stringify(batch);
+        this.writes.history.materializeAll(ids);
         this.s.recordDeletions.run({ run: runId, now, ids });
         swept += this.s.applyDeletions.run({ now, ids }).changes;
       }
       const counts = this.records.markPublished(runId, now, swept, opts.deletionsChecked);
-      // The run's versions and source connections, from its change rows: visible with them.
-      this.history.publishRun(runId, now, opts.deletionsChecked);
+      // The run's versions and source connections, from its change rows: visible with them. A first
+      // sync into an empty mirror is the baseline instead, with no rows (db/history.ts).
+      if (run.bulk !== undefined && this.writes.history.mayBeBaseline())
+        this.writes.history.publishBaseline(runId, now, opts.deletionsChecked);
+      else this.writes.history.publishRun(runId, now, opts.deletionsChecked);
       // The run's events, visible at the same COMMIT as its changes.
       if (run.bulk !== undefined && this.baseline === 'marker') this.feed.appendBaseline(runId, now, counts.created);
       else this.feed.appendRun(runId, now);

@@ -89,9 +89,12 @@ export class UserWrites {
   private readonly before;
   /** The open run's identity conflicts (db/identity-conflicts.ts); cleared as a run opens. */
   readonly conflicts = new IdentityConflicts();
+  /** History (db/history.ts): a write first makes a baseline user's implicit history rows. */
+  readonly history: History;
 
   constructor(db: Db) {
     this.before = prepareRunBefore(db);
+    this.history = new History(db);
     this.s = {
       liveUser: db.prepare<[string], LiveState & { raw: string }>(`SELECT content_hash, deleted_at, raw FROM users WHERE user_id = ?`),
       // [deleted, content_hash, client_user_id]: raw, so no object per call.
@@ -147,6 +150,7 @@ export class UserWrites {
     // Only a repeat, or a user deleted now (maybe superseded earlier in this run), can have a change row of this run.
     const prior = write.repeat || deleted === 1 ? this.s.runChange.get(userId, runId) : undefined;
     const activeBefore = prior !== undefined ? prior.change !== 'created' : deleted === 0;
+    if (deleted === 0) this.history.materialize(userId);
     this.before.capture(userId);
     for (const holder of this.takeKey(record.user, now)) this.retire(runId, holder, record.user, now);
     this.s.upsertUser.run(userValues(record, write.digest, now));
@@ -171,8 +175,10 @@ export class UserWrites {
     // The record it replaces, for the version it closes (db/history.ts).
     this.before.clear();
     this.before.capture(record.user.user_id);
+    this.history.materialize(record.user.user_id);
     const superseded = this.takeKey(record.user, now);
     for (const id of superseded) {
+      this.history.materialize(id);
       this.s.softDelete.run(now, id);
       this.s.insertChange.run(null, id, 'deleted', 'superseded', now);
     }
@@ -202,6 +208,7 @@ export class UserWrites {
    * tell it from a holder the service deleted; both lose the key alike.)
    */
   private retire(runId: number, userId: string, taker: MirroredUser, now: string): void {
+    this.history.materialize(userId);
     this.s.softDelete.run(now, userId);
     const prior = this.s.runChange.get(userId, runId);
     if (prior !== undefined && prior.change !== 'deleted') {
@@ -271,7 +278,6 @@ export interface RefreshResult {
 export class UserRefresh {
   private readonly writes: UserWrites;
   private readonly feed: ChangeFeed;
-  private readonly history: History;
 
   constructor(
     private readonly db: Db,
@@ -279,7 +285,6 @@ export class UserRefresh {
   ) {
     this.writes = new UserWrites(db);
     this.feed = new ChangeFeed(db);
-    this.history = new History(db);
   }
 
   /** `digest`: the record's content hash (db/user-row.ts). */
@@ -293,9 +298,9 @@ export class UserRefresh {
         }
         const created = live === undefined || live.deleted_at !== null;
         const now = this.clock().toISOString();
-        const mark = this.history.mark();
+        const mark = this.writes.history.mark();
         const superseded = this.writes.applyRefreshed(record, digest, now, created);
-        this.history.publishOnline(mark, now);
+        this.writes.history.publishOnline(mark, now);
         // Its events, in the order of its change rows: the holders it displaced, then the user.
         const { user_id: userId, team_id: teamId, client_user_id: clientUserId } = record.user;
         for (const id of superseded) {

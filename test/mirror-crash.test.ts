@@ -111,7 +111,7 @@ function expectHistory(db: Db, gens: readonly number[]): void {
     expect(current).toEqual([{ gen, n: N }]);
     const sources = db
       .prepare(
-        `SELECT c.slug, count(*) AS n FROM source_connections AS c
+        `SELECT c.slug, count(*) AS n FROM source_history AS c
          WHERE c.connected_at <= ? AND (c.disconnected_at IS NULL OR c.disconnected_at > ?) GROUP BY 1`,
       )
       .all(at, at);
@@ -119,7 +119,7 @@ function expectHistory(db: Db, gens: readonly number[]): void {
     expect(sources).toEqual([{ slug: gen === 1 ? 'src-1' : 'oura', n: N }]);
   });
   const times = new Set<unknown>([...published, null]);
-  for (const v of db.prepare(`SELECT valid_from, valid_to FROM user_versions`).all() as Array<{
+  for (const v of db.prepare(`SELECT valid_from, valid_to FROM user_history`).all() as Array<{
     valid_from: string;
     valid_to: string | null;
   }>) {
@@ -128,11 +128,13 @@ function expectHistory(db: Db, gens: readonly number[]): void {
   expect(
     db
       .prepare(
-        `SELECT count(*) AS open, sum(v.raw IS NULL AND u.deleted_at IS NULL) AS of_active
-         FROM user_versions AS v JOIN users AS u USING (user_id) WHERE v.valid_to IS NULL`,
+        `SELECT count(*) AS open, sum(u.deleted_at IS NULL AND h.raw = u.raw) AS of_active
+         FROM user_history AS h JOIN users AS u USING (user_id) WHERE h.valid_to IS NULL`,
       )
       .get(),
   ).toEqual({ open: N, of_active: N });
+  // An open version's row keeps no copy of the record: it is the users row's.
+  expect(db.prepare(`SELECT count(*) FROM user_versions WHERE valid_to IS NULL AND raw IS NOT NULL`).pluck().get()).toBe(0);
 }
 
 /** Starts the child and SIGKILLs it `delayMs` after it prints `cue`. */
