@@ -8,7 +8,7 @@
  * always 24 characters), the format of `Date#toISOString` and of SQLite's
  * `strftime('%Y-%m-%dT%H:%M:%fZ')`, so text comparison is time comparison.
  */
-import type { Migration } from './open.js';
+import type { Migration } from './migrate.js';
 
 const v1sql = /* sql */ `
 CREATE TABLE sync_runs (

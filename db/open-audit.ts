@@ -21,7 +21,8 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { MirrorDbError, openMirror, type Db, type Migration } from './open.js';
+import { MirrorDbError, openMirror, type Db } from './open.js';
+import type { Migration } from './migrate.js';
 import { memberRemovals } from './migrations.js';
 
 export const AUDIT_BUSY_TIMEOUT_MS = 250;

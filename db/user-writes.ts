@@ -3,7 +3,8 @@
  * its `connected_sources` and `field_warnings`, its `user_changes` row, and
  * the (team_id, client_user_id) key it may take from another active user.
  * Used by a sync run for each new or changed listing (inside the run's
- * transaction) and by the online resolve (db/user-writes.ts).
+ * transaction) and by the online resolve (db/user-refresh.ts). Before any
+ * write changes a user, its baseline history becomes rows (db/history.ts).
  *
  * Decisions (documented for analytics in db/SCHEMA.md):
  * - At most one active user per (team_id, client_user_id). When a record
@@ -16,21 +17,11 @@
  * - `field_warnings` holds the warnings of each user's stored record: they
  *   are replaced whenever the user's row is written, and only then.
  */
-import { ChangeFeed, prepareRunBefore } from './change-feed.js';
+import { prepareRunBefore } from './change-feed.js';
 import { History } from './history.js';
 import { IdentityConflicts } from './identity-conflicts.js';
 import type { Db } from './open.js';
-import {
-  needsWrite,
-  sameContent,
-  SOURCE_COLUMNS,
-  toSourceRows,
-  toUserRow,
-  USER_COLUMNS,
-  type FieldWarning,
-  type LiveState,
-  type MirroredUser,
-} from './user-row.js';
+import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type FieldWarning, type LiveState, type MirroredUser } from './user-row.js';
 
 /** A parsed record, ready to be written. */
 export interface StagedRecord {
@@ -252,70 +243,5 @@ export class UserWrites {
     this.s.dropWarnings.run(record.user.user_id);
     for (const source of toSourceRows(record.user)) this.s.insertSource.run(SOURCE_COLUMNS.map((c) => source[c]));
     this.insertWarnings(record, runId, now);
-  }
-}
-
-/**
- * The online resolve's write: one user as the service just returned it, in
- * its own transaction, outside any sync run (change rows carry run_id NULL).
- * Takes the user's (team_id, client_user_id) over from any other active
- * holder, which is soft-deleted. Never deletes anything for a 404: that is
- * not a scan.
- *
- * A record whose content equals the stored one in another key order is
- * 'unchanged' and keeps the listing's text, so the next sync sees no change
- * either: the resolve's client returns the parsed object, not the received
- * bytes, so its hash cannot match the listing's even when nothing changed.
- */
-export type RefreshChange = 'created' | 'updated' | 'unchanged';
-
-export interface RefreshResult {
-  change: RefreshChange;
-  /** user_ids soft-deleted because this user now holds their client_user_id. */
-  superseded: string[];
-}
-
-export class UserRefresh {
-  private readonly writes: UserWrites;
-  private readonly feed: ChangeFeed;
-
-  constructor(
-    private readonly db: Db,
-    private readonly clock: () => Date = () => new Date(),
-  ) {
-    this.writes = new UserWrites(db);
-    this.feed = new ChangeFeed(db);
-  }
-
-  /** `digest`: the record's content hash (db/user-row.ts). */
-  refresh(record: StagedRecord, digest: string): RefreshResult {
-    return this.db
-      .transaction((): RefreshResult => {
-        const live = this.writes.live(record.user.user_id);
-        if (!needsWrite(live, digest)) return { change: 'unchanged', superseded: [] };
-        if (live !== undefined && live.deleted_at === null && sameContent(JSON.parse(live.raw), JSON.parse(record.rawJson))) {
-          return { change: 'unchanged', superseded: [] };
-        }
-        const created = live === undefined || live.deleted_at !== null;
-        const now = this.clock().toISOString();
-        const mark = this.writes.history.mark();
-        const superseded = this.writes.applyRefreshed(record, digest, now, created);
-        this.writes.history.publishOnline(mark, now);
-        // Its events, in the order of its change rows: the holders it displaced, then the user.
-        const { user_id: userId, team_id: teamId, client_user_id: clientUserId } = record.user;
-        for (const id of superseded) {
-          this.feed.appendChange(
-            { change: 'deleted', cause: 'superseded', userId: id, teamId, clientUserId, raw: 'null', before: undefined },
-            now,
-          );
-        }
-        const before = live === undefined ? undefined : { raw: live.raw, deletedAt: live.deleted_at };
-        this.feed.appendChange(
-          { change: created ? 'created' : 'updated', cause: null, userId, teamId, clientUserId, raw: record.rawJson, before },
-          now,
-        );
-        return { change: created ? 'created' : 'updated', superseded };
-      })
-      .immediate();
   }
 }

@@ -9,7 +9,7 @@ import { ChangeEventSchema, type ChangeEvent } from '../db/change-event.js';
 import { ChangeFeed } from '../db/change-feed.js';
 import type { Db } from '../db/open.js';
 import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
-import type { RefreshResult } from '../db/user-writes.js';
+import type { RefreshResult } from '../db/user-refresh.js';
 import { sqliteRunWriter, type RunWriter } from '../src/sync/run-writer.js';
 import { pageOf, range, stagedUsers, steppingClock, userId, useTempMirror, wireUser, staged } from './support/mirror-fixtures.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';

@@ -21,7 +21,7 @@ import { Queue } from 'bullmq';
 import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../db/open.js';
+import { migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync/queue.js';

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { HistoryReader } from '../db/history-reader.js';
 import { purgeHistory } from '../db/purge.js';
-import { migrate } from '../db/open.js';
+import { migrate } from '../db/migrate.js';
+import { MIGRATIONS } from '../db/migrations.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { ROOT } from './support/mirror-fixtures.js';
@@ -300,7 +301,7 @@ describe('retention and upgrade', () => {
       `DROP VIEW user_history; DROP VIEW source_history; DROP TABLE user_versions; DROP TABLE source_connections; DROP TABLE history_state; PRAGMA user_version = 8;`,
     );
     const before = new Date().toISOString();
-    migrate(up);
+    migrate(up, MIGRATIONS);
     try {
       const reader = new HistoryReader(up);
       expect(reader.completeSince()! >= before).toBe(true);

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { openMirror, type Db } from '../db/open.js';
-import { applyMigration, migrate } from '../db/open.js';
+import { applyMigration, migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations.js';
 import { mirrorSchema } from '../db/migrations.js';
 import { TEAM, tempDir, userId, type TempDir } from './support/mirror-fixtures.js';
@@ -36,7 +36,7 @@ describe('migration 1: the mirror schema', () => {
     expect(db.pragma('user_version', { simple: true })).toBe(LATEST);
     const schema = () => db.prepare('SELECT type, name, sql FROM sqlite_schema ORDER BY name').all();
     const before = schema();
-    expect(migrate(db)).toBe(LATEST);
+    expect(migrate(db, MIGRATIONS)).toBe(LATEST);
     expect(schema()).toEqual(before);
     db.close();
     db = openMirror(dir.file('mirror.db'));

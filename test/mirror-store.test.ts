@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { checkpointMirror, type Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
 import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
-import type { RefreshResult } from '../db/user-writes.js';
+import type { RefreshResult } from '../db/user-refresh.js';
 import { contentHash } from '../db/user-row.js';
 import {
   OTHER_TEAM,

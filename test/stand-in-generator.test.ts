@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UserSchema } from '../src/service/schemas.js';
 import { Directory } from '../src/stand-in/directory.js';
-import { SparseDeletions } from '../src/stand-in/directory.js';
+import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
 import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
 import { pathUuid, queryInt } from '../src/service/wire.js';
 import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/catalog.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FingerprintTable, fingerprint64, homeSlot } from '../src/sync/run-ledger.js';
+import { FingerprintTable, homeSlot } from '../src/sync/fingerprint-table.js';
+import { fingerprint64 } from '../src/sync/fingerprint.js';
 
 const fp = (s: string): [number, number] => {
   const out = new Uint32Array(2);

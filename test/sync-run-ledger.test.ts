@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RunLedger, seededFingerprint64, type Fingerprint64 } from '../src/sync/run-ledger.js';
+import { RunLedger } from '../src/sync/run-ledger.js';
+import { seededFingerprint64, type Fingerprint64 } from '../src/sync/fingerprint.js';
 
 const START: ReadonlyArray<readonly [string, string]> = [
   ['a', 'h-a'],

@@ -20,19 +20,8 @@ import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { settleWithin } from '../runtime/deadline.js';
-import { assessStaleness, type RunTrouble, type Staleness } from './staleness.js';
+import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
-
-export interface MirrorFigures {
-  activeUsers: number;
-  deletedUsers: number;
-  /** Finish time of the last succeeded run. */
-  lastSucceededAt: Date | undefined;
-  /** The newest failed or partial run since then. */
-  lastProblem: RunTrouble | undefined;
-  /** The newest run, while it is marked running. */
-  running: RunTrouble | undefined;
-}
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';

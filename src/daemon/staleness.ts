@@ -13,7 +13,6 @@
  * one is exactly what an operator needs to see).
  */
 import type { MirrorReader, RunHistory, SyncRun } from '../../db/mirror-reader.js';
-import type { MirrorFigures } from './metrics.js';
 
 export const DEFAULT_STALE_INTERVALS = 3;
 
@@ -95,6 +94,17 @@ export function oneLine(text: string, max = 200): string {
  * start-up; the size (two counts over `users`, not free on a large mirror)
  * only where it is shown: scrapes and `status`.
  */
+export interface MirrorFigures {
+  activeUsers: number;
+  deletedUsers: number;
+  /** Finish time of the last succeeded run. */
+  lastSucceededAt: Date | undefined;
+  /** The newest failed or partial run since then. */
+  lastProblem: RunTrouble | undefined;
+  /** The newest run, while it is marked running. */
+  running: RunTrouble | undefined;
+}
+
 export type MirrorFreshness = Omit<MirrorFigures, 'activeUsers' | 'deletedUsers'>;
 
 export function mirrorFigures(reader: MirrorReader): MirrorFigures {

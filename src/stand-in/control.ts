@@ -14,7 +14,7 @@ import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { Directory } from './directory.js';
 import { CHANGES } from './revision.js';
-import { detailReply, jsonReply, type Reply } from './server.js';
+import { detailReply, jsonReply, type Reply } from './reply.js';
 
 export const CONTROL_PREFIX = '_stand-in';
 

@@ -17,7 +17,7 @@ import { type IncomingHttpHeaders, STATUS_CODES } from 'node:http';
 import { ByteBuilder } from './byte-builder.js';
 import type { Directory } from './directory.js';
 import type { Members } from './members.js';
-import { detailReply, jsonReply, type Reply } from './server.js';
+import { detailReply, jsonReply, type Reply } from './reply.js';
 import { CONTROL_PREFIX, type ControlRoute } from './control.js';
 
 /**

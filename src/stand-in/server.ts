@@ -19,6 +19,7 @@ import {
 } from './routes.js';
 import type { Churn } from './churn.js';
 import { control } from './control.js';
+import { detailReply, type Reply } from './reply.js';
 import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
 
@@ -152,25 +153,7 @@ function failInternally(res: ServerResponse, err: unknown): void {
  * Putting an answer on the wire: whole, slowly in chunks, cut short after
  * the headers promised more, or not at all (connection reset).
  */
-export interface Reply {
-  status: number;
-  body: string | Buffer;
-  contentType: string;
-  headers?: Record<string, string>;
-}
-
 export type Delivery = { kind: 'whole' } | { kind: 'slow'; slow: SlowBody } | { kind: 'truncate' };
-
-/** `body` as JSON; a string or Buffer is taken to be JSON text already. */
-export function jsonReply(status: number, body: unknown, headers?: Record<string, string>): Reply {
-  const text = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
-  return { status, body: text, contentType: 'application/json', headers };
-}
-
-/** `{"detail": "..."}`: the plain-string form upstream uses for non-validation errors. */
-export function detailReply(status: number, detail: string, headers?: Record<string, string>): Reply {
-  return jsonReply(status, { detail }, headers);
-}
 
 export async function deliver(res: ServerResponse, reply: Reply, delivery: Delivery, signal: AbortSignal): Promise<void> {
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;

@@ -13,7 +13,7 @@ import { parseUser } from '../../src/service/user-record.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
 import type { StagedRecord } from '../../db/user-writes.js';
-import { UserRefresh, type RefreshResult } from '../../db/user-writes.js';
+import { UserRefresh, type RefreshResult } from '../../db/user-refresh.js';
 import { contentHash } from '../../db/user-row.js';
 import { scanRecordSpans } from '../../src/service/page-spans.js';
 import type { PageBytes } from '../../src/sync/page-decode.js';
