@@ -81,7 +81,8 @@ describe('connection faults', () => {
   });
 
   it('slow bodies arrive intact, in delayed chunks', async () => {
-    s.faults.set({ slowBodyRate: 1, slowChunkBytes: 2000, slowChunkDelayMs: 20 });
+    // fetch asks for compression: the ~40 KB page goes as ~5 KB of gzip, at least 6 chunks of 800 bytes.
+    s.faults.set({ slowBodyRate: 1, slowChunkBytes: 800, slowChunkDelayMs: 20 });
     const started = Date.now();
     const page = await getPage(s, 0, 50);
     expect(page.users).toHaveLength(50);

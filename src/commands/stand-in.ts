@@ -39,6 +39,8 @@ const USAGE = `usage: user-mirror stand-in [options]
   --orgs N                 seeded organizations (default 3)
   --members-per-org N      seeded members per organization (default 20)
   --verbose                one line per request on stderr
+  --no-compress            answer plain even to clients that ask for gzip, br or zstd
+                           (default: compressed when asked, as the service's front door does)
 
 fault injection (rates are 0..1 per authenticated request):
   --latency-ms MS          fixed added latency
@@ -80,6 +82,7 @@ const OPTIONS = {
   orgs: str,
   'members-per-org': str,
   verbose: { type: 'boolean' },
+  'no-compress': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   'latency-ms': str,
   'latency-min-ms': str,
@@ -127,6 +130,7 @@ const ArgsSchema = z.object({
   orgs: count(10_000).default(3),
   'members-per-org': count(100_000).default(20),
   verbose: z.boolean().default(false),
+  'no-compress': z.boolean().default(false),
   help: z.boolean().default(false),
   'latency-ms': millis,
   'latency-min-ms': millis,
@@ -177,6 +181,7 @@ async function start(args: Args): Promise<StandIn> {
       faults: faultPlan(args),
       ...environmentKeys(),
       onRequest: args.verbose ? logRequest : undefined,
+      compress: !args['no-compress'],
     });
   } catch (err) {
     // A fault plan that does not add up, or an unreadable users file, is a usage problem, not a crash.
@@ -232,6 +237,7 @@ function banner(s: StandIn, args: Args): string {
     `  control routes:   POST /_stand-in/users, POST /_stand-in/users/{user_id}/update|delete|restore   no key, loopback only`,
     `  keys: SERVICE_API_KEY ${keyOrigin(s.keyOrigins.apiKey, args.seed)}`,
     `        MANAGEMENT_KEY ${keyOrigin(s.keyOrigins.managementKey, args.seed)}`,
+    `  compression: ${args['no-compress'] ? 'off (--no-compress)' : 'gzip, br or zstd when the client asks (accept-encoding); --no-compress for plain'}`,
     `  faults: ${faults.length === 0 ? 'none' : faults.map(([k, v]) => `${k}=${String(v)}`).join(' ')}`,
     '',
     '# paste into the client shell:',

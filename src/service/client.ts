@@ -30,6 +30,7 @@ import { type FieldWarning, formatIssues, parseUser } from './user-record.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 import type { Readable } from 'node:stream';
+import { ACCEPT_ENCODING, codingsOf, decodedBody, isDecodingError, UnsupportedEncodingError } from './content-encoding.js';
 
 export const MAX_PAGE_LIMIT = 500;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
@@ -131,7 +132,11 @@ export class ServiceClient {
   constructor(private readonly options: ServiceClientOptions) {
     const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
     if (options.baseUrl !== undefined && options.apiKey !== undefined) {
-      this.team = this.target(options.baseUrl, { accept: 'application/json', [header]: options.apiKey });
+      this.team = this.target(options.baseUrl, {
+        accept: 'application/json',
+        'accept-encoding': ACCEPT_ENCODING,
+        [header]: options.apiKey,
+      });
     }
     if (options.managementUrl !== undefined && options.managementKey !== undefined) {
       this.management = this.target(options.managementUrl, {
@@ -231,10 +236,21 @@ export class ServiceClient {
     try {
       let response: Dispatcher.ResponseData;
       let body: Awaited<ReturnType<typeof readBoundedBody>>;
+      let codings: string[] = [];
       try {
         response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal: deadline.signal });
-        body = await readBoundedBody(response.body, this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+        codings = response.headers['content-length'] === '0' ? [] : codingsOf(response.headers['content-encoding']);
+        // The limit bounds the decoded bytes (./content-encoding.ts): a decompression bomb stops at it.
+        body = await readBoundedBody(decodedBody(response.body, codings), this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
       } catch (err) {
+        if (err instanceof UnsupportedEncodingError || isDecodingError(err)) {
+          report(0);
+          const what =
+            err instanceof UnsupportedEncodingError
+              ? err.message
+              : `body is not valid ${codings.join(', ')}: ${String((err as Error).message)}`;
+          throw new ResponseValidationError(what, method, path);
+        }
         report(0);
         throw transportError(err, method, path, deadline);
       }

@@ -63,6 +63,8 @@ export interface StandInOptions {
   requestLogSize?: number;
   /** Called after each request (the CLI's --verbose). */
   onRequest?: (entry: RequestLogEntry) => void;
+  /** Compress answers for clients that ask (`accept-encoding`), as the service's front door does; default true. */
+  compress?: boolean;
 }
 
 export interface StandIn {
@@ -94,7 +96,17 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   const faults = new Faults(seed, options.faults);
   const requests = new RequestLog(options.requestLogSize);
   const counts = new RouteCounts();
-  const deps = { directory, members, faults, keys, requests, counts, churn: new Churn(seed), onRequest: options.onRequest };
+  const deps = {
+    directory,
+    members,
+    faults,
+    keys,
+    requests,
+    counts,
+    churn: new Churn(seed),
+    onRequest: options.onRequest,
+    compress: options.compress,
+  };
   const { server, shutdown } = createStandInServer(deps);
   const port = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
   const baseUrl = `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`;

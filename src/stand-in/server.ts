@@ -19,6 +19,7 @@ import {
 } from './routes.js';
 import type { Churn } from './churn.js';
 import { control } from './control.js';
+import { chooseEncoding, compress, COMPRESS_MIN_BYTES } from './compression.js';
 import { detailReply, type Reply } from './reply.js';
 import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
@@ -30,6 +31,8 @@ export interface ServerDeps extends Domain {
   requests: RequestLog;
   counts: RouteCounts;
   onRequest?: (entry: RequestLogEntry) => void;
+  /** Compress answers for clients that ask (./compression.ts); default true. */
+  compress?: boolean;
 }
 
 export interface StandInServer {
@@ -64,6 +67,8 @@ interface Exchange {
   path: string;
   query: string;
   signal: AbortSignal;
+  /** The coding this answer gets (./compression.ts), or undefined: plain. */
+  encoding: string | undefined;
 }
 
 async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
@@ -76,7 +81,8 @@ async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerRespons
   const route = matchRoute(method, path);
   // Control routes read their body; every other route ignores it.
   if (route.name !== 'control') req.resume();
-  const outcome = await respond(deps, { req, res, route, method, path, query, signal });
+  const encoding = deps.compress === false ? undefined : chooseEncoding(req.headers['accept-encoding']);
+  const outcome = await respond(deps, { req, res, route, method, path, query, signal, encoding });
   const entry: RequestLogEntry = {
     method,
     path,
@@ -119,7 +125,7 @@ function churn(deps: ServerDeps): void {
 }
 
 async function send(ex: Exchange, reply: Reply, delivery: Delivery, fault?: Outcome['fault']): Promise<Outcome> {
-  await deliver(ex.res, reply, delivery, ex.signal);
+  await deliver(ex.res, encoded(reply, ex.encoding), delivery, ex.signal);
   const shaped = delivery.kind === 'whole' ? undefined : delivery.kind;
   return { status: reply.status, fault: fault ?? shaped };
 }
@@ -164,6 +170,13 @@ export async function deliver(res: ServerResponse, reply: Reply, delivery: Deliv
     return;
   }
   await trickle(res, body, delivery.slow, signal);
+}
+
+/** The reply compressed with `encoding` when it is worth it; faults then shape the compressed bytes, as on the wire. */
+function encoded(reply: Reply, encoding: string | undefined): Reply {
+  const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
+  if (encoding === undefined || body.length < COMPRESS_MIN_BYTES) return reply;
+  return { ...reply, body: compress(body, encoding), headers: { ...reply.headers, 'content-encoding': encoding, vary: 'accept-encoding' } };
 }
 
 /** Drops the connection without a byte of answer; an RST where the platform allows. */

@@ -1,0 +1,134 @@
+/**
+ * Compressed pages, over real HTTP: the client asks for gzip, br and zstd
+ * and decodes what comes back as it streams; the size limit bounds the
+ * decoded bytes (a decompression bomb fails its page cleanly); an unknown or
+ * lying Content-Encoding is a clear error; the stand-in compresses when asked.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as zlib from 'node:zlib';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServiceClient } from '../src/service/client.js';
+import { ResponseTooLargeError, ResponseValidationError } from '../src/service/errors.js';
+import { ACCEPT_ENCODING } from '../src/service/content-encoding.js';
+import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { wireUser } from './support/mirror-fixtures.js';
+
+const PAGE = Buffer.from(JSON.stringify({ users: [wireUser(1), wireUser(2)], total: 2, offset: 0, limit: 500 }));
+
+const zstdCompressSync = (zlib as { zstdCompressSync?: (b: Buffer) => Buffer }).zstdCompressSync;
+
+/** Answers every request with `body` and `encoding` as they are: no checks, as a broken front door would. */
+async function rawServer(answer: () => { body: Buffer; encoding?: string }): Promise<{ url: string; server: Server; accepts: string[] }> {
+  const accepts: string[] = [];
+  const server = createServer((req, res) => {
+    accepts.push(String(req.headers['accept-encoding']));
+    const { body, encoding } = answer();
+    res.writeHead(200, { 'content-type': 'application/json', ...(encoding === undefined ? {} : { 'content-encoding': encoding }) });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, accepts };
+}
+
+async function pageFrom(answer: () => { body: Buffer; encoding?: string }, maxBodyBytes?: number) {
+  const s = await rawServer(answer);
+  const client = new ServiceClient({ baseUrl: s.url, apiKey: 'sk_test', maxBodyBytes });
+  try {
+    return { page: await client.listUserRecords({ offset: 0, limit: 500 }), accepts: s.accepts };
+  } finally {
+    await client.close();
+    s.server.close();
+  }
+}
+
+describe('the client', () => {
+  it(`asks for ${ACCEPT_ENCODING} and decodes each coding to the same bytes`, async () => {
+    const codings: Array<[string, (b: Buffer) => Buffer]> = [
+      ['gzip', (b) => zlib.gzipSync(b)],
+      ['x-gzip', (b) => zlib.gzipSync(b)],
+      ['br', (b) => zlib.brotliCompressSync(b)],
+      ['deflate', (b) => zlib.deflateSync(b)],
+      ['gzip, br', (b) => zlib.brotliCompressSync(zlib.gzipSync(b))],
+      ['identity', (b) => b],
+    ];
+    if (zstdCompressSync !== undefined) codings.push(['zstd', (b) => zstdCompressSync(b)]);
+    for (const [encoding, code] of codings) {
+      const { page, accepts } = await pageFrom(() => ({ body: code(PAGE), encoding }));
+      expect(page.body.equals(PAGE), encoding).toBe(true);
+      expect(page.spans).toHaveLength(2);
+      expect(accepts[0]).toBe(ACCEPT_ENCODING);
+    }
+    expect(ACCEPT_ENCODING).toContain(zstdCompressSync === undefined ? 'br' : 'zstd');
+  });
+
+  it('bounds the decoded size: a 64 MiB bomb in 64 KiB of gzip fails its page at SYNC_MAX_PAGE_BYTES', async () => {
+    const bomb = zlib.gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
+    expect(bomb.length).toBeLessThan(128 * 1024);
+    const before = process.memoryUsage().rss;
+    await expect(pageFrom(() => ({ body: bomb, encoding: 'gzip' }), 1_000_000)).rejects.toBeInstanceOf(ResponseTooLargeError);
+    // Stopped at the limit: the 64 MiB were never held.
+    expect(process.memoryUsage().rss - before).toBeLessThan(48 * 1024 * 1024);
+  });
+
+  it('an unknown Content-Encoding is a clear error naming it', async () => {
+    const failure = pageFrom(() => ({ body: PAGE, encoding: 'compress' }));
+    await expect(failure).rejects.toBeInstanceOf(ResponseValidationError);
+    await expect(failure).rejects.toThrow(/Content-Encoding 'compress'/);
+  });
+
+  it('a body that is not what its Content-Encoding says is a clear error, not garbage', async () => {
+    const failure = pageFrom(() => ({ body: PAGE, encoding: 'gzip' }));
+    await expect(failure).rejects.toBeInstanceOf(ResponseValidationError);
+    await expect(failure).rejects.toThrow(/body is not valid gzip/);
+  });
+});
+
+describe('the stand-in', () => {
+  let standIn: StandIn;
+  let plain: StandIn;
+  beforeAll(async () => {
+    standIn = await startStandIn({ users: 1_200, seed: 3 });
+    plain = await startStandIn({ users: 1_200, seed: 3, compress: false });
+  });
+  afterAll(async () => {
+    await standIn.close();
+    await plain.close();
+  });
+
+  const get = async (s: StandIn, accept: string | undefined) => {
+    const headers: Record<string, string> = { [s.apiKeyHeader]: s.apiKey };
+    if (accept !== undefined) headers['accept-encoding'] = accept;
+    const res = await request(`${s.baseUrl}/v2/user/?offset=0&limit=500`, { headers });
+    return { encoding: res.headers['content-encoding'], bytes: Buffer.from(await res.body.arrayBuffer()) };
+  };
+
+  it('compresses a page when asked (gzip first, then br), never when not asked or turned off', async () => {
+    const gz = await get(standIn, 'br, gzip');
+    expect(gz.encoding).toBe('gzip');
+    const raw = await get(standIn, undefined);
+    expect(raw.encoding).toBeUndefined();
+    expect(zlib.gunzipSync(gz.bytes).equals(raw.bytes)).toBe(true);
+    expect(gz.bytes.length * 5).toBeLessThan(raw.bytes.length);
+    expect((await get(standIn, 'br')).encoding).toBe('br');
+    expect((await get(standIn, 'gzip;q=0, br')).encoding).toBe('br');
+    expect((await get(plain, 'gzip')).encoding).toBeUndefined();
+  });
+
+  it("the client's pages through a compressing stand-in are byte for byte the plain ones", async () => {
+    const a = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.apiKey, apiKeyHeader: standIn.apiKeyHeader });
+    const b = new ServiceClient({ baseUrl: plain.baseUrl, apiKey: plain.apiKey, apiKeyHeader: plain.apiKeyHeader });
+    try {
+      for (const offset of [0, 500, 1_000]) {
+        const [x, y] = await Promise.all([a.listUserRecords({ offset, limit: 500 }), b.listUserRecords({ offset, limit: 500 })]);
+        expect(x.body.equals(y.body)).toBe(true);
+        expect(x.spans).toEqual(y.spans);
+      }
+      expect(standIn.requests.entries().at(-1)?.headers['accept-encoding']).toBe(ACCEPT_ENCODING);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
