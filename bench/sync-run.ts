@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 import { checkpointMirror, openMirror } from '../db/open.js';
 import { ServiceClient } from '../src/service/client.js';
+import { ACCEPT_ENCODING } from '../src/service/content-encoding.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { PAGE_LIMIT } from '../src/sync/scan.js';
@@ -29,6 +30,8 @@ export interface SyncRunRequest {
   connections: number;
   /** A peer's re-sync of an unchanged directory: fail if it rewrote any row. */
   expectUnchanged?: boolean;
+  /** The fetch-only floor asks for compressed bodies (and reads them still compressed), as ours and fetch do. */
+  compressed?: boolean;
 }
 
 export interface RunResult {
@@ -135,7 +138,8 @@ async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
   const origin = new URL(r.baseUrl);
   const pool = new Pool(origin.origin, { connections: r.connections });
   const prefix = origin.pathname.replace(/\/+$/, '');
-  const headers = { accept: 'application/json', [r.apiKeyHeader]: r.apiKey };
+  const headers: Record<string, string> = { accept: 'application/json', [r.apiKeyHeader]: r.apiKey };
+  if (r.compressed === true) headers['accept-encoding'] = ACCEPT_ENCODING;
   let pages = 0;
   let bytes = 0;
   try {
@@ -159,7 +163,8 @@ async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
     });
     // Every page answered 200 with a body of about the size the sync reads.
     const expectedPages = Math.ceil(r.users / PAGE_LIMIT);
-    if (pages !== expectedPages || bytes < r.users * 100) throw new Error(`fetch-only: ${pages}/${expectedPages} pages, ${bytes} bytes`);
+    if (pages !== expectedPages || bytes < r.users * (r.compressed === true ? 20 : 100))
+      throw new Error(`fetch-only: ${pages}/${expectedPages} pages, ${bytes} bytes`);
     return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };
   } finally {
     await pool.close();

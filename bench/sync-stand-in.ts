@@ -16,10 +16,12 @@ export interface SyncStandInReady {
 }
 
 const users = Number(process.argv[2] ?? '1000');
+/** `compress`: answers compressed for clients that ask (the bandwidth scenario); otherwise plain. */
+const compress = process.argv[3] === 'compress';
 // The key travels in the header the official SDK sends (x-vital-api-key), so
 // that the SDK peer and our client (told the header) call the same stand-in.
-// Plain bytes: over loopback, compression only costs CPU, and every peer asks for it
-// (fetch does by itself), so the loopback scenarios stay what they measured before.
+// Plain bytes but for the bandwidth scenario: over loopback, compression only costs CPU, and every
+// peer asks for it (fetch does by itself), so the loopback scenarios stay what they measured before.
 const standIn = await startStandIn({
   users,
   seed: 2024,
@@ -27,7 +29,7 @@ const standIn = await startStandIn({
   membersPerOrg: 0,
   requestLogSize: 1,
   apiKeyHeader: 'x-vital-api-key',
-  compress: false,
+  compress,
 });
 
 process.on('message', (raw: unknown) => {

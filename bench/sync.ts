@@ -19,6 +19,12 @@
  *     BENCH_LATENCY_USERS (default min(BENCH_USERS, 200,000)): our first sync
  *     between two runs of the fetch-only floor (the same requests, bodies
  *     read and discarded); the faster floor counts.
+ *   - a service across the internet: one 50 Mbit/s link shared by every
+ *     answer and 100 ms per request, on a stand-in of BENCH_LINK_USERS
+ *     (default min(BENCH_USERS, 100,000)) that compresses for whoever asks
+ *     (ours, fetch and so the SDK do): our first sync between two runs of the
+ *     fetch-only floor asking for compression (bodies read compressed and
+ *     discarded; the faster counts), then the SDK loop.
  *   - BENCH_SYNC_3M=1: our first sync and re-sync of 3,000,000 users, for
  *     their peak RSS.
  *
@@ -58,6 +64,9 @@ const USERS = envInt('BENCH_USERS', 100_000);
 const SCRIPT_USERS = Math.min(envInt('BENCH_SCRIPT_USERS', USERS), USERS);
 const SDK_USERS = Math.min(envInt('BENCH_PEER_USERS', Math.min(USERS, 100_000)), USERS);
 const LATENCY_USERS = envInt('BENCH_LATENCY_USERS', Math.min(USERS, 200_000));
+const LINK_USERS = envInt('BENCH_LINK_USERS', Math.min(USERS, 100_000));
+/** The bandwidth scenario's link: a service across the internet. */
+const LINK = { latencyMs: 100, bandwidthMbps: 50 } satisfies Partial<FaultPlan>;
 const ROUNDS = envInt('BENCH_ROUNDS', 1);
 const BIG = process.env.BENCH_SYNC_3M === '1' ? 3_000_000 : 0;
 const MAX_RSS_MB = 200;
@@ -72,6 +81,9 @@ type Key =
   | 'ours-latency'
   | 'floor'
   | 'floor-0'
+  | 'ours-link'
+  | 'sdk-link'
+  | 'floor-link'
   | 'ours-3m-first'
   | 'ours-3m-resync';
 
@@ -94,8 +106,10 @@ interface StandInChild {
   close(): Promise<void>;
 }
 
-async function startStandInChild(users: number): Promise<StandInChild> {
-  const child: ChildProcess = fork(join(HERE, 'sync-stand-in.js'), [String(users)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+async function startStandInChild(users: number, compress = false): Promise<StandInChild> {
+  const child: ChildProcess = fork(join(HERE, 'sync-stand-in.js'), [String(users), compress ? 'compress' : 'plain'], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const ready = await new Promise<SyncStandInReady>((resolve, reject) => {
     child.once('message', (m) => resolve(m as SyncStandInReady));
     child.once('exit', (code) => reject(new Error(`stand-in exited with ${code}`)));
@@ -221,8 +235,10 @@ async function main(): Promise<void> {
   );
   const full = await startStandInChild(USERS);
   const slow = await startStandInChild(LATENCY_USERS);
+  const link = await startStandInChild(LINK_USERS, true);
   try {
     await slow.send({ op: 'faults', plan: { latencyMs: 100 } satisfies Partial<FaultPlan> });
+    await link.send({ op: 'faults', plan: LINK });
     const m = full.ready;
     for (let round = 1; round <= ROUNDS; round++) {
       process.stderr.write(`bench:sync: round ${round}/${ROUNDS}\n`);
@@ -299,10 +315,37 @@ async function main(): Promise<void> {
         connections: 8,
       });
       await floor();
-      for (const name of ['ours', 'script', 'sdk', 'latency'])
+      // A service across the internet: 100 ms and one 50 Mbit/s link, compressed for whoever asks.
+      const linkFloor = () =>
+        run('floor-link', 'fetch-only, 50 Mbit/s + 100 ms, compressed', link.ready, {
+          kind: 'fetch-only',
+          dbPath: '',
+          users: LINK_USERS,
+          concurrency: 8,
+          connections: 8,
+          compressed: true,
+        });
+      await linkFloor();
+      await run('ours-link', 'ours, 50 Mbit/s + 100 ms', link.ready, {
+        kind: 'sync',
+        dbPath: db('link'),
+        users: LINK_USERS,
+        concurrency: 8,
+        connections: 8,
+      });
+      await linkFloor();
+      await run('sdk-link', 'SDK loop, 50 Mbit/s + 100 ms', link.ready, {
+        kind: 'sdk',
+        dbPath: db('sdk-link'),
+        users: LINK_USERS,
+        concurrency: 1,
+        connections: 1,
+      });
+      for (const name of ['ours', 'script', 'sdk', 'latency', 'link', 'sdk-link'])
         for (const ext of ['', '-wal', '-shm']) rmSync(db(name) + ext, { force: true });
     }
   } finally {
+    await link.close();
     await slow.close();
     await full.close();
   }
@@ -330,7 +373,16 @@ async function main(): Promise<void> {
   latency.goal = `≥ 85% of fetch-only, RSS ≤ ${MAX_RSS_MB} MB`;
   latency.pass = share >= 0.85 && latency.peakRssMb <= MAX_RSS_MB;
   floor.goal = 'floor (the faster of 2 runs)';
-  rows.push(ours1, script1, sdk1, ours2, script2, sdk2, floor0, latency, floor);
+  const linkOurs = row('ours-link', 'ours: first sync, 50 Mbit/s + 100 ms, compressed (concurrency 8)');
+  const linkFloor = row('floor-link', 'fetch-only floor: 50 Mbit/s + 100 ms, compressed (concurrency 8), bodies discarded', true);
+  const linkSdk = row('sdk-link', 'SDK loop: first sync, 50 Mbit/s + 100 ms (fetch asks for compression)');
+  const linkShare = linkOurs.rate / linkFloor.rate;
+  const linkVsSdk = linkOurs.rate / linkSdk.rate;
+  linkOurs.ratio = `${(linkShare * 100).toFixed(0)}% of fetch-only; ${linkVsSdk.toFixed(2)}× the SDK loop`;
+  linkOurs.goal = '≥ 85% of the compressed fetch-only, ≥ 5× the SDK loop';
+  linkOurs.pass = linkShare >= 0.85 && linkVsSdk >= 5;
+  linkFloor.goal = 'floor (the faster of 2 runs)';
+  rows.push(ours1, script1, sdk1, ours2, script2, sdk2, floor0, latency, floor, linkOurs, linkFloor, linkSdk);
 
   if (BIG > 0) {
     process.stderr.write(`bench:sync: ${fmt(BIG)} users, our first sync and re-sync, for peak RSS\n`);

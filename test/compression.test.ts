@@ -132,3 +132,27 @@ describe('the stand-in', () => {
     }
   });
 });
+
+describe('the stand-in as a link of limited bandwidth', () => {
+  it('shares one link: two 400 KB pages at 8 Mbit/s take at least the time of 800 KB, one alone half that', async () => {
+    const s = await startStandIn({ users: 1_000, seed: 5, compress: false, faults: { bandwidthMbps: 8 } });
+    try {
+      const page = (offset: number) =>
+        request(`${s.baseUrl}/v2/user/?offset=${offset}&limit=500`, { headers: { [s.apiKeyHeader]: s.apiKey } }).then(async (r) =>
+          Buffer.from(await r.body.arrayBuffer()),
+        );
+      let started = performance.now();
+      const one = await page(0);
+      const alone = performance.now() - started;
+      expect(alone).toBeGreaterThanOrEqual(((one.length * 8) / 8_000_000) * 1_000 * 0.9);
+      started = performance.now();
+      const both = await Promise.all([page(0), page(500)]);
+      const together = performance.now() - started;
+      const bytes = both.reduce((n, b) => n + b.length, 0);
+      expect(together).toBeGreaterThanOrEqual(((bytes * 8) / 8_000_000) * 1_000 * 0.9);
+      expect(JSON.parse(both[1]?.toString() ?? '{}')).toMatchObject({ offset: 500 });
+    } finally {
+      await s.close();
+    }
+  });
+});

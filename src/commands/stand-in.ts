@@ -44,6 +44,7 @@ const USAGE = `usage: user-mirror stand-in [options]
 
 fault injection (rates are 0..1 per authenticated request):
   --latency-ms MS          fixed added latency
+  --bandwidth-mbps M       one link of M Mbit/s shared by every answer in flight (0: unlimited)
   --latency-min-ms MS      plus a random latency from min..max
   --latency-max-ms MS
   --rate-429 R             429 with Retry-After
@@ -85,6 +86,7 @@ const OPTIONS = {
   'no-compress': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   'latency-ms': str,
+  'bandwidth-mbps': str,
   'latency-min-ms': str,
   'latency-max-ms': str,
   'rate-429': str,
@@ -133,6 +135,7 @@ const ArgsSchema = z.object({
   'no-compress': z.boolean().default(false),
   help: z.boolean().default(false),
   'latency-ms': millis,
+  'bandwidth-mbps': z.coerce.number().min(0).max(100_000).optional(),
   'latency-min-ms': millis,
   'latency-max-ms': millis,
   'rate-429': rate,
@@ -204,6 +207,7 @@ function environmentKeys(): { apiKey?: string; managementKey?: string; apiKeyHea
 function faultPlan(args: Args): Partial<FaultPlan> {
   const plan: Partial<FaultPlan> = {
     latencyMs: args['latency-ms'],
+    bandwidthMbps: args['bandwidth-mbps'],
     latencyMinMs: args['latency-min-ms'],
     latencyMaxMs: args['latency-max-ms'],
     rate429: args['rate-429'],

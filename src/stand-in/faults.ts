@@ -24,6 +24,8 @@ export const FaultPlanSchema = z
     /** Extra latency drawn uniformly from [min, max]. */
     latencyMinMs: ms,
     latencyMaxMs: ms,
+    /** The link's bandwidth, shared by every answer in flight (./link.ts); 0: unlimited. */
+    bandwidthMbps: z.number().min(0).max(100_000),
     rate429: rate,
     rate500: rate,
     rate503: rate,
@@ -53,6 +55,7 @@ export const NO_FAULTS: Readonly<FaultPlan> = Object.freeze({
   latencyMs: 0,
   latencyMinMs: 0,
   latencyMaxMs: 0,
+  bandwidthMbps: 0,
   rate429: 0,
   rate500: 0,
   rate503: 0,

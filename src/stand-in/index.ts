@@ -15,6 +15,7 @@ import { RequestLog, RouteCounts, type RequestLogEntry } from './request-log.js'
 import { createStandInServer } from './server.js';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
+import { Link } from './link.js';
 
 export { Directory, type DirectoryRecord, type UserRef, type UserState } from './directory.js';
 export { CHANGES, type Change } from './revision.js';
@@ -104,6 +105,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     requests,
     counts,
     churn: new Churn(seed),
+    link: new Link(),
     onRequest: options.onRequest,
     compress: options.compress,
   };

@@ -20,6 +20,7 @@ import {
 import type { Churn } from './churn.js';
 import { control } from './control.js';
 import { chooseEncoding, compress, COMPRESS_MIN_BYTES } from './compression.js';
+import { Link, LINK_CHUNK_BYTES } from './link.js';
 import { detailReply, type Reply } from './reply.js';
 import type { FaultDecision, Faults, SlowBody } from './faults.js';
 import { flattenHeaders, type RequestLog, type RequestLogEntry, type RouteCounts } from './request-log.js';
@@ -33,6 +34,8 @@ export interface ServerDeps extends Domain {
   onRequest?: (entry: RequestLogEntry) => void;
   /** Compress answers for clients that ask (./compression.ts); default true. */
   compress?: boolean;
+  /** The link every answer crosses when the plan limits bandwidth. */
+  link: Link;
 }
 
 export interface StandInServer {
@@ -69,6 +72,8 @@ interface Exchange {
   signal: AbortSignal;
   /** The coding this answer gets (./compression.ts), or undefined: plain. */
   encoding: string | undefined;
+  /** The shared link and its bandwidth, when limited (./link.ts). */
+  pace: { link: Link; mbps: number } | undefined;
 }
 
 async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
@@ -82,7 +87,9 @@ async function handle(deps: ServerDeps, req: IncomingMessage, res: ServerRespons
   // Control routes read their body; every other route ignores it.
   if (route.name !== 'control') req.resume();
   const encoding = deps.compress === false ? undefined : chooseEncoding(req.headers['accept-encoding']);
-  const outcome = await respond(deps, { req, res, route, method, path, query, signal, encoding });
+  const mbps = deps.faults.plan.bandwidthMbps;
+  const pace = mbps > 0 && route.name !== 'control' ? { link: deps.link, mbps } : undefined;
+  const outcome = await respond(deps, { req, res, route, method, path, query, signal, encoding, pace });
   const entry: RequestLogEntry = {
     method,
     path,
@@ -125,8 +132,9 @@ function churn(deps: ServerDeps): void {
 }
 
 async function send(ex: Exchange, reply: Reply, delivery: Delivery, fault?: Outcome['fault']): Promise<Outcome> {
-  await deliver(ex.res, encoded(reply, ex.encoding), delivery, ex.signal);
-  const shaped = delivery.kind === 'whole' ? undefined : delivery.kind;
+  const paced = delivery.kind === 'whole' && ex.pace !== undefined ? { kind: 'paced' as const, ...ex.pace } : delivery;
+  await deliver(ex.res, encoded(reply, ex.encoding), paced, ex.signal);
+  const shaped = delivery.kind === 'whole' || delivery.kind === 'paced' ? undefined : delivery.kind;
   return { status: reply.status, fault: fault ?? shaped };
 }
 
@@ -159,7 +167,8 @@ function failInternally(res: ServerResponse, err: unknown): void {
  * Putting an answer on the wire: whole, slowly in chunks, cut short after
  * the headers promised more, or not at all (connection reset).
  */
-export type Delivery = { kind: 'whole' } | { kind: 'slow'; slow: SlowBody } | { kind: 'truncate' };
+export type Delivery =
+  { kind: 'whole' } | { kind: 'slow'; slow: SlowBody } | { kind: 'truncate' } | { kind: 'paced'; link: Link; mbps: number };
 
 export async function deliver(res: ServerResponse, reply: Reply, delivery: Delivery, signal: AbortSignal): Promise<void> {
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
@@ -167,6 +176,10 @@ export async function deliver(res: ServerResponse, reply: Reply, delivery: Deliv
   res.writeHead(reply.status, headersFor(reply, body.length));
   if (delivery.kind === 'whole') {
     res.end(body);
+    return;
+  }
+  if (delivery.kind === 'paced') {
+    await pace(res, body, delivery, signal);
     return;
   }
   await trickle(res, body, delivery.slow, signal);
@@ -199,6 +212,20 @@ function truncate(res: ServerResponse, reply: Reply, body: Buffer): Promise<void
       resolve();
     });
   });
+}
+
+/** Writes `body` a chunk at a time, each once it has crossed the shared link. */
+async function pace(res: ServerResponse, body: Buffer, link: { link: Link; mbps: number }, signal: AbortSignal): Promise<void> {
+  try {
+    for (let at = 0; at < body.length && !res.destroyed; at += LINK_CHUNK_BYTES) {
+      const chunk = body.subarray(at, at + LINK_CHUNK_BYTES);
+      await link.link.cross(chunk.length, link.mbps, signal);
+      res.write(chunk);
+    }
+    res.end();
+  } catch {
+    res.destroy();
+  }
 }
 
 async function trickle(res: ServerResponse, body: Buffer, slow: SlowBody, signal: AbortSignal): Promise<void> {
