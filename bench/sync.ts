@@ -298,42 +298,30 @@ async function main(): Promise<void> {
         concurrency: 4,
         connections: 8,
       });
-      const floor = () =>
-        run('floor', 'fetch-only, 100 ms latency', slow.ready, {
-          kind: 'fetch-only',
-          dbPath: '',
-          users: LATENCY_USERS,
-          concurrency: 8,
-          connections: 8,
+      /**
+       * A far service's first sync: ours between two runs of its fetch-only floor (the faster counts),
+       * at concurrency 8; then, where given, the SDK loop.
+       */
+      const far = async (child: StandInChild, users: number, name: 'latency' | 'link', compressed: boolean): Promise<void> => {
+        const label = name === 'latency' ? '100 ms latency' : '50 Mbit/s + 100 ms';
+        const request = { dbPath: '', users, concurrency: 8, connections: 8 };
+        const floor = () =>
+          run(name === 'latency' ? 'floor' : 'floor-link', `fetch-only, ${label}`, child.ready, {
+            ...request,
+            kind: 'fetch-only',
+            compressed,
+          });
+        await floor();
+        await run(name === 'latency' ? 'ours-latency' : 'ours-link', `ours, ${label}`, child.ready, {
+          ...request,
+          kind: 'sync',
+          dbPath: db(name),
         });
-      await floor();
-      await run('ours-latency', 'ours, 100 ms latency', slow.ready, {
-        kind: 'sync',
-        dbPath: db('latency'),
-        users: LATENCY_USERS,
-        concurrency: 8,
-        connections: 8,
-      });
-      await floor();
+        await floor();
+      };
+      await far(slow, LATENCY_USERS, 'latency', false);
       // A service across the internet: 100 ms and one 50 Mbit/s link, compressed for whoever asks.
-      const linkFloor = () =>
-        run('floor-link', 'fetch-only, 50 Mbit/s + 100 ms, compressed', link.ready, {
-          kind: 'fetch-only',
-          dbPath: '',
-          users: LINK_USERS,
-          concurrency: 8,
-          connections: 8,
-          compressed: true,
-        });
-      await linkFloor();
-      await run('ours-link', 'ours, 50 Mbit/s + 100 ms', link.ready, {
-        kind: 'sync',
-        dbPath: db('link'),
-        users: LINK_USERS,
-        concurrency: 8,
-        connections: 8,
-      });
-      await linkFloor();
+      await far(link, LINK_USERS, 'link', true);
       await run('sdk-link', 'SDK loop, 50 Mbit/s + 100 ms', link.ready, {
         kind: 'sdk',
         dbPath: db('sdk-link'),
