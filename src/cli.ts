@@ -151,6 +151,7 @@ async function main(argv: string[]): Promise<number> {
     // Before any configuration is read: .env fills what the environment does not set.
     loadEnvFile();
     // Before any command creates a file: the mirror's end users are this account's alone (or MIRROR_GROUP's).
+    // A bad MIRROR_GROUP leaves them private and is named by the command's own configuration pass, with the rest.
     applyFilePolicy();
     const mod = await command.load();
     return await mod.default(rest);

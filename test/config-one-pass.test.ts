@@ -2,7 +2,8 @@
  * One configuration pass per command (issue "The first hour"): a command
  * given problems found at different steps (a variable's own schema, a check
  * across variables such as the Redis mode, the Cluster hash tag or the
- * replica's key, a key read only when given) names them all in one run and
+ * replica's key, a key read only when given, MIRROR_GROUP, which the CLI
+ * reads before the command) names them all in one run and
  * exits 2, instead of one round of problems per attempt. Real CLI
  * processes; each stops at its configuration, so no Redis or service is needed.
  */
@@ -54,6 +55,18 @@ const CASES: Case[] = [
     args: ['serve'],
     env: { SERVICE_API_KEY: 'a key with spaces', REPLICA_PORT: 'eighty' },
     names: ['SERVICE_API_KEY', 'REPLICA_PORT'],
+  },
+  {
+    command: 'sync (a MIRROR_GROUP that is no group here, read before the command)',
+    args: ['sync', '--once'],
+    env: { MIRROR_GROUP: 'no-such-group-xyz', SYNC_CONCURRENCY: '0', MIRROR_DB: '/nonexistent/never-created/mirror.db' },
+    names: ['MIRROR_GROUP', 'SYNC_CONCURRENCY', 'SERVICE_BASE_URL'],
+  },
+  {
+    command: 'daemon (a MIRROR_GROUP that is not a group name)',
+    args: ['daemon'],
+    env: { MIRROR_GROUP: 'not a group!', SYNC_CRON: 'now and then', SERVICE_BASE_URL: 'http://127.0.0.1:9', SERVICE_API_KEY: 'k' },
+    names: ['MIRROR_GROUP', 'SYNC_CRON'],
   },
   {
     command: 'stand-in',

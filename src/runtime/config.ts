@@ -200,10 +200,22 @@ function warnOnStderr(line: string): void {
 }
 
 /**
+ * Problems found before a command's own pass: MIRROR_GROUP, which the CLI
+ * reads first because the file policy must be set before anything else
+ * (runtime/file-policy.ts). The next pass reports them with its own.
+ */
+const carried: string[] = [];
+
+export function carryIntoNextPass(problems: readonly string[]): void {
+  carried.push(...problems);
+}
+
+/**
  * One configuration pass: reads and validates `names` from `env`, then runs
  * the checks across variables (a URL needs its secret, a cluster a hash tag)
  * that the caller adds, and reports every problem in one ConfigError from
- * `done()`. A command that read in steps would show its operator one round
+ * `done()`, a bad MIRROR_GROUP the CLI found before it included
+ * (carryIntoNextPass). A command that read in steps would show its operator one round
  * of problems per attempt. Empty strings count as unset (env files often
  * carry `KEY=`); a secret may come from a file instead (secret-files.ts).
  */
@@ -214,6 +226,7 @@ export class ConfigPass<K extends EnvName> {
   private readonly invalid = new Set<EnvName>();
 
   constructor(names: readonly K[], env: NodeJS.ProcessEnv = process.env, warn: (line: string) => void = warnOnStderr) {
+    this.problems.push(...carried.splice(0));
     for (const name of names) this.read(name, env, warn);
   }
 

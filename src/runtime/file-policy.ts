@@ -10,7 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { groupPolicy, PRIVATE_POLICY, setFilePolicy, type FilePolicy } from '../../db/file-modes.js';
-import { ConfigError, readConfig } from './config.js';
+import { carryIntoNextPass, ConfigError, readConfig } from './config.js';
 
 /** The group's id: a number as is, a name looked up in /etc/group. Undefined when no such group. */
 export function groupId(name: string, groupFile = '/etc/group'): number | undefined {
@@ -39,10 +39,23 @@ export function filePolicyFor(group: string | undefined): FilePolicy {
   return groupPolicy(gid);
 }
 
-/** Sets the umask and the databases' modes from MIRROR_GROUP. Throws ConfigError on a bad group. */
+/**
+ * Sets the umask and the databases' modes from MIRROR_GROUP, before the
+ * process reads the rest of its configuration or creates any file. A bad
+ * MIRROR_GROUP (no such group, not a member, not a name) does not end the
+ * process here: the private policy (0600, 0700) is set instead, never wider
+ * than asked, and the problem is carried into the command's own
+ * configuration pass, which names it with every other one (one round of
+ * problems, not two). That pass comes before any file is created.
+ */
 export function applyFilePolicy(env: NodeJS.ProcessEnv = process.env): FilePolicy {
-  const { MIRROR_GROUP } = readConfig(['MIRROR_GROUP'], env);
-  const policy = filePolicyFor(MIRROR_GROUP);
+  let policy = PRIVATE_POLICY;
+  try {
+    policy = filePolicyFor(readConfig(['MIRROR_GROUP'], env).MIRROR_GROUP);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    carryIntoNextPass(err.problems);
+  }
   process.umask(policy.gid === undefined ? 0o077 : 0o027);
   setFilePolicy(policy);
   return policy;
