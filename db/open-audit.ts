@@ -20,23 +20,14 @@
  * `legacy_audit_import`); the mirror keeps its copy, no longer written.
  */
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { MirrorDbError, openMirror, type Db } from './open.js';
 import type { Migration } from './migrate.js';
 import { memberRemovals } from './migrations.js';
+import { auditPathOf, samePath } from './audit-location.js';
+
+export { AUDIT_LOCATION_ENV, auditPathFor, samePath } from './audit-location.js';
 
 export const AUDIT_BUSY_TIMEOUT_MS = 250;
-
-/** The default AUDIT_DB for a mirror file: `<mirror without .db>-audit.db` in the same directory. */
-export function auditPathFor(mirrorPath: string): string {
-  if (mirrorPath === ':memory:') return ':memory:';
-  return `${mirrorPath.replace(/\.(db|sqlite3?)$/i, '')}-audit.db`;
-}
-
-/** Whether two paths name one file as far as their text can tell (symlinks aside). */
-export function samePath(a: string, b: string): boolean {
-  return a !== ':memory:' && b !== ':memory:' && resolve(a) === resolve(b);
-}
 
 export interface OpenAuditOptions {
   /** For `status` and `removals`: no migration, no import, the file must exist. */
@@ -180,16 +171,14 @@ export const removalTarget: Migration = {
 export const AUDIT_MIGRATIONS: readonly Migration[] = [auditSchema, removalTarget];
 
 /**
- * Where the removal audit lives: AUDIT_DB, or next to MIRROR_DB. Naming the
- * mirror file itself is a configuration error: the audit would again wait
- * behind every sync's publish.
+ * Where the removal audit lives: AUDIT_DB, or next to MIRROR_DB
+ * (db/audit-location.ts). Naming the mirror file itself is a configuration
+ * error, which a command's configuration pass reports with its other
+ * problems (src/runtime/audit-location-check.ts); here it throws for callers
+ * without one.
  */
-export const AUDIT_LOCATION_ENV = ['MIRROR_DB', 'AUDIT_DB'] as const;
-
 export function auditLocation(settings: { MIRROR_DB: string; AUDIT_DB?: string | undefined }): string {
-  const path = settings.AUDIT_DB ?? auditPathFor(settings.MIRROR_DB);
-  if (samePath(path, settings.MIRROR_DB)) {
-    throw new MirrorDbError(path, 'must not be the MIRROR_DB file (the audit would wait behind every sync publish)', 'AUDIT_DB');
-  }
+  const { path, problem } = auditPathOf(settings);
+  if (problem !== undefined) throw new MirrorDbError(path, problem, 'AUDIT_DB');
   return path;
 }

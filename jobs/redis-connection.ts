@@ -125,14 +125,17 @@ export function readQueueSettings(env: NodeJS.ProcessEnv = process.env): QueueSe
  * A command's variables and the queue's in one ConfigPass, the combination
  * check (queueSettingsFromConfig) included: a bad REDIS_URL, a Cluster
  * prefix without a hash tag and a missing MANAGEMENT_URL are reported in
- * one ConfigError, not one per attempt. QUEUE_ENV's problems come first.
+ * one ConfigError, not one per attempt. QUEUE_ENV's problems come first;
+ * `checks` adds the command's own checks across variables to the pass.
  */
 export function readWithQueueSettings<K extends EnvName>(
   names: readonly K[],
   env: NodeJS.ProcessEnv = process.env,
+  checks: (pass: ConfigPass<K | (typeof QUEUE_ENV)[number]>) => void = () => undefined,
 ): { config: Config<K | (typeof QUEUE_ENV)[number]>; queue: QueueSettings } {
   const pass = new ConfigPass<K | (typeof QUEUE_ENV)[number]>([...QUEUE_ENV, ...names], env);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  checks(pass);
   const config = pass.done();
   // Cannot throw now: the same check passed inside the pass.
   return { config, queue: queueSettingsFromConfig(config) };

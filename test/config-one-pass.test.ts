@@ -2,8 +2,9 @@
  * One configuration pass per command (issue "The first hour"): a command
  * given problems found at different steps (a variable's own schema, a check
  * across variables such as the Redis mode, the Cluster hash tag or the
- * replica's key, a key read only when given, MIRROR_GROUP, which the CLI
- * reads before the command) names them all in one run and
+ * replica's key, AUDIT_DB naming the MIRROR_DB file, a key read only when
+ * given, MIRROR_GROUP, which the CLI reads before the command) names them
+ * all in one run and
  * exits 2, instead of one round of problems per attempt. Real CLI
  * processes; each stops at its configuration, so no Redis or service is needed.
  */
@@ -67,6 +68,18 @@ const CASES: Case[] = [
     args: ['daemon'],
     env: { MIRROR_GROUP: 'not a group!', SYNC_CRON: 'now and then', SERVICE_BASE_URL: 'http://127.0.0.1:9', SERVICE_API_KEY: 'k' },
     names: ['MIRROR_GROUP', 'SYNC_CRON'],
+  },
+  {
+    command: 'daemon (AUDIT_DB naming the MIRROR_DB file)',
+    args: ['daemon'],
+    env: { MIRROR_DB: '/tmp/one-pass/mirror.db', AUDIT_DB: '/tmp/one-pass/../one-pass/mirror.db', LOG_LEVEL: 'loud' },
+    names: ['AUDIT_DB', 'LOG_LEVEL', 'SERVICE_BASE_URL'],
+  },
+  {
+    command: 'worker (AUDIT_DB naming the MIRROR_DB file)',
+    args: ['worker', 'removals'],
+    env: { MIRROR_DB: 'data/mirror.db', AUDIT_DB: './data/mirror.db', REMOVAL_CONCURRENCY: '0' },
+    names: ['AUDIT_DB', 'REMOVAL_CONCURRENCY', 'MANAGEMENT_URL'],
   },
   {
     command: 'stand-in',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { readConfig, SERVICE_ENV } from '../src/runtime/config.js';
+import { ConfigPass, readConfig, SERVICE_ENV } from '../src/runtime/config.js';
+import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../src/runtime/audit-location-check.js';
 import { problemsOf } from './support/config-problems.js';
 
 describe('readConfig', () => {
@@ -117,5 +118,18 @@ describe('readConfig', () => {
 
   it('asks only for what it is given to read', () => {
     expect(readConfig(['MIRROR_DB'], {})).toEqual({ MIRROR_DB: './data/mirror.db' });
+  });
+
+  it('names an AUDIT_DB that is the MIRROR_DB file among the other problems of a pass that checks it', () => {
+    const env = { MIRROR_DB: 'data/mirror.db', AUDIT_DB: './data/../data/mirror.db', LOG_LEVEL: 'loud' };
+    const read = (e: Record<string, string>) => {
+      const pass = new ConfigPass([...AUDIT_LOCATION_ENV, 'LOG_LEVEL'], e);
+      pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
+      return pass.done();
+    };
+    const problems = problemsOf(() => read(env));
+    expect(problems.map((p) => p.split(/[:=]/)[0])).toEqual(['LOG_LEVEL', 'AUDIT_DB']);
+    expect(problems[1]).toContain('must not be the MIRROR_DB file');
+    expect(read({ MIRROR_DB: 'data/mirror.db' })).toMatchObject({ MIRROR_DB: 'data/mirror.db', AUDIT_DB: undefined });
   });
 });

@@ -21,7 +21,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import type { Db } from '../../db/open.js';
-import { AUDIT_LOCATION_ENV, auditLocation, openAudit } from '../../db/open-audit.js';
+import { auditLocation, openAudit } from '../../db/open-audit.js';
+import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
@@ -73,7 +74,9 @@ export default async function main(argv: string[]): Promise<number> {
   const {
     config,
     queue: { endpoint, prefix },
-  } = readWithQueueSettings([...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
+  } = readWithQueueSettings([...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS'], process.env, (pass) =>
+    pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
+  );
   const target = managementTarget(config.MANAGEMENT_URL);
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);

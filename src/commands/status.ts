@@ -32,6 +32,7 @@ import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
+import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
@@ -85,6 +86,7 @@ export default async function status(argv: string[]): Promise<number> {
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
   const config = pass.done();
   const settings = queueSettingsFromConfig(config);
   const target = config.MANAGEMENT_URL === undefined ? undefined : managementTarget(config.MANAGEMENT_URL);

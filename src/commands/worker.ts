@@ -16,6 +16,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { createLogger, humanLog, type Logger } from '../runtime/log.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
+import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { type RedisClient, createRedisConnection, describeRedis, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
@@ -35,17 +36,21 @@ export default async function main(argv: string[]): Promise<number> {
   const {
     config,
     queue: { endpoint, prefix },
-  } = readWithQueueSettings([
-    ...MANAGEMENT_CLIENT_ENV,
-    'ALLOW_VOLATILE_REDIS',
-    'MIRROR_DB',
-    'AUDIT_DB',
-    'REMOVAL_CONCURRENCY',
-    'REMOVAL_BACKOFF_MS',
-    'REMOVAL_LOCK_MS',
-    'SHUTDOWN_TIMEOUT_MS',
-    'LOG_LEVEL',
-  ]);
+  } = readWithQueueSettings(
+    [
+      ...MANAGEMENT_CLIENT_ENV,
+      'ALLOW_VOLATILE_REDIS',
+      'MIRROR_DB',
+      'AUDIT_DB',
+      'REMOVAL_CONCURRENCY',
+      'REMOVAL_BACKOFF_MS',
+      'REMOVAL_LOCK_MS',
+      'SHUTDOWN_TIMEOUT_MS',
+      'LOG_LEVEL',
+    ],
+    process.env,
+    (pass) => pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
+  );
   const target = managementTarget(config.MANAGEMENT_URL);
   // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
   const logger = createLogger(config.LOG_LEVEL, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);

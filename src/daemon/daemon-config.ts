@@ -1,7 +1,7 @@
 /**
  * The daemon's configuration, read in one pass (ConfigPass): every variable
  * it uses and every check across them (the Redis mode, the management pair,
- * the webhook's secret, the replica's key), so an operator sees all that is
+ * the webhook's secret, the replica's key, the audit not in the mirror file), so an operator sees all that is
  * wrong in one run instead of one round per restart. startDaemon builds its
  * settings from the result with the same functions, which then cannot fail.
  *
@@ -15,6 +15,7 @@ import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
+import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 
 /** Every variable the daemon reads but the management pair (DAEMON_MANAGEMENT_ENV), which it reads only when given. */
 export const DAEMON_ENV = [
@@ -65,6 +66,7 @@ export function readDaemonConfig(env: NodeJS.ProcessEnv = process.env, warn?: (l
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
   pass.check(['WEBHOOK_URL', 'WEBHOOK_SECRET'], webhookSettings);
   pass.check(REPLICA_ENV, daemonReplicaSettings);
+  pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
   return pass.done();
 }
 
