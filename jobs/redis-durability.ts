@@ -47,13 +47,13 @@ export function judgeRedisDurability(facts: RedisDurabilityFacts): DurabilityVer
   const warnings: string[] = [];
   const unreadable = facts.readError === undefined ? '' : ` (${facts.readError})`;
   if (facts.aofEnabled === undefined) reasons.push(`Redis did not report whether AOF is on${unreadable}`);
-  else if (!facts.aofEnabled) reasons.push('AOF persistence is off (appendonly no): a Redis restart loses queued removals');
+  else if (!facts.aofEnabled) reasons.push('AOF persistence is off (appendonly no): a Redis restart loses queued jobs');
   if (facts.maxmemoryPolicy === undefined) reasons.push(`Redis did not report its maxmemory-policy${unreadable}`);
   else if (facts.maxmemoryPolicy !== 'noeviction') {
-    reasons.push(`maxmemory-policy is ${facts.maxmemoryPolicy}, not noeviction: under memory pressure Redis deletes queued removals`);
+    reasons.push(`maxmemory-policy is ${facts.maxmemoryPolicy}, not noeviction: under memory pressure Redis deletes queued jobs`);
   }
   if (facts.aofEnabled === true && facts.appendfsync === 'no') {
-    warnings.push('appendfsync is no: a host crash may lose the last ~30 s of queued removals (use everysec or always)');
+    warnings.push('appendfsync is no: a host crash may lose the last ~30 s of queued jobs (use everysec or always)');
   }
   return {
     durable: reasons.length === 0,
@@ -112,9 +112,17 @@ export function decideRemovalGate(verdict: DurabilityVerdict, allowVolatile: boo
   return { state: allowVolatile ? 'run' : 'held', volatileAllowed: allowVolatile, verdict };
 }
 
-export const DURABILITY_FIX =
-  'configure Redis with `appendonly yes`, `appendfsync everysec` (or always) and `maxmemory-policy noeviction`, ' +
-  'or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see docs/removals.md, "Redis for the removal queue")';
+const CONFIGURE_REDIS = 'configure Redis with `appendonly yes`, `appendfsync everysec` (or always) and `maxmemory-policy noeviction`';
+
+export const DURABILITY_FIX = `${CONFIGURE_REDIS}, or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see docs/removals.md, "Redis for the removal queue")`;
+
+/** The same fix, said of webhooks (a daemon without removals has only those on Redis to hold). */
+export const WEBHOOK_DURABILITY_FIX = `${CONFIGURE_REDIS}, or set ALLOW_VOLATILE_REDIS=1 to accept that queued deliveries may be lost (see docs/changes.md, "Push: webhooks")`;
+
+/** Why webhooks are held on this Redis, for logs, /readyz and status; undefined when they run. */
+export function describeHeldWebhooks(gate: RemovalGate): string | undefined {
+  return gate.state === 'held' ? `held: ${gate.verdict.reasons.join('; ')}; ${WEBHOOK_DURABILITY_FIX}` : undefined;
+}
 
 /** One line for logs, /readyz and status. */
 export function describeRemovalGate(gate: RemovalGate): string {
@@ -213,6 +221,12 @@ export async function readEstateDurability(client: RedisClient): Promise<Durabil
  */
 export async function checkRemovalGate(redis: RedisClient, allowVolatile: boolean, logger: Logger): Promise<RemovalGate> {
   const gate = decideRemovalGate(await readEstateDurability(redis), allowVolatile);
+  logRemovalGate(gate, logger);
+  return gate;
+}
+
+/** The removal worker's start-up line (and the verdict's warnings); only where removals run. */
+export function logRemovalGate(gate: RemovalGate, logger: Logger): void {
   const fields = { event: 'removals.redis_durability', state: gate.state, ...gate.verdict.settings, reasons: gate.verdict.reasons };
   if (gate.state === 'held') {
     logger.error({ ...fields, fix: DURABILITY_FIX }, `removal worker not started: removals ${describeRemovalGate(gate)}`);
@@ -222,5 +236,4 @@ export async function checkRemovalGate(redis: RedisClient, allowVolatile: boolea
     logger.info(fields, 'redis keeps queued removals (AOF on, noeviction)');
   }
   for (const warning of gate.verdict.warnings) logger.warn({ event: 'removals.redis_durability_warning' }, warning);
-  return gate;
 }

@@ -94,7 +94,7 @@ const COMMANDS: Record<string, Command> = {
     details:
       'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
       '  its last sync attempt failed, or its WAL is above MIRROR_WAL_WARN_BYTES; or Redis is unreachable, removals are held\n' +
-      '  or wait without a target, or the webhook endpoint fails (the report, mirror part included, is\n' +
+      '  or wait without a target, or the webhook endpoint fails or webhooks are held (the report, mirror part included, is\n' +
       '  printed all the same); 2 usage or configuration error\n' +
       '  (a MIRROR_DB that cannot be a mirror included)\n',
     load: () => import('./commands/status.js'),

@@ -58,7 +58,7 @@ async function delivery(options: {
       control,
       endpoint: { mode: 'single', url: options.redisUrl ?? redis.url },
       prefix: `r${Date.now()}`,
-      durable: options.durable ?? true,
+      held: options.durable === false ? 'held: AOF persistence is off' : undefined,
     },
     logger: silentLogger,
   });

@@ -8,7 +8,8 @@
  *   why a removal worker refuses it: `worker removals` exits 2 with the
  *   reason and the fix, the daemon holds its removal worker (and says so in
  *   /readyz, /metrics and `status`) while syncing as usual, unless
- *   ALLOW_VOLATILE_REDIS=1.
+ *   ALLOW_VOLATILE_REDIS=1. A daemon without removals (no MANAGEMENT_*) says
+ *   nothing of holding them, but holds its webhooks and says that.
  *
  * Both Redis servers are the test's own; the machine's Redis is never touched.
  */
@@ -24,6 +25,7 @@ import { createRig, deleteRequests, startShared, until, type Rig, type Shared } 
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
 import { daemonEnv, eventually, getStatus, spawnDaemon } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';
+import { SECRET, startReceiver } from './support/webhook-rig.js';
 
 const BURST = 300;
 
@@ -183,6 +185,66 @@ describe('a Redis without persistence', () => {
       expect(await daemon.stop('SIGTERM')).toEqual({ code: 0, signal: null });
     } finally {
       await daemon.stop('SIGKILL').catch(() => undefined);
+    }
+  });
+
+  it('a daemon without removals says nothing of holding them; its webhooks are held, and said so', async () => {
+    const port = await freePort();
+    const receiver = await startReceiver();
+    const env: Record<string, string> = {
+      ...daemonEnv({
+        redisUrl: rig.redisUrl,
+        standIn: rig.standIn,
+        mirrorDb: join(dir, 'sync-only.db'),
+        queuePrefix: `${rig.prefix}-sync-only`,
+        mirrorId: 'sync-only',
+        statusPort: port,
+      }),
+      WEBHOOK_URL: receiver.url,
+      WEBHOOK_SECRET: SECRET,
+    };
+    delete env.MANAGEMENT_URL;
+    delete env.MANAGEMENT_KEY;
+    const daemon = spawnDaemon(env);
+    try {
+      await daemon.ready;
+      const heldHooks = await daemon.waitForLog((l) => l.event === 'webhooks.held', 5_000, 'webhooks.held');
+      expect(heldHooks.level).toBe(50);
+      expect(heldHooks.msg).toMatch(/AOF persistence is off.*appendonly yes.*ALLOW_VOLATILE_REDIS=1/);
+      await daemon.waitForLog((l) => l.event === 'sync.finished', 20_000, 'a sync');
+      // The only line saying anything is held is the webhooks'; none is the removal worker's verdict.
+      expect(daemon.logs.filter((l) => /held/i.test(l.msg ?? ''))).toEqual([heldHooks]);
+      expect(daemon.logs.filter((l) => String(l.event).startsWith('removals.'))).toEqual([]);
+
+      const ready = JSON.parse(
+        (
+          await eventually(async () => {
+            const r = await getStatus(port, '/readyz');
+            return r.status === 200 ? r : undefined;
+          }, 20_000)
+        ).body,
+      ) as { checks: Record<string, string> };
+      expect(ready.checks.removals).toBe('off: MANAGEMENT_URL is unset');
+      expect(ready.checks.webhooks).toMatch(/^held: AOF persistence is off.*ALLOW_VOLATILE_REDIS=1/);
+      expect(Object.entries(ready.checks).filter(([name, check]) => name !== 'removals' && /removal/i.test(check))).toEqual([]);
+      const metrics = (await getStatus(port, '/metrics')).body;
+      expect(metrics).toMatch(/^user_mirror_removals_held 0$/m);
+      expect(metrics).toMatch(/^user_mirror_redis_durable 0$/m);
+
+      const status = await runCli(['status', '--json'], env);
+      expect(status.code, status.stderr).toBe(1);
+      const report = JSON.parse(status.stdout) as { removalQueue: unknown; webhooks: { held: string | null } };
+      expect(report.removalQueue).toBeNull();
+      expect(report.webhooks.held).toMatch(/^held: AOF persistence is off/);
+      const text = (await runCli(['status'], env)).stdout;
+      expect(text).not.toMatch(/^removal queue/m);
+      expect(text).not.toMatch(/removals? (are )?held|HELD: a removal/i);
+      expect(text).toMatch(/^webhooks +HELD: the daemon queues no delivery on this Redis: held: AOF persistence is off/m);
+      expect(receiver.requests).toEqual([]);
+      expect(await daemon.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+    } finally {
+      await daemon.stop('SIGKILL').catch(() => undefined);
+      await receiver.close();
     }
   });
 

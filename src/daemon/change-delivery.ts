@@ -151,7 +151,8 @@ export interface ChangeDeliveryOptions {
   config: Config<'MIRROR_ID' | 'CHANGES_RETENTION_DAYS' | 'WEBHOOK_TIMEOUT_MS'>;
   /** webhookSettings(config): undefined without WEBHOOK_URL. */
   webhooks: { target: WebhookTarget; secret: string } | undefined;
-  redis: { control: RedisClient; endpoint: RedisEndpoint; prefix: string; durable: boolean };
+  /** `held`: why webhooks may not queue on this Redis (it can lose jobs; jobs/redis-durability.ts), undefined when they may. */
+  redis: { control: RedisClient; endpoint: RedisEndpoint; prefix: string; held: string | undefined };
   logger: Logger;
   onOutcome?: (outcome: WebhookOutcome) => void;
 }
@@ -177,12 +178,12 @@ export interface ChangeDelivery {
 export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
   const log = o.logger;
   const feed = new ChangeFeed(o.db);
-  const { control, endpoint, prefix, durable } = o.redis;
+  const { control, endpoint, prefix, held } = o.redis;
   const hook = o.webhooks;
-  if (hook !== undefined && !durable)
-    log.error({ event: 'webhooks.held', target: hook.target.id }, 'webhooks held: this Redis can lose queued jobs (see removals.held)');
+  if (hook !== undefined && held !== undefined)
+    log.error({ event: 'webhooks.held', target: hook.target.id }, `webhooks not started: this Redis can lose queued jobs: ${held}`);
   const queue =
-    hook !== undefined && durable
+    hook !== undefined && held === undefined
       ? createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target: hook.target, prefix, logger: log })
       : undefined;
   let connection: RedisClient | undefined;

@@ -18,7 +18,9 @@
  *  4. read Redis's persistence and eviction settings: the removal worker
  *     starts only if Redis keeps queued jobs (or ALLOW_VOLATILE_REDIS=1),
  *     else removals are held (logged, in /readyz, status and /metrics) and
- *     the sync half runs regardless (see jobs/redis-durability.ts);
+ *     the sync half runs regardless (see jobs/redis-durability.ts). Webhooks
+ *     follow the same verdict (held, and said so, on a Redis that can lose
+ *     jobs); a daemon without removals says nothing of holding them;
  *  5. start the workers, enqueue a catch-up sync if the mirror is stale,
  *     start the schedule and the watchdog. Without MANAGEMENT_URL and
  *     MANAGEMENT_KEY there is no removal worker (`daemon.removals_off` at
@@ -52,7 +54,7 @@ import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removal
 import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
-import type { RemovalGate } from '../../jobs/redis-durability.js';
+import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
 import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import { syncInChildProcess } from '../sync/child-process.js';
@@ -181,6 +183,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       removalsConfigured: target !== undefined,
       removalGate: () => removalGate,
       webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()),
+      webhooksHeld: () => (webhooks === undefined || removalGate === undefined ? undefined : describeHeldWebhooks(removalGate)),
     },
     () => phase,
   );
@@ -214,7 +217,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
     removalQueue?.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
-    const gate = await readRemovalGate(control, config.ALLOW_VOLATILE_REDIS, { logger: log, where, signal: startAbort.signal });
+    const gate = await readRemovalGate(control, config.ALLOW_VOLATILE_REDIS, {
+      logger: log,
+      where,
+      signal: startAbort.signal,
+      removals: target !== undefined,
+    });
     if (gate === undefined) return;
     removalGate = gate;
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
@@ -270,7 +278,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       db,
       config,
       webhooks,
-      redis: { control, endpoint, prefix, durable: gate.state === 'run' },
+      redis: { control, endpoint, prefix, held: describeHeldWebhooks(gate) },
       logger: log,
       onOutcome: (o) => metrics.recordWebhook(o.outcome),
     });

@@ -293,7 +293,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
   });
   const removalsHeld = new Gauge({
     name: 'user_mirror_removals_held',
-    help: '1 if the removal worker is not running because Redis can lose jobs and ALLOW_VOLATILE_REDIS is not set.',
+    help: '1 if the removal worker is not running because Redis can lose jobs and ALLOW_VOLATILE_REDIS is not set; 0 without removals (MANAGEMENT_URL unset).',
     registers,
   });
 

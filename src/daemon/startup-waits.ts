@@ -7,19 +7,25 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Logger, RepeatThrottle } from '../runtime/log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
-import { checkRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
+import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
 
-/** The removal gate (jobs/redis-durability.ts), read once Redis answers; undefined when stopped first. Redis may drop between the PING and INFO: wait and ask again. */
+/**
+ * The removal gate (jobs/redis-durability.ts), read once Redis answers; undefined when stopped first. Redis may drop
+ * between the PING and INFO: wait and ask again. Logged as the removal worker's verdict only when `removals` are on:
+ * a daemon without them still reads it (webhooks follow it, /metrics shows it) but has no removals to hold.
+ */
 export async function readRemovalGate(
   redis: RedisClient,
   allowVolatile: boolean,
-  options: { logger: Logger; where: string; signal: AbortSignal },
+  options: { logger: Logger; where: string; signal: AbortSignal; removals: boolean },
 ): Promise<RemovalGate | undefined> {
   for (;;) {
     try {
-      return await checkRemovalGate(redis, allowVolatile, options.logger);
+      const gate = decideRemovalGate(await readEstateDurability(redis), allowVolatile);
+      if (options.removals) logRemovalGate(gate, options.logger);
+      return gate;
     } catch (err) {
       options.logger.warn(
         { event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) },

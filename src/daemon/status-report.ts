@@ -5,7 +5,7 @@
  * and people see the same facts.
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
-import { DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
+import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness, formatAge, oneLine, type RunTrouble } from './staleness.js';
 
@@ -180,7 +180,7 @@ export interface StatusFacts {
   staleAfterMs: number;
   mirror: MirrorFacts;
   queues: QueueFacts;
-  /** Whether Redis keeps queued removals; undefined when Redis could not be asked. */
+  /** Whether Redis keeps queued jobs (removals, webhooks); undefined when Redis could not be asked. */
   removalGate?: RemovalGate | undefined;
   /** MANAGEMENT_URL is set: this estate runs removals, so Redis matters to `status`'s verdict. */
   removalsConfigured: boolean;
@@ -269,6 +269,8 @@ export interface StatusReport {
     queued: number;
     /** Deliveries held because the endpoint fails; null while it answers. */
     endpointFailing: EndpointFailure | null;
+    /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
+    held: string | null;
   } | null;
   webhooksConfigured: boolean;
 }
@@ -326,7 +328,8 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
       queue: f.queues.reachable ? (f.queues.removals?.counts.failed ?? null) : null,
       audit: m.available ? (m.failedRemovalsInAudit ?? null) : null,
     },
-    removalQueue: f.removalGate === undefined ? null : removalQueueReport(f.removalGate),
+    // Without MANAGEMENT_URL there are no removals to hold: the removal queue is not reported at all.
+    removalQueue: f.removalGate === undefined || !f.removalsConfigured ? null : removalQueueReport(f.removalGate),
     removalsConfigured: f.removalsConfigured,
     changeFeed:
       f.feed === undefined || f.feed === null
@@ -365,6 +368,7 @@ function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
     failed: w.counts.failed,
     queued: w.counts.waiting + w.counts.active + w.counts.delayed,
     endpointFailing: w.endpoint,
+    held: (f.removalGate === undefined ? undefined : describeHeldWebhooks(f.removalGate)) ?? null,
   };
 }
 
@@ -508,6 +512,7 @@ export function formatStatusReport(r: StatusReport): string {
         `webhooks        ENDPOINT FAILING since ${w.endpointFailing.since} (${w.endpointFailing.last}): every event held, none lost; fix WEBHOOK_URL or the receiver`,
       );
     }
+    if (w.held !== null) lines.push(`webhooks        HELD: the daemon queues no delivery on this Redis: ${w.held}`);
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   return `${lines.join('\n')}\n`;
 }
@@ -568,7 +573,7 @@ function formatCounts(c: QueueCounts): string {
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
- * unreachable, or its endpoint fails (deliveries held). A webhook's lag and
+ * unreachable, its endpoint fails, or the Redis can lose jobs (deliveries held either way). A webhook's lag and
  * failed events are shown, not judged (like failed removals: the operator's
  * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
@@ -580,7 +585,7 @@ export function statusExitCode(r: StatusReport): 0 | 1 {
     (r.mirror.lastAttemptFailed ?? null) === null &&
     (r.mirror.checkpointFailed ?? null) === null;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
-  if (r.webhooks?.endpointFailing != null) return 1;
+  if (r.webhooks?.endpointFailing != null || r.webhooks?.held != null) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;

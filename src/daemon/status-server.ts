@@ -129,6 +129,8 @@ export interface ReadinessSources {
   removalGate: () => RemovalGate | undefined;
   /** Webhook delivery's lag; undefined without WEBHOOK_URL. */
   webhookLag?: () => Promise<WebhookLagFacts> | undefined;
+  /** Why webhooks are held (a Redis that can lose jobs); undefined when they run or are off. */
+  webhooksHeld?: () => string | undefined;
 }
 
 /** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
@@ -157,7 +159,9 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
       : 'timeout';
     checks.removals = removalsCheck(s);
     const lag = s.webhookLag?.();
-    if (lag !== undefined) {
+    const webhooksHeld = s.webhooksHeld?.();
+    if (webhooksHeld !== undefined) checks.webhooks = webhooksHeld;
+    else if (lag !== undefined) {
       const described = await describeLag(lag);
       checks.webhooks = described.lag;
       checks.webhook_endpoint = described.endpoint;
