@@ -49,17 +49,9 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
-import {
-  buildStatusReport,
-  formatStatusReport,
-  statusExitCode,
-  type FeedFacts,
-  type MirrorFacts,
-  type QueueCounts,
-  type QueueFacts,
-  type StatusFacts,
-  type SyncJobFacts,
-} from '../daemon/status-report.js';
+import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
+import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
+import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
 
 const Args = z.object({

@@ -50,14 +50,13 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../service/client-from-config.js';
-import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
+import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/producer.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
 import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
-import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
-import { syncInChildProcess } from '../sync/child-process.js';
+import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics, queueDepths } from './metrics.js';
@@ -65,7 +64,8 @@ import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
-import { restartableWorker, startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
+import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
+import { removalWorkerOf, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
 import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
@@ -91,16 +91,6 @@ export interface DaemonDeps {
   /** pm2's IPC channel; absent when not run under a supervisor. */
   send?: (message: string) => void;
 }
-
-/**
- * How long an aborted sync process may take to record its run before it is
- * killed (only a publish, which cannot be interrupted, takes long; killing it
- * rolls the publish back).
- */
-const SYNC_KILL_AFTER_ABORT_MS = 30_000;
-
-/** How long a watchdog restart waits for the stuck worker before dropping it. */
-const RESTART_CLOSE_MS = 10_000;
 
 export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
   const log = deps.logger;
@@ -227,51 +217,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     removalGate = gate;
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
-    syncWorker = restartableWorker<SyncWorkerHandle<SyncSummary>>({
-      name: 'sync',
-      restartCloseTimeoutMs: RESTART_CLOSE_MS,
-      start: () => {
-        const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:sync-worker' });
-        const handle = startSyncWorker({
-          connection: redis,
-          prefix,
-          mirrorId: config.MIRROR_ID,
-          logger: log,
-          onResult: (r) => {
-            metrics.recordSync(r);
-            void delivery?.afterSync();
-          },
-          // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
-          run: syncInChildProcess({ onResponse: (e) => metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
-        });
-        return { handle, dispose: () => redis.disconnect() };
-      },
-      close: (handle, ms) => handle.close(ms),
-    });
+    const workers = { endpoint, prefix, logger: log, metrics };
+    syncWorker = syncWorkerOf(workers, config.MIRROR_ID, () => void delivery?.afterSync());
 
-    const audit = createRemovalAudit(auditDb);
     if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
-      removalWorker = restartableWorker<RemovalWorkerHandle>({
-        name: 'removals',
-        restartCloseTimeoutMs: RESTART_CLOSE_MS,
-        start: () => {
-          const redis = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:removal-worker' });
-          const handle = startRemovalWorker({
-            connection: redis,
-            target,
-            prefix,
-            client: managementClient,
-            audit,
-            logger: log,
-            concurrency: config.REMOVAL_CONCURRENCY,
-            backoffMs: config.REMOVAL_BACKOFF_MS,
-            lockDurationMs: config.REMOVAL_LOCK_MS,
-            onOutcome: (outcome) => metrics.recordRemoval(outcome),
-          });
-          return { handle, dispose: () => redis.disconnect() };
-        },
-        close: async (handle, ms) => (await handle.close(ms)).drained,
-      });
+      removalWorker = removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) });
 
     // The change feed: retention always; webhooks where configured, on a Redis that keeps jobs (as removals).
     delivery = startChangeDelivery({

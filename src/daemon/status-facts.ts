@@ -1,0 +1,147 @@
+/**
+ * The facts `user-mirror status` gathers (src/commands/status.ts) and the
+ * report is built from (./status-report.ts): the mirror's runs and files,
+ * the queues, the change feed, the sync jobs.
+ */
+import type { CandidateCounts } from '../../db/sync-runs.js';
+import type { RemovalGate } from '../../jobs/redis-durability.js';
+import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
+import type { RunTrouble } from './staleness.js';
+
+export interface RunFacts {
+  id: number;
+  status: string;
+  startedAt: string;
+  finishedAt: string | null;
+  usersSeen: number;
+  created: number;
+  updated: number;
+  deleted: number;
+  /** What became of the users the run's listing did not show. */
+  candidates: CandidateCounts;
+  /** What the listing did that it should not: identity conflicts, oversize pages, a `total` that fell mid-scan. */
+  anomalies: RunAnomalies;
+  totalAtStart: number | null;
+  error: string | null;
+}
+
+export interface RunAnomalies {
+  identityConflicts: number;
+  oversizePages: number;
+  totalLowest: number | null;
+}
+
+export interface QueueCounts {
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+  completed: number;
+}
+
+/** The removal queue of MANAGEMENT_URL's target, across every host; null when MANAGEMENT_URL is unset. */
+export interface RemovalQueueFacts {
+  target: { id: string; url: string; queue: string };
+  counts: QueueCounts;
+  /** Recent outcomes per host whose worker (and audit) recorded them. */
+  hosts: Array<{ host: string; total: number; outcomes: Record<string, number> }>;
+}
+
+/** The webhook queue of WEBHOOK_URL's target; null when WEBHOOK_URL is unset. */
+export interface WebhookQueueFacts {
+  target: { id: string; url: string; queue: string };
+  counts: QueueCounts;
+  /** The highest cursor handed to the queue, and the highest settled (delivered, or failed for good) in order. */
+  dispatched: number;
+  settled: number;
+  /** The endpoint failing (a redirect, 401, 403, 404, 410, DNS, TLS: deliveries held), or null. */
+  endpoint: EndpointFailure | null;
+}
+
+/** The mirror's change feed (db/change-feed.ts); null when the mirror has none yet. */
+export interface FeedFacts {
+  latest: number;
+  oldest: number | null;
+  prunedThrough: number;
+  /** When the oldest event not yet settled by the webhook was published; undefined when none or unknown. */
+  oldestUnsettledAt?: string | undefined;
+}
+
+export type QueueFacts =
+  | {
+      reachable: true;
+      sync: QueueCounts;
+      /** The daemon's newest finished sync job: a failure here with no run row is a sync that could not even record itself (a full disk). */
+      lastSyncJob?: SyncJobFacts | null;
+      removals: RemovalQueueFacts | null;
+      webhooks?: WebhookQueueFacts | null;
+      /** Jobs of an older producer that name no target: no worker takes them (jobs/removals/unbound.ts). */
+      unboundRemovals: number;
+    }
+  | { reachable: false; error: string };
+
+/** A finished sync job as BullMQ keeps it (a day): when, and why it failed. */
+export interface SyncJobFacts {
+  finishedAt: string;
+  failedReason: string | null;
+}
+
+/** Field warnings of active users, per field path as stored. */
+export interface FieldWarningFacts {
+  users: number;
+  byField: Array<{ field: string; users: number }>;
+}
+
+export type MirrorFacts =
+  | {
+      available: true;
+      /** Undefined for a mirror not yet migrated to field_warnings. */
+      fieldWarnings?: FieldWarningFacts | undefined;
+      activeUsers: number;
+      deletedUsers: number;
+      lastSucceededAt: Date | undefined;
+      lastRuns: RunFacts[];
+      /** Failed removals recorded in the audit; undefined when there is no audit table. */
+      failedRemovalsInAudit: number | undefined;
+      /** The change feed's extent; null for a mirror written before it. */
+      feed?: FeedFacts | null;
+      /** What went wrong since the last success (see staleness.ts). */
+      lastProblem?: RunTrouble | undefined;
+      running?: RunTrouble | undefined;
+      /** The mirror file's and its WAL's sizes; undefined for an in-memory mirror. */
+      /** Sizes of the mirror's file and WAL; `freeBytes`: the file's free pages, reused by later syncs. */
+      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number } | undefined;
+    }
+  | { available: false; error: string };
+
+export interface StatusFacts {
+  mirrorPath: string;
+  mirrorId: string;
+  now: Date;
+  scheduleIntervalMs: number;
+  /** SYNC_STALE_AFTER_MS as resolved (staleness.ts `staleAfterMs`). */
+  staleAfterMs: number;
+  mirror: MirrorFacts;
+  queues: QueueFacts;
+  /** Whether Redis keeps queued jobs (removals, webhooks); undefined when Redis could not be asked. */
+  removalGate?: RemovalGate | undefined;
+  /** MANAGEMENT_URL is set: this estate runs removals, so Redis matters to `status`'s verdict. */
+  removalsConfigured: boolean;
+  feed?: FeedFacts | null;
+  /** WEBHOOK_URL is set: Redis matters to the verdict, as for removals. */
+  webhooksConfigured?: boolean;
+  /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
+  walWarnBytes?: number | undefined;
+  /**
+   * The record kept beside the mirror (src/sync/attempt-record.ts): a failure
+   * the mirror could not record in itself, or the last checkpoint's figures.
+   */
+  recordBeside?:
+    | {
+        at: string;
+        what: 'ok' | 'sync' | 'checkpoint';
+        reason: string;
+        checkpoint?: { at: string; walFrames: number; copiedFrames: number };
+      }
+    | undefined;
+}

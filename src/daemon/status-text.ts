@@ -1,0 +1,174 @@
+/**
+ * `user-mirror status` as a person reads it: the report (./status-report.ts)
+ * rendered as lines, the trouble first. Pure: no I/O.
+ */
+import type { CandidateCounts } from '../../db/sync-runs.js';
+import { formatAge, oneLine } from './staleness.js';
+import type { QueueCounts, RunFacts } from './status-facts.js';
+import { formatBytes, type RemovalQueueReport, type StatusReport } from './status-report.js';
+
+export function formatStatusReport(r: StatusReport): string {
+  const lines: string[] = [];
+  const m = r.mirror;
+  lines.push(`mirror ${m.id} (${m.path})`);
+  if (!m.available) {
+    lines.push(`  unavailable: ${m.error ?? 'unknown error'}`);
+    if (m.lastAttemptFailed != null)
+      lines.push(`  LAST SYNC FAILED at ${m.lastAttemptFailed.at}: ${oneLine(m.lastAttemptFailed.reason, 300)}`);
+  } else {
+    lines.push(`  users         ${m.activeUsers ?? 0} active, ${m.deletedUsers ?? 0} deleted`);
+    const age =
+      m.ageSeconds === null || m.ageSeconds === undefined
+        ? 'never synced successfully'
+        : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
+    lines.push(`  last success  ${age}`);
+    if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
+    const failed = m.lastAttemptFailed;
+    if (failed !== null && failed !== undefined) {
+      const which = failed.run === null ? 'LAST SYNC FAILED (no run recorded)' : `LAST SYNC FAILED (run #${failed.run})`;
+      lines.push(`  ${which} at ${failed.at}: ${oneLine(failed.reason, 300)}`);
+    }
+    if (m.checkpointFailed != null) {
+      lines.push(
+        `  CHECKPOINT FAILED at ${m.checkpointFailed.at}: ${oneLine(m.checkpointFailed.reason, 300)} ` +
+          '(the WAL keeps growing until one succeeds; each sync retries it first)',
+      );
+    }
+    if (m.wal !== undefined) {
+      const ratio = m.wal.mirrorBytes > 0 ? ` (${(m.wal.walBytes / m.wal.mirrorBytes).toFixed(1)}× the mirror)` : '';
+      lines.push(
+        m.wal.tooLarge
+          ? `  WAL TOO LARGE ${formatBytes(m.wal.walBytes)}${ratio}, above ${formatBytes(m.wal.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
+              'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)'
+          : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
+      );
+    }
+    if (m.wal !== undefined) {
+      const free = m.freeBytes === undefined ? '' : `, ${formatBytes(m.freeBytes)} of it free pages that later syncs reuse`;
+      lines.push(`  file          ${formatBytes(m.wal.mirrorBytes)}${free}`);
+    }
+    const cp = m.lastCheckpoint;
+    if (cp !== undefined && cp.walFrames > cp.copiedFrames) {
+      lines.push(
+        `  checkpoint    ${cp.walFrames - cp.copiedFrames} of ${cp.walFrames} WAL frames held back by a reader at ${cp.at} (a long read transaction; docs/sql.md)`,
+      );
+    }
+    if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
+    const runs = m.lastRuns ?? [];
+    if (runs.length === 0) lines.push('  runs          none yet');
+    else {
+      lines.push('  last runs');
+      for (const run of runs) {
+        const took =
+          run.finishedAt === null ? 'running' : formatAge(Math.round((Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000));
+        const changes = `+${run.created} ~${run.updated} -${run.deleted}${formatMissing(run.candidates)}`;
+        const error = run.error === null ? '' : `  ${oneLine(run.error)}`;
+        lines.push(
+          `    #${String(run.id).padEnd(5)} ${run.status.padEnd(9)} ${run.startedAt}  ${took.padEnd(8)} seen ${run.usersSeen}  ${changes}${error}`,
+        );
+        const anomalies = formatAnomalies(run);
+        if (anomalies !== '') lines.push(`           ANOMALIES ${anomalies}`);
+      }
+    }
+  }
+  if (r.queues.reachable) {
+    lines.push('queues');
+    lines.push(`  sync          ${formatCounts(r.queues.sync)}`);
+    const removals = r.queues.removals;
+    if (removals === null) lines.push('  removals      not shown: MANAGEMENT_URL is unset (it names the queue)');
+    else {
+      lines.push(`  removals      ${formatCounts(removals.counts)}   (all hosts; target ${removals.target.id}, ${removals.target.url})`);
+      for (const h of removals.hosts) {
+        lines.push(
+          `    ${h.host.padEnd(20)} ${Object.entries(h.outcomes)
+            .map(([s, n]) => `${s} ${n}`)
+            .join(', ')}  (recent; in that host's audit)`,
+        );
+      }
+    }
+    if (r.queues.unboundRemovals > 0) {
+      lines.push(
+        `  UNBOUND       ${r.queues.unboundRemovals} removal(s) name no target and are taken by no worker: run 'user-mirror removals adopt --all' where MANAGEMENT_URL is their target`,
+      );
+    }
+  } else {
+    lines.push(`queues: redis unreachable (${oneLine(r.queues.error)}); queue depths unknown`);
+  }
+  const failed = [
+    r.failedRemovals.queue === null ? undefined : `${r.failedRemovals.queue} in the queue`,
+    r.failedRemovals.audit === null ? undefined : `${r.failedRemovals.audit} in the audit`,
+  ].filter((x): x is string => x !== undefined);
+  lines.push(
+    `failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : " (this host's audit)"}`,
+  );
+  if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
+  if (r.changeFeed !== null) {
+    const f = r.changeFeed;
+    lines.push(
+      `change feed     latest cursor ${f.latest}, oldest held ${f.oldest ?? 'none'}${f.prunedThrough > 0 ? ` (retention dropped up to ${f.prunedThrough})` : ''}`,
+    );
+  }
+  const w = r.webhooks;
+  if (w !== null) {
+    const behind = w.eventsBehind === 0 ? 'caught up' : `BEHIND ${w.eventsBehind} events (${formatAge(w.secondsBehind)})`;
+    lines.push(
+      `webhooks        ${behind}, ${w.failed} failed${w.failed > 0 ? " ('user-mirror webhooks --failed')" : ''}   (target ${w.target}, ${w.url})`,
+    );
+    if (w.endpointFailing !== null) {
+      lines.push(
+        `webhooks        ENDPOINT FAILING since ${w.endpointFailing.since} (${w.endpointFailing.last}): every event held, none lost; fix WEBHOOK_URL or the receiver`,
+      );
+    }
+    if (w.held !== null) lines.push(`webhooks        HELD: the daemon queues no delivery on this Redis: ${w.held}`);
+  } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
+  return `${lines.join('\n')}\n`;
+}
+
+function formatRemovalQueue(q: RemovalQueueReport): string[] {
+  const settings = `appendonly ${q.redis.appendonly}, appendfsync ${q.redis.appendfsync}, maxmemory-policy ${q.redis.maxmemoryPolicy}`;
+  const verdict =
+    q.state === 'held'
+      ? 'HELD: a removal worker takes no job from this Redis'
+      : q.volatileAllowed
+        ? 'running on a volatile Redis (ALLOW_VOLATILE_REDIS=1)'
+        : 'durable';
+  const lines = [`removal queue   ${verdict}`, `  redis         ${settings}`];
+  for (const reason of q.reasons) lines.push(`  why           ${reason}`);
+  for (const warning of q.warnings) lines.push(`  warning       ${warning}`);
+  if (q.state === 'held' && q.fix !== undefined) lines.push(`  fix           ${q.fix}`);
+  return lines;
+}
+
+/** What the run's listing did wrong, one phrase each; '' when nothing. */
+function formatAnomalies(run: Pick<RunFacts, 'anomalies' | 'totalAtStart'>): string {
+  const a = run.anomalies;
+  const parts = [
+    a.identityConflicts > 0
+      ? `${a.identityConflicts} identity conflict(s) (the later listing won; ids in the sync.identity_conflict log lines)`
+      : '',
+    a.oversizePages > 0 ? `${a.oversizePages} page(s) larger than the limit asked` : '',
+    a.totalLowest !== null && run.totalAtStart !== null && a.totalLowest < run.totalAtStart
+      ? `total fell from ${run.totalAtStart} to ${a.totalLowest} during the scan`
+      : '',
+  ].filter((p) => p !== '');
+  return parts.join('; ');
+}
+
+/** Only confirmed users are deleted: say what became of the others. */
+function formatMissing(c: CandidateCounts): string {
+  if (c.candidates === 0) return '';
+  const open = [c.unverified > 0 ? `${c.unverified} unchecked` : '', c.deferred > 0 ? `${c.deferred} deferred` : ''].filter(
+    (x) => x !== '',
+  );
+  return `  missing ${c.candidates} (${c.confirmedGone} gone, ${c.stillThere} still there${open.length > 0 ? `, ${open.join(', ')}` : ''})`;
+}
+
+function formatWarnings(w: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> }): string {
+  if (w.usersWithWarnings === 0) return 'none';
+  const top = w.topFields.map((f) => `${f.field} ${f.count}`).join(', ');
+  return `${w.usersWithWarnings} users (${top})`;
+}
+
+function formatCounts(c: QueueCounts): string {
+  return `waiting ${c.waiting}  active ${c.active}  delayed ${c.delayed}  failed ${c.failed}  completed ${c.completed}`;
+}

@@ -1,0 +1,90 @@
+/**
+ * The daemon's two workers, each restartable by the watchdog with a Redis
+ * connection of its own: the sync worker, which runs each job in a child
+ * process, and the removal worker. Built here; started, watched and closed
+ * by ./daemon.ts.
+ */
+import type { RemovalAudit } from '../../db/removal-audit.js';
+import { createRedisConnection, type RedisEndpoint } from '../../jobs/redis-connection.js';
+import type { ManagementTarget } from '../../jobs/removals/queue.js';
+import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
+import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
+import type { Logger } from '../runtime/log.js';
+import type { ServiceClient } from '../service/client.js';
+import { syncInChildProcess } from '../sync/child-process.js';
+import type { SyncSummary } from '../sync/engine.js';
+import type { DaemonConfig } from './daemon-config.js';
+import type { DaemonMetrics } from './metrics.js';
+import { restartableWorker, type RestartableWorker } from './watchdog.js';
+
+/**
+ * How long an aborted sync process may take to record its run before it is
+ * killed (only a publish, which cannot be interrupted, takes long; killing it
+ * rolls the publish back).
+ */
+const SYNC_KILL_AFTER_ABORT_MS = 30_000;
+
+/** How long a watchdog restart waits for the stuck worker before dropping it. */
+const RESTART_CLOSE_MS = 10_000;
+
+/** What both workers share: where Redis is, the queues' prefix, the log and the metrics. */
+export interface WorkerSetting {
+  endpoint: RedisEndpoint;
+  prefix: string;
+  logger: Logger;
+  metrics: DaemonMetrics;
+}
+
+/** The sync worker of `mirrorId`; `afterSync` hears of each finished run (webhook delivery). */
+export function syncWorkerOf(w: WorkerSetting, mirrorId: string, afterSync: () => void): RestartableWorker<SyncWorkerHandle<SyncSummary>> {
+  return restartableWorker<SyncWorkerHandle<SyncSummary>>({
+    name: 'sync',
+    restartCloseTimeoutMs: RESTART_CLOSE_MS,
+    start: () => {
+      const redis = createRedisConnection(w.endpoint, { role: 'worker', logger: w.logger, connectionName: 'user-mirror:sync-worker' });
+      const handle = startSyncWorker({
+        connection: redis,
+        prefix: w.prefix,
+        mirrorId,
+        logger: w.logger,
+        onResult: (r) => {
+          w.metrics.recordSync(r);
+          afterSync();
+        },
+        // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
+        run: syncInChildProcess({ onResponse: (e) => w.metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
+      });
+      return { handle, dispose: () => redis.disconnect() };
+    },
+    close: (handle, ms) => handle.close(ms),
+  });
+}
+
+/** The removal worker of one management target. */
+export function removalWorkerOf(
+  w: WorkerSetting,
+  config: Pick<DaemonConfig, 'REMOVAL_CONCURRENCY' | 'REMOVAL_BACKOFF_MS' | 'REMOVAL_LOCK_MS'>,
+  removals: { target: ManagementTarget; client: ServiceClient; audit: RemovalAudit },
+): RestartableWorker<RemovalWorkerHandle> {
+  return restartableWorker<RemovalWorkerHandle>({
+    name: 'removals',
+    restartCloseTimeoutMs: RESTART_CLOSE_MS,
+    start: () => {
+      const redis = createRedisConnection(w.endpoint, { role: 'worker', logger: w.logger, connectionName: 'user-mirror:removal-worker' });
+      const handle = startRemovalWorker({
+        connection: redis,
+        target: removals.target,
+        prefix: w.prefix,
+        client: removals.client,
+        audit: removals.audit,
+        logger: w.logger,
+        concurrency: config.REMOVAL_CONCURRENCY,
+        backoffMs: config.REMOVAL_BACKOFF_MS,
+        lockDurationMs: config.REMOVAL_LOCK_MS,
+        onOutcome: (outcome) => w.metrics.recordRemoval(outcome),
+      });
+      return { handle, dispose: () => redis.disconnect() };
+    },
+    close: async (handle, ms) => (await handle.close(ms)).drained,
+  });
+}
