@@ -126,13 +126,14 @@ describe('files the project creates, under umask 022', () => {
     const mirrorDb = join(data, 'mirror.db');
     copyFileSync(seed, mirrorDb);
     chmodSync(mirrorDb, 0o644);
-    expect((await asNobody(['cat', mirrorDb])).code).toBe(0);
+    // Reading its first bytes is reading it (all of it would overflow the child's output buffer).
+    expect((await asNobody(['head', '-c', '16', mirrorDb])).code).toBe(0);
 
     const sync = await runCli(['sync', '--once'], envFor(mirrorDb));
     expect(sync.code, sync.stderr).toBe(0);
     expect(sync.stderr).toContain(`${mirrorDb} was mode 0644, readable by other accounts: narrowed to 0600`);
     expect(mode(mirrorDb)).toBe(0o600);
-    expect((await asNobody(['cat', mirrorDb])).code).not.toBe(0);
+    expect((await asNobody(['head', '-c', '16', mirrorDb])).code).not.toBe(0);
   }, 60_000);
 });
 

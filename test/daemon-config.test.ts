@@ -162,8 +162,15 @@ describe('the daemon as a process', () => {
       checks: { phase: 'ok', db: 'ok', mirror: 'ok', redis: 'ok', removals: 'off: MANAGEMENT_URL is unset' },
     });
     expect(daemon.logs.find((l) => l.event === 'daemon.starting')).toMatchObject({ removalTarget: null, managementUrl: null });
-    const metrics = await getStatus(statusPort, '/metrics');
-    expect(metrics.body).toMatch(/^user_mirror_queue_jobs\{queue="sync",state="completed"\} [1-9]\d*$/m);
+    // The mirror is ready once the run is published; BullMQ marks its job completed a moment later.
+    const metrics = await eventually(
+      async () => {
+        const m = await getStatus(statusPort, '/metrics');
+        return /^user_mirror_queue_jobs\{queue="sync",state="completed"\} [1-9]\d*$/m.test(m.body) ? m : undefined;
+      },
+      15_000,
+      'the completed sync job in /metrics',
+    );
     expect(metrics.body).not.toMatch(/queue="removals"/);
 
     const status = await runCli(['status', '--json'], env);
