@@ -49,6 +49,8 @@ export interface PublishDeletions {
 export interface MirrorStore {
   /** Records a new run (committed, `running`) without opening its transaction: the run is visible while it waits for its first page. */
   recordRun(): number;
+  /** The listing's `total` as the last published run last saw it; undefined before any. */
+  lastListedTotal(): number | undefined;
   /** Opens the write transaction of `recorded` (from recordRun), or of a new run. Returns the run id. */
   beginRun(totalAtStart?: number, recorded?: number): number;
   /** [user_id, content_hash] of every active user, in user_id order, streamed. */
@@ -151,6 +153,10 @@ export class SqliteMirrorStore implements MirrorStore {
     this.run = undefined;
     const now = this.now();
     return this.db.transaction(() => this.records.start(now, undefined)).immediate();
+  }
+
+  lastListedTotal(): number | undefined {
+    return this.records.lastListedTotal();
   }
 
   beginRun(totalAtStart?: number, recorded?: number): number {

@@ -86,6 +86,9 @@ export class RunRecords {
       insertRun: db.prepare<Bind>(
         `INSERT INTO sync_runs (started_at, status, total_at_start, pid, host) VALUES (@now, 'running', @total, @pid, @host)`,
       ),
+      lastListedTotal: db
+        .prepare<[], number | null>(`SELECT total_at_end FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id DESC LIMIT 1`)
+        .pluck(),
       setTotalAtStart: db.prepare<Bind>(`UPDATE sync_runs SET total_at_start = @total WHERE id = @run`),
       runState: db.prepare<[number], { status: string; published_at: string | null }>(
         `SELECT status, published_at FROM sync_runs WHERE id = ?`,
@@ -128,6 +131,11 @@ export class RunRecords {
   }
 
   /** `total` as the first page said it, on a run recorded before that page came. */
+  /** The last published run's `total_at_end`: what a new run's first requests are planned from. */
+  lastListedTotal(): number | undefined {
+    return this.s.lastListedTotal.get() ?? undefined;
+  }
+
   setTotalAtStart(runId: number, total: number | undefined): void {
     this.s.setTotalAtStart.run({ run: runId, total: total ?? null });
   }

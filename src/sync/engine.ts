@@ -42,7 +42,7 @@ import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
 import { silentLogger, type Logger } from '../runtime/log.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { type DirectorySource, PAGE_LIMIT, type PassResult, scanPass } from './scan.js';
+import { type DirectorySource, PAGE_LIMIT, type PassResult, Prefetch, prefetchOffsets, scanPass } from './scan.js';
 import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 
@@ -162,15 +162,24 @@ async function runUntil(
   log.info({ event: 'sync.start', runId, concurrency, maxDeleteRatio, maxVerify }, 'sync started');
   // What the run has read, for its record if it fails: a failed run still says how far it got.
   const read = { pages: 0, usersSeen: 0 };
+  // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
+  // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
+  const prefetch = new Prefetch(options.client, prefetchOffsets(writer.lastListedTotal(), concurrency, PAGE_LIMIT), PAGE_LIMIT, retry);
   let first: RecordPage;
   try {
     first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
   } catch (err) {
+    await prefetch.drop();
     return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`, read);
   }
 
-  // A mirror that cannot be read here throws, its run already recorded failed by beginRun.
-  writer.beginRun(first.total, runId);
+  try {
+    // A mirror that cannot be read here throws, its run already recorded failed by beginRun.
+    writer.beginRun(first.total, runId);
+  } catch (err) {
+    await prefetch.drop();
+    throw err;
+  }
   try {
     // Nothing is staged yet, so every active user is still "unseen".
     const activeBefore = writer.countUnseenActive(runId);
@@ -183,6 +192,7 @@ async function runUntil(
       limit: PAGE_LIMIT,
       retry,
       maxRecordBytes: options.maxRecordBytes,
+      prefetch,
       onPage: (p) => {
         read.pages = p.pagesDone;
         read.usersSeen = p.usersSeen;
@@ -266,6 +276,7 @@ async function runUntil(
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
     return summary;
   } catch (err) {
+    await prefetch.drop();
     return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err), read);
   }
 }

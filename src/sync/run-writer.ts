@@ -71,6 +71,11 @@ export class RunWriter {
     return this.store.recordRun();
   }
 
+  /** The listing's size as the last published run saw it: a re-sync plans its first requests from it (src/sync/engine.ts). */
+  lastListedTotal(): number | undefined {
+    return this.store.lastListedTotal();
+  }
+
   /** Starts a run (`recorded` by recordRun, or a new one): its transaction, and its ledger from the mirror's active users. */
   beginRun(totalAtStart?: number, recorded?: number): number {
     this.run = undefined;

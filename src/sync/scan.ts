@@ -71,6 +71,59 @@ export interface PassOptions {
   /** Largest user record stored (SYNC_MAX_RECORD_BYTES); see page-decode.ts. */
   maxRecordBytes?: number;
   onPage?: (progress: PassProgress) => void;
+  /** Pages asked for beside page 0, before its total was known (Prefetch); the pass takes those its plan reaches. */
+  prefetch?: Prefetch;
+}
+
+/** A page's request, settled: the page, or why it failed. Never rejects. */
+export type Fetched = { offset: number; page: RecordPage } | { offset: number; error: unknown };
+
+/**
+ * Pages asked for at once with page 0, planned from the last run's total,
+ * so that a re-sync starts `concurrency` wide instead of waiting a round
+ * trip for page 0 alone. Page 0 verifies the plan: the pass uses a page only
+ * where its plan asks for that offset with that limit; the others (a
+ * directory that shrank, a service that caps its pages) are aborted and
+ * dropped.
+ */
+export class Prefetch {
+  private readonly pages = new Map<number, Promise<Fetched>>();
+  private readonly stop = new AbortController();
+
+  constructor(source: DirectorySource, offsets: readonly number[], limit: number, retry: RetryOptions) {
+    const signal = retry.signal === undefined ? this.stop.signal : AbortSignal.any([retry.signal, this.stop.signal]);
+    // One attempt each: a service that is down gets one more request per page, not their retries;
+    // a page whose attempt failed is asked for again, with retries, by the pass (take).
+    for (const offset of offsets) this.pages.set(offset, fetchWithRetries(source, offset, limit, { ...retry, attempts: 1, signal }));
+  }
+
+  /** The request for `offset`, taken: undefined when none was made. */
+  take(offset: number): Promise<Fetched> | undefined {
+    const page = this.pages.get(offset);
+    this.pages.delete(offset);
+    return page;
+  }
+
+  /** Aborts what was not taken and waits for it: nothing outlives the run. */
+  async drop(): Promise<void> {
+    this.stop.abort();
+    await Promise.all(this.pages.values());
+    this.pages.clear();
+  }
+}
+
+/** The offsets to ask for beside page 0, from the last run's total: up to `concurrency - 1` pages. */
+export function prefetchOffsets(lastTotal: number | undefined, concurrency: number, limit: number): number[] {
+  const out: number[] = [];
+  for (let k = 1; lastTotal !== undefined && k < concurrency && k * limit < lastTotal; k++) out.push(k * limit);
+  return out;
+}
+
+function fetchWithRetries(source: DirectorySource, offset: number, limit: number, retry: RetryOptions): Promise<Fetched> {
+  return callWithRetries(`offset ${offset}`, (sig) => source.listUserRecords({ offset, limit }, sig), retry).then(
+    (page) => ({ offset, page }),
+    (error: unknown) => ({ offset, error }),
+  );
 }
 
 const KEPT_FAILURES = 5;
@@ -130,15 +183,16 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   const retry: RetryOptions = { ...options.retry, signal };
   let fatal: { error: unknown } | undefined;
 
-  type Fetched = { offset: number; page: RecordPage } | { offset: number; error: unknown };
-  const fetchPage = (offset: number): Promise<Fetched> =>
-    callWithRetries(`offset ${offset}`, (sig) => source.listUserRecords({ offset, limit }, sig), retry).then(
-      (page) => ({ offset, page }),
-      (error: unknown) => ({ offset, error }),
-    );
+  // Prefetched pages count only if the plan steps by the limit they were asked with.
+  const prefetch = step === limit ? options.prefetch : undefined;
   const request = (): Promise<Fetched> | undefined => {
     const offset = signal.aborted ? undefined : plan.next();
-    return offset === undefined ? undefined : fetchPage(offset);
+    if (offset === undefined) return undefined;
+    const taken = prefetch?.take(offset);
+    if (taken === undefined) return fetchWithRetries(source, offset, limit, retry);
+    return taken.then((got) =>
+      'error' in got && refusalOf(got.error) === undefined && !signal.aborted ? fetchWithRetries(source, offset, limit, retry) : got,
+    );
   };
 
   /** Stages a page or counts its failure; false when the pass must stop (a refused key, a database error). */
@@ -188,6 +242,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   };
 
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
+  await options.prefetch?.drop();
   if (fatal !== undefined) throw fatal.error;
   options.retry.signal?.throwIfAborted();
   return result;

@@ -44,6 +44,10 @@ export class MemoryMirrorStore implements MirrorStore {
       }
     | undefined;
 
+  lastListedTotal(): number | undefined {
+    return this.runs.some((r) => r.published) ? this.users.size : undefined;
+  }
+
   recordRun(): number {
     const id = this.runs.length + 1;
     this.runs.push({ id, published: false });
