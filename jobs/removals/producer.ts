@@ -20,6 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import type { Logger } from '../../src/runtime/log.js';
+import { errorMessage } from '../../src/runtime/errors.js';
 import { RedisUnavailableError, redisReady, type RedisClient } from '../redis-connection.js';
 
 export { RedisUnavailableError };
@@ -160,9 +161,7 @@ async function connected(queue: RemovalQueue): Promise<void> {
   const client = queue.opts.connection;
   if (typeof client === 'object' && client !== null && 'status' in client && typeof client.status === 'string') {
     await redisReady(client as RedisClient, PRODUCER_WAIT_MS).catch((err: unknown) => {
-      throw new RedisUnavailableError(
-        `removal not enqueued: ${err instanceof Error ? err.message.replace(/^Redis is unreachable: /, '') : String(err)}`,
-      );
+      throw new RedisUnavailableError(`removal not enqueued: ${errorMessage(err).replace(/^Redis is unreachable: /, '')}`);
     });
   }
 }

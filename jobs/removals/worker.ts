@@ -7,18 +7,11 @@
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
-import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
+import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { DEFAULT_QUEUE_PREFIX } from './producer.js';
-import {
-  createRemovalBackoff,
-  createRemoveMemberProcessor,
-  describeError,
-  jobRef,
-  type MemberRemover,
-  type RemovalOutcome,
-} from './remove-member.js';
+import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
 import type { RedisClient } from '../redis-connection.js';
@@ -93,7 +86,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     try {
       options.onOutcome?.(outcome);
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal outcome callback threw');
+      logError(logger, 'error', { err }, 'removal outcome callback threw');
     }
   };
 
@@ -106,7 +99,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
           budgetMs: options.auditBusyBudgetMs,
           onRetry: ({ attempt, delayMs, error }) => {
             if (attempt === 1)
-              logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
+              logError(logger, 'warn', { event: 'removal.audit_busy', delayMs, err: error }, 'audit database busy; retrying the write');
           },
         });
   const queueName = removalQueueName(options.target.id);
@@ -141,14 +134,14 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     if (processor.handled(err)) return;
     // Thrown outside the processor's own decisions (e.g. its audit write failed).
     const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
-    logger.warn({ jobId: job?.id, err: err.message, final }, 'removal job failed');
+    logError(logger, 'warn', { jobId: job?.id, err, final }, 'removal job failed');
     onOutcome(final ? 'failed' : 'retrying');
     // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
     if (job !== undefined && job.data instanceof UnreadableJob && auditWriter !== undefined) {
       auditWriter
         .rejected(jobRef(job), { target: options.target.id }, `invalid payload: ${job.data.reason}; ${err.message}`)
         .catch((e: unknown) => {
-          logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
+          logError(logger, 'error', { err: e, jobId: job.id }, 'removal audit write failed (unparsable job)');
         });
     }
   });
@@ -168,7 +161,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     counters: () => ({ ...counts }),
     async close(timeoutMs = 25_000) {
       const drained = await closeWithin(worker.close(), timeoutMs, (err) =>
-        logger.warn({ err: describeError(err) }, 'removal worker close failed'),
+        logError(logger, 'warn', { err }, 'removal worker close failed'),
       );
       if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
       // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
@@ -211,7 +204,7 @@ function watchQueueEvents(
       audit.duplicate(eventId, jobId, deduplicationId);
       logger.debug({ jobId, discarded: deduplicatedJobId, deduplicationId }, 'removal request collapsed into pending job');
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal audit write failed (duplicate)');
+      logError(logger, 'error', { err }, 'removal audit write failed (duplicate)');
     }
   });
   events.on('failed', ({ jobId, failedReason }) => {
@@ -222,7 +215,7 @@ function watchQueueEvents(
         audit.attemptFailed({ jobId, enqueuedAt: row.enqueued_at }, failedReason, true);
       }
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal audit write failed (stalled)');
+      logError(logger, 'error', { err }, 'removal audit write failed (stalled)');
     }
   });
   events.on('error', throttledErrorLog(logger, { event: 'removals.events_error', msg: 'removal queue events error' }));

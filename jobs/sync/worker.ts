@@ -17,7 +17,7 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
+import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';
@@ -116,7 +116,7 @@ export function startSyncWorker<S extends RunSummary>(options: SyncWorkerOptions
   worker.on('failed', (job, err) => {
     // SyncFailedError was already logged in detail by the engine.
     const level = err instanceof SyncFailedError ? 'warn' : 'error';
-    log[level]({ event: 'sync.job_failed', jobId: job?.id, err: err.message }, 'sync job failed; the next tick retries');
+    logError(log, level, { event: 'sync.job_failed', jobId: job?.id, err }, 'sync job failed; the next tick retries');
   });
 
   return {

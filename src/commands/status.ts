@@ -48,6 +48,7 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
+import { errorMessage } from '../runtime/errors.js';
 import {
   buildStatusReport,
   formatStatusReport,
@@ -175,7 +176,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;
-    return { available: false, error: err instanceof Error ? err.message : String(err) };
+    return { available: false, error: errorMessage(err) };
   } finally {
     db?.close();
   }
@@ -286,7 +287,7 @@ async function readQueues(
     durability = d;
   })().catch((err: unknown) => {
     // The connection's own error (ECONNREFUSED, auth) says more than the "Connection is closed." that follows it.
-    facts = { reachable: false, error: lastError !== 'timed out' ? lastError : err instanceof Error ? err.message : String(err) };
+    facts = { reachable: false, error: lastError !== 'timed out' ? lastError : errorMessage(err) };
   });
   if (!(await settleWithin(work, REDIS_BUDGET_MS + 1_000))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
   await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);

@@ -5,7 +5,7 @@
  * Redis's durability, asked again until it answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Logger, RepeatThrottle } from '../runtime/log.js';
+import { type Logger, logError, RepeatThrottle } from '../runtime/log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
 import { checkRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
@@ -21,10 +21,7 @@ export async function readRemovalGate(
     try {
       return await checkRemovalGate(redis, allowVolatile, options.logger);
     } catch (err) {
-      options.logger.warn(
-        { event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) },
-        'could not read redis settings; retrying',
-      );
+      logError(options.logger, 'warn', { event: 'removals.redis_durability_unread', err }, 'could not read redis settings; retrying');
       const pause = sleep(1_000, undefined, { signal: options.signal }).then(
         () => true,
         () => false,
@@ -48,14 +45,10 @@ export async function waitForRedis(redis: RedisClient, options: { logger: Logger
       return true;
     } catch (err) {
       if (throttle.hit('ping').log) {
-        options.logger.warn(
-          {
-            event: 'redis.waiting',
-            redis: where,
-            attempt,
-            waitedMs: Date.now() - started,
-            err: err instanceof Error ? err.message : String(err),
-          },
+        logError(
+          options.logger,
+          'warn',
+          { event: 'redis.waiting', redis: where, attempt, waitedMs: Date.now() - started, err },
           'waiting for redis before starting the workers',
         );
       }

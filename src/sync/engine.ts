@@ -40,7 +40,8 @@ import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
-import { silentLogger, type Logger } from '../runtime/log.js';
+import { logError, silentLogger, type Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
 import { type DirectorySource, PAGE_LIMIT, type PassResult, scanPass } from './scan.js';
 import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
@@ -151,8 +152,10 @@ async function runUntil(
     backoff: options.backoff ?? DEFAULT_BACKOFF,
     signal,
     onRetry: (n) =>
-      log.info(
-        { event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) },
+      logError(
+        log,
+        'info',
+        { event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: n.error },
         'request failed, retrying',
       ),
   };
@@ -166,7 +169,7 @@ async function runUntil(
   try {
     first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
   } catch (err) {
-    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`, read);
+    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
 
   // A mirror that cannot be read here throws, its run already recorded failed by beginRun.
@@ -266,7 +269,7 @@ async function runUntil(
     else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
     return summary;
   } catch (err) {
-    return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err), read);
+    return fail(writer, log, runId, started, first.total, stopReason(err) ?? errorMessage(err), read);
   }
 }
 
@@ -299,7 +302,7 @@ async function settleCandidates(
 
 function logScan(log: Logger, scan: PassResult): void {
   for (const f of scan.failures) {
-    log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed');
+    logError(log, 'warn', { event: 'sync.page_failed', offset: f.offset, err: f.error }, 'page failed');
   }
   if (scan.abandoned) {
     log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
@@ -346,7 +349,7 @@ function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates' | 'tot
 /** The first failed page, so that the reason says why pages failed, not only how many. */
 function firstFailure(scan: PassResult): string {
   const f = scan.failures[0];
-  return f === undefined ? '' : ` (first: offset ${f.offset}: ${describe(f.error)})`;
+  return f === undefined ? '' : ` (first: offset ${f.offset}: ${errorMessage(f.error)})`;
 }
 
 /** Records a failed run, with what it had read, and leaves the published mirror as it was. */
@@ -384,8 +387,4 @@ function fail(
   };
   log.error({ event: 'sync.finished', ...summary }, `sync failed: ${reason}`);
   return summary;
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
