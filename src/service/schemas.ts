@@ -92,6 +92,13 @@ export const UserPageEnvelopeSchema = z.looseObject({
 });
 export type UserPageEnvelope = z.infer<typeof UserPageEnvelopeSchema>;
 
+/**
+ * The largest `limit` the list endpoint takes (1..500, default 100). The
+ * client refuses more before sending; the stand-in and the replica answer
+ * more with the service's 422 (./server-wire.ts); the sync always asks for it.
+ */
+export const MAX_PAGE_LIMIT = 500;
+
 /** FastAPI / Pydantic v2 validation error item. `loc` mixes strings and ints. */
 export const ValidationErrorItemSchema = z.looseObject({
   loc: z.array(z.union([z.string(), z.number()])).optional(),

@@ -18,6 +18,7 @@
  * are never normalized away.
  */
 import { hash, timingSafeEqual } from 'node:crypto';
+import { MAX_PAGE_LIMIT } from './schemas.js';
 
 export function encodePathSegment(id: string): string {
   return encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
@@ -125,14 +126,13 @@ function fail(type: string, loc: Array<string | number>, msg: string, input: unk
  * at least 0) and `limit` (default 100, 1..500). Shared by the stand-in and
  * the replica, so both refuse the same queries with the same 422 items.
  */
-export const MAX_LIMIT = 500;
 export const DEFAULT_LIMIT = 100;
 
 export type ListQuery = { ok: true; offset: number; limit: number } | { ok: false; items: ValidationItem[] };
 
 export function parseListQuery(params: URLSearchParams): ListQuery {
   const offset = queryInt(params, 'offset', { default: 0, ge: 0 });
-  const limit = queryInt(params, 'limit', { default: DEFAULT_LIMIT, ge: 1, le: MAX_LIMIT });
+  const limit = queryInt(params, 'limit', { default: DEFAULT_LIMIT, ge: 1, le: MAX_PAGE_LIMIT });
   if (offset.ok && limit.ok) return { ok: true, offset: offset.value, limit: limit.value };
   return { ok: false, items: failedItems([offset, limit]) };
 }

@@ -93,7 +93,7 @@ function areaOf(first: string | undefined): Area {
  * injected fault: list, resolve, delete a member. Answers are plain values;
  * putting them on the wire is ./server.ts's job.
  */
-export { MAX_LIMIT, DEFAULT_LIMIT } from '../service/wire.js';
+export { DEFAULT_LIMIT } from '../service/wire.js';
 /** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
 const BYTES_PER_USER_GUESS = 1024;
 

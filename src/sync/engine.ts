@@ -43,7 +43,8 @@ import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type R
 import { logError, silentLogger, type Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { type DirectorySource, PAGE_LIMIT, type PassResult, scanPass } from './scan.js';
+import { type DirectorySource, type PassResult, scanPass } from './scan.js';
+import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 
@@ -167,7 +168,7 @@ async function runUntil(
   const read = { pages: 0, usersSeen: 0 };
   let first: RecordPage;
   try {
-    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
+    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
   } catch (err) {
     return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
@@ -183,7 +184,7 @@ async function runUntil(
       runId,
       firstPage: first,
       concurrency,
-      limit: PAGE_LIMIT,
+      limit: MAX_PAGE_LIMIT,
       retry,
       maxRecordBytes: options.maxRecordBytes,
       onPage: (p) => {
@@ -315,7 +316,7 @@ function logScan(log: Logger, scan: PassResult): void {
   }
   for (const o of scan.oversize) {
     log.warn(
-      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: PAGE_LIMIT, pages: scan.oversizePages },
+      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: MAX_PAGE_LIMIT, pages: scan.oversizePages },
       'a page carried more records than the limit asked for; all were kept',
     );
   }
