@@ -12,6 +12,7 @@ import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Wo
 import type { DeleteMemberResult } from '../../src/service/client.js';
 import { logError, type Logger } from '../../src/runtime/log.js';
 import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
+import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
@@ -212,10 +213,6 @@ export function performedOf(progress: unknown): PerformedProgress['performed'] |
  */
 function rateLimitedRuns(job: RemovalJob): number {
   return Math.max(0, job.attemptsStarted - 1 - job.attemptsMade - job.stalledCounter);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**

@@ -14,6 +14,7 @@
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
 import type { FieldWarning } from '../../db/user-row.js';
+import { isRecord } from '../runtime/is-record.js';
 
 /** A field dropped because it broke its rule: the mirror's own shape (db/user-row.ts), stored in field_warnings. */
 export type { FieldWarning };
@@ -118,10 +119,6 @@ function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
     byField.set(w.field, before === undefined ? w.problem : `${before}; ${w.problem}`);
   }
   return [...byField].map(([field, problem]) => ({ field, problem }));
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
