@@ -14,7 +14,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
 import { logError, type Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
-import { decodeSegment, keyDigest, offeredKeyMatches } from '../service/wire.js';
+import { decodeSegment } from '../service/path-segment.js';
+import { keyDigest, offeredKeyMatches } from '../service/server-wire.js';
 import {
   type Answer,
   CHANGES_PATH,
@@ -136,7 +137,7 @@ function send(res: ServerResponse, answer: Answer): void {
 /**
  * The replica's routes, matched on the raw request target. The resolve id is
  * the raw segment after `/v2/user/resolve/`, decoded exactly once (see
- * ../service/wire.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
+ * ../service/path-segment.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
  * round-trip and a `/` in the raw path never reaches the id.
  */
 export type ReplicaRoute =

@@ -24,7 +24,7 @@ import {
   type HttpMethod,
 } from './errors.js';
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
-import { encodePathSegment } from './wire.js';
+import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { type FieldWarning, formatIssues, parseUser } from './user-record.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
