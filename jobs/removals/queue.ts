@@ -20,7 +20,7 @@
  */
 import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
-import { formatIssues } from '../../src/service/user-record.js';
+import { formatIssues } from '../../src/runtime/zod-issues.js';
 import { UnreadableJob } from '../tolerant-worker.js';
 import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
 

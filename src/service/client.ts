@@ -26,7 +26,8 @@ import {
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
-import { type FieldWarning, formatIssues, parseUser } from './user-record.js';
+import { type FieldWarning, parseUser } from './user-record.js';
+import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
 import type { Readable } from 'node:stream';
