@@ -66,7 +66,8 @@ import { readinessOf, startStatusServer, type StatusServer } from './status-serv
 import { restartableWorker, startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
-import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
+import { daemonReplicaSettings } from '../replica/settings.js';
+import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
 
