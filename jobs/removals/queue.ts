@@ -32,6 +32,8 @@ import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
  */
 export const UNBOUND_REMOVAL_QUEUE = 'member-removals';
 export const REMOVE_MEMBER_JOB = 'remove-member';
+/** The key prefix when a producer or worker is given no QUEUE_PREFIX (also the configuration's default). */
+export const DEFAULT_QUEUE_PREFIX = 'user-mirror';
 /** The custom backoff type the removal worker implements (exponential + jitter, Retry-After as a floor). */
 export const REMOVAL_BACKOFF_TYPE = 'removal';
 

@@ -14,7 +14,8 @@ import type { Job, Queue } from 'bullmq';
 import { logError, type Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
-import { enqueueMemberRemoval, targetIdOf, type RemovalQueue } from './producer.js';
+import { enqueueMemberRemoval } from './producer.js';
+import { targetIdOf, type RemovalQueue } from './queue-handle.js';
 import { TolerantQueue } from '../tolerant-worker.js';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;

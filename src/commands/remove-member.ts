@@ -16,7 +16,8 @@ import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from './args.js';
 import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removals/producer.js';
+import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removals/queue.js';
 
 const Args = z

@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { ConfigPass, isGiven } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, type QueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';

@@ -50,7 +50,7 @@ import { createRedisConnection, describeRedis, queueSettingsFromConfig, type Red
 import { managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { managementTarget } from '../../jobs/removals/queue.js';
-import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
