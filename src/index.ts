@@ -5,6 +5,7 @@
 export {
   enqueueMemberRemoval,
   enqueueMemberRemovals,
+  InvalidRemovalRequestError,
   InvalidRemovalRequest,
   type EnqueuedRemoval,
   type EnqueueOptions,

@@ -6,6 +6,7 @@
 export {
   enqueueMemberRemoval,
   enqueueMemberRemovals,
+  InvalidRemovalRequestError,
   InvalidRemovalRequest,
   RedisUnavailableError,
   PRODUCER_WAIT_MS,

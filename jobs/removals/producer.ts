@@ -53,12 +53,17 @@ export interface EnqueuedRemoval {
   payload: RemovalPayload;
 }
 
-export class InvalidRemovalRequest extends Error {
-  override name = 'InvalidRemovalRequest';
+export class InvalidRemovalRequestError extends Error {
+  override name = 'InvalidRemovalRequestError';
   constructor(readonly reason: string) {
     super(`invalid removal request: ${reason}`);
   }
 }
+
+/** @deprecated The earlier name of InvalidRemovalRequestError, kept for code written against it. */
+export const InvalidRemovalRequest = InvalidRemovalRequestError;
+/** @deprecated The earlier name of InvalidRemovalRequestError. */
+export type InvalidRemovalRequest = InvalidRemovalRequestError;
 
 export async function enqueueMemberRemoval(
   target: RemovalQueueTarget,
@@ -85,7 +90,7 @@ export async function enqueueMemberRemovals(
   const targetId = targetIdOf(queue);
   const jobs = requests.map((request, i) => {
     const checked = checkRemovalPayload({ ...request, target: targetId });
-    if (!checked.ok) throw new InvalidRemovalRequest(requests.length > 1 ? `request ${i}: ${checked.reason}` : checked.reason);
+    if (!checked.ok) throw new InvalidRemovalRequestError(requests.length > 1 ? `request ${i}: ${checked.reason}` : checked.reason);
     const jobId = randomUUID();
     return { jobId, payload: checked.payload, opts: removalJobOptions(checked.payload, jobId, policy) };
   });
