@@ -1,7 +1,7 @@
 /**
  * The handle on one management target's removal queue, which producers,
  * the CLI, `status` and the daemon share: a BullMQ Queue that can show jobs
- * BullMQ cannot read (../tolerant-worker.ts), named after its target.
+ * BullMQ cannot read (../tolerant-bullmq.ts), named after its target.
  */
 import type { Queue } from 'bullmq';
 import type { Logger } from '../../src/runtime/log.js';
@@ -15,7 +15,7 @@ import {
   type RemovalPayload,
   type RemovalResult,
 } from './queue.js';
-import { TolerantQueue } from '../tolerant-worker.js';
+import { TolerantQueue } from '../tolerant-bullmq.js';
 
 export type RemovalQueue = Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>;
 
@@ -36,7 +36,7 @@ export interface RemovalQueueOptions {
  */
 export function createRemovalQueue(connection: RedisClient, options: RemovalQueueOptions): RemovalQueue {
   const target = typeof options.target === 'string' ? managementTarget(options.target) : options.target;
-  // Tolerant: `getJob`/`getFailed` must be able to show a job whose data is not JSON (see ../tolerant-worker.ts).
+  // Tolerant: `getJob`/`getFailed` must be able to show a job whose data is not JSON (see ../tolerant-bullmq.ts).
   const queue = new TolerantQueue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(removalQueueName(target.id), {
     connection,
     prefix: options.prefix ?? DEFAULT_QUEUE_PREFIX,

@@ -21,7 +21,7 @@
 import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
 import { formatIssues } from '../../src/runtime/zod-issues.js';
-import { UnreadableJob } from '../tolerant-worker.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
 
 /**

@@ -16,7 +16,7 @@ import type { RedisClient } from '../redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
 import { enqueueMemberRemoval } from './producer.js';
 import { targetIdOf, type RemovalQueue } from './queue-handle.js';
-import { TolerantQueue } from '../tolerant-worker.js';
+import { TolerantQueue } from '../tolerant-bullmq.js';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;

@@ -12,7 +12,8 @@ import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.j
 import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
-import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
+import { TolerantWorker } from '../tolerant-bullmq.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import type { RedisClient } from '../redis-connection.js';
 
 export interface RemovalWorkerOptions {
@@ -114,7 +115,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
   });
 
-  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-worker.ts).
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
   worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, processor.process, {
     connection: options.connection,
     prefix,

@@ -22,7 +22,7 @@ import type { FeedEvent } from '../../db/change-feed.js';
 import { formatIssues } from '../../src/runtime/zod-issues.js';
 import type { Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
-import { UnreadableJob } from '../tolerant-worker.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import { urlTarget, type UrlTarget } from '../url-target.js';
 
 export const WEBHOOK_JOB = 'webhook';

@@ -34,7 +34,7 @@ import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log.
 import { closeWithin } from '../../src/runtime/deadline.js';
 import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/service/retry.js';
 import type { RedisClient } from '../redis-connection.js';
-import { TolerantWorker } from '../tolerant-worker.js';
+import { TolerantWorker } from '../tolerant-bullmq.js';
 import {
   KEEP_COMPLETED_WEBHOOKS,
   checkWebhookJob,
@@ -419,7 +419,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     return holdQueue(decision.delayMs);
   };
 
-  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-worker.ts).
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
   worker = new TolerantWorker<unknown, WebhookResult, string>(queueName, processor, {
     connection: options.connection,
     prefix: options.prefix,
