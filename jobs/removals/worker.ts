@@ -1,9 +1,16 @@
 /**
- * The removal worker: a BullMQ Worker running the `remove-member` processor,
- * plus the bookkeeping around it (audit of collapsed duplicates and of jobs
- * BullMQ fails on its own, outcome counters, bounded graceful close).
+ * The removal worker: a BullMQ Worker, on one management target's queue,
+ * running the `remove-member` processor (./remove-member.ts), plus the
+ * bookkeeping around it: the audit, written through a group-committed
+ * writer that waits out a busy audit file; audit rows for requests
+ * collapsed into a pending job and for jobs BullMQ fails on its own (a
+ * stall limit, a job it cannot read: ../tolerant-bullmq.ts); the `removal`
+ * backoff and the limiter the 429 pause needs; outcome counters; a bounded
+ * graceful close.
  *
- * Used by `user-mirror worker removals` and, later, by the daemon.
+ * Run by the daemon, when MANAGEMENT_URL and MANAGEMENT_KEY are set and
+ * Redis keeps its jobs (../redis-durability.ts), under its watchdog; and on
+ * its own by `user-mirror worker removals`.
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
@@ -174,10 +181,6 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
 }
 
 /**
- * Events the worker itself never sees: requests collapsed into a pending job
- * (they leave an audit trail) and jobs BullMQ failed because they stalled too
- * often (their row must not stay `requested`).
- *
  * Reading starts a few seconds in the past rather than at "now": reading
  * from "now" misses events written between connecting and the first read,
  * and both handlers are idempotent, so replaying a few seconds is harmless.
@@ -185,6 +188,11 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
  */
 const EVENT_REPLAY_MS = 5_000;
 
+/**
+ * Events the worker itself never sees: requests collapsed into a pending job
+ * (they leave an audit trail) and jobs BullMQ failed because they stalled too
+ * often (their row must not stay `requested`).
+ */
 function watchQueueEvents(
   options: RemovalWorkerOptions,
   queueName: string,

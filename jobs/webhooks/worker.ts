@@ -461,7 +461,6 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   };
 }
 
-/** A network failure in one line, without the URL (its query may carry the receiver's token). */
 /** DNS and TLS failures: the address or the receiver's set-up is wrong, not a passing trouble. */
 const ENDPOINT_ERROR = /^(ENOTFOUND|EAI_AGAIN|ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_)/;
 
@@ -472,6 +471,7 @@ function networkAttempt(err: unknown, timeoutMs: number): DeliveryAttempt {
   return { error: networkError(err, timeoutMs), endpoint };
 }
 
+/** A network failure in one line, without the URL (its query may carry the receiver's token). */
 function networkError(err: unknown, timeoutMs: number): string {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${timeoutMs} ms`;
   const e = err as { code?: unknown; message?: unknown };

@@ -77,6 +77,9 @@ function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise
   });
 }
 
+/** Longer than a first sync of a large directory is expected to hold the mirror. */
+export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
+
 /**
  * Opens the daemon's database files at start-up, waiting while another
  * process holds a write lock the open needs.
@@ -89,9 +92,6 @@ function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise
  * again into the same wait, so the daemon waits here instead (the status
  * server is not up yet, so it is not ready), and says so in the log.
  */
-/** Longer than a first sync of a large directory is expected to hold the mirror. */
-export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
-
 export function openWhenUnlocked(file: 'mirror' | 'audit', open: () => Db, logger: Logger): Promise<Db> {
   return retryWhileBusy(async () => open(), {
     budgetMs: OPEN_WAIT_BUDGET_MS,
