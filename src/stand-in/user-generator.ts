@@ -8,13 +8,13 @@
  * two can never disagree. (Building objects with optional keys turned out
  * three times slower than the text: the varying shapes defeat V8's caches.)
  *
- * By default every record has today's shape, per
- * ../shared/spec/live-service-notes.md and the official SDK's response
- * schema: `created_on`, both `provider` and `source` on every connected
- * source (their logos sometimes differ), `fallback_time_zone` as an object
- * or null, `fallback_birth_date` and `ingestion_*` null or absent, and both
- * date-time spellings. Older and odd shapes (the quirk bits below) appear only
- * in the share of records the directory asks for as legacy.
+ * By default every record has today's shape, per docs/service-notes.md and
+ * the official SDK's response schema: `created_on`, both `provider` and
+ * `source` on every connected source (their logos sometimes differ),
+ * `fallback_time_zone` as an object or null, `fallback_birth_date` and
+ * `ingestion_*` null or absent, and both date-time spellings. Older and odd
+ * shapes (the quirk bits, drawQuirks) appear only in the share of records
+ * the directory asks for as legacy.
  */
 import {
   anyDateTime,
