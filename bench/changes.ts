@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { Client } from 'undici';
 import { ChangeFeed } from '../db/change-feed.js';
 import { openMirror, type Db } from '../db/open.js';
-import { startReplica } from '../src/replica/settings.js';
+import { startReplica } from '../src/replica/start.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { wireUser } from '../test/support/mirror-fixtures.js';
 import { benchDelivery } from './changes-delivery.js';

@@ -5,6 +5,7 @@
  * deletes (the exactly-once check).
  */
 import { startStandIn, type FaultPlan } from '../src/stand-in/index.js';
+import { errorMessage } from '../src/runtime/errors.js';
 
 export type StandInRequest =
   | { id: number; op: 'add'; members: Array<[string, string]> }
@@ -66,7 +67,7 @@ process.on('message', (raw: unknown) => {
         return;
     }
   } catch (err) {
-    send({ id: msg.id, ok: false, error: err instanceof Error ? err.message : String(err) });
+    send({ id: msg.id, ok: false, error: errorMessage(err) });
   }
 });
 process.on('disconnect', () => process.exit(0));

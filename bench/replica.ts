@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { Pool } from 'undici';
-import { encodePathSegment } from '../src/service/wire.js';
+import { encodePathSegment } from '../src/service/path-segment.js';
 
 const USERS = Number(process.env.BENCH_REPLICA_USERS ?? 200_000);
 const SECONDS = Number(process.env.BENCH_REPLICA_SECONDS ?? 10);

@@ -15,7 +15,7 @@ import { ServiceClient } from '../src/service/client.js';
 import { ACCEPT_ENCODING } from '../src/service/content-encoding.js';
 import { runSync, type SyncSummary } from '../src/sync/engine.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
-import { PAGE_LIMIT } from '../src/sync/scan.js';
+import { MAX_PAGE_LIMIT } from '../src/service/schemas.js';
 
 export interface SyncRunRequest {
   /** Our sync, the competent script (bench/peer-script.ts), the SDK loop (bench/peer-sdk.ts), or the fetch-only floor. */
@@ -148,10 +148,10 @@ async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
       const worker = async (): Promise<void> => {
         while (next < r.users) {
           const offset = next;
-          next += PAGE_LIMIT;
+          next += MAX_PAGE_LIMIT;
           const res = await pool.request({
             method: 'GET',
-            path: `${prefix}/v2/user/?offset=${offset}&limit=${Math.min(PAGE_LIMIT, r.users - offset)}`,
+            path: `${prefix}/v2/user/?offset=${offset}&limit=${Math.min(MAX_PAGE_LIMIT, r.users - offset)}`,
             headers,
           });
           for await (const chunk of res.body) bytes += (chunk as Buffer).length;
@@ -162,7 +162,7 @@ async function fetchOnly(r: SyncRunRequest): Promise<RunResult> {
       await Promise.all(Array.from({ length: r.concurrency }, worker));
     });
     // Every page answered 200 with a body of about the size the sync reads.
-    const expectedPages = Math.ceil(r.users / PAGE_LIMIT);
+    const expectedPages = Math.ceil(r.users / MAX_PAGE_LIMIT);
     if (pages !== expectedPages || bytes < r.users * (r.compressed === true ? 20 : 100))
       throw new Error(`fetch-only: ${pages}/${expectedPages} pages, ${bytes} bytes`);
     return { seconds, peakRssMb: Math.max(peakRssMb, maxRssMb()) };

@@ -229,6 +229,12 @@ export class MirrorReader<U = MirroredUser> {
     return new StoredEntry(row, user, (raw) => this.decode(raw, false));
   }
 
+  /**
+   * `raw` is the record exactly as the service sent it, written only by
+   * sync (db/user-writes.ts) after its identity passed: trusting it by default is what
+   * keeps a lookup in the microseconds. Its other fields may break their rule
+   * (see field_warnings); `validate` returns the parsed form without them.
+   */
   private decode(raw: string, validate: boolean): U {
     const parsed: unknown = JSON.parse(raw);
     if (!validate) return parsed as U;
@@ -290,12 +296,6 @@ function parseRun(row: unknown): SyncRun | undefined {
   return row === undefined ? undefined : SyncRunSchema.parse(row);
 }
 
-/**
- * `raw` is the record exactly as the service sent it, written only by
- * sync (db/user-writes.ts) after its identity passed: trusting it by default is what
- * keeps a lookup in the microseconds. Its other fields may break their rule
- * (see field_warnings); `validate` returns the parsed form without them.
- */
 /** A lookup's answer; parses the stored text only when `user` is read. */
 class StoredEntry<U> implements MirrorEntry<U> {
   readonly raw: string;

@@ -30,7 +30,7 @@
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ConfigError, ConfigPass, type Config, type EnvName, type HostPort } from '../src/runtime/config.js';
-import type { Logger } from '../src/runtime/log.js';
+import { logError, type Logger } from '../src/runtime/log.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
 export type { HostPort };
@@ -213,7 +213,7 @@ function watchOutages(client: RedisClient, where: string, logger: Logger | undef
   client.on('error', (err: Error) => {
     if (down) return;
     down = true;
-    logger?.warn({ redis: where, err: err.message }, 'redis connection lost; reconnecting');
+    if (logger !== undefined) logError(logger, 'warn', { redis: where, err }, 'redis connection lost; reconnecting');
   });
   client.on('ready', () => {
     if (!down) return;

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './runtime/config.js';
+import { errorMessage } from './runtime/errors.js';
 import { loadEnvFile } from './runtime/env-file.js';
 import { applyFilePolicy } from './runtime/file-policy.js';
 import { UsageError } from './commands/args.js';
@@ -156,8 +157,7 @@ async function main(argv: string[]): Promise<number> {
     const mod = await command.load();
     return await mod.default(rest);
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`user-mirror ${name}: ${message}\n`);
+    process.stderr.write(`user-mirror ${name}: ${errorMessage(err)}\n`);
     return err instanceof UsageError || err instanceof ConfigError || (await isDbSettingError(err)) ? 2 : 1;
   }
 }

@@ -5,16 +5,15 @@
 export {
   enqueueMemberRemoval,
   enqueueMemberRemovals,
-  createRemovalQueue,
+  InvalidRemovalRequestError,
   InvalidRemovalRequest,
   type EnqueuedRemoval,
   type EnqueueOptions,
   RedisUnavailableError,
   PRODUCER_WAIT_MS,
-  type RemovalQueue,
-  type RemovalQueueOptions,
   type RemovalQueueTarget,
 } from '../jobs/removals/producer.js';
+export { createRemovalQueue, type RemovalQueue, type RemovalQueueOptions } from '../jobs/removals/queue-handle.js';
 export {
   UNBOUND_REMOVAL_QUEUE,
   REMOVE_MEMBER_JOB,

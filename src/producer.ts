@@ -6,16 +6,15 @@
 export {
   enqueueMemberRemoval,
   enqueueMemberRemovals,
-  createRemovalQueue,
+  InvalidRemovalRequestError,
   InvalidRemovalRequest,
   RedisUnavailableError,
   PRODUCER_WAIT_MS,
   type EnqueuedRemoval,
   type EnqueueOptions,
-  type RemovalQueue,
-  type RemovalQueueOptions,
   type RemovalQueueTarget,
 } from '../jobs/removals/producer.js';
+export { createRemovalQueue, type RemovalQueue, type RemovalQueueOptions } from '../jobs/removals/queue-handle.js';
 export {
   REMOVE_MEMBER_JOB,
   RemovalPayloadSchema,

@@ -88,6 +88,6 @@ describe('architecture', () => {
     expect(violation('jobs/sync/worker.ts', 'src/sync/engine.ts')).toMatch(/peer/);
     expect(violation('src/service/client.ts', 'src/sync/engine.ts')).toMatch(/is above/);
     expect(violation('src/daemon/daemon.ts', 'jobs/sync/worker.ts')).toBeUndefined();
-    expect(violation('jobs/removals/worker.ts', 'jobs/tolerant-worker.ts')).toBeUndefined();
+    expect(violation('jobs/removals/worker.ts', 'jobs/tolerant-bullmq.ts')).toBeUndefined();
   });
 });

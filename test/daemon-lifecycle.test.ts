@@ -10,7 +10,8 @@ import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { createRemovalQueue, enqueueMemberRemoval, type RemovalQueue } from '../jobs/removals/producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { createRemovalQueue, type RemovalQueue } from '../jobs/removals/queue-handle.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, eventually, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 

@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { createRemovalQueue, enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, eventually, getStatus, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 

@@ -6,7 +6,7 @@
  */
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { InvalidRemovalRequest, enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { InvalidRemovalRequestError, enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removals/queue.js';
 import { createRedisConnection } from '../jobs/redis-connection.js';
 import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
@@ -38,7 +38,7 @@ const BAD: Array<[string, unknown, RegExp]> = [
 describe('the producer', () => {
   it.each(BAD)('refuses %s before anything reaches Redis', async (_name, data, reason) => {
     const attempt = enqueueMemberRemoval(rig.queue, data as RemovalRequest);
-    await expect(attempt).rejects.toBeInstanceOf(InvalidRemovalRequest);
+    await expect(attempt).rejects.toBeInstanceOf(InvalidRemovalRequestError);
     await expect(attempt).rejects.toThrow(reason);
     expect(await rig.queue.count()).toBe(0);
   });

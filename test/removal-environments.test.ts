@@ -24,7 +24,8 @@ import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { createRemovalQueue, enqueueMemberRemovals } from '../jobs/removals/producer.js';
+import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
+import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import {
   REMOVE_MEMBER_JOB,
   UNBOUND_REMOVAL_QUEUE,

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { ConfigError, readConfig, REPLICA_ENV } from '../src/runtime/config.js';
 import { replicaSettings } from '../src/replica/settings.js';
-import { startReplica } from '../src/replica/settings.js';
+import { startReplica } from '../src/replica/start.js';
 import { silentLogger } from '../src/runtime/log.js';
-import { encodePathSegment } from '../src/service/wire.js';
+import { encodePathSegment } from '../src/service/path-segment.js';
 import { AWKWARD_IDS, awkwardRecords, createReplicaRig, SDK_KEY_HEADER, type ReplicaRig } from './support/replica-rig.js';
 import { getTeam } from './support/stand-in-http.js';
 

@@ -3,7 +3,7 @@ import { UserSchema } from '../src/service/schemas.js';
 import { Directory } from '../src/stand-in/directory.js';
 import { SparseDeletions } from '../src/stand-in/sparse-deletions.js';
 import { generateUser, generateUserJson, userKeys } from '../src/stand-in/user-generator.js';
-import { pathUuid, queryInt } from '../src/service/wire.js';
+import { pathUuid, queryInt } from '../src/service/server-wire.js';
 import { isoDate, isoMicros, isoSeconds } from '../src/stand-in/catalog.js';
 import { connectedSourcesOf, legacyShapes } from './support/legacy-shapes.js';
 

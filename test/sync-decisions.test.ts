@@ -3,7 +3,8 @@
  * step, page splitting and progress figures. No I/O.
  */
 import { describe, expect, it } from 'vitest';
-import { PagePlan, pagesFor, PAGE_LIMIT } from '../src/sync/scan.js';
+import { PagePlan, pagesFor } from '../src/sync/scan.js';
+import { MAX_PAGE_LIMIT } from '../src/service/schemas.js';
 import { planDeletions, type ScanOutcome } from '../src/sync/deletions.js';
 import { nextRetryStep, refusalOf } from '../src/service/retry.js';
 import { decodePage } from '../src/sync/page-decode.js';
@@ -21,7 +22,7 @@ function drain(plan: PagePlan): number[] {
 
 describe('PagePlan', () => {
   it('uses the service maximum as the page size', () => {
-    expect(PAGE_LIMIT).toBe(500);
+    expect(MAX_PAGE_LIMIT).toBe(500);
   });
 
   it('plans every page after the first, advancing by the limit, up to total', () => {

@@ -5,9 +5,10 @@
  */
 import type { Job } from 'bullmq';
 import type { RemovalAudit, RemovalAuditRow } from '../../db/removal-audit.js';
-import type { RemovalQueue } from './producer.js';
+import type { RemovalQueue } from './queue-handle.js';
 import { retryAllFailedJobs, retryFailedJob, type RetryResult } from '../retry-failed.js';
 import { checkRemovalPayload } from './queue.js';
+import { isRecord } from '../../src/runtime/is-record.js';
 
 export interface FailedRemoval {
   job_id: string;
@@ -151,10 +152,6 @@ export async function recentOutcomesByHost(queue: RemovalQueue, limit = 1_000): 
     count(job, isRecord(job.returnvalue) && typeof job.returnvalue.status === 'string' ? job.returnvalue.status : 'completed');
   for (const job of failed) count(job, 'failed');
   return [...byHost.values()].sort((a, b) => a.host.localeCompare(b.host));
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function stringOrNull(value: unknown): string | null {

@@ -19,37 +19,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
+import { errorMessage } from '../../src/runtime/errors.js';
 import { RedisUnavailableError, redisReady, type RedisClient } from '../redis-connection.js';
 
 export { RedisUnavailableError };
 import {
   DEFAULT_REMOVAL_POLICY,
   REMOVE_MEMBER_JOB,
-  managementTarget,
-  removalQueueName,
-  type ManagementTarget,
   checkRemovalPayload,
   removalDedupId,
   removalJobOptions,
   type RemovalJobPolicy,
   type RemovalPayload,
   type RemovalRequest,
-  type RemovalResult,
 } from './queue.js';
-import { TolerantQueue } from '../tolerant-worker.js';
-
-export type RemovalQueue = Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>;
-
-export interface RemovalQueueOptions {
-  /** MANAGEMENT_URL of the service the removals are for (or its target); names the queue. */
-  target: ManagementTarget | string;
-  /** QUEUE_PREFIX. */
-  prefix?: string;
-  logger?: Logger;
-  /** Only reads (status, listings): no BullMQ meta write, so a look leaves Redis exactly as it was. */
-  readOnly?: boolean;
-}
+import { createRemovalQueue, targetIdOf, type RemovalQueue, type RemovalQueueOptions } from './queue-handle.js';
 
 /** Where to enqueue: a queue you keep open, or a connection for one enqueue. */
 export type RemovalQueueTarget = RemovalQueue | ({ connection: RedisClient } & RemovalQueueOptions);
@@ -69,40 +53,17 @@ export interface EnqueuedRemoval {
   payload: RemovalPayload;
 }
 
-export class InvalidRemovalRequest extends Error {
-  override name = 'InvalidRemovalRequest';
+export class InvalidRemovalRequestError extends Error {
+  override name = 'InvalidRemovalRequestError';
   constructor(readonly reason: string) {
     super(`invalid removal request: ${reason}`);
   }
 }
 
-export const DEFAULT_QUEUE_PREFIX = 'user-mirror';
-
-/**
- * The queue handle producers and the CLI share: the queue of one management
- * target. Connection errors also reject the calls they affect; the listener
- * only keeps BullMQ from printing each one to stderr during an outage.
- */
-export function createRemovalQueue(connection: RedisClient, options: RemovalQueueOptions): RemovalQueue {
-  const target = typeof options.target === 'string' ? managementTarget(options.target) : options.target;
-  // Tolerant: `getJob`/`getFailed` must be able to show a job whose data is not JSON (see tolerant-worker.ts).
-  const queue = new TolerantQueue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(removalQueueName(target.id), {
-    connection,
-    prefix: options.prefix ?? DEFAULT_QUEUE_PREFIX,
-    skipMetasUpdate: options.readOnly === true,
-  });
-  queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'removal queue connection error'));
-  return queue;
-}
-
-/** The target a removal queue serves, read back from its name. */
-export function targetIdOf(queue: Pick<RemovalQueue, 'name'>): string {
-  const id = queue.name.slice(removalQueueName('').length);
-  if (removalQueueName(id) !== queue.name || !/^[0-9a-f]{16}$/.test(id)) {
-    throw new Error(`queue ${JSON.stringify(queue.name)} is not a removal queue (use createRemovalQueue)`);
-  }
-  return id;
-}
+/** @deprecated The earlier name of InvalidRemovalRequestError, kept for code written against it. */
+export const InvalidRemovalRequest = InvalidRemovalRequestError;
+/** @deprecated The earlier name of InvalidRemovalRequestError. */
+export type InvalidRemovalRequest = InvalidRemovalRequestError;
 
 export async function enqueueMemberRemoval(
   target: RemovalQueueTarget,
@@ -129,7 +90,7 @@ export async function enqueueMemberRemovals(
   const targetId = targetIdOf(queue);
   const jobs = requests.map((request, i) => {
     const checked = checkRemovalPayload({ ...request, target: targetId });
-    if (!checked.ok) throw new InvalidRemovalRequest(requests.length > 1 ? `request ${i}: ${checked.reason}` : checked.reason);
+    if (!checked.ok) throw new InvalidRemovalRequestError(requests.length > 1 ? `request ${i}: ${checked.reason}` : checked.reason);
     const jobId = randomUUID();
     return { jobId, payload: checked.payload, opts: removalJobOptions(checked.payload, jobId, policy) };
   });
@@ -160,9 +121,7 @@ async function connected(queue: RemovalQueue): Promise<void> {
   const client = queue.opts.connection;
   if (typeof client === 'object' && client !== null && 'status' in client && typeof client.status === 'string') {
     await redisReady(client as RedisClient, PRODUCER_WAIT_MS).catch((err: unknown) => {
-      throw new RedisUnavailableError(
-        `removal not enqueued: ${err instanceof Error ? err.message.replace(/^Redis is unreachable: /, '') : String(err)}`,
-      );
+      throw new RedisUnavailableError(`removal not enqueued: ${errorMessage(err).replace(/^Redis is unreachable: /, '')}`);
     });
   }
 }

@@ -20,8 +20,8 @@
  */
 import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
-import { formatIssues } from '../../src/service/user-record.js';
-import { UnreadableJob } from '../tolerant-worker.js';
+import { formatIssues } from '../../src/runtime/zod-issues.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
 
 /**
@@ -32,6 +32,8 @@ import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
  */
 export const UNBOUND_REMOVAL_QUEUE = 'member-removals';
 export const REMOVE_MEMBER_JOB = 'remove-member';
+/** The key prefix when a producer or worker is given no QUEUE_PREFIX (also the configuration's default). */
+export const DEFAULT_QUEUE_PREFIX = 'user-mirror';
 /** The custom backoff type the removal worker implements (exponential + jitter, Retry-After as a floor). */
 export const REMOVAL_BACKOFF_TYPE = 'removal';
 

@@ -10,7 +10,9 @@
 import { hostname } from 'node:os';
 import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
-import type { Logger } from '../../src/runtime/log.js';
+import { logError, type Logger } from '../../src/runtime/log.js';
+import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
+import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
@@ -58,7 +60,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     try {
       await write();
     } catch (err) {
-      deps.logger.error({ err: describeError(err), audit: what }, 'removal audit write failed');
+      logError(deps.logger, 'error', { err, audit: what }, 'removal audit write failed');
       if (mustSucceed) throw err;
     }
   };
@@ -151,14 +153,18 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
       await deps.audit?.finished(ref, status);
     } catch (err) {
       await job.updateProgress({ performed: status } satisfies PerformedProgress).catch((kept: unknown) => {
-        deps.logger.error(
-          { event: 'removal.outcome_unkept', jobId: job.id, err: describeError(kept) },
+        logError(
+          deps.logger,
+          'error',
+          { event: 'removal.outcome_unkept', jobId: job.id, err: kept },
           'could not keep the outcome with the job',
         );
       });
       const waitMs = backoffDelay(rateLimitedRuns(job) + 1, policy, undefined, deps.random);
-      deps.logger.error(
-        { event: 'removal.audit_pending', jobId: job.id, org_id, member_id, status, waitMs, err: describeError(err) },
+      logError(
+        deps.logger,
+        'error',
+        { event: 'removal.audit_pending', jobId: job.id, org_id, member_id, status, waitMs, err },
         'removal performed but its audit write failed; the queue pauses and the audit is written on the next run',
       );
       await deps.rateLimit(waitMs);
@@ -209,10 +215,6 @@ function rateLimitedRuns(job: RemovalJob): number {
   return Math.max(0, job.attemptsStarted - 1 - job.attemptsMade - job.stalledCounter);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * What a failed removal attempt means, decided in one pure function so the
  * processor stays a thin adapter and the rules can be tested without Redis.
@@ -242,7 +244,8 @@ export interface FailureContext {
 }
 
 export function classifyRemovalFailure(err: unknown, ctx: FailureContext): FailureDecision {
-  const reason = describeError(err);
+  // One line; HttpError messages already carry method, path, status and `detail`.
+  const reason = errorMessage(err, MESSAGE_MAX_CHARS);
   if (err instanceof HttpError && err.status === 429 && ctx.rateLimitedRuns < MAX_RATE_LIMITED_RUNS) {
     return { kind: 'rate_limited', waitMs: rateLimitWait(err, ctx), reason };
   }
@@ -261,12 +264,6 @@ export function classifyRemovalFailure(err: unknown, ctx: FailureContext): Failu
 /** The server's Retry-After when it sent one (capped), else our own backoff for this streak. */
 export function rateLimitWait(err: unknown, ctx: FailureContext): number {
   return backoffDelay(ctx.rateLimitedRuns + 1, ctx.policy, retryAfterOf(err), ctx.random);
-}
-
-/** One line; HttpError messages already carry method, path, status and `detail`. */
-export function describeError(err: unknown): string {
-  if (err instanceof Error) return err.message.length > 2_000 ? `${err.message.slice(0, 2_000)}…` : err.message;
-  return String(err);
 }
 
 /*

@@ -11,11 +11,12 @@
  * `user-mirror removals adopt` on a host configured for it (adoptUnbound).
  */
 import type { Job, Queue } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
+import { logError, type Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
-import { enqueueMemberRemoval, targetIdOf, type RemovalQueue } from './producer.js';
-import { TolerantQueue } from '../tolerant-worker.js';
+import { enqueueMemberRemoval } from './producer.js';
+import { targetIdOf, type RemovalQueue } from './queue-handle.js';
+import { TolerantQueue } from '../tolerant-bullmq.js';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;
@@ -44,10 +45,7 @@ export async function logUnbound(queue: Queue, logger: Logger): Promise<void> {
     if (unboundTotal(counts) > 0)
       logger.error({ event: 'removals.unbound_jobs', ...counts, fix: UNBOUND_FIX }, 'removals without a target are waiting');
   } catch (err) {
-    logger.warn(
-      { event: 'removals.unbound_unread', err: err instanceof Error ? err.message : String(err) },
-      'could not count removals without a target',
-    );
+    logError(logger, 'warn', { event: 'removals.unbound_unread', err }, 'could not count removals without a target');
   }
 }
 

@@ -1,26 +1,26 @@
 /**
- * The removal worker: a BullMQ Worker running the `remove-member` processor,
- * plus the bookkeeping around it (audit of collapsed duplicates and of jobs
- * BullMQ fails on its own, outcome counters, bounded graceful close).
+ * The removal worker: a BullMQ Worker, on one management target's queue,
+ * running the `remove-member` processor (./remove-member.ts), plus the
+ * bookkeeping around it: the audit, written through a group-committed
+ * writer that waits out a busy audit file; audit rows for requests
+ * collapsed into a pending job and for jobs BullMQ fails on its own (a
+ * stall limit, a job it cannot read: ../tolerant-bullmq.ts); the `removal`
+ * backoff and the limiter the 429 pause needs; outcome counters; a bounded
+ * graceful close.
  *
- * Used by `user-mirror worker removals` and, later, by the daemon.
+ * Run by the daemon, when MANAGEMENT_URL and MANAGEMENT_KEY are set and
+ * Redis keeps its jobs (../redis-durability.ts), under its watchdog; and on
+ * its own by `user-mirror worker removals`.
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
-import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
+import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
-import { KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
-import { DEFAULT_QUEUE_PREFIX } from './producer.js';
-import {
-  createRemovalBackoff,
-  createRemoveMemberProcessor,
-  describeError,
-  jobRef,
-  type MemberRemover,
-  type RemovalOutcome,
-} from './remove-member.js';
+import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
+import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
-import { TolerantWorker, UnreadableJob } from '../tolerant-worker.js';
+import { TolerantWorker } from '../tolerant-bullmq.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import type { RedisClient } from '../redis-connection.js';
 
 export interface RemovalWorkerOptions {
@@ -93,7 +93,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     try {
       options.onOutcome?.(outcome);
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal outcome callback threw');
+      logError(logger, 'error', { err }, 'removal outcome callback threw');
     }
   };
 
@@ -106,7 +106,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
           budgetMs: options.auditBusyBudgetMs,
           onRetry: ({ attempt, delayMs, error }) => {
             if (attempt === 1)
-              logger.warn({ event: 'removal.audit_busy', delayMs, err: describeError(error) }, 'audit database busy; retrying the write');
+              logError(logger, 'warn', { event: 'removal.audit_busy', delayMs, err: error }, 'audit database busy; retrying the write');
           },
         });
   const queueName = removalQueueName(options.target.id);
@@ -122,7 +122,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
   });
 
-  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-worker.ts).
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
   worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, processor.process, {
     connection: options.connection,
     prefix,
@@ -141,14 +141,14 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     if (processor.handled(err)) return;
     // Thrown outside the processor's own decisions (e.g. its audit write failed).
     const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
-    logger.warn({ jobId: job?.id, err: err.message, final }, 'removal job failed');
+    logError(logger, 'warn', { jobId: job?.id, err, final }, 'removal job failed');
     onOutcome(final ? 'failed' : 'retrying');
     // Failed before the processor saw it (a stall limit reached while BullMQ could not parse it): still audited.
     if (job !== undefined && job.data instanceof UnreadableJob && auditWriter !== undefined) {
       auditWriter
         .rejected(jobRef(job), { target: options.target.id }, `invalid payload: ${job.data.reason}; ${err.message}`)
         .catch((e: unknown) => {
-          logger.error({ err: describeError(e), jobId: job.id }, 'removal audit write failed (unparsable job)');
+          logError(logger, 'error', { err: e, jobId: job.id }, 'removal audit write failed (unparsable job)');
         });
     }
   });
@@ -168,7 +168,7 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     counters: () => ({ ...counts }),
     async close(timeoutMs = 25_000) {
       const drained = await closeWithin(worker.close(), timeoutMs, (err) =>
-        logger.warn({ err: describeError(err) }, 'removal worker close failed'),
+        logError(logger, 'warn', { err }, 'removal worker close failed'),
       );
       if (!drained) logger.warn({ timeoutMs }, 'removals still in flight at shutdown timeout; their jobs will be recovered as stalled');
       // Closing QueueEvents can stall after Redis restarted under it; it must not hold up shutdown.
@@ -181,10 +181,6 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
 }
 
 /**
- * Events the worker itself never sees: requests collapsed into a pending job
- * (they leave an audit trail) and jobs BullMQ failed because they stalled too
- * often (their row must not stay `requested`).
- *
  * Reading starts a few seconds in the past rather than at "now": reading
  * from "now" misses events written between connecting and the first read,
  * and both handlers are idempotent, so replaying a few seconds is harmless.
@@ -192,6 +188,11 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
  */
 const EVENT_REPLAY_MS = 5_000;
 
+/**
+ * Events the worker itself never sees: requests collapsed into a pending job
+ * (they leave an audit trail) and jobs BullMQ failed because they stalled too
+ * often (their row must not stay `requested`).
+ */
 function watchQueueEvents(
   options: RemovalWorkerOptions,
   queueName: string,
@@ -211,7 +212,7 @@ function watchQueueEvents(
       audit.duplicate(eventId, jobId, deduplicationId);
       logger.debug({ jobId, discarded: deduplicatedJobId, deduplicationId }, 'removal request collapsed into pending job');
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal audit write failed (duplicate)');
+      logError(logger, 'error', { err }, 'removal audit write failed (duplicate)');
     }
   });
   events.on('failed', ({ jobId, failedReason }) => {
@@ -222,7 +223,7 @@ function watchQueueEvents(
         audit.attemptFailed({ jobId, enqueuedAt: row.enqueued_at }, failedReason, true);
       }
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'removal audit write failed (stalled)');
+      logError(logger, 'error', { err }, 'removal audit write failed (stalled)');
     }
   });
   events.on('error', throttledErrorLog(logger, { event: 'removals.events_error', msg: 'removal queue events error' }));

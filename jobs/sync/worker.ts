@@ -17,16 +17,17 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import { type Logger, throttledErrorLog } from '../../src/runtime/log.js';
+import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';
 
 /**
- * What the worker reads of a run's summary (the sync engine's SyncSummary;
- * the queue carries the whole of it as the job's result).
+ * The part of the sync engine's SyncSummary the worker reads (the engine is
+ * a peer of jobs/, so the worker names the fields it needs; the queue
+ * carries the whole summary as the job's result).
  */
-export interface RunSummary {
+export interface SyncSummaryCore {
   runId: number;
   status: string;
   reason?: string;
@@ -37,15 +38,15 @@ export interface RunSummary {
  * binds the process, the engine and the config. The runner logs
  * `sync.job_started` once it holds the lease.
  */
-export type SyncRunner<S extends RunSummary> = (
+export type SyncRunner<S extends SyncSummaryCore> = (
   signal: AbortSignal,
   job: { jobId?: string; reason: string; tick: string },
 ) => Promise<LeasedOutcome<S>>;
 
-export type SyncJobResult<S extends RunSummary = RunSummary> =
+export type SyncJobResult<S extends SyncSummaryCore = SyncSummaryCore> =
   { outcome: 'ran'; summary: S } | { outcome: 'skipped'; reason: 'lease-held'; heldBy: Pick<LeaseRow, 'host' | 'pid' | 'acquiredAt'> };
 
-export interface SyncWorkerOptions<S extends RunSummary> {
+export interface SyncWorkerOptions<S extends SyncSummaryCore> {
   connection: ConnectionOptions;
   prefix: string;
   mirrorId: string;
@@ -55,7 +56,7 @@ export interface SyncWorkerOptions<S extends RunSummary> {
   onResult?: (result: SyncJobResult<S>) => void;
 }
 
-export interface SyncWorkerHandle<S extends RunSummary = RunSummary> {
+export interface SyncWorkerHandle<S extends SyncSummaryCore = SyncSummaryCore> {
   worker: Worker<SyncJobData, SyncJobResult<S>>;
   /**
    * Stops taking jobs and lets the running sync finish; shortly before
@@ -70,7 +71,7 @@ export class SyncFailedError extends Error {
   override name = 'SyncFailedError';
 }
 
-export function startSyncWorker<S extends RunSummary>(options: SyncWorkerOptions<S>): SyncWorkerHandle<S> {
+export function startSyncWorker<S extends SyncSummaryCore>(options: SyncWorkerOptions<S>): SyncWorkerHandle<S> {
   const log = options.logger;
   let inFlight: AbortController | undefined;
 
@@ -116,7 +117,7 @@ export function startSyncWorker<S extends RunSummary>(options: SyncWorkerOptions
   worker.on('failed', (job, err) => {
     // SyncFailedError was already logged in detail by the engine.
     const level = err instanceof SyncFailedError ? 'warn' : 'error';
-    log[level]({ event: 'sync.job_failed', jobId: job?.id, err: err.message }, 'sync job failed; the next tick retries');
+    logError(log, level, { event: 'sync.job_failed', jobId: job?.id, err }, 'sync job failed; the next tick retries');
   });
 
   return {

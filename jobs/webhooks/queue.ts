@@ -19,10 +19,10 @@ import { Queue } from 'bullmq';
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import type { FeedEvent } from '../../db/change-feed.js';
-import { formatIssues } from '../../src/service/user-record.js';
+import { formatIssues } from '../../src/runtime/zod-issues.js';
 import type { Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
-import { UnreadableJob } from '../tolerant-worker.js';
+import { UnreadableJob } from '../unreadable-job.js';
 import { urlTarget, type UrlTarget } from '../url-target.js';
 
 export const WEBHOOK_JOB = 'webhook';

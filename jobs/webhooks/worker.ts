@@ -30,12 +30,11 @@
 import { hostname } from 'node:os';
 import { Agent, request } from 'undici';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { throttledErrorLog, type Logger } from '../../src/runtime/log.js';
+import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log.js';
 import { closeWithin } from '../../src/runtime/deadline.js';
 import { backoffDelay, parseRetryAfter, type BackoffPolicy } from '../../src/service/retry.js';
-import { describeError } from '../removals/remove-member.js';
 import type { RedisClient } from '../redis-connection.js';
-import { TolerantWorker } from '../tolerant-worker.js';
+import { TolerantWorker } from '../tolerant-bullmq.js';
 import {
   KEEP_COMPLETED_WEBHOOKS,
   checkWebhookJob,
@@ -275,7 +274,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     try {
       options.onOutcome?.(outcome);
     } catch (err) {
-      logger.error({ err: describeError(err) }, 'webhook outcome callback threw');
+      logError(logger, 'error', { err }, 'webhook outcome callback threw');
     }
   };
 
@@ -302,7 +301,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   const settle = async (cursor: number): Promise<void> => {
     if (worker === undefined) return;
     await raiseSettled(options.connection, worker.toKey('settled'), cursor).catch((err: unknown) => {
-      logger.warn({ event: 'webhook.settled_unrecorded', cursor, err: describeError(err) }, 'could not record the settled cursor');
+      logError(logger, 'warn', { event: 'webhook.settled_unrecorded', cursor, err }, 'could not record the settled cursor');
     });
   };
 
@@ -352,7 +351,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       await worker?.rateLimit(ms);
     } catch (err) {
       // Redis is away: wait here instead, so a move that does succeed is not retried at once.
-      logger.warn({ event: 'webhook.hold_failed', err: describeError(err) }, 'could not pause the webhook queue; waiting in the worker');
+      logError(logger, 'warn', { event: 'webhook.hold_failed', err }, 'could not pause the webhook queue; waiting in the worker');
       await new Promise((resolve) => setTimeout(resolve, Math.min(ms, 5_000)));
     }
     throw Worker.RateLimitError();
@@ -414,13 +413,13 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       );
     }
     await job.updateProgress({ attempts: attempt, last: decision.last } satisfies WebhookProgress).catch((err: unknown) => {
-      logger.warn({ event: 'webhook.progress_failed', eventId: data.event_id, err: describeError(err) }, 'could not record the attempt');
+      logError(logger, 'warn', { event: 'webhook.progress_failed', eventId: data.event_id, err }, 'could not record the attempt');
     });
     report({ outcome: 'retrying', ...facts, status: decision.status, delayMs: decision.delayMs });
     return holdQueue(decision.delayMs);
   };
 
-  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see tolerant-worker.ts).
+  // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
   worker = new TolerantWorker<unknown, WebhookResult, string>(queueName, processor, {
     connection: options.connection,
     prefix: options.prefix,
@@ -436,7 +435,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   worker.on('failed', (job, err) => {
     // The processor logs the failures it decides; this is BullMQ failing a job on its own (a stall limit).
     if (err instanceof UnrecoverableError || err.name === 'UnrecoverableError') return;
-    logger.error({ event: 'webhook.failed', jobId: job?.id, err: describeError(err) }, 'webhook job failed outside delivery');
+    logError(logger, 'error', { event: 'webhook.failed', jobId: job?.id, err }, 'webhook job failed outside delivery');
   });
   worker.on('stalled', (jobId) =>
     logger.warn({ event: 'webhook.stalled', jobId }, 'webhook job stalled (its worker stopped); re-queued first'),
@@ -452,7 +451,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     async close(closeMs = 25_000) {
       clearInterval(summaryTimer);
       const drained = await closeWithin(running.close(), closeMs, (err) =>
-        logger.warn({ err: describeError(err) }, 'webhook worker close failed'),
+        logError(logger, 'warn', { err }, 'webhook worker close failed'),
       );
       if (!drained) logger.warn({ timeoutMs: closeMs }, 'webhook in flight at shutdown timeout; it will be delivered again');
       await agent.close().catch(() => undefined);
@@ -462,7 +461,6 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   };
 }
 
-/** A network failure in one line, without the URL (its query may carry the receiver's token). */
 /** DNS and TLS failures: the address or the receiver's set-up is wrong, not a passing trouble. */
 const ENDPOINT_ERROR = /^(ENOTFOUND|EAI_AGAIN|ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_)/;
 
@@ -473,6 +471,7 @@ function networkAttempt(err: unknown, timeoutMs: number): DeliveryAttempt {
   return { error: networkError(err, timeoutMs), endpoint };
 }
 
+/** A network failure in one line, without the URL (its query may carry the receiver's token). */
 function networkError(err: unknown, timeoutMs: number): string {
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return `no answer within ${timeoutMs} ms`;
   const e = err as { code?: unknown; message?: unknown };

@@ -14,7 +14,7 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { createLogger } from '../runtime/log.js';
+import { createLogger, logError } from '../runtime/log.js';
 import { startDaemon } from '../daemon/daemon.js';
 import { readDaemonConfig } from '../daemon/daemon-config.js';
 import { handleShutdownSignals } from '../daemon/shutdown.js';
@@ -32,20 +32,14 @@ export default async function daemon(argv: string[]): Promise<number> {
     process.exit(1);
   });
   process.on('unhandledRejection', (reason) => {
-    logger.error(
-      { event: 'daemon.unhandled_rejection', err: reason instanceof Error ? reason.message : String(reason) },
-      'unhandled promise rejection',
-    );
+    logError(logger, 'error', { event: 'daemon.unhandled_rejection', err: reason }, 'unhandled promise rejection');
   });
 
   const send = process.send === undefined ? undefined : (message: string) => void process.send?.(message);
   const d = await startDaemon(config, { logger, send });
   handleShutdownSignals({ logger, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, stop: () => d.stop() });
   d.started.catch((err: unknown) => {
-    logger.fatal(
-      { event: 'daemon.start_failed', err: err instanceof Error ? err.message : String(err) },
-      'daemon start-up failed; exiting',
-    );
+    logError(logger, 'fatal', { event: 'daemon.start_failed', err }, 'daemon start-up failed; exiting');
     process.exit(1);
   });
   // The process ends in shutdown.ts; until then the status server and the workers keep it alive.

@@ -26,7 +26,7 @@ import { readConfig } from '../runtime/config.js';
 import { openMirror } from '../../db/open.js';
 import { Redis } from 'ioredis';
 import { describeRedisUrl } from '../../jobs/redis-connection.js';
-import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { demoRedis, type DemoRedis } from './demo-redis.js';
 import { startStandIn, type StandIn } from '../stand-in/index.js';
 import { LegacyRecordsArg, describeLegacyShare } from './stand-in.js';

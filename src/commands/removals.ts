@@ -25,7 +25,7 @@ import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
 import {
   adoptUnbound,

@@ -14,8 +14,10 @@ import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from './args.js';
+import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue, enqueueMemberRemoval } from '../../jobs/removals/producer.js';
+import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removals/queue.js';
 
 const Args = z
@@ -94,7 +96,7 @@ export default async function main(argv: string[]): Promise<number> {
       );
       return 0;
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       if (/timed out before finishing/.test(message)) {
         process.stdout.write(`job ${jobId}: still pending after ${timeoutS}s (it keeps running; check user-mirror removals)\n`);
       } else {

@@ -21,7 +21,8 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { ConfigPass, isGiven, REPLICA_ENV } from '../runtime/config.js';
 import { createLogger, type Logger } from '../runtime/log.js';
-import { replicaSettings, SERVE_DEFAULT_PORT, startReplica, type ReplicaConfig, type ReplicaSettings } from '../replica/settings.js';
+import { replicaSettings, SERVE_DEFAULT_PORT, type ReplicaConfig, type ReplicaSettings } from '../replica/settings.js';
+import { startReplica } from '../replica/start.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 

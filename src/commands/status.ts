@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { ConfigPass, isGiven } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, type QueueSettings } from '../../jobs/redis-connection.js';
-import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
@@ -49,6 +49,7 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
+import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
 import { formatStatusReport } from '../daemon/status-text.js';
@@ -169,7 +170,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;
-    return { available: false, error: err instanceof Error ? err.message : String(err) };
+    return { available: false, error: errorMessage(err) };
   } finally {
     db?.close();
   }
@@ -280,7 +281,7 @@ async function readQueues(
     durability = d;
   })().catch((err: unknown) => {
     // The connection's own error (ECONNREFUSED, auth) says more than the "Connection is closed." that follows it.
-    facts = { reachable: false, error: lastError !== 'timed out' ? lastError : err instanceof Error ? err.message : String(err) };
+    facts = { reachable: false, error: lastError !== 'timed out' ? lastError : errorMessage(err) };
   });
   if (!(await settleWithin(work, REDIS_BUDGET_MS + 1_000))) facts = { reachable: false, error: `no answer within ${REDIS_BUDGET_MS} ms` };
   await settleWithin(Promise.all(queues.map((q) => q.close())), 1_000);

@@ -39,7 +39,7 @@ import { startWebhookWorker, type WebhookOutcome, type WebhookWorkerHandle } fro
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
 import { webhookLag } from './status-report.js';
 
 /** Events read and added per round trip. */
@@ -220,12 +220,7 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
             `${r.dispatched} events queued for the webhook`,
           );
       })
-      .catch((err: unknown) =>
-        log.warn(
-          { event: 'webhooks.dispatch_failed', err: err instanceof Error ? err.message : String(err) },
-          'could not queue events; trying again',
-        ),
-      )
+      .catch((err: unknown) => logError(log, 'warn', { event: 'webhooks.dispatch_failed', err }, 'could not queue events; trying again'))
       .finally(() => (running = undefined));
     return running;
   };

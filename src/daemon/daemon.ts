@@ -52,7 +52,7 @@ import { createRedisConnection, describeRedis, queueSettingsFromConfig, type Red
 import { managementClientFromConfig } from '../service/client-from-config.js';
 import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { managementTarget } from '../../jobs/removals/queue.js';
-import { createRemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
 import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
@@ -68,7 +68,8 @@ import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, ty
 import { removalWorkerOf, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
-import { daemonReplicaSettings, startReplica, type Replica } from '../replica/settings.js';
+import { daemonReplicaSettings } from '../replica/settings.js';
+import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
 

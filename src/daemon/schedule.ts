@@ -12,7 +12,8 @@
  */
 import cron from 'node-cron';
 import type { Queue } from 'bullmq';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
@@ -38,8 +39,10 @@ export function startSchedule(options: ScheduleOptions): Schedule {
       try {
         await options.onTick(context.date);
       } catch (err) {
-        log.error(
-          { event: 'schedule.tick_failed', tick: context.date.toISOString(), err: describe(err) },
+        logError(
+          log,
+          'error',
+          { event: 'schedule.tick_failed', tick: context.date.toISOString(), err },
           'could not enqueue the sync for this tick',
         );
       }
@@ -52,8 +55,8 @@ export function startSchedule(options: ScheduleOptions): Schedule {
       logger: {
         info: (m) => log.info({ event: 'schedule.cron' }, m),
         warn: (m) => log.warn({ event: 'schedule.cron' }, m),
-        error: (m) => log.error({ event: 'schedule.cron', err: describe(m) }, 'node-cron error'),
-        debug: (m) => log.debug({ event: 'schedule.cron', msg: describe(m) }, 'node-cron'),
+        error: (m) => logError(log, 'error', { event: 'schedule.cron', err: m }, 'node-cron error'),
+        debug: (m) => log.debug({ event: 'schedule.cron', msg: errorMessage(m) }, 'node-cron'),
       },
     },
   );
@@ -94,10 +97,6 @@ export function intervalOfExpression(expression: string): number {
   } finally {
     void task.destroy();
   }
-}
-
-function describe(value: unknown): string {
-  return value instanceof Error ? value.message : String(value);
 }
 
 /**

@@ -16,7 +16,7 @@
  * margin, so the process never outlives pm2's kill_timeout by waiting on a
  * dead socket; pm2's SIGKILL would otherwise be the one to end it.
  */
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
 
 export const SECOND_SIGNAL_EXIT_CODE = 130;
 const BACKSTOP_MARGIN_MS = 5_000;
@@ -57,7 +57,7 @@ export function handleShutdownSignals(options: ShutdownOptions): () => void {
       },
       (err: unknown) => {
         clearTimeout(backstop);
-        log.error({ event: 'daemon.shutdown_failed', err: err instanceof Error ? err.message : String(err) }, 'graceful shutdown failed');
+        logError(log, 'error', { event: 'daemon.shutdown_failed', err }, 'graceful shutdown failed');
         exit(1);
       },
     );

@@ -5,7 +5,7 @@
  * Redis's durability, asked again until it answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Logger, RepeatThrottle } from '../runtime/log.js';
+import { type Logger, logError, RepeatThrottle } from '../runtime/log.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
 import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
@@ -27,10 +27,7 @@ export async function readRemovalGate(
       if (options.removals) logRemovalGate(gate, options.logger);
       return gate;
     } catch (err) {
-      options.logger.warn(
-        { event: 'removals.redis_durability_unread', err: err instanceof Error ? err.message : String(err) },
-        'could not read redis settings; retrying',
-      );
+      logError(options.logger, 'warn', { event: 'removals.redis_durability_unread', err }, 'could not read redis settings; retrying');
       const pause = sleep(1_000, undefined, { signal: options.signal }).then(
         () => true,
         () => false,
@@ -54,14 +51,10 @@ export async function waitForRedis(redis: RedisClient, options: { logger: Logger
       return true;
     } catch (err) {
       if (throttle.hit('ping').log) {
-        options.logger.warn(
-          {
-            event: 'redis.waiting',
-            redis: where,
-            attempt,
-            waitedMs: Date.now() - started,
-            err: err instanceof Error ? err.message : String(err),
-          },
+        logError(
+          options.logger,
+          'warn',
+          { event: 'redis.waiting', redis: where, attempt, waitedMs: Date.now() - started, err },
           'waiting for redis before starting the workers',
         );
       }
@@ -90,6 +83,9 @@ function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise
   });
 }
 
+/** Longer than a first sync of a large directory is expected to hold the mirror. */
+export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
+
 /**
  * Opens the daemon's database files at start-up, waiting while another
  * process holds a write lock the open needs.
@@ -102,9 +98,6 @@ function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise
  * again into the same wait, so the daemon waits here instead (the status
  * server is not up yet, so it is not ready), and says so in the log.
  */
-/** Longer than a first sync of a large directory is expected to hold the mirror. */
-export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
-
 export function openWhenUnlocked(file: 'mirror' | 'audit', open: () => Db, logger: Logger): Promise<Db> {
   return retryWhileBusy(async () => open(), {
     budgetMs: OPEN_WAIT_BUDGET_MS,

@@ -15,7 +15,8 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 import type { Db } from '../../db/open.js';
@@ -50,7 +51,7 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
   const log = options.logger;
   const server = createServer((req, res) => {
     handle(req, res, options).catch((err: unknown) => {
-      log.error({ event: 'status.error', url: req.url, err: err instanceof Error ? err.message : String(err) }, 'status request failed');
+      logError(log, 'error', { event: 'status.error', url: req.url, err }, 'status request failed');
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n');
       else res.destroy();
     });
@@ -58,7 +59,7 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
   // Keep-alive from a scraper must not hold shutdown open.
   server.keepAliveTimeout = 5_000;
   const port = await listen(server, options.port, options.host);
-  server.on('error', (err) => log.error({ event: 'status.server_error', err: err.message }, 'status server error'));
+  server.on('error', (err) => logError(log, 'error', { event: 'status.server_error', err }, 'status server error'));
   log.info({ event: 'status.listening', host: options.host, port }, `status endpoint on http://${options.host}:${port}`);
   return {
     port,
@@ -106,7 +107,7 @@ async function describeLag(facts: Promise<WebhookLagFacts>): Promise<{ lag: stri
       lag = l.eventsBehind === 0 && l.failed === 0 ? 'ok' : `behind ${l.eventsBehind} events (${l.secondsBehind} s); ${l.failed} failed`;
       if (l.endpoint !== null) endpoint = `failing since ${l.endpoint.since} (${l.endpoint.last}); every event held`;
     },
-    (err: unknown) => void (lag = describe(err)),
+    (err: unknown) => void (lag = errorMessage(err)),
   );
   await settleWithin(done, 1_000);
   return { lag, endpoint };
@@ -142,7 +143,7 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
       s.db.prepare('SELECT count(*) FROM sync_runs').get();
       checks.db = 'ok';
     } catch (err) {
-      checks.db = describe(err);
+      checks.db = errorMessage(err);
     }
     if (checks.db === 'ok') {
       // A stale mirror is not fit to answer from, however healthy the process looks.
@@ -154,7 +155,7 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     checks.redis = answered
       ? await ping.then(
           () => 'ok',
-          (err: unknown) => describe(err),
+          (err: unknown) => errorMessage(err),
         )
       : 'timeout';
     checks.removals = removalsCheck(s);
@@ -174,8 +175,4 @@ function removalsCheck(s: ReadinessSources): string {
   if (!s.removalsConfigured) return 'off: MANAGEMENT_URL is unset';
   const gate = s.removalGate();
   return gate === undefined ? 'not checked yet' : describeRemovalGate(gate);
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -16,7 +16,7 @@
  * once per `stallMs` for the same stuck queue.
  */
 import type { Queue } from 'bullmq';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
 import { settleWithin } from '../runtime/deadline.js';
 
 export interface WorkerSample {
@@ -107,10 +107,7 @@ export function startWatchdog(options: WatchdogOptions): Watchdog {
       await w.restart();
       options.logger.info({ event: 'watchdog.restarted', worker: w.name }, 'worker restarted');
     } catch (err) {
-      options.logger.error(
-        { event: 'watchdog.restart_failed', worker: w.name, err: err instanceof Error ? err.message : String(err) },
-        'worker restart failed; will try again',
-      );
+      logError(options.logger, 'error', { event: 'watchdog.restart_failed', worker: w.name, err }, 'worker restart failed; will try again');
     }
   };
 

@@ -6,7 +6,7 @@
  */
 import type { FeedPage } from '../../db/change-feed.js';
 import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
-import { failedItems, parseListQuery, queryInt, validationErrorBody } from '../service/wire.js';
+import { failedItems, parseListQuery, queryInt, validationErrorBody } from '../service/server-wire.js';
 
 export interface Answer {
   status: number;

@@ -12,9 +12,10 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
-import { decodeSegment, keyDigest, offeredKeyMatches } from '../service/wire.js';
+import { decodeSegment } from '../service/path-segment.js';
+import { keyDigest, offeredKeyMatches } from '../service/server-wire.js';
 import {
   type Answer,
   CHANGES_PATH,
@@ -57,13 +58,13 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
     try {
       answer = handler(req);
     } catch (err) {
-      log.error({ event: 'replica.error', err: err instanceof Error ? err.message : String(err) }, 'replica request failed');
+      logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
       answer = INTERNAL_ERROR;
     }
     send(res, answer);
   });
   const port = await listen(server, settings.port, settings.host);
-  server.on('error', (err) => log.error({ event: 'replica.server_error', err: err.message }, 'replica server error'));
+  server.on('error', (err) => logError(log, 'error', { event: 'replica.server_error', err }, 'replica server error'));
   log.info(
     { event: 'replica.listening', host: settings.host, port, keyHeader: settings.apiKeyHeader },
     `replica on http://${settings.host}:${port}`,
@@ -136,7 +137,7 @@ function send(res: ServerResponse, answer: Answer): void {
 /**
  * The replica's routes, matched on the raw request target. The resolve id is
  * the raw segment after `/v2/user/resolve/`, decoded exactly once (see
- * ../service/wire.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
+ * ../service/path-segment.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
  * round-trip and a `/` in the raw path never reaches the id.
  */
 export type ReplicaRoute =

@@ -1,14 +1,10 @@
 /**
  * The replica's settings, from the configuration registry
- * (src/runtime/config.ts), and starting it with them. Reading the settings is
- * pure: the caller reads the environment, and a `serve` without a key passes
- * the one it generated.
+ * (src/runtime/config.ts); ./start.ts starts a replica with them. Reading
+ * the settings is pure: the caller reads the environment, and a `serve`
+ * without a key passes the one it generated.
  */
 import { ConfigError, type Config, type REPLICA_ENV } from '../runtime/config.js';
-import { openMirror } from '../../db/open.js';
-import { ReplicaReader } from '../../db/replica-reader.js';
-import type { Logger } from '../runtime/log.js';
-import { startReplicaServer } from './server.js';
 
 export type ReplicaConfig = Config<(typeof REPLICA_ENV)[number]>;
 
@@ -46,39 +42,6 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
     apiKey,
     apiKeyHeader: config.REPLICA_API_KEY_HEADER ?? config.SERVICE_API_KEY_HEADER,
     maxStalenessMs: config.REPLICA_MAX_STALENESS_S * 1000,
-  };
-}
-
-/**
- * Starting a replica: its own readonly connection to the mirror (never the
- * writer's: a read must not wait behind a publish) and the HTTP server.
- * `serve` runs one on its own; the daemon runs one when REPLICA_PORT is set.
- */
-export interface Replica {
-  port: number;
-  close(): Promise<void>;
-}
-
-export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
-  // Random lookups: through a memory map (db/open.ts, `mapped`).
-  const db = openMirror(mirrorDb, { readonly: true, mapped: true });
-  let reader: ReplicaReader;
-  try {
-    reader = new ReplicaReader(db);
-  } catch (err) {
-    db.close();
-    throw err;
-  }
-  const server = await startReplicaServer({ settings, reader, logger }).catch((err: unknown) => {
-    reader.close();
-    throw err;
-  });
-  return {
-    port: server.port,
-    async close() {
-      await server.close();
-      reader.close();
-    },
   };
 }
 

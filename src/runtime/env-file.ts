@@ -12,6 +12,7 @@
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError } from './config.js';
+import { errorMessage } from './errors.js';
 
 /** Loads the file into process.env; returns its path, or undefined when there is none to load. */
 export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string | undefined {
@@ -32,7 +33,7 @@ export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd: string = 
   try {
     process.loadEnvFile(path);
   } catch (err) {
-    throw new ConfigError([`ENV_FILE: cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`]);
+    throw new ConfigError([`ENV_FILE: cannot read ${path}: ${errorMessage(err)}`]);
   }
   return path;
 }

@@ -8,6 +8,7 @@
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { Writable } from 'node:stream';
+import { errorMessage, MESSAGE_MAX_CHARS } from './errors.js';
 
 export type { Logger };
 
@@ -33,6 +34,27 @@ export function createLogger(level: LevelWithSilent = 'info', destination?: Node
 
 /** For library use and tests: a logger that writes nothing. */
 export const silentLogger: Logger = pino({ level: 'silent' });
+
+/** The fields of a line about an error: `err` is the error as caught. */
+export interface ErrorFields {
+  err: unknown;
+  event?: string;
+  [field: string]: unknown;
+}
+
+/**
+ * The one way an error goes into a log line. The line carries, at `level`,
+ * the error's message in `err` (one line, at most MESSAGE_MAX_CHARS: what
+ * an operator, `humanLine` and a log query read). With the logger at debug,
+ * the whole error follows on a debug line of its own, `error.detail`, tied
+ * to the first by `of` (its event): pino's err serializer, so the type, the
+ * stack and the messages and stacks of its causes.
+ */
+export function logError(logger: Logger, level: 'info' | 'warn' | 'error' | 'fatal', fields: ErrorFields, msg: string): void {
+  const { err } = fields;
+  logger[level]({ ...fields, err: errorMessage(err, MESSAGE_MAX_CHARS) }, msg);
+  if (err instanceof Error && logger.isLevelEnabled('debug')) logger.debug({ event: 'error.detail', of: fields.event, err }, msg);
+}
 
 /**
  * Log lines for a person at a terminal. pino writes one JSON event per line
@@ -139,6 +161,6 @@ export function throttledErrorLog(logger: Logger, options: ThrottledErrorLogOpti
   return (err) => {
     const kind = (err as NodeJS.ErrnoException).code ?? err.message;
     const verdict = throttle.hit(kind);
-    if (verdict.log) logger.warn({ event: options.event, err: err.message, suppressed: verdict.suppressed }, options.msg);
+    if (verdict.log) logError(logger, 'warn', { event: options.event, err, suppressed: verdict.suppressed }, options.msg);
   };
 }

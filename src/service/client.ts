@@ -24,15 +24,15 @@ import {
   type HttpMethod,
 } from './errors.js';
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
-import { encodePathSegment } from './wire.js';
+import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
-import { type FieldWarning, formatIssues, parseUser } from './user-record.js';
+import { type FieldWarning, parseUser } from './user-record.js';
+import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
-import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
+import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
 import type { Readable } from 'node:stream';
 import { ACCEPT_ENCODING, codingsOf, decodedBody, isDecodingError, UnsupportedEncodingError } from './content-encoding.js';
 
-export const MAX_PAGE_LIMIT = 500;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 

@@ -4,8 +4,9 @@
  *
  * Why: on a re-sync nearly every record is byte-for-byte what the mirror
  * already holds. Parsing, validating and re-serialising such a record costs
- * ~15 µs; finding its bounds and its user_id in the bytes costs ~1 µs
- * (issue 10). The sync hashes each range, asks its ledger, and parses only
+ * ~15 µs; finding its bounds and its user_id in the bytes costs ~1 µs, and
+ * a re-sync does one or the other for every user of the directory, every
+ * run. The sync hashes each range, asks its ledger, and parses only
  * the records whose bytes changed: a byte-identical record already passed
  * validation when it was stored.
  *

@@ -2,9 +2,9 @@
  * Wire shapes of the user-directory service, as zod schemas. Every TypeScript
  * type that describes a service payload is inferred from here.
  *
- * Tolerance follows ../shared/spec/live-service-notes.md: optional and
- * deprecated fields may be null or absent, unknown fields are kept
- * (`looseObject`), and both date-time forms are accepted. Identity fields
+ * Tolerance follows what the live service sends (docs/service-notes.md):
+ * optional and deprecated fields may be null or absent, unknown fields are
+ * kept (`looseObject`), and both date-time forms are accepted. Identity fields
  * (`user_id`, `team_id`, `client_user_id`) are strict, because a wrong
  * identity in the mirror is worse than a skipped record. Every other rule
  * here is applied field by field (./user-record.ts): a field that breaks its
@@ -91,6 +91,13 @@ export const UserPageEnvelopeSchema = z.looseObject({
   limit: z.number().int().min(0),
 });
 export type UserPageEnvelope = z.infer<typeof UserPageEnvelopeSchema>;
+
+/**
+ * The largest `limit` the list endpoint takes (1..500, default 100). The
+ * client refuses more before sending; the stand-in and the replica answer
+ * more with the service's 422 (./server-wire.ts); the sync always asks for it.
+ */
+export const MAX_PAGE_LIMIT = 500;
 
 /** FastAPI / Pydantic v2 validation error item. `loc` mixes strings and ints. */
 export const ValidationErrorItemSchema = z.looseObject({

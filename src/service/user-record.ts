@@ -14,6 +14,8 @@
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
 import type { FieldWarning } from '../../db/user-row.js';
+import { isRecord } from '../runtime/is-record.js';
+import { formatIssues, formatPath } from '../runtime/zod-issues.js';
 
 /** A field dropped because it broke its rule: the mirror's own shape (db/user-row.ts), stored in field_warnings. */
 export type { FieldWarning };
@@ -120,10 +122,6 @@ function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
   return [...byField].map(([field, problem]) => ({ field, problem }));
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * Validates the records of one list page one by one, so that a single bad
  * record is reported with its path (`users[37].user_id`) instead of failing
@@ -137,21 +135,4 @@ export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);
   if (parsed.ok) return { ok: true, index, user: parsed.user, warnings: parsed.warnings };
   return { ok: false, index, reason: parsed.issues, raw };
-}
-
-/**
- * Renders zod issues the way an operator reads them: `users[37].user_id:
- * Invalid UUID`. Field paths only, never input values (an input may be a key).
- */
-export function formatPath(path: ReadonlyArray<PropertyKey>, prefix = ''): string {
-  let out = prefix;
-  for (const part of path) {
-    if (typeof part === 'number') out += `[${part}]`;
-    else out += out === '' ? String(part) : `.${String(part)}`;
-  }
-  return out === '' ? '(root)' : out;
-}
-
-export function formatIssues(issues: ReadonlyArray<z.core.$ZodIssue>, prefix = ''): string {
-  return issues.map((i) => `${formatPath(i.path, prefix)}: ${i.message}`).join('; ');
 }

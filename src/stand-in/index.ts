@@ -25,7 +25,8 @@ export { Members, type OrgMember } from './members.js';
 export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
 export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
 export { generateUser, startOfUtcDay, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
-export { MAX_LIMIT, DEFAULT_LIMIT } from './routes.js';
+export { DEFAULT_LIMIT } from './routes.js';
+export { MAX_PAGE_LIMIT } from '../service/schemas.js';
 export { MANAGEMENT_KEY_HEADER } from './routes.js';
 export type { JsonRecord } from './directory.js';
 

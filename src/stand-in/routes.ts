@@ -1,10 +1,10 @@
 /**
  * Routing on the raw request path, split before decoding (see
- * ../service/wire.ts).
+ * ../service/path-segment.ts).
  */
 import type { RouteName } from './request-log.js';
+import { decodeSegment } from '../service/path-segment.js';
 import {
-  decodeSegment,
   failedItems,
   keyDigest,
   offeredKeyMatches,
@@ -12,7 +12,7 @@ import {
   pathUuid,
   validationErrorBody,
   type ValidationItem,
-} from '../service/wire.js';
+} from '../service/server-wire.js';
 import { type IncomingHttpHeaders, STATUS_CODES } from 'node:http';
 import { ByteBuilder } from './byte-builder.js';
 import type { Directory } from './directory.js';
@@ -93,7 +93,7 @@ function areaOf(first: string | undefined): Area {
  * injected fault: list, resolve, delete a member. Answers are plain values;
  * putting them on the wire is ./server.ts's job.
  */
-export { MAX_LIMIT, DEFAULT_LIMIT } from '../service/wire.js';
+export { DEFAULT_LIMIT } from '../service/server-wire.js';
 /** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
 const BYTES_PER_USER_GUESS = 1024;
 

@@ -8,13 +8,13 @@
  * two can never disagree. (Building objects with optional keys turned out
  * three times slower than the text: the varying shapes defeat V8's caches.)
  *
- * By default every record has today's shape, per
- * ../shared/spec/live-service-notes.md and the official SDK's response
- * schema: `created_on`, both `provider` and `source` on every connected
- * source (their logos sometimes differ), `fallback_time_zone` as an object
- * or null, `fallback_birth_date` and `ingestion_*` null or absent, and both
- * date-time spellings. Older and odd shapes (the quirk bits below) appear only
- * in the share of records the directory asks for as legacy.
+ * By default every record has today's shape, per docs/service-notes.md and
+ * the official SDK's response schema: `created_on`, both `provider` and
+ * `source` on every connected source (their logos sometimes differ),
+ * `fallback_time_zone` as an object or null, `fallback_birth_date` and
+ * `ingestion_*` null or absent, and both date-time spellings. Older and odd
+ * shapes (the quirk bits, drawQuirks) appear only in the share of records
+ * the directory asks for as legacy.
  */
 import {
   anyDateTime,
@@ -254,13 +254,6 @@ function ingestionBounds(prng: Prng, createdMs: number): string {
   return `,"ingestion_start":"${isoDate(startMs)}","ingestion_end":${end}`;
 }
 
-/**
- * Which older or odd shapes a legacy record shows. The live service sends
- * today's shape (what the official SDK requires); these come only when a
- * directory is asked for a share of legacy records, to exercise a client's
- * tolerance. Each quirk is a bit; a legacy record always shows at least one,
- * so "shows a quirk" and "is legacy" are the same thing to an observer.
- */
 /** Connected sources carry only the deprecated `source`, no `provider`. */
 export const SOURCE_ONLY = 1 << 0;
 /** No top-level `created_on`. */
@@ -282,6 +275,13 @@ export const NEEDS_A_SOURCE = SOURCE_ONLY | EMPTY_SLUG;
 /** Besides its one guaranteed quirk, a legacy record shows each other one with this chance. */
 const EXTRA_QUIRK_CHANCE = 0.15;
 
+/**
+ * Which older or odd shapes a legacy record shows. The live service sends
+ * today's shape (what the official SDK requires); these come only when a
+ * directory is asked for a share of legacy records, to exercise a client's
+ * tolerance. Each quirk is a bit; a legacy record always shows at least one,
+ * so "shows a quirk" and "is legacy" are the same thing to an observer.
+ */
 export function drawQuirks(prng: Prng): number {
   const primary = 1 << prng.int(0, QUIRK_COUNT - 1);
   let quirks = primary;

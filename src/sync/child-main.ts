@@ -23,6 +23,7 @@
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger, type Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath } from '../../db/open.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
@@ -83,7 +84,7 @@ async function main(): Promise<void> {
     const named = mirrorPath === undefined ? err : withDatabasePath(err, mirrorPath);
     // Besides the failed job in Redis: `status` on this host reads it without Redis.
     if (mirrorPath !== undefined && logger !== undefined) keepFailure(mirrorPath, 'sync', named, logger);
-    await post({ type: 'error', message: named instanceof Error ? named.message : String(named) });
+    await post({ type: 'error', message: errorMessage(named) });
     process.exitCode = 1;
   }
   if (process.connected) process.disconnect();

@@ -40,9 +40,11 @@ import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
-import { silentLogger, type Logger } from '../runtime/log.js';
+import { logError, silentLogger, type Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { type DirectorySource, PAGE_LIMIT, type PassResult, Prefetch, prefetchOffsets, scanPass } from './scan.js';
+import { type DirectorySource, type PassResult, Prefetch, prefetchOffsets, scanPass } from './scan.js';
+import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 
@@ -151,8 +153,10 @@ async function runUntil(
     backoff: options.backoff ?? DEFAULT_BACKOFF,
     signal,
     onRetry: (n) =>
-      log.info(
-        { event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: describe(n.error) },
+      logError(
+        log,
+        'info',
+        { event: 'sync.retry', what: n.what, attempt: n.attempt, delayMs: n.delayMs, err: n.error },
         'request failed, retrying',
       ),
   };
@@ -164,13 +168,13 @@ async function runUntil(
   const read = { pages: 0, usersSeen: 0 };
   // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
   // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
-  const prefetch = new Prefetch(options.client, prefetchOffsets(writer.lastListedTotal(), concurrency, PAGE_LIMIT), PAGE_LIMIT, retry);
+  const prefetch = new Prefetch(options.client, prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT), MAX_PAGE_LIMIT, retry);
   let first: RecordPage;
   try {
-    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: PAGE_LIMIT }, sig), retry);
+    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
   } catch (err) {
     await prefetch.drop();
-    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${describe(err)}`, read);
+    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
 
   try {
@@ -189,7 +193,7 @@ async function runUntil(
       runId,
       firstPage: first,
       concurrency,
-      limit: PAGE_LIMIT,
+      limit: MAX_PAGE_LIMIT,
       retry,
       maxRecordBytes: options.maxRecordBytes,
       prefetch,
@@ -277,7 +281,7 @@ async function runUntil(
     return summary;
   } catch (err) {
     await prefetch.drop();
-    return fail(writer, log, runId, started, first.total, stopReason(err) ?? describe(err), read);
+    return fail(writer, log, runId, started, first.total, stopReason(err) ?? errorMessage(err), read);
   }
 }
 
@@ -310,7 +314,7 @@ async function settleCandidates(
 
 function logScan(log: Logger, scan: PassResult): void {
   for (const f of scan.failures) {
-    log.warn({ event: 'sync.page_failed', offset: f.offset, err: describe(f.error) }, 'page failed');
+    logError(log, 'warn', { event: 'sync.page_failed', offset: f.offset, err: f.error }, 'page failed');
   }
   if (scan.abandoned) {
     log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
@@ -323,7 +327,7 @@ function logScan(log: Logger, scan: PassResult): void {
   }
   for (const o of scan.oversize) {
     log.warn(
-      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: PAGE_LIMIT, pages: scan.oversizePages },
+      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: MAX_PAGE_LIMIT, pages: scan.oversizePages },
       'a page carried more records than the limit asked for; all were kept',
     );
   }
@@ -357,7 +361,7 @@ function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates' | 'tot
 /** The first failed page, so that the reason says why pages failed, not only how many. */
 function firstFailure(scan: PassResult): string {
   const f = scan.failures[0];
-  return f === undefined ? '' : ` (first: offset ${f.offset}: ${describe(f.error)})`;
+  return f === undefined ? '' : ` (first: offset ${f.offset}: ${errorMessage(f.error)})`;
 }
 
 /** Records a failed run, with what it had read, and leaves the published mirror as it was. */
@@ -395,8 +399,4 @@ function fail(
   };
   log.error({ event: 'sync.finished', ...summary }, `sync failed: ${reason}`);
   return summary;
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -5,6 +5,7 @@
  */
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
+import { errorMessage } from '../runtime/errors.js';
 import { checkpointMirror, databaseFileSizes, type Db } from '../../db/open.js';
 import { recordCheckpoint, recordFailedAttempt, reserveAttemptRecord, type AttemptFailure } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
@@ -179,7 +180,7 @@ export function retryCheckpoint(db: Db, logger: Logger): void {
 export function keepFailure(mirrorPath: string, what: AttemptFailure, err: unknown, logger: Logger): void {
   if (mirrorPath === ':memory:') return;
   try {
-    recordFailedAttempt(mirrorPath, what, err instanceof Error ? err.message : String(err));
+    recordFailedAttempt(mirrorPath, what, errorMessage(err));
   } catch (writeErr) {
     logger.error({ event: 'sync.attempt_unrecorded', err: writeErr }, 'could not record the failure beside the mirror either');
   }

@@ -19,7 +19,8 @@
 import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import { MAX_PAGE_LIMIT, type PageParams, type RecordPage, type ResolveResult } from '../service/client.js';
+import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
+import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 
 export type PageStager = Pick<RunWriter, 'stagePage'>;
 
@@ -259,16 +260,14 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
  * users added during the scan show up as drift (total changed), not as an
  * ever-growing plan.
  */
-/** Always the service maximum: fewer round trips, and every page is the same size. */
-export const PAGE_LIMIT = MAX_PAGE_LIMIT;
-
 export class PagePlan {
   private nextOffset: number;
   private end: number;
 
   constructor(
     readonly total: number,
-    readonly limit: number = PAGE_LIMIT,
+    // Always the service maximum: fewer round trips, and every page is the same size.
+    readonly limit: number = MAX_PAGE_LIMIT,
   ) {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
     this.nextOffset = limit;
@@ -303,7 +302,7 @@ export class PagePlan {
 }
 
 /** Pages needed to cover `total` users, counting the first; at least one (offset 0 is always read). */
-export function pagesFor(total: number, limit: number = PAGE_LIMIT): number {
+export function pagesFor(total: number, limit: number = MAX_PAGE_LIMIT): number {
   return Math.max(1, Math.ceil(Math.max(0, total) / limit));
 }
 

@@ -19,7 +19,7 @@ import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
-import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/producer.js';
+import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
 

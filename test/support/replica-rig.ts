@@ -8,7 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { VitalClient } from '@tryvital/vital-node';
 import { Client } from 'undici';
 import { generateUser, userKeys, type JsonRecord, type StandInOptions } from '../../src/stand-in/index.js';
-import { startReplica, type Replica } from '../../src/replica/settings.js';
+import { startReplica, type Replica } from '../../src/replica/start.js';
 import type { ReplicaSettings } from '../../src/replica/settings.js';
 import { silentLogger } from '../../src/runtime/log.js';
 import { createSyncRig, type SyncRig } from './sync-rig.js';

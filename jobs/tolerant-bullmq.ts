@@ -9,7 +9,8 @@
  * `removals --failed` could not list it.
  *
  * Here:
- * - data that is not JSON becomes an `UnreadableJob` marker in `fromJSON`;
+ * - data that is not JSON becomes an `UnreadableJob` marker in `fromJSON`
+ *   (./unreadable-job.ts);
  * - a fetch that throws on the job's other fields quarantines the job it
  *   just took (found by this fetch's lock token): each unreadable field is
  *   moved aside to `raw:<field>` in the same hash, replaced by what BullMQ
@@ -23,6 +24,7 @@
  */
 import { Job, Queue, Worker, type JobProgress, type WorkerOptions, type Processor } from 'bullmq';
 import type { RedisClient } from './redis-connection.js';
+import { isJson, JSON_FIELDS, QUARANTINE_KEY, unreadableField, unreadableFromData, type JsonField } from './unreadable-job.js';
 
 type FromJson = typeof Job.fromJSON;
 
@@ -100,70 +102,6 @@ async function quarantineJobLockedBy(redis: RedisClient, key: (type: string) => 
     if (bad.includes('parent')) multi.hdel(key(id), 'parent');
     await multi.exec();
     return id;
-  }
-  return undefined;
-}
-
-/**
- * What a removal job's data is when BullMQ cannot read the job: its `data`
- * is not JSON, or its `opts` (or `progress`, `parent`) are not, as written
- * by a producer in another language that built the job hash by hand. BullMQ
- * would throw before any processor runs, and the job would stay active and
- * be re-queued as stalled forever; with this marker in its place the
- * processor fails the job once, with a reason (see tolerant-worker.ts).
- *
- * The raw text is kept out of the reason on purpose: it may be huge or
- * hostile, and the reason ends up in logs, the audit and the terminal.
- */
-export class UnreadableJob {
-  constructor(readonly problems: readonly string[]) {}
-
-  get reason(): string {
-    return this.problems.join('; ');
-  }
-}
-
-/** The fields of a job hash BullMQ parses as JSON, and what a reader gets in place of a bad one. */
-export const JSON_FIELDS = { data: '{}', opts: '{}', progress: '0', parent: undefined } as const;
-export type JsonField = keyof typeof JSON_FIELDS;
-
-export function unreadableField(field: JsonField, raw: string): string {
-  const bytes = Buffer.byteLength(raw);
-  return field === 'data'
-    ? `job data is not JSON (${bytes} bytes); a producer must send a JSON object`
-    : `job ${field} is not JSON (${bytes} bytes); a producer must send JSON job options`;
-}
-
-/** Whether BullMQ could parse `raw` (an absent field reads as its default). */
-export function isJson(raw: string | undefined): boolean {
-  if (raw === undefined || raw === '') return true;
-  try {
-    JSON.parse(raw);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A quarantined job's data (tolerant-worker.ts): the problems, in place of the
- * data, so every later reader (a retry, `removals --failed`) still knows why.
- */
-export const QUARANTINE_KEY = '$unreadable';
-
-/** The marker for data BullMQ would hand over, or undefined when it is ordinary data. */
-export function unreadableFromData(raw: string | undefined): UnreadableJob | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    return new UnreadableJob([unreadableField('data', raw)]);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-  const problems = (parsed as Record<string, unknown>)[QUARANTINE_KEY];
-  if (Object.keys(parsed).length === 1 && Array.isArray(problems) && problems.every((p) => typeof p === 'string')) {
-    return new UnreadableJob(problems);
   }
   return undefined;
 }

@@ -1,37 +1,11 @@
 /**
  * The service's HTTP surface as the servers that imitate it speak it (the
- * stand-in, the replica) and as the client addresses it: path segments, the
- * list query, FastAPI-shaped 422s, and the key comparison.
- *
- * One path segment of the service's URLs, both ways: the client encodes an
- * id into exactly one segment; the stand-in and the replica decode each raw
- * segment on its own.
- *
- * Encoding: `encodeURIComponent` leaves `.` alone, and a segment of `..`
- * would let a server's path normalisation walk up a level, so dots are
- * encoded too; so are the sub-delims it keeps (`!'()*`), which some routers
- * treat specially.
- *
- * Decoding: a path is split on `/` *before* any decoding, and each segment
- * is decoded exactly once on its own, so an encoded `/`, `?`, `#`, `%` or
- * `..` inside a client_user_id stays inside its segment, and dot segments
- * are never normalized away.
+ * stand-in, the replica): the list query, FastAPI-shaped 422s, and the key
+ * comparison. Path segments, which the client writes too, are
+ * ./path-segment.ts.
  */
 import { hash, timingSafeEqual } from 'node:crypto';
-
-export function encodePathSegment(id: string): string {
-  return encodeURIComponent(id).replace(/[.!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
-
-/** Lenient like Python's `unquote`: a malformed escape is left as written. */
-export function decodeSegment(segment: string): string {
-  if (!segment.includes('%')) return segment;
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
+import { MAX_PAGE_LIMIT } from './schemas.js';
 
 /**
  * Request validation with FastAPI / Pydantic v2 error items, so a client's
@@ -125,14 +99,13 @@ function fail(type: string, loc: Array<string | number>, msg: string, input: unk
  * at least 0) and `limit` (default 100, 1..500). Shared by the stand-in and
  * the replica, so both refuse the same queries with the same 422 items.
  */
-export const MAX_LIMIT = 500;
 export const DEFAULT_LIMIT = 100;
 
 export type ListQuery = { ok: true; offset: number; limit: number } | { ok: false; items: ValidationItem[] };
 
 export function parseListQuery(params: URLSearchParams): ListQuery {
   const offset = queryInt(params, 'offset', { default: 0, ge: 0 });
-  const limit = queryInt(params, 'limit', { default: DEFAULT_LIMIT, ge: 1, le: MAX_LIMIT });
+  const limit = queryInt(params, 'limit', { default: DEFAULT_LIMIT, ge: 1, le: MAX_PAGE_LIMIT });
   if (offset.ok && limit.ok) return { ok: true, offset: offset.value, limit: limit.value };
   return { ok: false, items: failedItems([offset, limit]) };
 }
