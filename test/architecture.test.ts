@@ -5,7 +5,7 @@
  * (the sync core, the replica, the jobs and the stand-in know nothing of
  * each other: the daemon and the commands put them together). Every
  * source folder is ranked: a new one fails the test until it is placed.
- * A failing case names the import.
+ * And no two files import each other. A failing case names the import.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
@@ -81,6 +81,14 @@ describe('architecture', () => {
   it('has no import pointing up a layer or across to a peer', () => {
     const bad = files.flatMap((file) => imports(file).flatMap((target) => violation(file, target) ?? []));
     expect(bad).toEqual([]);
+  });
+
+  it('has no two files that import each other', () => {
+    const of = new Map(files.map((f) => [f, new Set(imports(f))]));
+    const mutual = files.flatMap((a) =>
+      [...(of.get(a) ?? [])].filter((b) => a < b && of.get(b)?.has(a) === true).map((b) => `${a} <-> ${b}`),
+    );
+    expect(mutual).toEqual([]);
   });
 
   it('would catch one', () => {

@@ -43,7 +43,7 @@
  * the HTTP pools and SQLite.
  */
 import { Queue } from 'bullmq';
-import type { Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log.js';
 import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
@@ -265,7 +265,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       await enqueueCatchUpIfStale(syncQueue, schedule, () => mirrorFreshness(reader).lastSucceededAt, log);
     } catch (err) {
       // Redis went away again, or the mirror is busy: the next tick syncs anyway.
-      log.warn({ event: 'startup_sync.failed', err: describe(err) }, 'could not check for a start-up sync');
+      logError(log, 'warn', { event: 'startup_sync.failed', err }, 'could not check for a start-up sync');
     }
 
     if (phase !== 'starting') return;
@@ -300,8 +300,4 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   };
 
   return { started, statusPort: status.port, stop };
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

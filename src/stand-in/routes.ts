@@ -88,11 +88,6 @@ function areaOf(first: string | undefined): Area {
   return first === 'v1' ? 'management' : 'none';
 }
 
-/**
- * The service's behaviour once a request is authenticated and past any
- * injected fault: list, resolve, delete a member. Answers are plain values;
- * putting them on the wire is ./server.ts's job.
- */
 export { DEFAULT_LIMIT } from '../service/server-wire.js';
 /** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
 const BYTES_PER_USER_GUESS = 1024;
@@ -102,7 +97,12 @@ export interface Domain {
   members: Members;
 }
 
-/** Control routes are ./control.ts's: they read a body and skip faults. */
+/**
+ * The service's behaviour once a request is authenticated and past any
+ * injected fault: list, resolve, delete a member. Answers are plain values;
+ * putting them on the wire is ./server.ts's job. Control routes are
+ * ./control.ts's: they read a body and skip faults.
+ */
 export function answer(domain: Domain, route: Exclude<Route, ControlRoute>, query: URLSearchParams): Reply {
   switch (route.name) {
     case 'list':

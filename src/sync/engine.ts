@@ -168,7 +168,12 @@ async function runUntil(
   const read = { pages: 0, usersSeen: 0 };
   // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
   // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
-  const prefetch = new Prefetch(options.client, prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT), MAX_PAGE_LIMIT, retry);
+  const prefetch = new Prefetch(
+    options.client,
+    prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT),
+    MAX_PAGE_LIMIT,
+    retry,
+  );
   let first: RecordPage;
   try {
     first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
