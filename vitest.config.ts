@@ -20,7 +20,7 @@ const UNIT = [
   'test/stand-in-generator.test.ts',
   'test/sync-child-flags.test.ts',
   'test/sync-decisions.test.ts',
-  'test/sync-engine-memory.test.ts',
+  'test/sync-engine-fakes.test.ts',
   'test/sync-fingerprint-table.test.ts',
   'test/sync-run-ledger.test.ts',
   'test/webhook-signature.test.ts',
