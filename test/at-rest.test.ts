@@ -14,7 +14,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, runCli, spawnDaemon, eventually } from './support/daemon-process.js';
+import { daemonEnv, runCli, spawnDaemon } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 const run = promisify(execFile);
 const NOBODY = 65534;
@@ -164,7 +165,7 @@ describe('MIRROR_GROUP', () => {
     const daemon = spawnDaemon(env);
     try {
       await daemon.ready;
-      await eventually(() => (readdirSync(data).some((f) => f.endsWith('-shm')) ? true : undefined), 10_000, 'the -shm file');
+      await eventually(() => readdirSync(data).some((f) => f.endsWith('-shm')), 10_000, 'the -shm file');
       for (const f of readdirSync(data)) {
         expect([f, mode(join(data, f)), statSync(join(data, f)).gid]).toEqual([f, 0o640, gid]);
       }

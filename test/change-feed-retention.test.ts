@@ -11,10 +11,10 @@ import { webhookTarget } from '../jobs/webhooks/queue.js';
 import { startChangeDelivery, type ChangeDelivery } from '../src/daemon/change-delivery.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
-import { eventually } from './support/daemon-process.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
 let rig: SyncRig;
@@ -92,12 +92,12 @@ describe('change feed retention', () => {
       // Queued but not delivered: the jobs carry no body, so the feed keeps every event, however old.
       expect(held()).toMatchObject({ latest: 300, oldest: 1, prunedThrough: 0 });
       await receiver.up();
-      await eventually(() => (new Set(receiver.delivered()).size === 300 ? true : undefined), 30_000, 'every event delivered');
+      await eventually(() => new Set(receiver.delivered()).size === 300, 30_000, 'every event delivered');
       // Settled now: past retention, dropped at the next look.
       await eventually(
         async () => {
           await d.afterSync();
-          return held().prunedThrough === 300 ? true : undefined;
+          return held().prunedThrough === 300;
         },
         10_000,
         'the settled events dropped',

@@ -14,9 +14,10 @@ import { ChangeEventSchema } from '../db/change-event.js';
 import { ChangeFeed } from '../db/change-feed.js';
 import { openMirror } from '../db/open.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { daemonEnv, eventually, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { freePort, startTestRedis, type TestRedis } from './support/redis-server.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
 let standIn: StandIn;
@@ -98,7 +99,7 @@ describe('webhooks from the daemon', () => {
     await receiver.up();
     // Killed mid-delivery: requests are in flight at the moment of the kill.
     receiver.latencyMs = 50;
-    await eventually(() => (receiver.requests.length > 0 ? true : undefined), 10_000, 'a delivery in flight');
+    await eventually(() => receiver.requests.length > 0, 10_000, 'a delivery in flight');
     await daemon.stop('SIGKILL');
     const firstRun = daemon;
     churn(6);
@@ -124,7 +125,7 @@ describe('webhooks from the daemon', () => {
     // Operators see it caught up: /metrics, /readyz and status agree (the settled cursor lands just after the last 2xx).
     const port = Number(env.STATUS_PORT);
     await eventually(
-      async () => ((await getStatus(port, '/metrics')).body.includes('user_mirror_webhook_events_behind 0') ? true : undefined),
+      async () => (await getStatus(port, '/metrics')).body.includes('user_mirror_webhook_events_behind 0'),
       10_000,
       'metrics caught up',
     );
@@ -182,7 +183,7 @@ describe('webhooks from the daemon', () => {
       });
       daemon = spawnDaemon(env);
       await daemon.ready;
-      await eventually(() => (redirecting.requests.length >= 2 ? true : undefined), 30_000, 'held attempts');
+      await eventually(() => redirecting.requests.length >= 2, 30_000, 'held attempts');
 
       const ready = await eventually(
         async () => {
@@ -205,13 +206,9 @@ describe('webhooks from the daemon', () => {
 
       redirecting.answer = () => ({ status: 204 });
       const events = feedBodies(join(dir, 'redirect.db'));
-      await eventually(
-        () => (new Set(redirecting.delivered()).size === events.size ? true : undefined),
-        60_000,
-        'every held event delivered',
-      );
+      await eventually(() => new Set(redirecting.delivered()).size === events.size, 60_000, 'every held event delivered');
       expect([...new Set(redirecting.delivered())]).toEqual([...events.keys()]);
-      await eventually(async () => ((await runCli(['status'], env)).code === 0 ? true : undefined), 20_000, 'status 0 again');
+      await eventually(async () => (await runCli(['status'], env)).code === 0, 20_000, 'status 0 again');
       expect((await getStatus(statusPort, '/readyz')).status).toBe(200);
     } finally {
       await daemon?.stop('SIGTERM').catch(() => undefined);

@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, type PageParams } from '../src/service/client.js';
 import type { User } from '../src/service/schemas.js';
@@ -30,6 +31,23 @@ async function listUsers(c: ServiceClient, params: PageParams, signal?: AbortSig
     users.push(parsed.user);
   });
   return { total: page.total, offset: page.offset, limit: page.limit, users };
+}
+
+/** What `request` fails with; a request that succeeds fails the test. */
+function failureOf(request: Promise<unknown>): Promise<unknown> {
+  return request.then(
+    () => expect.fail('the request succeeded: expected it to fail'),
+    (err: unknown) => err,
+  );
+}
+
+/** All an error shows when printed or logged: message, stack, own fields and each cause's, as text. */
+function everythingShown(err: unknown): string {
+  const shown = [inspect(err, { depth: 10 })];
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    shown.push(e.toString(), e.stack ?? '', JSON.stringify(e));
+  }
+  return shown.join('\n');
 }
 
 type StandIn = Awaited<ReturnType<typeof startStandIn>>;
@@ -437,23 +455,35 @@ describe('key isolation', () => {
 
   it('never puts a key into an error message', async () => {
     const srv = await recordingServer(() => ({ status: 401, body: '{"detail":"Invalid API key"}' }));
-    const c = new ServiceClient({
-      baseUrl: srv.url,
-      apiKey: 'pk_us_super_secret',
-      managementUrl: srv.url,
-      managementKey: 'mg_super_secret',
-    });
-    const errors = [
-      await listUsers(c, { offset: 0, limit: 5 }).catch((e: unknown) => e),
-      await c.deleteOrgMember('a', 'b').catch((e: unknown) => e),
-      await listUsers(c, { offset: 0, limit: 501 }).catch((e: unknown) => e),
-    ];
-    for (const e of errors) {
-      const text = `${String(e)} ${JSON.stringify(e)} ${(e as Error).stack ?? ''}`;
-      expect(text).not.toContain('super_secret');
+    const keys = { apiKey: 'pk_us_super_secret', managementKey: 'mg_super_secret' };
+    const c = new ServiceClient({ baseUrl: srv.url, managementUrl: srv.url, ...keys });
+    // Nothing listens on port 1: a NetworkError, with undici's error as its cause.
+    const unreachable = new ServiceClient({ baseUrl: 'http://127.0.0.1:1', managementUrl: 'http://127.0.0.1:1', ...keys });
+    try {
+      const errors = [
+        await failureOf(listUsers(c, { offset: 0, limit: 5 })),
+        await failureOf(c.deleteOrgMember('a', 'b')),
+        await failureOf(listUsers(c, { offset: 0, limit: 501 })),
+        await failureOf(listUsers(unreachable, { offset: 0, limit: 5 })),
+        await failureOf(unreachable.deleteOrgMember('a', 'b')),
+      ];
+      expect(errors.map((e) => (e as Error).name)).toEqual([
+        'HttpError',
+        'HttpError',
+        'RequestValidationError',
+        'NetworkError',
+        'NetworkError',
+      ]);
+      expect((errors[3] as Error).cause).toBeInstanceOf(Error);
+      // The keys did go out: each error had them within reach.
+      expect(JSON.stringify(srv.seen)).toContain('pk_us_super_secret');
+      expect(JSON.stringify(srv.seen)).toContain('mg_super_secret');
+      for (const e of errors) expect(everythingShown(e)).not.toContain('super_secret');
+    } finally {
+      await c.close();
+      await unreachable.close();
+      srv.server.close();
     }
-    await c.close();
-    srv.server.close();
   });
 
   it('gets 401 from the stand-in with a wrong key and 403 with a team key on /v1', async () => {

@@ -26,8 +26,9 @@ import { MIGRATIONS } from '../db/migrations.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync/queue.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, eventually, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
+import { daemonEnv, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
 import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';
+import { eventually } from './support/eventually.js';
 
 const SLOW_PAGE_MS = 10_000;
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -112,11 +113,7 @@ describe('a sync slower than the schedule', () => {
 
     // The service recovers: the slow run ends, the waiting job runs after it, and syncs keep up again.
     standIn.faults.set({ latencyMs: 0 });
-    await eventually(
-      () => (readRuns('slow.db').filter((r) => r.status === 'succeeded').length >= 3 ? true : undefined),
-      40_000,
-      'three succeeded runs',
-    );
+    await eventually(() => readRuns('slow.db').filter((r) => r.status === 'succeeded').length >= 3, 40_000, 'three succeeded runs');
     expect(all(ds, 'watchdog.restart')).toEqual([]);
     expect(await ds[0]?.stop('SIGTERM')).toEqual({ code: 0, signal: null });
     expectRunsNeverOverlap(readRuns('slow.db'));
@@ -130,11 +127,7 @@ describe('a sync slower than the schedule', () => {
     expect(all(ds, 'sync.skipped').length + all(ds, 'schedule.tick_coalesced').length).toBeGreaterThanOrEqual(3);
     expect(all(ds, 'watchdog.restart')).toEqual([]);
     standIn.faults.set({ latencyMs: 0 });
-    await eventually(
-      () => (readRuns('shared.db').filter((r) => r.status === 'succeeded').length >= 2 ? true : undefined),
-      40_000,
-      'two succeeded runs',
-    );
+    await eventually(() => readRuns('shared.db').filter((r) => r.status === 'succeeded').length >= 2, 40_000, 'two succeeded runs');
     const exits = await Promise.all(ds.map((d) => d.stop('SIGTERM')));
     expect(exits.every((e) => e.code === 0)).toBe(true);
     expectRunsNeverOverlap(readRuns('shared.db'));

@@ -18,9 +18,10 @@ import { managementOf, readDaemonConfig } from '../src/daemon/daemon-config.js';
 import { readConfig } from '../src/runtime/config.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { problemsOf } from './support/config-problems.js';
-import { daemonEnv, eventually, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { freePort, startTestRedis, type TestRedis } from './support/redis-server.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 const NEW_SECRET = /^whsec_[A-Za-z0-9+/]{43}=\n$/;
 
@@ -187,7 +188,7 @@ describe('the daemon as a process', () => {
     const { env } = await withoutManagement('hooks', { WEBHOOK_URL: receiver.url, WEBHOOK_SECRET: SECRET });
     daemon = spawnDaemon(env);
     await daemon.ready;
-    await eventually(() => (receiver.delivered().length > 0 ? true : undefined), 30_000, 'a delivered webhook');
+    await eventually(() => receiver.delivered().length > 0, 30_000, 'a delivered webhook');
     expect(receiver.requests.every((r) => r.verified)).toBe(true);
     expect((await daemon.stop('SIGTERM')).code).toBe(0);
     daemon = undefined;

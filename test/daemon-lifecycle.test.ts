@@ -13,7 +13,8 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRemovalQueue, type RemovalQueue } from '../jobs/removals/queue-handle.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, eventually, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 const USERS = 1_500;
 
@@ -80,8 +81,8 @@ describe('user-mirror daemon', () => {
   it('syncs on the schedule', async () => {
     // Two scheduled runs, not just the start-up catch-up.
     const scheduled = () => daemon.logs.filter((l) => l.event === 'sync.job_started' && l.reason === 'schedule').length;
-    await eventually(() => (scheduled() >= 2 ? true : undefined), 20_000, 'two scheduled syncs');
-    await eventually(() => (runs().filter((r) => r.status === 'succeeded').length >= 2 ? true : undefined), 20_000, 'two succeeded runs');
+    await eventually(() => scheduled() >= 2, 20_000, 'two scheduled syncs');
+    await eventually(() => runs().filter((r) => r.status === 'succeeded').length >= 2, 20_000, 'two succeeded runs');
     expect(activeUsers()).toBe(USERS);
     const ticks = daemon.logs.filter((l) => l.event === 'schedule.tick').map((l) => String(l.jobId));
     expect(ticks.length).toBeGreaterThanOrEqual(2);
@@ -115,7 +116,7 @@ describe('user-mirror daemon', () => {
         member_id: member.memberId,
         requested_by: 'daemon-test',
       });
-      await eventually(async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined), 20_000, 'removal completed');
+      await eventually(async () => (await queue.getJobState(jobId)) === 'completed', 20_000, 'removal completed');
       expect(standIn.members.has(member.orgId, member.memberId)).toBe(false);
     } finally {
       await queue.close();
@@ -185,7 +186,7 @@ describe('user-mirror daemon', () => {
     } finally {
       standIn.faults.clear();
     }
-    await eventually(() => (runs().at(-1)?.status === 'succeeded' ? true : undefined), 20_000, 'a succeeded run after recovery');
+    await eventually(() => runs().at(-1)?.status === 'succeeded', 20_000, 'a succeeded run after recovery');
     const m = await getStatus(statusPort, '/metrics');
     expect(m.body).toMatch(/^user_mirror_sync_runs_total\{status="failed"\} [1-9]\d*$/m);
     expect(m.body).toMatch(/^user_mirror_http_responses_total\{method="GET",route="\/v2\/user\/",status="503"\} [1-9]\d*$/m);

@@ -19,7 +19,8 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, eventually, getStatus, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
 let standIn: StandIn;
@@ -96,7 +97,7 @@ describe('Redis outages', () => {
       30_000,
       'a sync after the Redis restart',
     );
-    await eventually(async () => ((await getStatus(port, '/readyz')).status === 200 ? true : undefined), 10_000, 'ready again');
+    await eventually(async () => (await getStatus(port, '/readyz')).status === 200, 10_000, 'ready again');
 
     // And a removal enqueued after the restart is processed.
     const member = standIn.members.list()[0];
@@ -105,11 +106,7 @@ describe('Redis outages', () => {
     const queue = createRemovalQueue(connection, { target: env.MANAGEMENT_URL ?? '', prefix: env.QUEUE_PREFIX });
     try {
       const { jobId } = await enqueueMemberRemoval(queue, { org_id: member.orgId, member_id: member.memberId });
-      await eventually(
-        async () => ((await queue.getJobState(jobId)) === 'completed' ? true : undefined),
-        30_000,
-        'the removal after the restart',
-      );
+      await eventually(async () => (await queue.getJobState(jobId)) === 'completed', 30_000, 'the removal after the restart');
     } finally {
       await queue.close();
       connection.disconnect();

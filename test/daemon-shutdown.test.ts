@@ -10,8 +10,9 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, eventually, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
+import { eventually } from './support/eventually.js';
 
 const USERS = 12_000;
 const ADDED = 500;
@@ -79,8 +80,8 @@ async function startDaemon(extra: Record<string, string> = {}): Promise<DaemonPr
  */
 async function midSync(d: DaemonProcess): Promise<number> {
   const started = d.logs.filter((l) => l.event === 'sync.start').length;
-  await eventually(() => (d.logs.filter((l) => l.event === 'sync.start').length > started ? true : undefined), 30_000, 'a sync to start');
-  await eventually(() => (runs().at(-1)?.status === 'running' ? true : undefined), 10_000, 'a running run');
+  await eventually(() => d.logs.filter((l) => l.event === 'sync.start').length > started, 30_000, 'a sync to start');
+  await eventually(() => runs().at(-1)?.status === 'running', 10_000, 'a running run');
   const snapshot = activeUsers();
   await new Promise((r) => setTimeout(r, 800));
   return snapshot;
@@ -95,7 +96,7 @@ function expectWholeMirror(allowed: readonly number[]): void {
 describe('shutdown during a sync', () => {
   it('SIGTERM: aborts the sync at the deadline, keeps the mirror whole, exits 0', async () => {
     const d = await startDaemon();
-    await eventually(() => (runs().some((r) => r.status === 'succeeded') ? true : undefined), 30_000, 'a first complete snapshot');
+    await eventually(() => runs().some((r) => r.status === 'succeeded'), 30_000, 'a first complete snapshot');
     expect(activeUsers()).toBe(USERS);
 
     // Make the next snapshot different and slow: 25 pages at 400 ms, two at a time, is
@@ -142,7 +143,7 @@ describe('shutdown during a sync', () => {
 
     // The dead daemon's lease and 'running' run must not block its successor.
     const next = await startDaemon();
-    await eventually(() => (activeUsers() === USERS + 2 * ADDED ? true : undefined), 30_000, 'the successor to sync everything');
+    await eventually(() => activeUsers() === USERS + 2 * ADDED, 30_000, 'the successor to sync everything');
     expect(runs().find((r) => r.status === 'running' && r.id < (runs().at(-1)?.id ?? 0))).toBeUndefined();
     expect(runs().some((r) => r.status === 'failed' && r.error === 'interrupted')).toBe(true);
     expect(await next.stop('SIGTERM')).toEqual({ code: 0, signal: null });

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, eventually, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 const USERS = 300;
 
@@ -57,7 +58,7 @@ describe('a mirror that goes stale', () => {
     });
     daemon = spawnDaemon(env);
     await daemon.ready;
-    await eventually(async () => ((await readyz(port)).status === 200 ? true : undefined), 20_000, 'ready after the first sync');
+    await eventually(async () => (await readyz(port)).status === 200, 20_000, 'ready after the first sync');
     expect(await metric(port, 'user_mirror_mirror_stale')).toBe(0);
     expect(await metric(port, 'user_mirror_mirror_stale_after_seconds')).toBe(4);
 
@@ -91,13 +92,9 @@ describe('a mirror that goes stale', () => {
     expect(report.mirror.ageSeconds).toBeGreaterThanOrEqual(4);
 
     standIn.faults.clear();
-    await eventually(async () => ((await readyz(port)).status === 200 ? true : undefined), 30_000, 'ready again after a succeeded sync');
+    await eventually(async () => (await readyz(port)).status === 200, 30_000, 'ready again after a succeeded sync');
     // /metrics reads the mirror at most once a second (a scrape within that second gets the last figures).
-    await eventually(
-      async () => ((await metric(port, 'user_mirror_mirror_stale')) === 0 ? true : undefined),
-      3_000,
-      'stale gauge back to 0',
-    );
+    await eventually(async () => (await metric(port, 'user_mirror_mirror_stale')) === 0, 3_000, 'stale gauge back to 0');
 
     // Fresh and Redis up: 0. Redis unreachable: 1, and the mirror is still reported.
     const calm = { ...env, SYNC_STALE_AFTER_MS: '600000' };

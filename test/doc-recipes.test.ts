@@ -14,7 +14,7 @@
  * - python: `py_compile`, then run, unless it imports a module this machine
  *   does not have: the test's name then says which (BullMQ for Python cannot
  *   be installed here; its registries are npm and Debian's).
- * - sql: test/readme-sql.test.ts runs every statement; here, that it reads each page that has one.
+ * - sql: test/doc-sql.test.ts runs every statement; here, that it reads each page that has one.
  * - json: parses; an event in docs/changes.md also matches ChangeEventSchema.
  * - conf: the redis.conf of docs/removals.md: a redis-server started with it is judged durable.
  * - ini: a systemd unit: sections and Key=Value lines (no systemd here to load it).
@@ -47,7 +47,8 @@ import { openMirror } from '../db/open.js';
 import { openChangeFeed } from '../db/change-feed.js';
 import { readEstateDurability } from '../jobs/redis-durability.js';
 import { generateUser, startStandIn, userKeys } from '../src/stand-in/index.js';
-import { eventually, ROOT, runCli } from './support/daemon-process.js';
+import { ROOT, runCli } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 import { freePort } from './support/redis-server.js';
 
 const PAGES = [
@@ -464,8 +465,8 @@ describe('the docs', () => {
     expect(stale.map((r) => `${r.page}: ${r.snippet}`)).toEqual([]);
   });
 
-  it.each(BLOCKS.filter((b) => kindOf(b) === 'sql').map((b) => [idOf(b), b] as const))('%s: run by test/readme-sql.test.ts', (_id, b) => {
-    expect(readFileSync(join(ROOT, 'test/readme-sql.test.ts'), 'utf8')).toContain(`'${b.page}'`);
+  it.each(BLOCKS.filter((b) => kindOf(b) === 'sql').map((b) => [idOf(b), b] as const))('%s: run by test/doc-sql.test.ts', (_id, b) => {
+    expect(readFileSync(join(ROOT, 'test/doc-sql.test.ts'), 'utf8')).toContain(`'${b.page}'`);
   });
 
   it.each(BLOCKS.filter((b) => kindOf(b) === 'json').map((b) => [idOf(b), b] as const))('%s: parses', (_id, b) => {

@@ -19,7 +19,8 @@ import { ENV } from '../src/runtime/config.js';
 import { FILE_SECRETS, isFileSecret } from '../src/runtime/secret-files.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { CLI, ROOT, daemonEnv, eventually, getStatus, keysAsFiles } from './support/daemon-process.js';
+import { CLI, ROOT, daemonEnv, getStatus, keysAsFiles } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 const PM2 = join(ROOT, 'node_modules', '.bin', 'pm2');
 const ECOSYSTEM = join(ROOT, 'ecosystem.config.cjs');
@@ -233,7 +234,7 @@ describe('under pm2', () => {
         : [];
 
     // Ready (the IPC message pm2 waits for) and online.
-    await eventually(() => (logLines().some((l) => l.event === 'daemon.ready') ? true : undefined), 30_000, 'daemon.ready in the pm2 log');
+    await eventually(() => logLines().some((l) => l.event === 'daemon.ready'), 30_000, 'daemon.ready in the pm2 log');
     const app = await eventually(
       async () => {
         const a = await describeApp();
@@ -250,7 +251,7 @@ describe('under pm2', () => {
         .map((l) => l.node),
     ).toEqual([process.version]);
     // Ready once the start-up sync has made the new mirror fresh.
-    await eventually(async () => ((await getStatus(statusPort, '/readyz')).status === 200 ? true : undefined), 30_000, '/readyz 200');
+    await eventually(async () => (await getStatus(statusPort, '/readyz')).status === 200, 30_000, '/readyz 200');
 
     // The real service goes away; the official SDK, pointed at the replica, still resolves users.
     const someone = [...standIn.directory.records()][7];

@@ -24,8 +24,9 @@ import { managementTarget } from '../jobs/removals/queue.js';
 import { readEstateDurability } from '../jobs/redis-durability.js';
 import { startTestCluster, type TestCluster } from './support/redis-cluster.js';
 import { freePort } from './support/redis-server.js';
-import { daemonEnv, eventually, getStatus, spawnDaemon } from './support/daemon-process.js';
+import { daemonEnv, getStatus, spawnDaemon } from './support/daemon-process.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
+import { eventually } from './support/eventually.js';
 
 let cluster: TestCluster;
 let standIn: StandIn;
@@ -80,11 +81,7 @@ describe('removals on a Redis Cluster', () => {
       await worker.waitUntilReady();
       const wanted = members(60);
       const added = await enqueueMemberRemovals(queue, wanted);
-      await eventually(
-        async () => ((await queue.getJobCounts('completed')).completed === 60 ? true : undefined),
-        30_000,
-        '60 completed removals',
-      );
+      await eventually(async () => (await queue.getJobCounts('completed')).completed === 60, 30_000, '60 completed removals');
       for (const a of added) expect((await queue.getJob(a.jobId))?.returnvalue).toMatchObject({ status: 'succeeded', target: target.id });
       for (const m of wanted) expect(standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
       expect(await queue.getJobCounts('failed', 'waiting', 'active')).toEqual({ failed: 0, waiting: 0, active: 0 });
@@ -144,7 +141,7 @@ describe('the daemon on a Redis Cluster', () => {
       expect(daemon.logs.some((l) => l.event === 'removals.redis_durability' && l.state === 'run')).toBe(true);
       // Two scheduled syncs, so the schedule (not only the start-up catch-up) works on the cluster.
       await eventually(
-        () => (daemon.logs.filter((l) => l.event === 'sync.finished' && l.status === 'succeeded').length >= 2 ? true : undefined),
+        () => daemon.logs.filter((l) => l.event === 'sync.finished' && l.status === 'succeeded').length >= 2,
         60_000,
         'two succeeded syncs',
       );
@@ -155,11 +152,7 @@ describe('the daemon on a Redis Cluster', () => {
       const [m] = members(1);
       if (m === undefined) throw new Error('no member');
       const [added] = await enqueueMemberRemovals(queue, [m]);
-      await eventually(
-        async () => ((await queue.getJobState(added?.jobId ?? '')) === 'completed' ? true : undefined),
-        20_000,
-        'the removal',
-      );
+      await eventually(async () => (await queue.getJobState(added?.jobId ?? '')) === 'completed', 20_000, 'the removal');
       expect(standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
       await queue.close();
 

@@ -29,7 +29,7 @@ import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removals/worker.js';
 import { managementTarget } from '../jobs/removals/queue.js';
 import { startTestSentinel, type TestSentinel } from './support/redis-sentinel.js';
-import { eventually } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 let sentinel: TestSentinel;
 let standIn: StandIn;
@@ -90,7 +90,7 @@ describe('removals under Sentinel', () => {
     });
     try {
       await worker.waitUntilReady();
-      await eventually(() => (standIn.members.totalDeleteCalls() >= N / 4 ? true : undefined), 30_000, 'a quarter of the burst');
+      await eventually(() => standIn.members.totalDeleteCalls() >= N / 4, 30_000, 'a quarter of the burst');
       const failover = await sentinel.killMasterAndWaitForFailover();
       expect(failover.to).not.toBe(failover.from);
       const doneAtKill = standIn.members.totalDeleteCalls();

@@ -24,7 +24,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderEnvExample, ungrouped } from '../src/runtime/env-example.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { ROOT, daemonEnv, eventually, getStatus, keysAsFiles } from './support/daemon-process.js';
+import { ROOT, daemonEnv, getStatus, keysAsFiles } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 
 const run = promisify(execFile);
 
@@ -183,7 +184,7 @@ describe('the production flow', () => {
     const started = await pm2(['start', 'ecosystem.config.cjs'], pm2Env);
     expect(started.stderr).not.toMatch(/error/i);
     await eventually(
-      async () => ((await getStatus(statusPort, '/readyz').catch(() => ({ status: 0 }))).status === 200 ? true : undefined),
+      async () => (await getStatus(statusPort, '/readyz').catch(() => ({ status: 0 }))).status === 200,
       60_000,
       '/readyz 200 under pm2',
     );

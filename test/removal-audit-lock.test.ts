@@ -15,7 +15,8 @@ import { describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { AUDIT_BUSY_TIMEOUT_MS } from '../db/open-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { deleteRequests, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { eventually } from './support/eventually.js';
 
 /** Longer than both busy timeouts (the mirror's 5 s, the audit's 250 ms). */
 const HOLD_MS = 6_000;
@@ -82,12 +83,12 @@ describe('audit writes during a long lock', () => {
     rig.standIn.faults.set({ latencyMs: 500 });
     const m = rig.member();
     const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-    await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
+    await eventually(() => rig.audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
 
     const lock = holdWriteLock(rig.auditPath);
     expect(isLocked(rig.auditPath)).toBe(true);
     // The DELETE answers while the lock is held: the `finished` write meets the lock, again and again.
-    await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
+    await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member to be deleted', 20);
     await sleep(10 * AUDIT_BUSY_TIMEOUT_MS);
     expect(rig.audit.get(jobId)).toMatchObject({ status: 'requested' });
     const releasedAt = Date.now();
@@ -116,12 +117,12 @@ describe('audit writes during a long lock', () => {
       rig.standIn.faults.set({ latencyMs: 500 });
       const m = rig.member();
       const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-      await until(() => rig.audit.get(jobId)?.status === 'requested', 'the started row');
+      await eventually(() => rig.audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
 
       const lock = holdWriteLock(rig.auditPath);
-      await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member to be deleted');
+      await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member to be deleted', 20);
       // Past the budget: the job keeps its outcome and goes back to wait, no attempt burnt, the row still `requested`.
-      await until(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 'the outcome kept with the job', 10_000);
+      await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
       await sleep(1_500);
       const held = await rig.queue.getJob(jobId);
       expect(held?.progress).toEqual({ performed: 'succeeded' });

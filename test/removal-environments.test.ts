@@ -35,9 +35,10 @@ import {
 } from '../jobs/removals/queue.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../jobs/removals/worker.js';
 import { countUnbound } from '../jobs/removals/unbound.js';
-import { deleteRequests, standInManagementClient, until } from './support/removal-rig.js';
+import { deleteRequests, standInManagementClient } from './support/removal-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
+import { eventually } from './support/eventually.js';
 
 /** One management service and the host that removes members from it. */
 interface Environment {
@@ -172,7 +173,7 @@ describe('production and sandbox workers on one Redis and one prefix', () => {
     );
     expect(enqueued.filter((e) => e.deduplicated)).toHaveLength(0);
 
-    await until(async () => (await queue.getJobCounts('completed', 'failed')).completed === 100, '100 completed removals', 30_000);
+    await eventually(async () => (await queue.getJobCounts('completed', 'failed')).completed === 100, 30_000, '100 completed removals', 20);
     expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });
     for (const { jobId, payload } of enqueued) {
       const job = await queue.getJob(jobId);
@@ -217,7 +218,7 @@ describe('production and sandbox workers on one Redis and one prefix', () => {
       { attempts: 5, backoff: { type: 'removal', delay: 20 } },
     );
     const jobId = added.id ?? '';
-    await until(async () => (await foreign.getJobState(jobId)) === 'failed', 'the job to fail');
+    await eventually(async () => (await foreign.getJobState(jobId)) === 'failed', 10_000, 'the job to fail', 20);
 
     const job = await foreign.getJob(jobId);
     // Unrecoverable: five attempts allowed, one used.
@@ -290,7 +291,7 @@ describe('removals queued by an older producer (queue member-removals, no target
 
     const queue = createRemovalQueue(producer, { target: production.target, prefix });
     cleanups.push(() => queue.close());
-    await until(async () => (await queue.getJobState(newId)) === 'completed', 'the adopted removal to complete');
+    await eventually(async () => (await queue.getJobState(newId)) === 'completed', 10_000, 'the adopted removal to complete', 20);
     expect((await queue.getJob(newId))?.returnvalue).toMatchObject({
       status: 'succeeded',
       target: production.target.id,

@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAudit } from '../db/open-audit.js';
 import { createRemovalAudit } from '../db/removal-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { deleteRequests, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { eventually } from './support/eventually.js';
 
 let rig: Rig;
 useRemovalRig((_shared, r) => {
@@ -58,13 +59,13 @@ describe('the audit on a full disk', () => {
         rig.standIn.faults.set({ latencyMs: 700 });
         const m = rig.member();
         const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-        await until(() => audit.get(jobId)?.status === 'requested', 'the started row');
+        await eventually(() => audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
         // The DELETE is in flight; the disk fills before its answer is recorded.
         const filler = join(mount, 'filler');
         expect(fill(filler)).toBeGreaterThan(0);
 
-        await until(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 'the member deleted');
-        await until(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 'the outcome kept with the job', 10_000);
+        await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member deleted', 20);
+        await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
         await sleep(1_000);
         const held = await rig.queue.getJob(jobId);
         expect(held).toMatchObject({ progress: { performed: 'succeeded' }, attemptsMade: 0 });

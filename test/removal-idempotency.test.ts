@@ -6,7 +6,8 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { deleteRequests, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { eventually } from './support/eventually.js';
 
 let rig: Rig;
 useRemovalRig((_shared, r) => {
@@ -26,7 +27,7 @@ describe('idempotent removals', () => {
     expect(burst.filter((r) => r.deduplicated)).toHaveLength(4);
 
     // The same member in upper case is the same removal.
-    await until(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 'the DELETE to arrive');
+    await eventually(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 10_000, 'the DELETE to arrive', 20);
     const whileRunning = await enqueueMemberRemoval(rig.queue, { org_id: m.org_id.toUpperCase(), member_id: m.member_id.toUpperCase() });
     expect(whileRunning).toMatchObject({ jobId, deduplicated: true });
 
@@ -43,7 +44,7 @@ describe('idempotent removals', () => {
     expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);
 
     // Collapsed requests leave a trail: one audit row, six requests.
-    await until(() => rig.audit.get(jobId)?.requests === 6, 'six requests in the audit');
+    await eventually(() => rig.audit.get(jobId)?.requests === 6, 10_000, 'six requests in the audit', 20);
     expect(rig.audit.list({ memberId: m.member_id })).toHaveLength(1);
     expect(rig.audit.get(jobId)).toMatchObject({ status: 'succeeded', attempts: 1, org_id: m.org_id, member_id: m.member_id });
   });

@@ -11,9 +11,10 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { REMOVE_MEMBER_JOB } from '../jobs/removals/queue.js';
 import { listFailedRemovals } from '../jobs/removals/failed.js';
-import { deleteRequests, until, type Rig, useRemovalRig } from './support/removal-rig.js';
+import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
+import { eventually } from './support/eventually.js';
 
 let rig: Rig;
 let raw: RedisClient;
@@ -94,7 +95,7 @@ describe('a job whose data is not JSON', () => {
     const job = await rig.finished('foreign-2');
     expect(await job.getState()).toBe('failed');
     expect(job.failedReason).toBe('job stalled more than allowable limit');
-    await until(() => rig.audit.get('foreign-2')?.status === 'failed', 'the audit row');
+    await eventually(() => rig.audit.get('foreign-2')?.status === 'failed', 10_000, 'the audit row', 20);
     expect(rig.audit.get('foreign-2')?.last_error).toMatch(
       /^invalid payload: job data is not JSON \(16 bytes\).*stalled more than allowable limit$/,
     );

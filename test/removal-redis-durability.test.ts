@@ -21,11 +21,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../src/runtime/log.js';
 import { checkRemovalGate } from '../jobs/redis-durability.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { createRig, deleteRequests, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { createRig, deleteRequests, startShared, type Rig, type Shared } from './support/removal-rig.js';
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
-import { daemonEnv, eventually, getStatus, spawnDaemon } from './support/daemon-process.js';
+import { daemonEnv, getStatus, spawnDaemon } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';
 import { SECRET, startReceiver } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 const BURST = 300;
 
@@ -66,7 +67,7 @@ describe('a Redis with AOF', () => {
     await rig.startWorker({ concurrency: 8, lockDurationMs: 2_000 });
     const jobIds = await Promise.all(members.map(async (m) => (await enqueueMemberRemoval(rig.queue, m)).jobId));
 
-    await until(() => deleteRequests(rig.standIn) >= BURST / 3, 'a third of the removals to reach the service', 30_000);
+    await eventually(() => deleteRequests(rig.standIn) >= BURST / 3, 30_000, 'a third of the removals to reach the service', 20);
     await shared.redis.kill();
     const deletedAtKill = rig.standIn.members.totalDeleteCalls();
     await shared.redis.restart({ downMs: 1_000 });
@@ -78,9 +79,11 @@ describe('a Redis with AOF', () => {
       expect(rig.standIn.members.has(m.org_id, m.member_id)).toBe(false);
       expect(rig.standIn.members.effectiveDeletes(m.org_id, m.member_id)).toBe(1);
     }
-    await until(
+    await eventually(
       () => rig.audit.list({ limit: BURST * 2 }).filter((r) => r.status === 'succeeded' || r.status === 'already_absent').length === BURST,
+      10_000,
       'every audit row finished',
+      20,
     );
   });
 });
@@ -252,11 +255,7 @@ describe('a Redis without persistence', () => {
     const ids = await Promise.all(Array.from({ length: 50 }, async () => (await enqueueMemberRemoval(rig.queue, rig.member())).jobId));
     expect(await rig.queue.count()).toBeGreaterThanOrEqual(50);
     await shared.redis.restart();
-    await eventually(
-      async () => ((await rig.queue.getJobState(ids[0] ?? '').catch(() => undefined)) === 'unknown' ? true : undefined),
-      15_000,
-      'Redis back',
-    );
+    await eventually(async () => (await rig.queue.getJobState(ids[0] ?? '').catch(() => undefined)) === 'unknown', 15_000, 'Redis back');
     for (const id of ids) expect(await rig.queue.getJobState(id)).toBe('unknown');
   });
 });

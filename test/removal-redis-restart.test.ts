@@ -4,7 +4,8 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { createRig, startShared, type Rig, type Shared } from './support/removal-rig.js';
+import { eventually } from './support/eventually.js';
 
 let shared: Shared;
 let rig: Rig;
@@ -34,25 +35,13 @@ describe('Redis restart', () => {
     const after = rig.member();
     // Slow answers keep the job pending while a duplicate arrives.
     rig.standIn.faults.set({ latencyMs: 300 });
-    let jobId = '';
     // The producer connection may still be reconnecting: the caller retries, as a real producer would.
-    await until(
-      async () => {
-        try {
-          jobId = (await enqueueMemberRemoval(rig.queue, after)).jobId;
-          return true;
-        } catch {
-          return false;
-        }
-      },
-      'an enqueue to succeed after the restart',
-      15_000,
-    );
+    const { jobId } = await eventually(() => enqueueMemberRemoval(rig.queue, after), 15_000, 'an enqueue to succeed after the restart', 20);
     const duplicate = await enqueueMemberRemoval(rig.queue, after);
     expect(duplicate).toMatchObject({ jobId, deduplicated: true });
     const job = await rig.finished(jobId, 30_000);
     // Collapsed requests are still audited after the restart (the event reader reconnected).
-    await until(() => rig.audit.get(jobId)?.requests === 2, 'the duplicate in the audit', 10_000);
+    await eventually(() => rig.audit.get(jobId)?.requests === 2, 10_000, 'the duplicate in the audit', 20);
     expect(await job.getState()).toBe('completed');
     expect(rig.standIn.members.effectiveDeletes(after.org_id, after.member_id)).toBe(1);
     // The dataset survived the clean restart.

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { DEFAULT_LIMITER } from '../jobs/removals/worker.js';
-import { deleteRequests, until, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { deleteRequests, useRemovalRig, type Rig } from './support/removal-rig.js';
+import { eventually } from './support/eventually.js';
 
 let rig: Rig;
 useRemovalRig((_shared, r) => {
@@ -115,7 +116,7 @@ describe('retryable failures', () => {
     rig.standIn.faults.failNext({ method: 'DELETE', pathPrefix: `/v1/org/${a.org_id}/`, status: 429, times: 2, retryAfter: 1 });
     const jobA = await enqueueMemberRemoval(rig.queue, a, { policy: { attempts: 2, backoffMs: 20 } });
     // With `max`, only a limit in force counts, not the limiter's ordinary counting window.
-    await until(async () => (await rig.queue.getRateLimitTtl(DEFAULT_LIMITER.max)) > 0, 'the queue to be rate limited');
+    await eventually(async () => (await rig.queue.getRateLimitTtl(DEFAULT_LIMITER.max)) > 0, 10_000, 'the queue to be rate limited', 20);
     const rateLimitedAt = Date.now();
     // Another member's removal waits too: the pause is for the whole queue.
     const jobB = await enqueueMemberRemoval(rig.queue, b, { policy });

@@ -6,8 +6,9 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { createRig, startShared, until, type Rig, type Shared } from './support/removal-rig.js';
+import { createRig, startShared, type Rig, type Shared } from './support/removal-rig.js';
 import { requireBuiltCli, startCli, type CliProcess } from './support/cli-process.js';
+import { eventually } from './support/eventually.js';
 
 let shared: Shared;
 let rig: Rig;
@@ -43,7 +44,7 @@ describe('worker process', () => {
     await first.line(/removal worker started/);
     const { jobId } = await enqueueMemberRemoval(rig.queue, m);
 
-    await until(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 'the DELETE to reach the stand-in');
+    await eventually(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 10_000, 'the DELETE to reach the stand-in', 20);
     expect(await rig.queue.getJobState(jobId)).toBe('active');
     first.child.kill('SIGKILL');
     expect(await first.exited()).toBeNull();
@@ -74,7 +75,7 @@ describe('worker process', () => {
     const worker = startWorkerProcess();
     await worker.line(/removal worker started/);
     const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-    await until(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 'the DELETE to reach the stand-in');
+    await eventually(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 10_000, 'the DELETE to reach the stand-in', 20);
 
     worker.child.kill('SIGTERM');
     expect(await worker.exited(15_000)).toBe(0);
@@ -90,7 +91,7 @@ describe('worker process', () => {
     const worker = startWorkerProcess({ SHUTDOWN_TIMEOUT_MS: '300' });
     await worker.line(/removal worker started/);
     const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-    await until(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 'the DELETE to reach the stand-in');
+    await eventually(() => rig.standIn.members.deleteCalls(m.org_id, m.member_id) === 1, 10_000, 'the DELETE to reach the stand-in', 20);
 
     const stoppedAt = Date.now();
     worker.child.kill('SIGTERM');

@@ -12,10 +12,11 @@ import { VitalClient } from '@tryvital/vital-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { requireBuiltCli, startCli } from './support/cli-process.js';
-import { daemonEnv, eventually, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 import { SDK_KEY_HEADER } from './support/replica-rig.js';
+import { eventually } from './support/eventually.js';
 
 const sdkAt = (port: number, apiKey: string) => new VitalClient({ apiKey, baseUrl: `http://127.0.0.1:${port}`, maxRetries: 0 });
 
@@ -74,7 +75,7 @@ describe('user-mirror serve', () => {
       expect(got.map((u) => u.userId)).toEqual(users.map((u) => u.user_id));
       const [victim] = workers();
       process.kill(victim ?? 0, 'SIGKILL');
-      await eventually(() => (workers().length === 2 && !workers().includes(victim ?? 0) ? true : undefined), 10_000, 'a worker restarted');
+      await eventually(() => workers().length === 2 && !workers().includes(victim ?? 0), 10_000, 'a worker restarted');
       // A keep-alive connection the dead worker held fails once (a client retries it); answers then come from the rest.
       const after = await eventually(
         () => sdk.user.getByClientUserId(String(users[0]?.client_user_id)),
@@ -141,11 +142,7 @@ describe('the daemon with REPLICA_PORT set', () => {
     const key = 'rk_daemon_replica_key';
     daemon = spawnDaemon(await envFor(s, { REPLICA_PORT: String(port), REPLICA_API_KEY: key, REPLICA_API_KEY_HEADER: SDK_KEY_HEADER }));
     await daemon.ready;
-    await eventually(
-      async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined),
-      30_000,
-      'replica ready',
-    );
+    await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000, 'replica ready');
     const wanted = s.directory.page(0, 20).map((u) => ({ clientUserId: String(u.client_user_id), userId: String(u.user_id) }));
     await s.close();
     standIn = undefined;

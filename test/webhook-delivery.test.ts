@@ -9,9 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
 import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
 import type { TestRedis } from './support/redis-server.js';
-import { until } from './support/removal-rig.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { dropFeedBody, feedEvents, firstDeliveries, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
 let receiver: Receiver;
@@ -25,7 +25,7 @@ describe('webhook delivery', () => {
     const worker = await rig.startWorker({ logger });
     const events = feedEvents(1, 5);
     await enqueueEvents(rig.queue, events, 30);
-    await until(() => receiver.delivered().length === 5, 'five deliveries');
+    await eventually(() => receiver.delivered().length === 5, 10_000, 'five deliveries', 20);
     await worker.close(5_000);
     const info = lines.filter((l) => l.level >= 30);
     expect(info.filter((l) => l.event === 'webhook.delivered')).toEqual([]);
@@ -44,7 +44,7 @@ describe('webhook delivery', () => {
       receiver.answer = () => answer;
       await rig.startWorker({ backoff: { baseMs: 50, maxMs: 200 } });
       await enqueueEvents(rig.queue, events, 30);
-      await until(() => receiver.requests.length >= 4, 'a few held attempts');
+      await eventually(() => receiver.requests.length >= 4, 10_000, 'a few held attempts', 20);
       // Nothing failed, nothing delivered, nothing skipped: the first event was tried again and again.
       expect(await rig.queue.getJobCounts('failed', 'completed')).toEqual({ failed: 0, completed: 0 });
       expect(new Set(receiver.requests.map((r) => r.id))).toEqual(new Set([events[0]?.id]));
@@ -52,7 +52,7 @@ describe('webhook delivery', () => {
       expect(failing).toEqual({ since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), last: `status ${answer.status}` });
 
       receiver.answer = () => ({ status: 204 });
-      await until(() => firstDeliveries(receiver).length === 30, 'every held event delivered');
+      await eventually(() => firstDeliveries(receiver).length === 30, 10_000, 'every held event delivered', 20);
       expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
       expect(await readEndpointFailure(rig.queue)).toBeNull();
       expect(await rig.queue.getJobCounts('failed')).toEqual({ failed: 0 });
@@ -75,7 +75,7 @@ describe('webhook delivery', () => {
 
     dropFeedBody(gone.id);
     await rig.startWorker();
-    await until(async () => (await rig.queue.getJobCounts('failed')).failed === 1, 'the second event failed');
+    await eventually(async () => (await rig.queue.getJobCounts('failed')).failed === 1, 10_000, 'the second event failed', 20);
     expect(receiver.requests.map((r) => [r.id, r.body])).toEqual([[kept.id, kept.body]]);
     expect((await rig.queue.getJob(gone.id))?.failedReason).toBe(
       "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt): nothing to send",
@@ -87,7 +87,7 @@ describe('webhook delivery', () => {
     await rig.startWorker();
     expect(await enqueueEvents(rig.queue, events, 30)).toBe(20);
     await writeDispatched(rig.queue, 20);
-    await until(() => receiver.delivered().length === 20, '20 deliveries');
+    await eventually(() => receiver.delivered().length === 20, 10_000, '20 deliveries', 20);
 
     expect(receiver.delivered()).toEqual(events.map((e) => e.id));
     expect(receiver.requests.every((r) => r.verified)).toBe(true);
@@ -127,13 +127,13 @@ describe('webhook delivery', () => {
     };
     await rig.startWorker();
     await enqueueEvents(rig.queue, events, 30);
-    await until(() => firstDeliveries(receiver).length >= 12, 'a dozen deliveries', 30_000);
+    await eventually(() => firstDeliveries(receiver).length >= 12, 30_000, 'a dozen deliveries', 20);
 
     await receiver.down();
     await sleep(2_500);
     await receiver.up();
 
-    await until(() => firstDeliveries(receiver).length === 30, 'every event delivered', 40_000);
+    await eventually(() => firstDeliveries(receiver).length === 30, 40_000, 'every event delivered', 20);
     expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
     expect(receiver.requests.every((r) => r.status === 'destroyed' || r.verified)).toBe(true);
     // Every request for one id carried that event's body: a repeat is recognisable by its webhook-id.
@@ -142,7 +142,7 @@ describe('webhook delivery', () => {
     expect(receiver.requests.some((r) => r.status === 'destroyed')).toBe(true);
     expect(receiver.requests.some((r) => r.status === 429)).toBe(true);
     // The last answer may be in before its job is marked completed.
-    await until(async () => (await rig.queue.getJobCounts('completed')).completed === 30, 'every job completed');
+    await eventually(async () => (await rig.queue.getJobCounts('completed')).completed === 30, 10_000, 'every job completed', 20);
     expect(await rig.queue.getJobCounts('failed', 'waiting', 'delayed')).toEqual({ failed: 0, waiting: 0, delayed: 0 });
   }, 60_000);
 
@@ -152,7 +152,7 @@ describe('webhook delivery', () => {
     receiver.answer = ({ id }) => (id === refused ? { status: 400 } : { status: 200 });
     await rig.startWorker();
     await enqueueEvents(rig.queue, events, 30);
-    await until(() => receiver.delivered().length === 5, 'the other five delivered');
+    await eventually(() => receiver.delivered().length === 5, 10_000, 'the other five delivered', 20);
     expect(receiver.delivered()).toEqual(events.filter((e) => e.id !== refused).map((e) => e.id));
     expect(receiver.requests.filter((r) => r.id === refused)).toHaveLength(1);
 
@@ -169,7 +169,7 @@ describe('webhook delivery', () => {
 
     receiver.answer = () => ({ status: 200 });
     expect(await retryFailedWebhook(rig.queue, refused)).toEqual({ jobId: refused, result: 'retried' });
-    await until(() => receiver.delivered().includes(refused), 'the retried event delivered');
+    await eventually(() => receiver.delivered().includes(refused), 10_000, 'the retried event delivered', 20);
     expect(await listFailedWebhooks(rig.queue, 10)).toEqual([]);
     expect(await retryFailedWebhook(rig.queue, 'evt_5eed_99')).toEqual({ jobId: 'evt_5eed_99', result: 'not_found' });
   });
@@ -178,7 +178,7 @@ describe('webhook delivery', () => {
     await rig.startWorker();
     await rig.queue.add(WEBHOOK_JOB, { cursor: -1, event_id: 'evt_5eed_1', user_id: null, body: '{}' }, { jobId: 'bad' });
     await enqueueEvents(rig.queue, feedEvents(2, 1), 30);
-    await until(() => receiver.delivered().length === 1, 'the valid event delivered');
+    await eventually(() => receiver.delivered().length === 1, 10_000, 'the valid event delivered', 20);
     const failed = await listFailedWebhooks(rig.queue, 10);
     expect(failed).toEqual([
       expect.objectContaining({ event_id: 'bad', reason: expect.stringMatching(/^invalid webhook job: cursor: must be positive/) }),
@@ -202,10 +202,15 @@ describe('user-mirror webhooks', () => {
     await rig.startWorker();
     await enqueueEvents(rig.queue, events, 30);
     await writeDispatched(rig.queue, 3);
-    await until(async () => {
-      const c = await rig.queue.getJobCounts('failed', 'completed');
-      return c.failed === 1 && c.completed === 2;
-    }, 'one failed, two completed');
+    await eventually(
+      async () => {
+        const c = await rig.queue.getJobCounts('failed', 'completed');
+        return c.failed === 1 && c.completed === 2;
+      },
+      10_000,
+      'one failed, two completed',
+      20,
+    );
 
     const counts = await runCli(['webhooks', '--json'], env);
     expect(counts.code).toBe(0);
@@ -223,7 +228,7 @@ describe('user-mirror webhooks', () => {
 
     receiver.answer = () => ({ status: 200 });
     expect(await runCli(['webhooks', 'retry', 'evt_5eed_2'], env)).toMatchObject({ code: 0, stdout: 'job evt_5eed_2: re-queued\n' });
-    await until(() => receiver.delivered().includes('evt_5eed_2'), 'the retried delivery');
+    await eventually(() => receiver.delivered().includes('evt_5eed_2'), 10_000, 'the retried delivery', 20);
     expect(await runCli(['webhooks', 'retry', 'evt_5eed_9'], env)).toMatchObject({ code: 3 });
     expect(await runCli(['webhooks', 'retry', '--all'], env)).toMatchObject({ code: 0, stdout: '0 failed webhook(s) re-queued\n' });
 

@@ -9,9 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually } from './support/daemon-process.js';
 import { createWebhookRig, feedEvents, SECRET, startReceiver, type Received } from './support/webhook-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
+import { eventually } from './support/eventually.js';
 
 const DOC = readFileSync(new URL('../docs/changes.md', import.meta.url), 'utf8');
 

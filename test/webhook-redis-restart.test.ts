@@ -10,9 +10,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../db/change-feed.js';
 import { enqueueEvents } from '../jobs/webhooks/queue.js';
 import type { TestRedis } from './support/redis-server.js';
-import { until } from './support/removal-rig.js';
 import { requireBuiltCli } from './support/cli-process.js';
 import { feedEvents, firstDeliveries, SECRET, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
+import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
 let receiver: Receiver;
@@ -29,14 +29,14 @@ describe('webhooks and crashes', () => {
     receiver.latencyMs = 40;
     await rig.startWorker();
     await enqueueEvents(rig.queue, events, 30);
-    await until(() => firstDeliveries(receiver).length >= 10, 'ten deliveries');
+    await eventually(() => firstDeliveries(receiver).length >= 10, 10_000, 'ten deliveries', 20);
 
     await redis.restart({ downMs: 1_500 });
 
-    await until(() => firstDeliveries(receiver).length === 40, 'every event delivered', 45_000);
+    await eventually(() => firstDeliveries(receiver).length === 40, 45_000, 'every event delivered', 20);
     expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
     expect(receiver.requests.every((r) => r.verified)).toBe(true);
-    await until(async () => (await rig.queue.getJobCounts('completed')).completed === 40, 'every job completed', 20_000);
+    await eventually(async () => (await rig.queue.getJobCounts('completed')).completed === 40, 20_000, 'every job completed', 20);
   }, 60_000);
 
   it('redelivers the event a SIGKILLed worker process was sending, before any later one', async () => {
@@ -45,14 +45,14 @@ describe('webhooks and crashes', () => {
     receiver.latencyMs = 200;
     await enqueueEvents(rig.queue, events, 30);
     const child = startWorkerProcess(rig, receiver.url, redis.url, events);
-    await until(() => receiver.requests.length >= 3, 'the process to be mid-delivery', 20_000);
+    await eventually(() => receiver.requests.length >= 3, 20_000, 'the process to be mid-delivery', 20);
     child.kill('SIGKILL');
     const killedAt = receiver.requests.length;
 
     // A new worker right away: the dead one's job is still locked, and must not be overtaken.
     receiver.latencyMs = 0;
     await rig.startWorker({ stalledIntervalMs: 500 });
-    await until(() => firstDeliveries(receiver).length === 8, 'every event delivered', 30_000);
+    await eventually(() => firstDeliveries(receiver).length === 8, 30_000, 'every event delivered', 20);
     expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
     expect(killedAt).toBeGreaterThanOrEqual(3);
   }, 60_000);

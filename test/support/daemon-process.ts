@@ -168,27 +168,6 @@ export async function getStatus(port: number, path: string): Promise<{ status: n
   return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
 }
 
-export async function eventually<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 20_000,
-  what = 'condition',
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      lastError = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(
-    `timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
-  );
-}
-
 export interface DaemonEnvParts {
   redisUrl: string;
   standIn: { baseUrl: string; managementUrl: string; apiKey: string; apiKeyHeader: string; managementKey: string };

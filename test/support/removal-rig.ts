@@ -166,16 +166,6 @@ export function standInManagementClient(standIn: Pick<StandIn, 'managementUrl' |
   );
 }
 
-/** Polls `check` until it is true; fails the test with `what` otherwise. */
-export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(20);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /** DELETE requests the stand-in received for one member (or for any). */
 export function deleteRequests(standIn: StandIn, memberId?: string): number {
   return standIn.requests.entries().filter((e) => e.method === 'DELETE' && (memberId === undefined || e.path.includes(memberId))).length;

@@ -1,8 +1,8 @@
 /**
- * The sync engine's decisions, on an in-memory directory and an in-memory
- * store: no HTTP, no SQLite (those adapters have their own tests against the
- * stand-in and a real file). What is decided: which listings reach the
- * store, which missing users are deleted, and a run's status.
+ * The sync engine's decisions, on fakes: an in-memory directory and an
+ * in-memory store, no HTTP, no SQLite (those adapters have their own tests
+ * against the stand-in and a real file). What is decided: which listings
+ * reach the store, which missing users are deleted, and a run's status.
  */
 import { describe, expect, it } from 'vitest';
 import { runSync, type SyncOptions } from '../src/sync/engine.js';

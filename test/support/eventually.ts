@@ -1,0 +1,35 @@
+/**
+ * The one way tests wait for something: ask `probe` again and again until it
+ * answers, and return the answer. `undefined` and `false` mean "not yet", so
+ * a condition is written as a boolean and a lookup as a value or undefined.
+ * A probe that throws is asked again; when time runs out the test fails with
+ * `what` and the last error.
+ *
+ * `everyMs` is the pause between two asks: the default suits a probe that
+ * costs a request or opens a file; a probe of in-process state (a receiver's
+ * list, the stand-in's counters) is asked more often, so that the test acts
+ * close to the moment the state is reached.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export async function eventually<T>(
+  probe: () => Promise<T | false | undefined> | T | false | undefined,
+  timeoutMs = 20_000,
+  what = 'condition',
+  everyMs = 200,
+): Promise<Exclude<T, false | undefined>> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v as Exclude<T, false | undefined>;
+    } catch (err) {
+      lastError = err;
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(
+    `timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
+  );
+}
