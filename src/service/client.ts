@@ -32,6 +32,7 @@ import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
 import type { Readable } from 'node:stream';
 import { ACCEPT_ENCODING, codingsOf, decodedBody, isDecodingError, UnsupportedEncodingError } from './content-encoding.js';
+import { errorMessage } from '../runtime/errors.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -243,15 +244,11 @@ export class ServiceClient {
         // The limit bounds the decoded bytes (./content-encoding.ts): a decompression bomb stops at it.
         body = await readBoundedBody(decodedBody(response.body, codings), this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
       } catch (err) {
-        if (err instanceof UnsupportedEncodingError || isDecodingError(err)) {
-          report(0);
-          const what =
-            err instanceof UnsupportedEncodingError
-              ? err.message
-              : `body is not valid ${codings.join(', ')}: ${String((err as Error).message)}`;
-          throw new ResponseValidationError(what, method, path);
-        }
         report(0);
+        if (err instanceof UnsupportedEncodingError) throw new ResponseValidationError(err.message, method, path);
+        if (isDecodingError(err)) {
+          throw new ResponseValidationError(`body is not valid ${codings.join(', ')}: ${errorMessage(err)}`, method, path);
+        }
         throw transportError(err, method, path, deadline);
       }
       report(response.statusCode);

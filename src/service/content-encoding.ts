@@ -76,8 +76,5 @@ export function decodedBody(body: Readable, codings: readonly string[]): Readabl
 /** zlib's errors for a body that is not what its Content-Encoding says. */
 export function isDecodingError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  return (
-    typeof code === 'string' &&
-    (code.startsWith('Z_') || code.startsWith('ERR_BROTLI') || code.startsWith('ERR__ZSTD') || code.startsWith('ERR_ZSTD'))
-  );
+  return typeof code === 'string' && (code.startsWith('Z_') || code.startsWith('ERR_BROTLI') || code.startsWith('ERR_ZSTD'));
 }
