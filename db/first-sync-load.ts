@@ -24,6 +24,17 @@
  *   with one client key make the unique key index fail the same way: the
  *   later-written one keeps the key, the others are soft-deleted (new in this
  *   run: no change row).
+ *
+ * Still through the WAL, so its pages are written twice (the WAL, then the
+ * checkpoint after the run). Writing them once needs the mirror to itself:
+ * leaving WAL mode (a rollback journal, of which an empty mirror needs only
+ * its few schema pages) fails while any other connection is open, and a side
+ * file renamed over the mirror would share the -wal and -shm files with a
+ * reader still holding the old file (the daemon holds one for its whole
+ * life). Measured, 100,000 users, whole `sync --once` processes, paired:
+ * a rollback journal with synchronous off gave 0.93x the CPU and 0.87-0.94x
+ * the wall time, while blocking every reader and a second sync's open for
+ * the whole load; not worth it (bench/README.md, "The first sync's double write").
  */
 import type { Db } from './open.js';
 import { SOURCE_COLUMNS, toSourceRows } from './user-row.js';
