@@ -93,7 +93,10 @@ export const SYNC_DEFAULTS = {
   maxDurationMs: 7_200_000,
 } as const;
 
-/** One sync run, within its deadline (SYNC_MAX_DURATION_MS); never throws for the service, only for the mirror. */
+/**
+ * One sync run, within its deadline (SYNC_MAX_DURATION_MS). Every ending is a
+ * summary; it throws only when the mirror cannot record the run or open its transaction.
+ */
 export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const maxDurationMs = options.maxDurationMs ?? SYNC_DEFAULTS.maxDurationMs;
   const deadline = startDeadline(maxDurationMs, options.signal);
