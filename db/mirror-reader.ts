@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { Db } from './open.js';
-import type { MirroredUser } from './user-row.js';
+import type { MirroredUser } from './mirrored-user.js';
 
 export interface LookupOptions {
   /** Also return a user that is deleted upstream (soft-deleted in the mirror). */

@@ -29,7 +29,7 @@ import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.
 import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
 import { MirrorKeys } from './mirror-keys.js';
 
-export type { PriorRow, StagedRecord, UserWrite } from './user-writes.js';
+export type { PriorRow, UserWrite } from './user-writes.js';
 
 export interface PublishResult extends ChangeCounts {
   /** Listings of a user already listed in the run, found by the publish: a first sync finds them only then. */

@@ -7,7 +7,8 @@
 import { ChangeFeed } from './change-feed.js';
 import type { Db } from './open.js';
 import { needsWrite, sameContent } from './user-row.js';
-import { UserWrites, type StagedRecord } from './user-writes.js';
+import type { StagedRecord } from './mirrored-user.js';
+import { UserWrites } from './user-writes.js';
 
 /**
  * The online resolve's write: one user as the service just returned it, in

@@ -1,48 +1,11 @@
 /**
  * How a user record becomes mirror rows: the column values of `users` and
  * `connected_sources`, and the content hash that tells a changed record from
- * an unchanged one, tagged with the mapping's version. Pure: no I/O, no clock.
+ * an unchanged one, tagged with the mapping's version. The record's own
+ * shape is ./mirrored-user.ts's. Pure: no I/O, no clock.
  */
 import { hash } from 'node:crypto';
-
-/** A `provider` or `source` descriptor of a connected source. */
-export interface SourceDescriptor {
-  slug: string;
-  name: string;
-  logo?: string | null | undefined;
-}
-
-/**
- * The parts of a user record the rows are made of, with field-level rules
- * already applied. The service's parsed User (src/service/schemas.ts)
- * satisfies it; db/ states its own shape so that it depends on nothing above.
- */
-export interface MirroredUser {
-  user_id: string;
-  team_id: string;
-  client_user_id: string;
-  created_on?: string | null | undefined;
-  connected_sources: ReadonlyArray<{
-    created_on?: string | null | undefined;
-    provider?: SourceDescriptor | undefined;
-    source?: SourceDescriptor | undefined;
-  }>;
-  fallback_time_zone?: { id: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
-  fallback_birth_date?:
-    { value: string; source_slug?: string | null | undefined; updated_at?: string | null | undefined } | null | undefined;
-  ingestion_start?: string | null | undefined;
-  ingestion_end?: string | null | undefined;
-}
-
-/** A field dropped from a record because it broke its rule, as `field_warnings` stores it. */
-export interface FieldWarning {
-  /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
-  field: string;
-  /** The rule the value broke, and what was dropped when more than the field itself. */
-  problem: string;
-}
-
-type ConnectedSource = MirroredUser['connected_sources'][number];
+import type { ConnectedSource, MirroredUser, SourceDescriptor } from './mirrored-user.js';
 
 /**
  * Bump when the mapping below changes, so that the next sync rewrites every

@@ -21,17 +21,11 @@ import { prepareRunBefore } from './change-feed.js';
 import { History } from './history.js';
 import { IdentityConflicts } from './identity-conflicts.js';
 import type { Db } from './open.js';
-import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type FieldWarning, type LiveState, type MirroredUser } from './user-row.js';
+import type { MirroredUser, StagedRecord } from './mirrored-user.js';
+import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type LiveState } from './user-row.js';
 
-/** A parsed record, ready to be written. */
-export interface StagedRecord {
-  /** The parsed record: fields that broke their rule are absent. */
-  user: MirroredUser;
-  /** The record's text exactly as received (its bytes, from a sync), unknown fields included. */
-  rawJson: string;
-  /** The fields dropped from `user`, stored in `field_warnings`. */
-  warnings: readonly FieldWarning[];
-}
+// Callers outside db/ that still import the staged record from here (src/commands/resolve.ts, bench/): its home is ./mirrored-user.ts.
+export type { StagedRecord };
 
 /** One listing a sync run writes. */
 export interface UserWrite {

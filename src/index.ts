@@ -47,7 +47,8 @@ export {
   MirrorMissingError,
   type ResolveOptions,
 } from './replica/resolve.js';
-export { runSync, type SyncOptions, type SyncSummary } from './sync/engine.js';
+export { runSync, type SyncOptions } from './sync/engine.js';
+export type { SyncSummary } from './sync/run-summary.js';
 export { openMirror } from '../db/open.js';
 // The service client and its errors, for callers that talk to the service directly.
 export { ServiceClient, type ServiceClientOptions, type ResolveResult, type DeleteMemberResult } from './service/client.js';

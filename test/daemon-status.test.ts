@@ -11,7 +11,7 @@ import type { QueueFacts, StatusFacts, SyncJobFacts } from '../src/daemon/status
 import { formatStatusReport } from '../src/daemon/status-text.js';
 import { assessStaleness, staleAfterMs } from '../src/daemon/staleness.js';
 import { handleShutdownSignals, SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
-import type { SyncSummary } from '../src/sync/engine.js';
+import type { SyncSummary } from '../src/sync/run-summary.js';
 
 let server: StatusServer | undefined;
 afterEach(async () => {

@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
-import type { StagedRecord } from '../db/user-writes.js';
+import type { StagedRecord } from '../db/mirrored-user.js';
 import { pageOf, range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 8_000;

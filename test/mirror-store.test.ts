@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { checkpointMirror, type Db } from '../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../src/sync/run-writer.js';
-import type { PublishResult, StagedRecord } from '../db/mirror-store.js';
+import type { PublishResult } from '../db/mirror-store.js';
+import type { StagedRecord } from '../db/mirrored-user.js';
 import type { RefreshResult } from '../db/user-refresh.js';
 import { contentHash } from '../db/user-row.js';
 import {

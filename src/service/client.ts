@@ -26,7 +26,8 @@ import {
 import { startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
-import { type FieldWarning, parseUser } from './user-record.js';
+import type { StagedRecord } from '../../db/mirrored-user.js';
+import { parseUser } from './user-record.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
@@ -90,10 +91,11 @@ export interface RecordPage {
 
 /**
  * 404 on resolve is a result, not an error: the id is simply unknown upstream.
- * `rawJson` is the body as received (what the mirror stores); `warnings` name
- * the fields dropped from `user` because they broke their rule.
+ * A found user is a staged record (db/mirrored-user.ts): `rawJson` is the body
+ * as received (what the mirror stores); `warnings` name the fields dropped
+ * from `user` because they broke their rule.
  */
-export type ResolveResult = { found: true; user: User; rawJson: string; warnings: FieldWarning[] } | { found: false };
+export type ResolveResult = ({ found: true } & StagedRecord<User>) | { found: false };
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };

@@ -31,7 +31,6 @@ export const SourceDescriptorSchema = z.looseObject({
   name: z.string(),
   logo: z.string().nullish(),
 });
-export type SourceDescriptor = z.infer<typeof SourceDescriptorSchema>;
 
 export const ConnectedSourceSchema = z
   .looseObject({
@@ -43,7 +42,6 @@ export const ConnectedSourceSchema = z
     message: 'a connected source needs `provider` or `source`',
     path: ['provider'],
   });
-export type ConnectedSource = z.infer<typeof ConnectedSourceSchema>;
 
 export const FallbackTimeZoneSchema = z.looseObject({
   id: z.string().min(1, 'must be a non-empty string'),

@@ -13,12 +13,20 @@
  */
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
-import type { FieldWarning } from '../../db/user-row.js';
+import type { FieldWarning, MirroredUser } from '../../db/mirrored-user.js';
 import { isRecord } from '../runtime/is-record.js';
 import { formatIssues, formatPath } from '../runtime/zod-issues.js';
 
-/** A field dropped because it broke its rule: the mirror's own shape (db/user-row.ts), stored in field_warnings. */
+/** A field dropped because it broke its rule: the mirror's own shape (db/mirrored-user.ts), stored in field_warnings. */
 export type { FieldWarning };
+
+/** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
+type Assignable<T extends U, U> = T;
+/**
+ * A parsed User is what the mirror stores: db/ states that shape itself
+ * (MirroredUser), and this line fails `tsc` when the wire schema and it drift apart.
+ */
+type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
 
 export type UserParse = { ok: true; user: User; warnings: FieldWarning[] } | { ok: false; issues: string };
 

@@ -1,6 +1,8 @@
 /**
  * Deletions: what a finished scan may do about them (planDeletions, pure),
- * and the upstream check of each candidate (checkCandidates, the I/O).
+ * the upstream check of each candidate (checkCandidates, the I/O), and the
+ * two put together for a run (settleCandidates: the plan applied to the
+ * run's unseen users, with what became of each counted).
  *
  * The service has no deletion events, and an offset listing of a directory
  * that changes while it is read skips and repeats users. So a user missing
@@ -26,9 +28,12 @@
  * Otherwise up to `maxVerify` candidates are checked this run; the rest stay
  * active and are candidates again next run (`deferred`).
  */
+import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './scan.js';
+import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
+import type { Logger } from '../runtime/log.js';
 
 export interface ScanOutcome {
   /** Pages that still failed after all their attempts. */
@@ -154,4 +159,31 @@ export async function checkCandidates(
   // Candidates never reached because the service looked down.
   result.unverified += candidates.length - next;
   return result;
+}
+
+/** Checks the candidates the plan allows, and counts what became of all of them. */
+export async function settleCandidates(
+  source: DirectorySource,
+  writer: RunWriter,
+  runId: number,
+  plan: DeletionPlan,
+  candidates: number,
+  ctx: { concurrency: number; retry: RetryOptions; log: Logger },
+): Promise<{ gone: string[]; counts: CandidateCounts }> {
+  if (candidates === 0) return { gone: [], counts: NO_CANDIDATES };
+  if (!plan.verify) {
+    return { gone: [], counts: { ...NO_CANDIDATES, candidates, deferred: candidates } };
+  }
+  const picked = writer.pickUnseenActive(runId, plan.check);
+  const check: DeletionCheck = await checkCandidates(source, picked, ctx);
+  const counts: CandidateCounts = {
+    candidates,
+    confirmedGone: check.gone.length,
+    stillThere: check.alive,
+    unverified: check.unverified,
+    deferred: plan.deferred,
+  };
+  const level = counts.unverified > 0 ? 'warn' : 'info';
+  ctx.log[level]({ event: 'sync.deletion_check', ...counts }, 'checked the users missing from the listing upstream');
+  return { gone: check.gone, counts };
 }

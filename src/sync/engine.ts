@@ -33,23 +33,29 @@
  * the sync lease) for a day. The default, 2 hours, is far beyond a healthy
  * run: a million users are 2,000 pages, 25 minutes even at 3 s a page with
  * SYNC_CONCURRENCY 4 (under 2 minutes against the local stand-in).
+ *
+ * This file holds the run's steps in their order; the scan is ./scan.ts,
+ * the deletions ./deletions.ts, what the run logs of its scan ./run-log.ts,
+ * and how it ends (its summary, row and last log line) ./run-summary.ts.
  */
 import { setMaxListeners } from 'node:events';
-import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
-import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
 import { logError, silentLogger, type Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { type DirectorySource, type PassResult, Prefetch, prefetchOffsets, scanPass } from './scan.js';
+import { type DirectorySource, Prefetch, prefetchOffsets, scanPass } from './scan.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
-import { checkCandidates, type DeletionCheck, type DeletionPlan, planDeletions } from './deletions.js';
+import { planDeletions, settleCandidates } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
+import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
+import { finishFailed, finishPublished, partialReason, type SyncStatus, type SyncSummary } from './run-summary.js';
 
-export type SyncStatus = 'succeeded' | 'partial' | 'failed';
+// The run's result, for the callers that import it with runSync (src/daemon, src/commands, bench/): its home is ./run-summary.ts.
+export type { SyncStatus, SyncSummary };
 
+/** What runSync needs: the service, the mirror's writer, and the SYNC_* settings (unset: SYNC_DEFAULTS). */
 export interface SyncOptions {
   client: DirectorySource;
   /** The mirror to write, through the run's writer (sqliteRunWriter over an open database). */
@@ -76,36 +82,7 @@ export interface SyncOptions {
   onProgress?: (snapshot: ProgressSnapshot) => void;
 }
 
-export interface SyncSummary extends CandidateCounts {
-  runId: number;
-  status: SyncStatus;
-  /** Pages fetched, the first included. */
-  pages: number;
-  pageFailures: number;
-  /** Distinct users listed. */
-  usersSeen: number;
-  created: number;
-  updated: number;
-  deleted: number;
-  /** Of `deleted`: users whose client_user_id a newer record took over. */
-  superseded: number;
-  rejected: number;
-  /** Records listed twice (the listing shifted); the later listing counts. */
-  duplicates: number;
-  /** Listings of this scan that disagreed on who is who; the later won (db/identity-conflicts.ts). */
-  identityConflicts: number;
-  /** Pages that carried more records than the limit asked for (kept). */
-  oversizePages: number;
-  /** The lowest `total` a page reported; far below totalAtStart, the run is `partial` (deletions.ts). */
-  totalLowest: number | undefined;
-  /** `total` on the first page, and on the last page to arrive; undefined when never read. */
-  totalAtStart: number | undefined;
-  totalAtEnd: number | undefined;
-  durationMs: number;
-  /** Why the run is not `succeeded`. */
-  reason?: string;
-}
-
+/** The SyncOptions a caller leaves unset. */
 export const SYNC_DEFAULTS = {
   concurrency: 4,
   maxDeleteRatio: 0.1,
@@ -116,6 +93,10 @@ export const SYNC_DEFAULTS = {
   maxDurationMs: 7_200_000,
 } as const;
 
+/**
+ * One sync run, within its deadline (SYNC_MAX_DURATION_MS). Every ending is a
+ * summary; it throws only when the mirror cannot record the run or open its transaction.
+ */
 export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const maxDurationMs = options.maxDurationMs ?? SYNC_DEFAULTS.maxDurationMs;
   const deadline = startDeadline(maxDurationMs, options.signal);
@@ -179,7 +160,7 @@ async function runUntil(
     first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
   } catch (err) {
     await prefetch.drop();
-    return fail(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
+    return finishFailed(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
 
   try {
@@ -223,22 +204,9 @@ async function runUntil(
     // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
     const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
-    if (!plan.verify && plan.kind === 'collapsed') {
-      log.warn(
-        {
-          event: 'sync.total_collapsed',
-          runId,
-          totalAtStart: scan.totalAtStart,
-          totalLowest: scan.totalLowest,
-          totalAtEnd: scan.totalAtEnd,
-        },
-        plan.reason,
-      );
-    }
+    if (!plan.verify && plan.kind === 'collapsed') logCollapsed(log, runId, scan, plan.reason);
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
-    const reason = plan.verify
-      ? undefined
-      : plan.reason + firstFailure(scan) + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
+    const reason = plan.verify ? undefined : partialReason(plan.reason, scan);
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
     signal.throwIfAborted();
     const { repeats, conflicts, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
@@ -264,144 +232,9 @@ async function runUntil(
       durationMs: Math.round(performance.now() - started),
       ...(reason === undefined ? {} : { reason }),
     };
-    writer.finishRun(runId, {
-      status,
-      totalAtEnd: summary.totalAtEnd,
-      pages: summary.pages,
-      usersSeen: summary.usersSeen,
-      error: reason,
-      sweepSkippedReason: reason,
-      created: summary.created,
-      updated: summary.updated,
-      deleted: summary.deleted,
-      rejected: summary.rejected,
-      duplicates: summary.duplicates,
-      candidates: outcome.counts,
-      identityConflicts: summary.identityConflicts,
-      oversizePages: summary.oversizePages,
-      totalLowest: summary.totalLowest,
-    });
-    if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
-    else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
-    return summary;
+    return finishPublished(writer, log, summary, outcome.counts);
   } catch (err) {
     await prefetch.drop();
-    return fail(writer, log, runId, started, first.total, stopReason(err) ?? errorMessage(err), read);
+    return finishFailed(writer, log, runId, started, first.total, stopReason(err) ?? errorMessage(err), read);
   }
-}
-
-/** Checks the candidates the plan allows, and counts what became of all of them. */
-async function settleCandidates(
-  source: DirectorySource,
-  writer: RunWriter,
-  runId: number,
-  plan: DeletionPlan,
-  candidates: number,
-  ctx: { concurrency: number; retry: RetryOptions; log: Logger },
-): Promise<{ gone: string[]; counts: CandidateCounts }> {
-  if (candidates === 0) return { gone: [], counts: NO_CANDIDATES };
-  if (!plan.verify) {
-    return { gone: [], counts: { ...NO_CANDIDATES, candidates, deferred: candidates } };
-  }
-  const picked = writer.pickUnseenActive(runId, plan.check);
-  const check: DeletionCheck = await checkCandidates(source, picked, ctx);
-  const counts: CandidateCounts = {
-    candidates,
-    confirmedGone: check.gone.length,
-    stillThere: check.alive,
-    unverified: check.unverified,
-    deferred: plan.deferred,
-  };
-  const level = counts.unverified > 0 ? 'warn' : 'info';
-  ctx.log[level]({ event: 'sync.deletion_check', ...counts }, 'checked the users missing from the listing upstream');
-  return { gone: check.gone, counts };
-}
-
-function logScan(log: Logger, scan: PassResult): void {
-  for (const f of scan.failures) {
-    logError(log, 'warn', { event: 'sync.page_failed', offset: f.offset, err: f.error }, 'page failed');
-  }
-  if (scan.abandoned) {
-    log.warn({ event: 'sync.abandoned', pageFailures: scan.pageFailures }, 'pages kept failing; stopped the scan early');
-  }
-  if (scan.unknownEnvelopeKeys.size > 0) {
-    log.info(
-      { event: 'sync.unknown_envelope_keys', keys: [...scan.unknownEnvelopeKeys] },
-      'the list pages carry keys this version does not use',
-    );
-  }
-  for (const o of scan.oversize) {
-    log.warn(
-      { event: 'sync.oversize_page', offset: o.offset, records: o.records, limit: MAX_PAGE_LIMIT, pages: scan.oversizePages },
-      'a page carried more records than the limit asked for; all were kept',
-    );
-  }
-  if (scan.duplicates > 0 || scan.totalAtEnd !== scan.totalAtStart) logListingMoved(log, scan);
-}
-
-/** Each conflict kept, with its ids, then the count: the mirror kept the later listing (db/identity-conflicts.ts). */
-function logConflicts(log: Logger, runId: number, conflicts: { count: number; kept: IdentityConflict[] }): void {
-  for (const c of conflicts.kept) {
-    const message =
-      c.kind === 'user_id'
-        ? 'one user_id listed under two client_user_ids in this scan; the later listing holds the user'
-        : 'one client_user_id listed for two users in this scan; the later keeps it, the earlier is stored deleted';
-    log.warn({ event: 'sync.identity_conflict', runId, ...c }, message);
-  }
-  if (conflicts.count > conflicts.kept.length) {
-    log.warn(
-      { event: 'sync.identity_conflicts', runId, count: conflicts.count, logged: conflicts.kept.length },
-      'more identity conflicts in this scan than logged one by one',
-    );
-  }
-}
-
-function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates' | 'totalAtStart' | 'totalAtEnd'>): void {
-  log.info(
-    { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },
-    'the directory changed during the scan; missing users are checked before any deletion',
-  );
-}
-
-/** The first failed page, so that the reason says why pages failed, not only how many. */
-function firstFailure(scan: PassResult): string {
-  const f = scan.failures[0];
-  return f === undefined ? '' : ` (first: offset ${f.offset}: ${errorMessage(f.error)})`;
-}
-
-/** Records a failed run, with what it had read, and leaves the published mirror as it was. */
-function fail(
-  writer: RunWriter,
-  log: Logger,
-  runId: number,
-  started: number,
-  totalAtStart: number | undefined,
-  reason: string,
-  read: { pages: number; usersSeen: number },
-): SyncSummary {
-  // Finishing an unpublished run rolls its transaction back: nothing of it is published.
-  writer.finishRun(runId, { status: 'failed', pages: read.pages, usersSeen: read.usersSeen, error: reason });
-  const summary: SyncSummary = {
-    runId,
-    status: 'failed',
-    pages: read.pages,
-    pageFailures: 0,
-    usersSeen: read.usersSeen,
-    created: 0,
-    updated: 0,
-    deleted: 0,
-    superseded: 0,
-    rejected: 0,
-    duplicates: 0,
-    identityConflicts: 0,
-    oversizePages: 0,
-    ...NO_CANDIDATES,
-    totalAtStart,
-    totalAtEnd: undefined,
-    totalLowest: undefined,
-    durationMs: Math.round(performance.now() - started),
-    reason,
-  };
-  log.error({ event: 'sync.finished', ...summary }, `sync failed: ${reason}`);
-  return summary;
 }

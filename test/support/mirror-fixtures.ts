@@ -12,7 +12,7 @@ import { afterEach, beforeEach } from 'vitest';
 import { parseUser } from '../../src/service/user-record.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
-import type { StagedRecord } from '../../db/user-writes.js';
+import type { StagedRecord } from '../../db/mirrored-user.js';
 import { UserRefresh, type RefreshResult } from '../../db/user-refresh.js';
 import { contentHash } from '../../db/user-row.js';
 import { scanRecordSpans } from '../../src/service/page-spans.js';

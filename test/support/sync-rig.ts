@@ -11,7 +11,8 @@ import { openMirror, type Db } from '../../db/open.js';
 import { RunWriter, sqliteRunWriter } from '../../src/sync/run-writer.js';
 import { ServiceClient } from '../../src/service/client.js';
 import { startStandIn, type StandIn, type StandInOptions } from '../../src/stand-in/index.js';
-import { runSync, type SyncOptions, type SyncSummary } from '../../src/sync/engine.js';
+import { runSync, type SyncOptions } from '../../src/sync/engine.js';
+import type { SyncSummary } from '../../src/sync/run-summary.js';
 
 /** Fast retries: the tests exercise the retry path, not the wait. */
 export const FAST_BACKOFF = { baseMs: 5, maxMs: 40, maxRetryAfterMs: 5_000 };
