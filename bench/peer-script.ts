@@ -4,9 +4,14 @@
  * one transaction for the whole run, prepared upserts that leave unchanged
  * rows alone, sources rewritten only for users whose row changed, WAL with
  * synchronous=NORMAL. No validation, no change log, no deletions.
+ *
+ * A script of its own, as such a script is run: bench/sync.ts starts it with
+ * its ScriptOptions as one JSON argument and times the process to its exit;
+ * it prints how many rows it changed (bench/scenario-process.ts).
  */
 import Database from 'better-sqlite3';
 import { Agent, fetch } from 'undici';
+import { reportRun, scenarioRequest } from './scenario-process.js';
 
 export interface ScriptOptions {
   baseUrl: string;
@@ -32,7 +37,7 @@ interface User {
 const PAGE = 500;
 const IN_FLIGHT = 4;
 
-export async function runScript(o: ScriptOptions): Promise<{ changed: number }> {
+async function runScript(o: ScriptOptions): Promise<{ changed: number }> {
   const db = new Database(o.dbPath);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
@@ -82,3 +87,6 @@ export async function runScript(o: ScriptOptions): Promise<{ changed: number }> 
     await dispatcher.close();
   }
 }
+
+const options = scenarioRequest<ScriptOptions>();
+await reportRun(() => runScript(options));

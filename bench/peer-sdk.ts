@@ -5,9 +5,14 @@
  * a plain table and replacing its sources. The SDK's and SQLite's defaults
  * throughout (rollback journal, synchronous=FULL, the SDK's retries), as such
  * a loop is written.
+ *
+ * A script of its own, as such a loop is run: bench/sync.ts starts it with
+ * its SdkLoopOptions as one JSON argument and times the process to its exit
+ * (bench/scenario-process.ts).
  */
 import { VitalClient } from '@tryvital/vital-node';
 import Database from 'better-sqlite3';
+import { reportRun, scenarioRequest } from './scenario-process.js';
 
 export interface SdkLoopOptions {
   baseUrl: string;
@@ -19,7 +24,7 @@ export interface SdkLoopOptions {
 
 const PAGE = 500;
 
-export async function runSdkLoop(o: SdkLoopOptions): Promise<{ pages: number }> {
+async function runSdkLoop(o: SdkLoopOptions): Promise<{ pages: number }> {
   // The SDK sends its key in x-vital-api-key: bench/sync-stand-in.ts takes the key in that header.
   const client = new VitalClient({ apiKey: o.apiKey, baseUrl: o.baseUrl });
   const db = new Database(o.dbPath);
@@ -50,3 +55,6 @@ export async function runSdkLoop(o: SdkLoopOptions): Promise<{ pages: number }> 
     db.close();
   }
 }
+
+const options = scenarioRequest<SdkLoopOptions>();
+await reportRun(() => runSdkLoop(options));
