@@ -12,7 +12,7 @@
  */
 import cron from 'node-cron';
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
 
