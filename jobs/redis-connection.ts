@@ -30,7 +30,7 @@
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ConfigError, ConfigPass, type Config, type EnvName, type HostPort } from '../src/runtime/config.js';
-import { logError, type Logger } from '../src/runtime/log.js';
+import { logError, type Logger } from '../src/runtime/log-error.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
 export type { HostPort };

@@ -11,7 +11,7 @@
  * `user-mirror removals adopt` on a host configured for it (adoptUnbound).
  */
 import type { Job, Queue } from 'bullmq';
-import { logError, type Logger } from '../../src/runtime/log.js';
+import { logError, type Logger } from '../../src/runtime/log-error.js';
 import type { RedisClient } from '../redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
 import { enqueueMemberRemoval } from './producer.js';

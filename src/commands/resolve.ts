@@ -27,14 +27,8 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
-import { HistoryReader } from '../../db/history-reader.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
-import { serviceClientFromConfig } from '../service/client-from-config.js';
-import { openMirror } from '../../db/open.js';
-import { isBusy } from '../../db/busy-retry.js';
 import type { StagedRecord } from '../../db/user-writes.js';
-import { UserRefresh } from '../../db/user-refresh.js';
-import { contentHash } from '../../db/user-row.js';
 import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
@@ -81,7 +75,7 @@ export default async function resolve(argv: string[]): Promise<number> {
     if (args.online === true || args['include-deleted'] === true) {
       throw new UsageError('--as-of: answers from history alone; it takes neither --online nor --include-deleted');
     }
-    return resolveAsOf(clientUserId, new Date(asOf).toISOString(), args.team, args.json === true);
+    return await resolveAsOf(clientUserId, new Date(asOf).toISOString(), args.team, args.json === true);
   }
   if (args.online === true) return resolveOnline(clientUserId, args.team, args.json === true);
   const found = resolveFromMirror(clientUserId, args);
@@ -108,8 +102,9 @@ function resolveFromMirror(clientUserId: string, args: z.output<typeof Args>): F
 
 const EXIT_BEFORE_HISTORY = 2;
 
-function resolveAsOf(clientUserId: string, at: string, teamId: string | undefined, json: boolean): number {
+async function resolveAsOf(clientUserId: string, at: string, teamId: string | undefined, json: boolean): Promise<number> {
   const { MIRROR_DB } = readConfig(['MIRROR_DB']);
+  const { HistoryReader } = await import('../../db/history-reader.js');
   const open = openResolver(MIRROR_DB);
   let answer;
   try {
@@ -149,6 +144,9 @@ function resolveAsOf(clientUserId: string, at: string, teamId: string | undefine
 
 async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {
   const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS']);
+  // The HTTP client (undici) and the mirror's write path are loaded here, not with the command: an offline
+  // resolve needs neither. Both before the request, so the answer is stored as soon as it is printed.
+  const [{ serviceClientFromConfig }, storeInMirror] = await Promise.all([import('../service/client-from-config.js'), loadStore()]);
   const client = serviceClientFromConfig(config);
   let result: ResolveResult;
   try {
@@ -166,22 +164,33 @@ async function resolveOnline(clientUserId: string, teamId: string | undefined, j
 }
 
 /** Stores an online answer; a mirror that stays write-locked only earns a warning. */
-function storeInMirror(record: StagedRecord, path: string, waitMs: number): void {
-  try {
-    const db = openMirror(path, { busyTimeoutMs: waitMs });
+type StoreInMirror = (record: StagedRecord, path: string, waitMs: number) => void;
+
+/** The mirror's write path (db/user-refresh.ts and what it needs), which only an online resolve loads. */
+async function loadStore(): Promise<StoreInMirror> {
+  const [{ openMirror }, { isBusy }, { UserRefresh }, { contentHash }] = await Promise.all([
+    import('../../db/open.js'),
+    import('../../db/busy-retry.js'),
+    import('../../db/user-refresh.js'),
+    import('../../db/user-row.js'),
+  ]);
+  return (record, path, waitMs) => {
     try {
-      // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
-      new UserRefresh(db).refresh(record, contentHash(record.rawJson));
-    } finally {
-      db.close();
+      const db = openMirror(path, { busyTimeoutMs: waitMs });
+      try {
+        // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
+        new UserRefresh(db).refresh(record, contentHash(record.rawJson));
+      } finally {
+        db.close();
+      }
+    } catch (err) {
+      if (!isBusy(err)) throw err;
+      process.stderr.write(
+        `user-mirror resolve: warning: the mirror was not refreshed with this answer: its write lock stayed taken ` +
+          `for ${waitMs} ms (RESOLVE_WRITE_WAIT_MS; a sync is probably publishing). The next sync brings it up to date.\n`,
+      );
     }
-  } catch (err) {
-    if (!isBusy(err)) throw err;
-    process.stderr.write(
-      `user-mirror resolve: warning: the mirror was not refreshed with this answer: its write lock stayed taken ` +
-        `for ${waitMs} ms (RESOLVE_WRITE_WAIT_MS; a sync is probably publishing). The next sync brings it up to date.\n`,
-    );
-  }
+  };
 }
 
 function print(found: Found, json: boolean): void {

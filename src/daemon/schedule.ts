@@ -10,10 +10,10 @@
  * (see jobs/sync/queue.ts), so daemons whose timers fire a few milliseconds
  * apart still name the same job.
  */
-import cron from 'node-cron';
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
+import { nodeCron } from '../runtime/node-cron.js';
 import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
@@ -33,7 +33,7 @@ export interface Schedule {
 
 export function startSchedule(options: ScheduleOptions): Schedule {
   const log = options.logger;
-  const task = cron.schedule(
+  const task = nodeCron().schedule(
     options.expression,
     async (context) => {
       try {
@@ -91,7 +91,7 @@ export function intervalOf(nextRuns: readonly Date[]): number {
 
 /** One interval of `expression` (UTC) without starting a schedule: for `status`, which only reports. */
 export function intervalOfExpression(expression: string): number {
-  const task = cron.createTask(expression, () => undefined, { timezone: SCHEDULE_TIMEZONE });
+  const task = nodeCron().createTask(expression, () => undefined, { timezone: SCHEDULE_TIMEZONE });
   try {
     return intervalOf(task.getNextRuns(2));
   } finally {

@@ -6,8 +6,8 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import cron from 'node-cron';
 import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
+import { nodeCron } from './node-cron.js';
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).transform((u) => u.replace(/\/+$/, ''));
 // A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
@@ -104,7 +104,7 @@ export const ENV = {
     .default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
   SYNC_CRON: z
     .string()
-    .refine((s) => cron.validate(s), 'must be a valid cron expression')
+    .refine((s) => nodeCron().validate(s), 'must be a valid cron expression')
     .default('*/15 * * * *'),
   SYNC_CONCURRENCY: positiveInt(4, 64),
   SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
