@@ -18,6 +18,7 @@ import type { ResponseEvent } from '../service/client.js';
 import type { SyncSummary } from './engine.js';
 import { z } from 'zod';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
+import { syncExecArgv } from './v8-flags.js';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
@@ -29,28 +30,6 @@ export type LeasedSyncRunner = (signal: AbortSignal, job: SyncJobContext) => Pro
 
 /** The child's entry: the built ./child-main.js beside this file. */
 const CHILD_MAIN = fileURLToPath(new URL('./child-main.js', import.meta.url));
-
-/**
- * V8 flags of the sync process. A young generation of 2 MB semi-spaces
- * (V8's default grows to 16): a run allocates page bodies and socket chunks
- * (~0.8 MB of ArrayBuffers a page) and little else, so at the default the
- * dead ones wait for a major GC, up to V8's 64 MB external-memory limit;
- * small semi-spaces collect them at every scavenge. Measured (2 cores, Node
- * 20, one process per run): peak RSS of a 3M-user re-sync 171 MB against
- * 193 MB, of a first sync 202 MB against 239 MB (1 MB semi-spaces); at 100k
- * users, 4 runs each, the re-sync 18% faster, the first sync 4% slower until
- * records were written one at a time (page-decode.ts `pageWrites`), which
- * took that back (2 MB; 1 MB was slower at both). An operator's own flag in
- * the parent's execArgv wins.
- */
-export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
-
-/** The parent's flags (no debugger port: it cannot be shared) and the sync's, unless the parent sets the same. */
-export function syncExecArgv(parent: readonly string[]): string[] {
-  const own = parent.filter((a) => !a.startsWith('--inspect'));
-  const named = (flag: string) => (flag.split('=')[0] ?? flag).replaceAll('_', '-');
-  return [...own, ...SYNC_V8_FLAGS.filter((f) => !own.some((a) => named(a) === named(f)))];
-}
 
 export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSyncRunner {
   const killAfterMs = options.killAfterMs ?? 30_000;

@@ -1,0 +1,95 @@
+/**
+ * `sync --once` runs under the sync's V8 flags, like the daemon's sync
+ * process (src/sync/v8-flags.ts), by replacing itself with a Node started
+ * with them (src/entry.ts). What must hold for an operator: the flag is in
+ * effect in the process that syncs, it is the same process (the pid a
+ * supervisor or a shell holds; its exit code and its signals), and an
+ * operator's own setting wins. A hook given by NODE_OPTIONS writes each
+ * process image's pid and flags at its start: the replaced image leaves one
+ * line, the syncing image another.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { startCli } from './support/cli-process.js';
+import { ensureBuilt, tempDir, type TempDir } from './support/mirror-fixtures.js';
+
+const HOOK = `import { appendFileSync } from 'node:fs';
+appendFileSync(process.env.IMAGE_LOG, JSON.stringify({ pid: process.pid, execArgv: process.execArgv }) + '\\n');
+`;
+
+interface Image {
+  pid: number;
+  execArgv: string[];
+}
+
+let dir: TempDir;
+let standIn: StandIn;
+let hookFile: string;
+let runs = 0;
+
+async function syncOnce(extraNodeOptions = ''): Promise<{ code: number | null; pid: number | undefined; images: Image[]; mirror: string }> {
+  const log = dir.file(`images-${++runs}.jsonl`);
+  const mirror = dir.file(`mirror-${runs}.db`);
+  writeFileSync(log, '');
+  const cli = startCli(['sync', '--once'], {
+    PATH: process.env.PATH ?? '',
+    NODE_OPTIONS: `--import=${pathToFileURL(hookFile).href} ${extraNodeOptions}`.trim(),
+    IMAGE_LOG: log,
+    MIRROR_DB: mirror,
+    SERVICE_BASE_URL: standIn.baseUrl,
+    SERVICE_API_KEY: standIn.apiKey,
+    SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+  });
+  const code = await cli.exited(60_000);
+  const images = readFileSync(log, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Image);
+  return { code, pid: cli.child.pid, images, mirror };
+}
+
+beforeAll(() => {
+  ensureBuilt();
+  dir = tempDir('sync-cli-flags-');
+  hookFile = dir.file('image-log.mjs');
+  writeFileSync(hookFile, HOOK);
+});
+
+beforeAll(async () => {
+  standIn = await startStandIn({ port: 0, users: 30, seed: 43 });
+});
+
+afterAll(async () => {
+  await standIn?.close();
+  dir?.remove();
+});
+
+describe('sync --once under the sync V8 flags', () => {
+  it('syncs in the same process, started again with --max-semi-space-size=2, and exits with the sync code', async () => {
+    const r = await syncOnce();
+    expect(r.code).toBe(0);
+    expect(r.images).toHaveLength(2);
+    const [first, syncing] = r.images;
+    expect(first?.execArgv).not.toContain('--max-semi-space-size=2');
+    expect(syncing?.execArgv).toContain('--max-semi-space-size=2');
+    // One pid throughout: the child the caller spawned is the one that synced.
+    expect(first?.pid).toBe(r.pid);
+    expect(syncing?.pid).toBe(r.pid);
+    const db = new Database(r.mirror, { readonly: true });
+    try {
+      expect(db.prepare('SELECT count(*) FROM users WHERE deleted_at IS NULL').pluck().get()).toBe(30);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("keeps an operator's own young-generation size from NODE_OPTIONS and starts no second image", async () => {
+    const r = await syncOnce('--max-semi-space-size=8');
+    expect(r.code).toBe(0);
+    expect(r.images).toHaveLength(1);
+    expect(r.images[0]?.execArgv).not.toContain('--max-semi-space-size=2');
+  });
+});
