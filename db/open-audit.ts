@@ -22,7 +22,7 @@
 import { existsSync } from 'node:fs';
 import { MirrorDbError, openMirror, type Db } from './open.js';
 import type { Migration } from './migrate.js';
-import { memberRemovals } from './migrations.js';
+import { memberRemovals } from './migrations/002-member-removals.js';
 import { auditPathOf, samePath } from './audit-location.js';
 
 export { AUDIT_LOCATION_ENV, auditPathFor, samePath } from './audit-location.js';

@@ -23,7 +23,7 @@ export interface OpenOptions {
   readonly?: boolean;
   /** How long a write waits for another connection's write lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
-  /** The schema to migrate to; the mirror's by default (the audit file has its own, db/audit-migrations). */
+  /** The schema to migrate to; the mirror's by default (the audit file has its own, db/open-audit.ts). */
   migrations?: readonly Migration[];
   /** The variable that named the path, for error messages. */
   variable?: 'MIRROR_DB' | 'AUDIT_DB';

@@ -19,7 +19,7 @@
  * On the same host a dead holder's pid frees the lease at once; a holder on
  * another host (a shared file system) is trusted until its lease expires.
  *
- * The table comes from migration 3 (db/migrations.ts), which
+ * The table comes from migration 3 (db/migrations/003-sync-lease.ts), which
  * openMirror applies on open: a holder's connection must come from openMirror,
  * not read-only, or the table may not exist yet.
  *

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../src/runtime/log.js';
 import { startWatchdog, type WorkerSample } from '../src/daemon/watchdog.js';
 import { restartableWorker } from '../src/daemon/watchdog.js';
+import { eventually } from './support/eventually.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -29,7 +30,7 @@ describe('startWatchdog', () => {
       onRestart: (worker, reason) => reported.push(`${worker}:${reason}`),
     });
     const t0 = Date.now();
-    while (restarts === 0 && Date.now() - t0 < 5_000) await sleep(5);
+    await eventually(() => restarts > 0, 5_000, 'a restart', 5);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
     // The stall clock starts again after a restart.
     await sleep(150);

@@ -11,6 +11,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openMirror, type Db } from '../db/open.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import type { StagedRecord } from '../db/mirrored-user.js';
+import { eventually } from './support/eventually.js';
 import { pageOf, range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
 const N = 8_000;
@@ -85,7 +86,7 @@ it('a reader process never sees a half-published run', async () => {
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  await waitFor(() => out.includes('ready'), 15_000);
+  await eventually(() => out.includes('ready'), 15_000, 'the reader process', 10);
 
   for (let g = 1; g < GENERATIONS; g++) {
     expect(publish(g)).toMatchObject({ created: SHIFT, updated: N - SHIFT, deleted: SHIFT });
@@ -100,11 +101,3 @@ it('a reader process never sees a half-published run', async () => {
   // It did observe the mirror moving, not one frozen snapshot.
   expect(report.gens.length).toBeGreaterThan(1);
 });
-
-async function waitFor(condition: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting for the reader process');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { openMirror, type Db } from '../db/open.js';
 import { applyMigration, migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations.js';
-import { mirrorSchema } from '../db/migrations.js';
+import { mirrorSchema } from '../db/migrations/001-mirror.js';
 import { TEAM, tempDir, userId, type TempDir } from './support/mirror-fixtures.js';
 
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version));

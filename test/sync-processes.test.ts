@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
+import { eventually } from './support/eventually.js';
 import { createSyncRig, directoryView, listPagesServed, mirrorFingerprint, mirrorView, runRow, type SyncRig } from './support/sync-rig.js';
 
 beforeAll(() => requireBuiltCli('src/commands/sync.js'));
@@ -64,7 +65,12 @@ describe('a reader in another process', () => {
     reader.stdout.on('data', (d: Buffer) => (out += d.toString()));
     reader.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((resolve) => reader.once('exit', resolve));
-    while (!out.includes('\n')) await sleep(10);
+    await eventually(
+      () => out.includes('\n'),
+      30_000,
+      () => `the reader's first line (stderr: ${err})`,
+      10,
+    );
 
     const summary = await r.sync();
     expect(summary).toMatchObject({ status: 'succeeded', updated: 1_500, deleted: 500, created: 1_000 });
@@ -97,11 +103,12 @@ describe('sync --once killed with SIGKILL mid-run', () => {
 
     const served = listPagesServed(r.standIn);
     const child = startCli(['sync', '--once', '--concurrency', '2'], r.env());
-    const deadline = Date.now() + 20_000;
-    while (listPagesServed(r.standIn) < served + 8) {
-      if (Date.now() > deadline) throw new Error(`child made no progress\n${child.stdout()}\n${child.stderr()}`);
-      await sleep(10);
-    }
+    await eventually(
+      () => listPagesServed(r.standIn) >= served + 8,
+      20_000,
+      () => `the child to make progress\n${child.stdout()}\n${child.stderr()}`,
+      10,
+    );
     child.child.kill('SIGKILL');
     await child.exited();
     expect(child.child.signalCode).toBe('SIGKILL');

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { verifyWebhook, webhookHeaders } from '../jobs/webhooks/signature.js';
-import { decideDelivery, WEBHOOK_BACKOFF } from '../jobs/webhooks/worker.js';
+import { decideDelivery, WEBHOOK_BACKOFF } from '../jobs/webhooks/decide-delivery.js';
 import { checkWebhookJob, webhookQueueName, webhookTarget, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
 import { managementTarget } from '../jobs/removals/queue.js';
 

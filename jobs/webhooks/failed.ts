@@ -6,8 +6,7 @@
  */
 import type { Job } from 'bullmq';
 import { retryAllFailedJobs, retryFailedJob, type RetryOptions, type RetryResult } from '../retry-failed.js';
-import type { WebhookQueue } from './queue.js';
-import { attemptsOf } from './worker.js';
+import { attemptsOf, type WebhookQueue } from './queue.js';
 
 export interface FailedWebhook {
   event_id: string;

@@ -8,6 +8,7 @@
  *   job name   `webhook`, job id = the event id
  *   data       `{ cursor, event_id, user_id }`: the body is read from the mirror's feed when sent
  *              (older versions' jobs carry `body`, which is then sent as it is)
+ *   progress   `{ attempts, last }` while the worker retries it (`WebhookProgress`)
  *   cursor     `<prefix>:<queue>:dispatched`: the highest cursor handed to the queue
  *
  * The mirror id is part of the name so that two mirrors (or a sandbox and a
@@ -64,6 +65,19 @@ export function checkWebhookJob(name: string | undefined, data: unknown): Webhoo
   if (name !== WEBHOOK_JOB) return { ok: false, reason: `unknown job name (expected '${WEBHOOK_JOB}')` };
   const parsed = WebhookJobSchema.safeParse(data);
   return parsed.success ? { ok: true, data: parsed.data } : { ok: false, reason: formatIssues(parsed.error.issues) };
+}
+
+/** Kept in the job's progress while it is retried, so listings and logs can count attempts. */
+export interface WebhookProgress {
+  attempts: number;
+  /** The last failed attempt: `status 503`, or the network error. */
+  last: string;
+}
+
+export function attemptsOf(progress: unknown): number {
+  if (typeof progress !== 'object' || progress === null) return 0;
+  const n = (progress as Record<string, unknown>).attempts;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 
 /**

@@ -35,7 +35,8 @@ import {
   type WebhookQueue,
   type WebhookTarget,
 } from '../../jobs/webhooks/queue.js';
-import { startWebhookWorker, type WebhookOutcome, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
+import type { WebhookOutcome } from '../../jobs/webhooks/outcomes.js';
+import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';

@@ -59,7 +59,8 @@ import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/
 import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
-import { createMetrics, queueDepths } from './metrics.js';
+import { createMetrics } from './metrics.js';
+import { queueDepths } from './scrape-gauges.js';
 import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';

@@ -3,7 +3,8 @@
  * answers, and return the answer. `undefined` and `false` mean "not yet", so
  * a condition is written as a boolean and a lookup as a value or undefined.
  * A probe that throws is asked again; when time runs out the test fails with
- * `what` and the last error.
+ * `what` and the last error. `what` may be a function, read only then, for a
+ * message that shows the state at the timeout (a child's output so far).
  *
  * `everyMs` is the pause between two asks: the default suits a probe that
  * costs a request or opens a file; a probe of in-process state (a receiver's
@@ -15,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export async function eventually<T>(
   probe: () => Promise<T | false | undefined> | T | false | undefined,
   timeoutMs = 20_000,
-  what = 'condition',
+  what: string | (() => string) = 'condition',
   everyMs = 200,
 ): Promise<Exclude<T, false | undefined>> {
   const deadline = Date.now() + timeoutMs;
@@ -30,6 +31,6 @@ export async function eventually<T>(
     await sleep(everyMs);
   }
   throw new Error(
-    `timed out waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
+    `timed out waiting for ${typeof what === 'function' ? what() : what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
   );
 }

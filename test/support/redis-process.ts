@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from './eventually.js';
 import { freePort } from './redis-server.js';
 
 export const HOST = '127.0.0.1';
@@ -85,14 +86,13 @@ export function redisCli(port: number | undefined, args: string[], timeoutMs = 3
   });
 }
 
-/** Polls `ready` until it is true; the error names `what` and describes every process. */
+/** `eventually(ready)`, whose error also describes every process: a topology that never forms says why in its logs. */
 export async function waitFor(timeoutMs: number, what: string, procs: RedisProcess[], ready: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await ready().catch(() => false)) return;
-    await sleep(200);
+  try {
+    await eventually(ready, timeoutMs, `${what} (${timeoutMs / 1000} s)`);
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}${diagnostics(procs)}`, { cause: err });
   }
-  throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}${diagnostics(procs)}`);
 }
 
 /** Each process's stderr and log tail (`redis.log` in its directory), for errors that must say why. */

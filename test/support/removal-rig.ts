@@ -7,7 +7,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import type { Job } from 'bullmq';
 import type { Db } from '../../db/open.js';
@@ -21,6 +20,7 @@ import { managementTarget, type ManagementTarget } from '../../jobs/removals/que
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
+import { eventually } from './eventually.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
 
 export interface Shared {
@@ -112,16 +112,16 @@ export async function createRig(shared: Shared): Promise<Rig> {
       return handle;
     },
     async finished(jobId, timeoutMs = 20_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (Date.now() < deadline) {
-        const state = await queue.getJobState(jobId);
-        if (state === 'completed' || state === 'failed') {
-          const job = await queue.getJob(jobId);
-          if (job !== undefined) return job;
-        }
-        await sleep(25);
-      }
-      throw new Error(`job ${jobId} did not finish within ${timeoutMs} ms (state ${await queue.getJobState(jobId)})`);
+      let state = 'not read yet';
+      return eventually(
+        async () => {
+          state = await queue.getJobState(jobId);
+          return state === 'completed' || state === 'failed' ? queue.getJob(jobId) : undefined;
+        },
+        timeoutMs,
+        () => `job ${jobId} to finish (state ${state})`,
+        25,
+      );
     },
     env(extra = {}) {
       return {
