@@ -41,7 +41,7 @@
  *
  * Prints a markdown table of whole-process figures, the time each process
  * gave its work inside it beside them (ours: the engine's run and the
- * checkpoint, from its log), and the ratios, goals (issue 32's targets) and
+ * checkpoint, from its log), and the ratios, goals (the project's targets) and
  * whether each is met, all on whole-process time; with the machine's load
  * average before and after and what a second busy thread adds on it
  * (bench/cores.ts). Each scenario is checked once its process has exited
@@ -518,7 +518,7 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 
   process.stdout.write(
-    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs, two busy threads doing ${cores.scaling.toFixed(2)}× the work of one (bench/cores.ts); ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins in processes of their own. wall s: each scenario's whole process from spawn to exit (ours: \`node dist/cli.js sync --once\`, start-up and the WAL checkpoint after the run included), what users/s, the ratios and the goals are on; run s: the work's time inside the process (ours: the engine's run, from its log; the others: their own clock around the work); checkpoint s: ours' checkpoint after the run, inside wall s; peak RSS: GNU time's maximum resident set size. Goals (issue 32) are set at 100,000 users (the first sync also at 1,000,000) and peak RSS at 3,000,000 (BENCH_SYNC_3M=1).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()
+    `\n${table(rows)}\n\nnode ${process.version}, ${cpus().length} CPUs, two busy threads doing ${cores.scaling.toFixed(2)}× the work of one (bench/cores.ts); ${ROUNDS} round(s), median of each (the floor: the fastest run); the stand-ins in processes of their own. wall s: each scenario's whole process from spawn to exit (ours: \`node dist/cli.js sync --once\`, start-up and the WAL checkpoint after the run included), what users/s, the ratios and the goals are on; run s: the work's time inside the process (ours: the engine's run, from its log; the others: their own clock around the work); checkpoint s: ours' checkpoint after the run, inside wall s; peak RSS: GNU time's maximum resident set size. Goals are set at 100,000 users (the first sync also at 1,000,000) and peak RSS at 3,000,000 (BENCH_SYNC_3M=1).\nload average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}\n`,
   );
