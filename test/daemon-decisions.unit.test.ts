@@ -10,7 +10,7 @@ import { leaseIsFree, type LeaseRow } from '../db/sync-lease.js';
 import { decideStartupSync } from '../src/daemon/schedule.js';
 import { decideWatchdog, INITIAL_WATCHDOG_STATE, type WorkerSample } from '../src/daemon/watchdog.js';
 import { intervalOf } from '../src/daemon/schedule.js';
-import { RepeatThrottle } from '../src/runtime/log.js';
+import { RepeatThrottle } from '../src/runtime/log-error.js';
 import { remainingBudget } from '../src/daemon/shutdown.js';
 
 describe('sync queue identity', () => {

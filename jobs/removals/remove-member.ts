@@ -10,7 +10,7 @@
 import { hostname } from 'node:os';
 import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
-import { logError, type Logger } from '../../src/runtime/log.js';
+import { logError, type Logger } from '../../src/runtime/log-error.js';
 import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';

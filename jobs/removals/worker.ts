@@ -14,7 +14,7 @@
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
-import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
+import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
 import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';

@@ -17,7 +17,7 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import { type Logger, logError, throttledErrorLog } from '../../src/runtime/log.js';
+import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';

@@ -3,7 +3,7 @@
  * the log. Kept out of the worker because how outcomes are counted and
  * summed up has nothing to do with how an event is delivered.
  */
-import { logError, type Logger } from '../../src/runtime/log.js';
+import { logError, type Logger } from '../../src/runtime/log-error.js';
 import type { WebhookTarget } from './queue.js';
 
 export interface WebhookOutcome {

@@ -25,7 +25,7 @@
  */
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log.js';
+import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
 import { closeWithin } from '../../src/runtime/deadline.js';
 import type { BackoffPolicy } from '../../src/service/retry.js';
 import type { RedisClient } from '../redis-connection.js';

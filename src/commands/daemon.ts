@@ -14,7 +14,8 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { createLogger, logError } from '../runtime/log.js';
+import { createLogger } from '../runtime/log.js';
+import { logError } from '../runtime/log-error.js';
 import { startDaemon } from '../daemon/daemon.js';
 import { readDaemonConfig } from '../daemon/daemon-config.js';
 import { handleShutdownSignals } from '../daemon/shutdown.js';

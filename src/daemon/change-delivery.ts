@@ -40,7 +40,7 @@ import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhook
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { webhookLag } from './status-report.js';
 
 /** Events read and added per round trip. */

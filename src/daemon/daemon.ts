@@ -43,7 +43,7 @@
  * the HTTP pools and SQLite.
  */
 import { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';

@@ -5,7 +5,7 @@
  * Redis's durability, asked again until it answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Logger, logError, RepeatThrottle } from '../runtime/log.js';
+import { logError, RepeatThrottle, type Logger } from '../runtime/log-error.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
 import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';

@@ -15,7 +15,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';

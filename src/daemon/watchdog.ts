@@ -16,7 +16,7 @@
  * once per `stallMs` for the same stuck queue.
  */
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { settleWithin } from '../runtime/deadline.js';
 
 export interface WorkerSample {

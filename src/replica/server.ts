@@ -12,7 +12,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment } from '../service/path-segment.js';
 import { keyDigest, offeredKeyMatches } from '../service/server-wire.js';

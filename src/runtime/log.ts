@@ -1,7 +1,7 @@
 /**
- * Logging: the process logger and its rendering for a terminal; errors into
+ * Logging: the process logger and its rendering for a terminal. Errors into
  * log lines and the throttles for errors that repeat are in log-error.ts
- * (no pino there), re-exported here.
+ * (no pino there, so a command that only reports does not load it).
  *
  * The process logger: pino, one JSON event per line on stdout. Keys are
  * redacted by path as a second line of defence; the first is never putting
@@ -11,14 +11,6 @@ import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { Writable } from 'node:stream';
 
 export type { Logger };
-export {
-  logError,
-  RepeatThrottle,
-  throttledErrorLog,
-  type ErrorFields,
-  type ThrottledErrorLogOptions,
-  type ThrottleVerdict,
-} from './log-error.js';
 
 const REDACT = [
   'apiKey',

@@ -6,7 +6,7 @@
  * fact an operator looks for by its `event`. Logging only: no decisions.
  */
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
-import { logError, type Logger } from '../runtime/log.js';
+import { logError, type Logger } from '../runtime/log-error.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import type { PassResult } from './scan.js';
 
