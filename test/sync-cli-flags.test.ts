@@ -1,12 +1,12 @@
 /**
- * `sync --once` runs under the sync's V8 flags, like the daemon's sync
- * process (src/sync/v8-flags.ts), by replacing itself with a Node started
- * with them (src/entry.ts). What must hold for an operator: the flag is in
- * effect in the process that syncs, it is the same process (the pid a
- * supervisor or a shell holds; its exit code and its signals), and an
- * operator's own setting wins. A hook given by NODE_OPTIONS writes each
- * process image's pid and flags at its start: the replaced image leaves one
- * line, the syncing image another.
+ * `sync --once` runs under the sync's V8 flags and allocator setting, like
+ * the daemon's sync process (src/sync/process-settings.ts), by replacing
+ * itself with a Node started with them (src/entry.ts). What must hold for
+ * an operator: they are in effect in the process that syncs, it is the same
+ * process (the pid a supervisor or a shell holds; its exit code and its
+ * signals), and an operator's own settings win. A hook given by
+ * NODE_OPTIONS writes each process image's pid, flags and arena setting at
+ * its start: the replaced image leaves one line, the syncing image another.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -17,12 +17,13 @@ import { startCli } from './support/cli-process.js';
 import { ensureBuilt, tempDir, type TempDir } from './support/mirror-fixtures.js';
 
 const HOOK = `import { appendFileSync } from 'node:fs';
-appendFileSync(process.env.IMAGE_LOG, JSON.stringify({ pid: process.pid, execArgv: process.execArgv }) + '\\n');
+appendFileSync(process.env.IMAGE_LOG, JSON.stringify({ pid: process.pid, execArgv: process.execArgv, arenas: process.env.MALLOC_ARENA_MAX ?? null }) + '\\n');
 `;
 
 interface Image {
   pid: number;
   execArgv: string[];
+  arenas: string | null;
 }
 
 let dir: TempDir;
@@ -30,7 +31,10 @@ let standIn: StandIn;
 let hookFile: string;
 let runs = 0;
 
-async function syncOnce(extraNodeOptions = ''): Promise<{ code: number | null; pid: number | undefined; images: Image[]; mirror: string }> {
+async function syncOnce(
+  extraNodeOptions = '',
+  extraEnv: Record<string, string> = {},
+): Promise<{ code: number | null; pid: number | undefined; images: Image[]; mirror: string }> {
   const log = dir.file(`images-${++runs}.jsonl`);
   const mirror = dir.file(`mirror-${runs}.db`);
   writeFileSync(log, '');
@@ -42,6 +46,7 @@ async function syncOnce(extraNodeOptions = ''): Promise<{ code: number | null; p
     SERVICE_BASE_URL: standIn.baseUrl,
     SERVICE_API_KEY: standIn.apiKey,
     SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+    ...extraEnv,
   });
   const code = await cli.exited(60_000);
   const images = readFileSync(log, 'utf8')
@@ -74,7 +79,9 @@ describe('sync --once under the sync V8 flags', () => {
     expect(r.images).toHaveLength(2);
     const [first, syncing] = r.images;
     expect(first?.execArgv).not.toContain('--max-semi-space-size=2');
+    expect(first?.arenas).toBeNull();
     expect(syncing?.execArgv).toContain('--max-semi-space-size=2');
+    expect(syncing?.arenas).toBe('2');
     // One pid throughout: the child the caller spawned is the one that synced.
     expect(first?.pid).toBe(r.pid);
     expect(syncing?.pid).toBe(r.pid);
@@ -86,10 +93,20 @@ describe('sync --once under the sync V8 flags', () => {
     }
   });
 
-  it("keeps an operator's own young-generation size from NODE_OPTIONS and starts no second image", async () => {
+  it("keeps an operator's own young-generation size from NODE_OPTIONS, and still adds the arena limit", async () => {
     const r = await syncOnce('--max-semi-space-size=8');
+    expect(r.code).toBe(0);
+    expect(r.images).toHaveLength(2);
+    expect(r.images[1]?.execArgv).not.toContain('--max-semi-space-size=2');
+    expect(r.images[1]?.arenas).toBe('2');
+    expect(r.images[1]?.pid).toBe(r.pid);
+  });
+
+  it("keeps an operator's own flag and arena limit, and starts no second image", async () => {
+    const r = await syncOnce('--max-semi-space-size=8', { MALLOC_ARENA_MAX: '4' });
     expect(r.code).toBe(0);
     expect(r.images).toHaveLength(1);
     expect(r.images[0]?.execArgv).not.toContain('--max-semi-space-size=2');
+    expect(r.images[0]?.arenas).toBe('4');
   });
 });

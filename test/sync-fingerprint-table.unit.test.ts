@@ -31,20 +31,20 @@ describe('FingerprintTable', () => {
     expect(t.flagsAt(slot)).toBe(0);
   });
 
-  it('grows past three quarters full, keeping every key and flag', () => {
+  it('grows past 85% full, keeping every key and flag', () => {
     const t = new FingerprintTable();
     const start = t.capacity;
     const n = start * 3;
     for (let i = 0; i < n; i++) {
       const slot = t.add(i * 7919, i);
-      t.setFlagsAt(slot, i % 3);
+      t.setFlagsAt(slot, i % 16);
     }
     expect(t.size).toBe(n);
-    expect(t.capacity).toBeGreaterThanOrEqual(n / 0.75);
+    expect(t.capacity).toBeGreaterThanOrEqual(n / 0.85);
     for (let i = 0; i < n; i++) {
       const slot = t.find(i * 7919, i);
       expect(slot).toBeGreaterThanOrEqual(0);
-      expect(t.flagsAt(slot)).toBe(i % 3);
+      expect(t.flagsAt(slot)).toBe(i % 16);
     }
   });
 
@@ -61,17 +61,36 @@ describe('FingerprintTable', () => {
     keys.forEach(([hi, lo], i) => expect(t.find(hi, lo)).toBe(slots[i]));
   });
 
+  it('keeps four flag bits beside each key without changing the key, and 59 bits of the key', () => {
+    const t = new FingerprintTable();
+    const key: [number, number] = [0x07ffffff, 0xffffffff];
+    const slot = t.add(...key);
+    for (const bits of [0, 1, 2, 4, 8, 15]) {
+      t.setFlagsAt(slot, bits);
+      expect(t.flagsAt(slot)).toBe(bits);
+      expect(t.find(...key)).toBe(slot);
+    }
+    // Bits beyond the four are not kept.
+    t.setFlagsAt(slot, 0x1f);
+    expect(t.flagsAt(slot)).toBe(15);
+    // The high half's top 5 bits are dropped: these are the same key as `key`, and no other key is.
+    expect(t.find(0xffffffff, 0xffffffff)).toBe(slot);
+    expect(t.find(0x87ffffff, 0xffffffff)).toBe(slot);
+    expect(t.find(0x07fffffe, 0xffffffff)).toBe(-1);
+    expect(() => t.add(0xf7ffffff, 0xffffffff)).toThrow(/already present/);
+  });
+
   it('refuses to add a key twice', () => {
     const t = new FingerprintTable();
     t.add(3, 4);
     expect(() => t.add(3, 4)).toThrow(/already present/);
   });
 
-  it('sizes itself for the expected keys, three quarters full, and holds them without growing', () => {
+  it('sizes itself for the expected keys, 85% full, and holds them without growing', () => {
     const t = new FingerprintTable(100_000);
-    expect(t.capacity).toBe(133_335);
+    expect(t.capacity).toBe(117_649);
     for (let i = 0; i < 100_000; i++) t.add(i, i * 31);
-    expect(t.capacity).toBe(133_335);
+    expect(t.capacity).toBe(117_649);
     expect(t.find(99_999, 99_999 * 31)).toBeGreaterThanOrEqual(0);
   });
 

@@ -18,7 +18,7 @@ import type { ResponseEvent } from '../service/client.js';
 import type { SyncSummary } from './engine.js';
 import { z } from 'zod';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
-import { syncExecArgv } from './v8-flags.js';
+import { syncEnv, syncExecArgv } from './process-settings.js';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
@@ -39,6 +39,7 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         execArgv: syncExecArgv(process.execArgv),
+        env: syncEnv(),
       });
       let outcome: LeasedOutcome<SyncSummary> | undefined;
       let failure: string | undefined;

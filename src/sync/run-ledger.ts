@@ -5,17 +5,18 @@
  * string hashes and a table probe, no SQLite call), and what the deletion
  * candidates and the mass-delete breaker count from.
  *
- * Two sets of 64-bit fingerprints, no strings:
+ * Two sets of fingerprints (64-bit, of which the sets keep 59 bits), no strings:
  * - `active`: one fingerprint of (user_id, content hash) per user active at
  *   the start, with flags. A listing whose pair is found is unchanged: it
  *   marks the entry seen and nothing is written.
  * - `listed`: one fingerprint of the user_id per user listed with other
  *   content than at the start (new, changed, reappearing, unparsable):
  *   a re-sync lists few.
- * So a user costs 12 bytes (a 64-bit key and a flag byte per slot, at most
- * three quarters full) in one of the two sets: ~36 MB for 3 million, where
- * a fingerprint of the user_id with one of the content beside it took 23
- * bytes, and strings in a Map and a Set ~250. Still O(users), with a small
+ * So a user costs 9.4 bytes (8 bytes per slot, a 59-bit key and its
+ * flags, at most 85% full) in one of the two sets: ~28 MB for 3 million,
+ * where a 64-bit key and a flag byte at most three quarters full took 12
+ * bytes, a fingerprint of the user_id with one of the content beside it 23,
+ * and strings in a Map and a Set ~250. Still O(users), with a small
  * constant; released when the run publishes or fails. A first sync keeps
  * none (FIRST_SYNC_LEDGER).
  *
@@ -28,7 +29,7 @@
  * Fingerprint collisions: the fingerprints are seeded per run, so that any
  * collision lasts one run. All err on the safe side but one:
  * - a listing whose (user_id, content) pair collides with another user's
- *   start entry (about n/2⁶⁴ per listing, 2·10⁻¹³ for a directory of 3
+ *   start entry (about n/2⁵⁹ per listing, 5·10⁻¹² for a directory of 3
  *   million) is taken for unchanged: that user is not written in this run,
  *   and the other is not checked for deletion. The next run, seeded anew,
  *   writes it.
@@ -66,7 +67,7 @@ export interface Ledger {
  * up in the mirror), and a repeat listing is found by the store when it
  * builds the user_id key at the publish (db/first-sync-load.ts). So a first
  * sync's memory does not grow with the directory (a RunLedger would hold
- * 12 bytes per user).
+ * 9.4 bytes per user).
  */
 export const FIRST_SYNC_LEDGER: Ledger = {
   sight: () => 'write',

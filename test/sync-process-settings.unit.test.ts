@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { missingSyncFlags, SYNC_V8_FLAGS, syncExecArgv } from '../src/sync/v8-flags.js';
+import { missingSyncEnv, missingSyncFlags, SYNC_V8_FLAGS, syncEnv, syncExecArgv } from '../src/sync/process-settings.js';
 
 describe('the sync process flags', () => {
   it("adds the sync's V8 flags to the parent's, without its debugger port", () => {
@@ -15,5 +15,19 @@ describe('the sync process flags', () => {
     expect(syncExecArgv([], '--max-old-space-size=512 --max-semi-space-size=8')).toEqual([]);
     expect(missingSyncFlags([], '--enable-source-maps')).toEqual([...SYNC_V8_FLAGS]);
     expect(missingSyncFlags(['--max-semi-space-size=2'], undefined)).toEqual([]);
+  });
+});
+
+describe('the sync process environment', () => {
+  it("adds glibc's arena limit to the parent's environment, which it keeps", () => {
+    expect(missingSyncEnv({ PATH: '/bin' })).toEqual({ MALLOC_ARENA_MAX: '2' });
+    expect(syncEnv({ PATH: '/bin', MIRROR_DB: '/x/m.db' })).toEqual({ PATH: '/bin', MIRROR_DB: '/x/m.db', MALLOC_ARENA_MAX: '2' });
+  });
+
+  it("keeps an operator's own arena limit, as MALLOC_ARENA_MAX or in GLIBC_TUNABLES", () => {
+    expect(missingSyncEnv({ MALLOC_ARENA_MAX: '8' })).toEqual({});
+    expect(syncEnv({ MALLOC_ARENA_MAX: '8' })).toEqual({ MALLOC_ARENA_MAX: '8' });
+    expect(missingSyncEnv({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=0:glibc.malloc.arena_max=1' })).toEqual({});
+    expect(missingSyncEnv({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=0' })).toEqual({ MALLOC_ARENA_MAX: '2' });
   });
 });

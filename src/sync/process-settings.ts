@@ -1,8 +1,10 @@
 /**
- * The V8 flags a sync runs under, in the daemon's sync process
- * (./child-process.ts) and in `sync --once` (src/entry.ts) alike. V8 reads
- * them only when a process starts, so both start a process with them. No
- * imports: the entry point loads this before anything else.
+ * What a sync's process is started with, in the daemon's sync process
+ * (./child-process.ts) and in `sync --once` (src/entry.ts) alike: V8 flags
+ * and one setting of the C library's allocator. V8 reads its flags, and
+ * glibc its environment, only when a process starts, so both start a
+ * process with them. No imports: the entry point loads this before anything
+ * else.
  */
 
 /**
@@ -19,6 +21,30 @@
  * the parent's execArgv, or in NODE_OPTIONS) wins.
  */
 export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+
+/**
+ * The sync process's environment beside the parent's: glibc's malloc keeps
+ * at most 2 arenas. By default each thread that allocates (V8's concurrent
+ * marking and compiler threads, libuv's pool) may get an arena of its own,
+ * up to 8 per core, and memory freed in one is not reused by another: a
+ * 3M-user re-sync peaked at 207 MiB of RSS by default against 196 MiB with
+ * 2 arenas, for the same CPU (median of 5 paired whole processes each, 2
+ * cores, Node 24; bench/README.md). Ignored by other C libraries (musl). An
+ * operator's own setting wins: MALLOC_ARENA_MAX, or `glibc.malloc.arena_max`
+ * in GLIBC_TUNABLES.
+ */
+export const SYNC_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+
+/** The sync's environment settings the process was started without: those to add (none of an operator's choosing is overridden). */
+export function missingSyncEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  if (env.MALLOC_ARENA_MAX !== undefined || (env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.arena_max')) return {};
+  return { ...SYNC_ENV };
+}
+
+/** The sync process's environment: the parent's, and the sync's settings it lacks. */
+export function syncEnv(parent: Readonly<Record<string, string | undefined>> = process.env): Record<string, string | undefined> {
+  return { ...parent, ...missingSyncEnv(parent) };
+}
 
 /** Which of the sync's flags the process was started without (none of an operator's choosing is overridden). */
 export function missingSyncFlags(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
