@@ -27,9 +27,10 @@ export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
  * at most 2 arenas. By default each thread that allocates (V8's concurrent
  * marking and compiler threads, libuv's pool) may get an arena of its own,
  * up to 8 per core, and memory freed in one is not reused by another: a
- * 3M-user re-sync peaked at 207 MiB of RSS by default against 196 MiB with
- * 2 arenas, for the same CPU (median of 5 paired whole processes each, 2
- * cores, Node 24; bench/README.md). Ignored by other C libraries (musl). An
+ * 3M-user re-sync peaked at 204.6 MiB of RSS by default against 198.7 MiB
+ * with 2 arenas, for the same CPU (medians of 5 paired whole processes, 2
+ * cores, Node 24; bench/README.md, "The 3M re-sync under 200 MB"). Ignored
+ * by other C libraries (musl). An
  * operator's own setting wins: MALLOC_ARENA_MAX, or `glibc.malloc.arena_max`
  * in GLIBC_TUNABLES.
  */
