@@ -104,6 +104,13 @@ describe('a sync on a full disk', () => {
     const up = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
     expect(up.stdout).not.toContain('FAILED');
     expect(up.code, up.stdout).toBe(0);
+
+    // After a clean checkpoint nothing is left: the next sync retries nothing and says nothing of it
+    // (its own lease row, written to the WAL before the run, is not an earlier checkpoint's leftover).
+    const clean = await runCli(['sync', '--once'], env, 60_000);
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(logLines(clean.stdout).map((l) => l.event)).toContain('sync.checkpoint');
+    expect(logLines(clean.stdout).find((l) => l.event === 'sync.checkpoint_retried')).toBeUndefined();
   }, 120_000);
 });
 

@@ -44,6 +44,8 @@ export interface LeasedSyncParams {
 }
 
 export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSummary>> {
+  // Measured before the lease's own write, which lands in the WAL too.
+  const leftInWal = walBytesOf(p.db);
   return withSyncLease(
     p.db,
     {
@@ -52,7 +54,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
     },
     async (signal) => {
       p.onLeased?.();
-      retryCheckpoint(p.db, p.logger);
+      if (leftInWal > 0) retryCheckpoint(p.db, p.logger);
       const summary = await runSync({
         client: p.client,
         writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
@@ -155,13 +157,20 @@ export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutco
   }
 }
 
+/** The mirror's WAL file size: 0 when the last checkpoint emptied it (or for an in-memory database). */
+function walBytesOf(db: Db): number {
+  return db.name === ':memory:' ? 0 : databaseFileSizes(db.name).walBytes;
+}
+
 /**
- * Before a run: copies what a failed or blocked checkpoint left in the WAL
- * (PASSIVE: it never waits on a reader), so a failed checkpoint does not
- * grow into the next run's WAL. A failure here is logged and the run goes on.
+ * Before a run whose WAL was not empty when it began (runLeasedSync looks
+ * before the lease writes its row): copies what a failed or blocked
+ * checkpoint left in it (PASSIVE: it never waits on a reader), so a failed
+ * checkpoint does not grow into the next run's WAL. A failure here is
+ * logged and the run goes on.
  */
 export function retryCheckpoint(db: Db, logger: Logger): void {
-  if (db.name === ':memory:' || databaseFileSizes(db.name).walBytes === 0) return;
+  if (walBytesOf(db) === 0) return;
   try {
     type Row = { busy: number; log: number; checkpointed: number };
     const r = (db.pragma('wal_checkpoint(PASSIVE)') as Row[])[0];
