@@ -4,7 +4,7 @@
  * parsed (better-sqlite3 13 would segfault on Node 20, undici 8 throw).
  */
 import { refuseUnsupportedNode } from './runtime/supported-node.js';
-import { missingSyncEnv, missingSyncFlags } from './sync/process-settings.js';
+import { missingSyncEnv, missingSyncFlags, syncEnv } from './sync/process-settings.js';
 
 refuseUnsupportedNode();
 reexecWithSyncFlags();
@@ -23,8 +23,7 @@ await import('./cli.js');
 function reexecWithSyncFlags(): void {
   if (process.argv[2] !== 'sync' || process.execve === undefined) return;
   const missing = missingSyncFlags(process.execArgv, process.env.NODE_OPTIONS);
-  const env = missingSyncEnv(process.env);
-  if (missing.length === 0 && Object.keys(env).length === 0) return;
+  if (missing.length === 0 && Object.keys(missingSyncEnv(process.env)).length === 0) return;
   const [, script = '', ...args] = process.argv;
-  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...args], { ...process.env, ...env });
+  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...args], syncEnv());
 }

@@ -163,14 +163,13 @@ function walBytesOf(db: Db): number {
 }
 
 /**
- * Before a run whose WAL was not empty when it began (runLeasedSync looks
+ * Before a run whose WAL was not empty when it began (runLeasedSync looks,
  * before the lease writes its row): copies what a failed or blocked
  * checkpoint left in it (PASSIVE: it never waits on a reader), so a failed
  * checkpoint does not grow into the next run's WAL. A failure here is
  * logged and the run goes on.
  */
-export function retryCheckpoint(db: Db, logger: Logger): void {
-  if (walBytesOf(db) === 0) return;
+function retryCheckpoint(db: Db, logger: Logger): void {
   try {
     type Row = { busy: number; log: number; checkpointed: number };
     const r = (db.pragma('wal_checkpoint(PASSIVE)') as Row[])[0];
