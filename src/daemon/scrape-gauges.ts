@@ -14,6 +14,7 @@ import type { Queue } from 'bullmq';
 import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
+import type { BackupVerdict } from './backup-folder.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -34,6 +35,8 @@ export interface MetricSources {
   files?: () => { mirrorBytes: number; walBytes: number };
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
+  /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
+  backups?: () => BackupVerdict;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */

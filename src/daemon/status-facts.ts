@@ -4,6 +4,7 @@
  * the queues, the change feed, the sync jobs.
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
+import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
@@ -114,7 +115,11 @@ export type MirrorFacts =
     }
   | { available: false; error: string };
 
+export type BackupFacts = BackupVerdict & { dir: string; cron: string };
+
 export interface StatusFacts {
+  /** Scheduled backups (BACKUP_DIR): the folder, the schedule and the verdict; undefined without BACKUP_DIR. */
+  backups?: BackupFacts | undefined;
   mirrorPath: string;
   mirrorId: string;
   now: Date;

@@ -8,7 +8,7 @@
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
-import type { FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it
@@ -136,6 +136,8 @@ export interface StatusReport {
     held: string | null;
   } | null;
   webhooksConfigured: boolean;
+  /** Scheduled backups; null without BACKUP_DIR. Failed or stale makes `status` exit 1. */
+  backups: BackupFacts | null;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -200,6 +202,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         : { latest: f.feed.latest, oldest: f.feed.oldest, prunedThrough: f.feed.prunedThrough },
     webhooks: webhookReport(f),
     webhooksConfigured: f.webhooksConfigured ?? false,
+    backups: f.backups ?? null,
   };
 }
 
@@ -275,6 +278,7 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
+  if (r.backups !== null && (r.backups.failed !== null || r.backups.stale)) return 1;
   const mirrorOk =
     r.mirror.available &&
     r.mirror.stale !== true &&
