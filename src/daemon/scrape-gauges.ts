@@ -14,6 +14,7 @@ import type { Queue } from 'bullmq';
 import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
+import { walVerdict } from './status-report.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -34,6 +35,10 @@ export interface MetricSources {
   files?: () => { mirrorBytes: number; walBytes: number };
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
+  /** MIRROR_WAL_WARN_BYTES; undefined: the default, half the mirror (walVerdict). */
+  walWarnBytes?: number | undefined;
+  /** Whether the last sync attempt failed, as `status` decides it (lastFailedAttempt). */
+  lastAttemptFailed?: () => boolean;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
@@ -112,6 +117,30 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       if (f === undefined) return;
       fileBytes.set({ file: 'mirror' }, f.mirrorBytes);
       fileBytes.set({ file: 'wal' }, f.walBytes);
+    },
+  });
+  // The threshold beside the size, so an alert compares the two as `status` does (contrib/prometheus/).
+  const walWarn = new Gauge({
+    name: 'user_mirror_wal_warn_bytes',
+    help: 'The WAL size above which status exits 1: MIRROR_WAL_WARN_BYTES, or by default half the mirror (at least 64 MiB).',
+    registers,
+    collect() {
+      const f = current().files?.();
+      if (f !== undefined) walWarn.set(walVerdict(f, current().walWarnBytes).warnAtBytes);
+    },
+  });
+  const lastAttemptFailed = new Gauge({
+    name: 'user_mirror_sync_last_attempt_failed',
+    help: 'Whether the last sync attempt failed (its run row, or an attempt that left none: <MIRROR_DB>-attempt.json): 1 until a later attempt does not.',
+    registers,
+    collect() {
+      const read = current().lastAttemptFailed;
+      if (read === undefined) return;
+      try {
+        lastAttemptFailed.set(read() ? 1 : 0);
+      } catch {
+        // A closed or locked database during shutdown: leave the last value.
+      }
     },
   });
   const checkpointHeld = new Gauge({
