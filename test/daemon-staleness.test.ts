@@ -61,6 +61,7 @@ describe('a mirror that goes stale', () => {
     await eventually(async () => (await readyz(port)).status === 200, 20_000, 'ready after the first sync');
     expect(await metric(port, 'user_mirror_mirror_stale')).toBe(0);
     expect(await metric(port, 'user_mirror_mirror_stale_after_seconds')).toBe(4);
+    expect(await metric(port, 'user_mirror_sync_last_attempt_failed')).toBe(0);
 
     standIn.faults.set({ rate503: 1, retryAfter: null });
     const notReady = await eventually(
@@ -78,6 +79,8 @@ describe('a mirror that goes stale', () => {
     );
     expect(await metric(port, 'user_mirror_mirror_stale')).toBe(1);
     expect(await metric(port, 'user_mirror_mirror_age_seconds')).toBeGreaterThanOrEqual(4);
+    // The last attempt failed, as status says (LAST SYNC FAILED): what UserMirrorSyncFailed alerts on.
+    expect(await metric(port, 'user_mirror_sync_last_attempt_failed')).toBe(1);
 
     const text = await runCli(['status'], env);
     expect(text.code, text.stderr).toBe(1);
@@ -95,6 +98,11 @@ describe('a mirror that goes stale', () => {
     await eventually(async () => (await readyz(port)).status === 200, 30_000, 'ready again after a succeeded sync');
     // /metrics reads the mirror at most once a second (a scrape within that second gets the last figures).
     await eventually(async () => (await metric(port, 'user_mirror_mirror_stale')) === 0, 3_000, 'stale gauge back to 0');
+    await eventually(
+      async () => (await metric(port, 'user_mirror_sync_last_attempt_failed')) === 0,
+      3_000,
+      'last attempt no longer failed',
+    );
 
     // Fresh and Redis up: 0. Redis unreachable: 1, and the mirror is still reported.
     const calm = { ...env, SYNC_STALE_AFTER_MS: '600000' };

@@ -112,6 +112,7 @@ describe('metrics', () => {
       redisUp: async () => true,
       files: () => ({ mirrorBytes: 4096, walBytes: 8192 }),
       checkpoint: () => ({ walFrames: 900, copiedFrames: 250, failed: false }),
+      lastAttemptFailed: () => true,
     });
     const text = await metrics.registry.metrics();
     for (const line of [
@@ -134,6 +135,9 @@ describe('metrics', () => {
       'user_mirror_file_bytes{file="wal"} 8192',
       'user_mirror_checkpoint_frames_held 650',
       'user_mirror_checkpoint_failed 0',
+      // MIRROR_WAL_WARN_BYTES unset: the default, half the mirror but at least 64 MiB.
+      'user_mirror_wal_warn_bytes 67108864',
+      'user_mirror_sync_last_attempt_failed 1',
     ]) {
       expect(text).toContain(line);
     }

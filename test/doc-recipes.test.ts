@@ -159,8 +159,15 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   },
   {
     page: 'docs/operations.md',
-    snippet: 'ExecStart=/usr/bin/node /srv/user-mirror/dist/cli.js daemon',
-    how: { syntax: 'a systemd unit for a host; no systemd runs here' },
+    snippet: 'install -m 0644 /srv/user-mirror/contrib/systemd/user-mirror.service /etc/systemd/system/',
+    how: {
+      syntax: 'installs the unit on a host as root (an account, /etc, systemctl); test/contrib-systemd.test.ts scores and reads the unit',
+    },
+  },
+  {
+    page: 'docs/operations.md',
+    snippet: 'promtool check rules /etc/prometheus/rules/user-mirror.rules.yml',
+    how: { syntax: "a host's Prometheus (/etc/prometheus, systemctl); test/contrib-prometheus.test.ts runs promtool on the shipped rules" },
   },
   {
     page: 'docs/replica.md',

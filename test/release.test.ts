@@ -115,6 +115,10 @@ describe('the production flow', () => {
       // The docs link to it for every figure they quote.
       'bench/README.md',
       '.env.example',
+      // What an operator adopts beside the daemon (docs/operations.md): alert rules, dashboard, systemd unit.
+      'contrib/prometheus/user-mirror.rules.yml',
+      'contrib/prometheus/user-mirror.dashboard.json',
+      'contrib/systemd/user-mirror.service',
       'npm-shrinkwrap.json',
       'package.json',
     ]) {

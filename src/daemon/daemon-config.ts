@@ -26,6 +26,8 @@ export const DAEMON_ENV = [
   'MIRROR_DB',
   'AUDIT_DB',
   'MIRROR_ID',
+  // Only for /metrics' user_mirror_wal_warn_bytes, the threshold `status` judges the WAL by.
+  'MIRROR_WAL_WARN_BYTES',
   'SYNC_CRON',
   'BACKUP_DIR',
   'BACKUP_CRON',

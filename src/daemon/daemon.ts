@@ -68,7 +68,8 @@ import { readinessOf, startStatusServer, type StatusServer } from './status-serv
 import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { removalWorkerOf, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
-import { checkpointFigures } from '../sync/attempt-record.js';
+import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
+import { lastFailedAttempt } from './status-report.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
@@ -146,6 +147,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     files: () => databaseFileSizes(config.MIRROR_DB),
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
     ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
+    walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
+    lastAttemptFailed: () => lastFailedAttempt(reader.runHistory().lastRun, attemptWithoutRun(config.MIRROR_DB)) !== null,
   });
 
   const managementClient =

@@ -15,6 +15,7 @@ import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
 import type { BackupVerdict } from './backup-folder.js';
+import { walVerdict } from './status-report.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -37,6 +38,10 @@ export interface MetricSources {
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
   /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
   backups?: () => BackupVerdict;
+  /** MIRROR_WAL_WARN_BYTES; undefined: the default, half the mirror (walVerdict). */
+  walWarnBytes?: number | undefined;
+  /** Whether the last sync attempt failed, as `status` decides it (lastFailedAttempt). */
+  lastAttemptFailed?: () => boolean;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
@@ -115,6 +120,30 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       if (f === undefined) return;
       fileBytes.set({ file: 'mirror' }, f.mirrorBytes);
       fileBytes.set({ file: 'wal' }, f.walBytes);
+    },
+  });
+  // The threshold beside the size, so an alert compares the two as `status` does (contrib/prometheus/).
+  const walWarn = new Gauge({
+    name: 'user_mirror_wal_warn_bytes',
+    help: 'The WAL size above which status exits 1: MIRROR_WAL_WARN_BYTES, or by default half the mirror (at least 64 MiB).',
+    registers,
+    collect() {
+      const f = current().files?.();
+      if (f !== undefined) walWarn.set(walVerdict(f, current().walWarnBytes).warnAtBytes);
+    },
+  });
+  const lastAttemptFailed = new Gauge({
+    name: 'user_mirror_sync_last_attempt_failed',
+    help: 'Whether the last sync attempt failed (its run row, or an attempt that left none: <MIRROR_DB>-attempt.json): 1 until a later attempt does not.',
+    registers,
+    collect() {
+      const read = current().lastAttemptFailed;
+      if (read === undefined) return;
+      try {
+        lastAttemptFailed.set(read() ? 1 : 0);
+      } catch {
+        // A closed or locked database during shutdown: leave the last value.
+      }
     },
   });
   const checkpointHeld = new Gauge({

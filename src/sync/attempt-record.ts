@@ -132,3 +132,9 @@ export function checkpointFigures(mirrorPath: string): { walFrames: number; copi
   if (record.checkpoint === undefined) return failed ? { walFrames: 0, copiedFrames: 0, failed } : undefined;
   return { walFrames: record.checkpoint.walFrames, copiedFrames: record.checkpoint.copiedFrames, failed };
 }
+
+/** For /metrics: the last attempt that left no run row, in the shape of a failed sync job (status-report's lastFailedAttempt weighs it against the newest run). */
+export function attemptWithoutRun(mirrorPath: string): { finishedAt: string; failedReason: string } | undefined {
+  const record = readAttemptRecord(mirrorPath);
+  return record?.what === 'sync' ? { finishedAt: record.at, failedReason: record.reason } : undefined;
+}
