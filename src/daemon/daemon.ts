@@ -69,6 +69,10 @@ import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, ty
 import { removalWorkerOf, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
+import { keepFailure } from '../sync/exclusive-run.js';
+import { diskSpace } from '../../db/disk-space.js';
+import { fileIdentity } from '../../db/file-identity.js';
+import { MirrorWatch } from './mirror-watch.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
@@ -134,6 +138,19 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     db.close();
     throw err;
   }
+  let replica: Replica | undefined;
+  // The file opened, watched at each sync, scrape and /readyz (./mirror-watch.ts); none for an in-memory mirror.
+  const opened = config.MIRROR_DB === ':memory:' ? undefined : fileIdentity(config.MIRROR_DB);
+  const watch =
+    opened === undefined
+      ? undefined
+      : new MirrorWatch(config.MIRROR_DB, opened, (loss) => {
+          log.error({ event: 'mirror.lost', what: loss.what, mirrorDb: config.MIRROR_DB }, loss.message);
+          keepFailure(config.MIRROR_DB, 'sync', new Error(loss.message), log);
+          // The replica answered from the old file: it stops rather than serve what is no longer the mirror.
+          void replica?.close();
+          replica = undefined;
+        });
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
@@ -142,6 +159,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     staleAfterMs: staleAfter,
     files: () => databaseFileSizes(config.MIRROR_DB),
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
+    ...(config.MIRROR_DB === ':memory:' ? {} : { diskFree: () => diskSpace(config.MIRROR_DB)?.freeBytes }),
+    ...(watch === undefined ? {} : { mirrorLost: () => watch.check()?.what }),
   });
 
   const managementClient =
@@ -176,12 +195,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       removalGate: () => removalGate,
       webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()),
       webhooksHeld: () => (webhooks === undefined || removalGate === undefined ? undefined : describeHeldWebhooks(removalGate)),
+      mirrorLost: () => watch?.check()?.message,
     },
     () => phase,
   );
 
   let status: StatusServer | undefined;
-  let replica: Replica | undefined;
   try {
     status = await startStatusServer({
       host: config.STATUS_HOST,
@@ -220,7 +239,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
     const workers = { endpoint, prefix, logger: log, metrics };
-    syncWorker = syncWorkerOf(workers, config.MIRROR_ID, () => void delivery?.afterSync());
+    syncWorker = syncWorkerOf(
+      workers,
+      config.MIRROR_ID,
+      () => void delivery?.afterSync(),
+      watch === undefined ? undefined : { opened: watch.opened, lost: () => watch.check()?.message },
+    );
 
     if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
       removalWorker = removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) });

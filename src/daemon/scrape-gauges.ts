@@ -34,6 +34,10 @@ export interface MetricSources {
   files?: () => { mirrorBytes: number; walBytes: number };
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
+  /** Free bytes on the file system holding MIRROR_DB (db/disk-space.ts); undefined when it cannot be read. */
+  diskFree?: () => number | undefined;
+  /** What became of MIRROR_DB under the running daemon (src/daemon/mirror-watch.ts); undefined while it is the file opened. */
+  mirrorLost?: () => 'deleted' | 'replaced' | undefined;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
@@ -112,6 +116,28 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       if (f === undefined) return;
       fileBytes.set({ file: 'mirror' }, f.mirrorBytes);
       fileBytes.set({ file: 'wal' }, f.walBytes);
+    },
+  });
+  const diskFree = new Gauge({
+    name: 'user_mirror_disk_free_bytes',
+    help: 'Free bytes on the file system holding MIRROR_DB. Readers answer at 0; syncs, checkpoints and history stop. `status` warns below MIRROR_DISK_WARN_BYTES.',
+    registers,
+    collect() {
+      const free = current().diskFree?.();
+      if (free !== undefined) diskFree.set(free);
+    },
+  });
+  const lost = new Gauge({
+    name: 'user_mirror_mirror_file_lost',
+    help: '1 when MIRROR_DB was deleted or replaced under the running daemon (it then syncs no more; restart it once the file is restored), else 0.',
+    labelNames: ['reason'] as const,
+    registers,
+    collect() {
+      const sources = current();
+      if (sources.mirrorLost === undefined) return;
+      const reason = sources.mirrorLost();
+      lost.set({ reason: 'deleted' }, reason === 'deleted' ? 1 : 0);
+      lost.set({ reason: 'replaced' }, reason === 'replaced' ? 1 : 0);
     },
   });
   const checkpointHeld = new Gauge({

@@ -1,0 +1,22 @@
+const D=require('better-sqlite3'); const fs=require('fs'); const cp=require('child_process');
+const dir='/tmp/dx/t'; 
+fs.mkdirSync(dir,{recursive:true}); cp.execSync(`mount -t tmpfs -o size=4m tmpfs ${dir}`);
+const p=dir+'/m.db';
+const ls=(t)=>{const s=fs.statfsSync(dir);console.log(t, fs.readdirSync(dir).filter(f=>!f.startsWith('fill')).map(f=>f+':'+fs.statSync(dir+'/'+f).size).join(' '),'free',s.bavail*s.bsize)};
+let w=new D(p); w.pragma('journal_mode=WAL'); w.exec('create table t(x); insert into t values(1)'); w.pragma('wal_checkpoint(TRUNCATE)');
+const k=new D(p,{readonly:true}); k.prepare('select 1').get(); w.close(); k.close(); ls('kept');
+let n=0; const fill=()=>{try{cp.execSync(`dd if=/dev/zero of=${dir}/fill${n++} bs=1k`,{stdio:'ignore'})}catch{}};
+fill(); ls('filled');
+function tryit(label, fn){let r; try{r=fn(); console.log(label, 'OK', r.v)}catch(e){console.log(label,'FAIL',e.code,e.message)}; ls('  after'); fill();}
+const rd=(opts, pre)=>()=>{const r=new D(p,opts); try{ if(pre) r.pragma(pre); return {v:r.prepare('select count(*) c from t').get()}} finally{r.close()}};
+tryit('ro read with pair', rd({readonly:true}));
+tryit('rw read with pair', rd({fileMustExist:true}));
+fs.rmSync(p+'-shm',{force:true}); fill();
+tryit('ro read no shm', rd({readonly:true}));
+fs.rmSync(p+'-shm',{force:true}); fs.rmSync(p+'-wal',{force:true}); fill();
+tryit('ro read no pair', rd({readonly:true}));
+fs.rmSync(p+'-shm',{force:true}); fs.rmSync(p+'-wal',{force:true}); fill();
+tryit('ro excl no pair', rd({readonly:true},'locking_mode=EXCLUSIVE'));
+fs.rmSync(p+'-shm',{force:true}); fs.rmSync(p+'-wal',{force:true}); fill();
+tryit('rw excl no pair', rd({fileMustExist:true},'locking_mode=EXCLUSIVE'));
+cp.execSync('umount '+dir);
