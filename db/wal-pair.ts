@@ -14,7 +14,8 @@
  *  - any reader on a full disk: creating `-shm` means growing it to 32 KiB
  *    ("disk I/O error", SQLITE_IOERR_SHMSIZE). With the pair in place the
  *    first reader truncates `-shm` and grows it back into the blocks it
- *    just freed: on a full tmpfs, offline resolve answered with 0 bytes free.
+ *    just freed: on a full tmpfs and a full ext4 (bavail 0), offline
+ *    resolve answered.
  *
  * So a writable connection is closed behind a read-only one
  * (keepWalPairOnClose): its close is then not the last and leaves the files,
@@ -24,10 +25,9 @@
  * (db/open.ts checkpointMirror), and what a WAL still holds is read and
  * copied by the next connection as after a crash: nothing is lost.
  *
- * Where even that fails (the pair deleted by hand or by an older build, or
- * a file system that does not hand freed blocks back at once, such as ext4
- * until its journal commits) a command that reads briefly falls back to
- * openWithoutShm.
+ * Where even that fails (the pair deleted by hand or by an older build,
+ * another process taking the freed blocks first) a command that reads
+ * briefly falls back to openWithoutShm.
  */
 import { closeSync, fchownSync, openSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
