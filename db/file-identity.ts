@@ -30,8 +30,11 @@ export function judgeIdentity(opened: FileIdentity, now: FileIdentity | undefine
   return now.dev === opened.dev && now.ino === opened.ino ? undefined : 'replaced';
 }
 
-export function lossMessage(path: string, what: LossKind): string {
+/** The one sentence for a lost mirror: the daemon's (it syncs no more) or a `serve` replica's (it serves the old file no more). */
+export function lossMessage(path: string, what: LossKind, holder: 'daemon' | 'replica' = 'daemon'): string {
   const how = what === 'deleted' ? 'was deleted' : 'was replaced by another file';
+  if (holder === 'replica')
+    return `MIRROR_DB (${path}) ${how} under the running replica: it no longer serves the file it opened; restart user-mirror serve once the mirror is in place`;
   return (
     `MIRROR_DB (${path}) ${how} under the running daemon: it syncs no more and never starts a new history by itself; ` +
     'restore the mirror (user-mirror restore) or move the file away to start afresh, then restart the daemon'

@@ -15,6 +15,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
+import { startCli } from './support/cli-process.js';
 
 const REPLICA_KEY = 'rk_0123456789abcdef0123456789abcdef0123456789abcdef';
 
@@ -141,4 +142,49 @@ describe('a mirror taken away under the running daemon', () => {
     await eventually(async () => (await runCli(['status'], env)).code === 0, 30_000, 'status 0 after a sync into the adopted file');
     expect(await daemon.stop('SIGTERM')).toEqual({ code: 0, signal: null });
   }, 180_000);
+
+  it('a `serve` replica stops serving a mirror deleted under it: 503 naming it on data routes and /readyz', async () => {
+    const mirrorDb = join(dir, 'served', 'mirror.db');
+    const synced = await runCli(
+      ['sync', '--once'],
+      {
+        SERVICE_BASE_URL: standIn.baseUrl,
+        SERVICE_API_KEY: standIn.apiKey,
+        SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+        MIRROR_DB: mirrorDb,
+      },
+      60_000,
+    );
+    expect(synced.code, synced.stderr).toBe(0);
+    const port = await freePort();
+    const serve = startCli(['serve'], {
+      PATH: process.env.PATH ?? '',
+      MIRROR_DB: mirrorDb,
+      REPLICA_PORT: String(port),
+      REPLICA_API_KEY: REPLICA_KEY,
+      REPLICA_API_KEY_HEADER: 'x-vital-api-key',
+    });
+    try {
+      await serve.line(/"event":"replica.listening"/);
+      expect(await replicaAnswers(port)).toBe(true);
+      rmSync(mirrorDb);
+      const refused = await eventually(
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${port}/v2/user/?limit=1`, { headers: { 'x-vital-api-key': REPLICA_KEY } });
+          return res.status === 503 ? ((await res.json()) as { detail: string }) : undefined;
+        },
+        10_000,
+        'the replica refuses once the file is gone',
+      );
+      expect(refused.detail).toBe(
+        `Mirror not ready: MIRROR_DB (${mirrorDb}) was deleted under the running replica: it no longer serves the file it opened; ` +
+          'restart user-mirror serve once the mirror is in place',
+      );
+      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(503);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    } finally {
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited()).toBe(0);
+    }
+  }, 120_000);
 });
