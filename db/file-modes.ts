@@ -73,12 +73,17 @@ export function createPrivateFile(path: string, p: FilePolicy = policy): void {
 
 /**
  * Narrows a database and its companions to the policy: permission bits the
- * policy does not grant are taken away (never added), and with a group the
- * files are given it. Returns what changed, for the caller to log.
+ * policy does not grant are taken away, and with a group the files are given
+ * it. Returns what changed, for the caller to log.
+ *
+ * With a group the group's read bit is also added where missing (`widened`):
+ * a mirror made before MIRROR_GROUP was set is `0600` in a `0700` folder,
+ * and giving it to the group without the bit granted nothing. Other accounts
+ * are never given a bit.
  */
-export function tightenDatabaseFiles(path: string, p: FilePolicy = policy): Tightened[] {
+export function tightenDatabaseFiles(path: string, p: FilePolicy = policy, widened: Tightened[] = []): Tightened[] {
   const changed: Tightened[] = [];
-  if (p.gid !== undefined) groupFolder(dirname(path), p.gid);
+  if (p.gid !== undefined) groupFolder(dirname(path), p.gid, widened);
   for (const suffix of COMPANIONS) {
     const file = `${path}${suffix}`;
     let mode: number;
@@ -92,23 +97,29 @@ export function tightenDatabaseFiles(path: string, p: FilePolicy = policy): Tigh
     }
     if (p.gid !== undefined && gid !== p.gid) chownSync(file, -1, p.gid);
     const narrowed = mode & p.fileMode;
-    if (narrowed !== mode) {
-      chmodSync(file, narrowed);
-      changed.push({ path: file, from: mode, to: narrowed });
-    }
+    const target = p.gid === undefined ? narrowed : narrowed | (p.fileMode & 0o040);
+    if (target !== mode) chmodSync(file, target);
+    if (narrowed !== mode) changed.push({ path: file, from: mode, to: narrowed });
+    if (target !== narrowed) widened.push({ path: file, from: narrowed, to: target });
   }
   return changed;
 }
 
 /**
- * The folder of a group-readable database: of that group and setgid, so that
- * a -wal or -shm SQLite creates later is the group's too. Its other bits are
- * left alone (the folder may hold more than the mirror).
+ * The folder of a group-readable database: of that group, setgid (so that a
+ * -wal or -shm SQLite creates later is the group's too) and open to the
+ * group (r-x: a member must reach the files). Its other bits are left alone
+ * (the folder may hold more than the mirror); others are never given one.
  */
-function groupFolder(dir: string, gid: number): void {
+function groupFolder(dir: string, gid: number, widened: Tightened[]): void {
   const s = statSync(dir);
   if (s.gid !== gid) chownSync(dir, -1, gid);
-  if ((s.mode & 0o2000) === 0) chmodSync(dir, (s.mode & 0o7777) | 0o2000);
+  const mode = s.mode & 0o7777;
+  const target = mode | 0o2050;
+  if (target !== mode) {
+    chmodSync(dir, target);
+    widened.push({ path: dir, from: mode, to: target });
+  }
 }
 
 /** `0644` for messages. */

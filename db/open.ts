@@ -15,6 +15,8 @@ import Database from 'better-sqlite3';
 import { createPrivateFile, octal, tightenDatabaseFiles, type Tightened } from './file-modes.js';
 import { MIGRATIONS } from './migrations.js';
 import { migrate, refuseNewerSchema, SchemaTooNewError, type Migration } from './migrate.js';
+import { fullDiskCause, isSpaceError } from './disk-space.js';
+import { keepWalPairOnClose, openWithoutShm } from './wal-pair.js';
 
 export type Db = Database.Database;
 
@@ -37,11 +39,39 @@ export interface OpenOptions {
    * no auto_vacuum): a map of a shrunk file would fault.
    */
   mapped?: boolean;
+  /**
+   * Open for writing only a file that exists (the daemon's sync child: the
+   * daemon made the mirror, so a missing one was deleted, not yet to make).
+   */
+  mustExist?: boolean;
+  /**
+   * A readonly open whose first read fails for want of space (a full disk
+   * and no `-shm` to reuse) reads through db/wal-pair.ts openWithoutShm
+   * instead. Only for commands that read briefly and exit: that read holds
+   * the mirror's lock while open.
+   */
+  readWhenFull?: boolean;
 }
 
 /** A file narrowed at a writable open (db/file-modes.ts): one line on stderr. Readers never narrow: they may not own the files. */
 function reportTightened(t: Tightened): void {
   process.stderr.write(`user-mirror: ${t.path} was mode ${octal(t.from)}, readable by other accounts: narrowed to ${octal(t.to)}\n`);
+}
+
+/**
+ * Files given to MIRROR_GROUP at a writable open (a group set after the
+ * mirror was made): one structured line on stderr, which pm2 and systemd
+ * keep with the daemon's log (db/ has no logger).
+ */
+function reportWidened(files: Tightened[]): void {
+  const line = {
+    level: 30,
+    time: Date.now(),
+    event: 'db.files_widened_to_group',
+    files: files.map((f) => ({ path: f.path, from: octal(f.from), to: octal(f.to) })),
+    msg: 'MIRROR_GROUP: files and folder opened to the group (read; never to other accounts)',
+  };
+  process.stderr.write(`${JSON.stringify(line)}\n`);
 }
 
 /** How much of the file a mapped reader maps. */
@@ -111,12 +141,14 @@ export function checkpointMirror(db: Db): CheckpointResult {
  * (the original kept as its cause), or `err` itself when it is not such a
  * failure.
  */
-export function withDatabasePath(err: unknown, path: string): unknown {
+export function withDatabasePath(err: unknown, path: string, variable = 'MIRROR_DB'): unknown {
   const code = (err as { code?: unknown } | null)?.code;
   if (!(err instanceof Error) || typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|CORRUPT|NOTADB|PERM)/.test(code))
     return err;
   if (err.message.includes(path)) return err;
-  const named = new Error(`${path}: ${err.message} (${code})`, { cause: err });
+  // A full disk in words (db/disk-space.ts), SQLite's kept after them: "disk I/O error" alone sends an operator to the hardware.
+  const full = fullDiskCause(err, path, variable);
+  const named = new Error(full === undefined ? `${path}: ${err.message} (${code})` : `${full} (${err.message}, ${code})`, { cause: err });
   named.name = err.name;
   return Object.assign(named, { code });
 }
@@ -136,14 +168,21 @@ export function databaseFileSizes(path: string): { mirrorBytes: number; walBytes
 export function openMirror(path: string, options: OpenOptions = {}): Db {
   const readonly = options.readonly ?? false;
   const variable = options.variable ?? 'MIRROR_DB';
-  const existed = path !== ':memory:' && checkPath(path, readonly, variable);
+  const existed = path !== ':memory:' && checkPath(path, readonly || options.mustExist === true, variable);
   if (existed && !readonly) narrowModes(path, variable, reportTightened);
+  const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
   let db: Db | undefined;
   try {
-    db = new Database(path, { readonly, fileMustExist: readonly });
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS}`);
-    // Opening reads nothing; reading the header here makes "not a database" an open error, not a later query's.
-    db.pragma('schema_version', { simple: true });
+    db = new Database(path, { readonly, fileMustExist: readonly || options.mustExist === true });
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    try {
+      // Opening reads nothing; reading the header here makes "not a database" an open error, not a later query's.
+      db.pragma('schema_version', { simple: true });
+    } catch (err) {
+      if (!(readonly && options.readWhenFull === true && isSpaceError(err))) throw err;
+      db.close();
+      db = openWithoutShm(path, busyTimeoutMs);
+    }
     if (options.mapped === true) db.pragma(`mmap_size = ${MAP_BYTES}`);
     refuseNewerSchema(db, options.migrations ?? MIGRATIONS);
     if (!readonly) {
@@ -156,6 +195,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
       db.pragma('synchronous = NORMAL');
       db.pragma('foreign_keys = ON');
       migrate(db, options.migrations ?? MIGRATIONS);
+      if (path !== ':memory:') keepWalPairOnClose(db, path);
     }
     return db;
   } catch (err) {
@@ -166,7 +206,9 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
         : err instanceof SchemaTooNewError
           ? err.message
           : sqliteProblem((err as { code?: string }).code, existed);
-    throw problem === undefined ? err : new MirrorDbError(path, problem, variable);
+    if (problem !== undefined) throw new MirrorDbError(path, problem, variable);
+    // Only a full disk is renamed here: other open failures keep SQLite's words, as callers expect them.
+    throw path !== ':memory:' && fullDiskCause(err, path, variable) !== undefined ? withDatabasePath(err, path, variable) : err;
   }
 }
 
@@ -174,14 +216,14 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
  * Refuses what SQLite would misreport or misuse; creates the parent
  * directory of a new writable file. True if the file already existed.
  */
-function checkPath(path: string, readonly: boolean, variable: string): boolean {
+function checkPath(path: string, mustExist: boolean, variable: string): boolean {
   const stats = statOrUndefined(path, variable);
   if (stats?.isDirectory()) throw new MirrorDbError(path, 'is a directory, not a database file', variable);
   if (stats !== undefined && !stats.isFile()) {
     throw new MirrorDbError(path, 'is not a regular file (a device, pipe or socket); the database needs a file of its own', variable);
   }
   if (stats !== undefined) return true;
-  if (readonly) throw new MirrorDbError(path, 'no such file', variable);
+  if (mustExist) throw new MirrorDbError(path, 'no such file', variable);
   try {
     createPrivateFile(path);
   } catch (err) {
@@ -196,7 +238,9 @@ function checkPath(path: string, readonly: boolean, variable: string): boolean {
 /** Takes from an existing database (and its -wal, -shm) the permission bits the file policy does not grant. */
 function narrowModes(path: string, variable: string, report: (t: Tightened) => void): void {
   try {
-    for (const t of tightenDatabaseFiles(path)) report(t);
+    const widened: Tightened[] = [];
+    for (const t of tightenDatabaseFiles(path, undefined, widened)) report(t);
+    if (widened.length > 0) reportWidened(widened);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
     throw new MirrorDbError(path, `cannot narrow its permissions to this account's (${code}); is it owned by another account?`, variable);

@@ -108,7 +108,8 @@ const COMMANDS: Record<string, Command> = {
     synopsis: 'status [--json]',
     details:
       'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
-      '  its last sync attempt failed, or its WAL is above MIRROR_WAL_WARN_BYTES; or Redis is unreachable, removals are held\n' +
+      '  its last sync attempt failed, its WAL is above MIRROR_WAL_WARN_BYTES, the file system holding it has less than\n' +
+      '  MIRROR_DISK_WARN_BYTES free, or the daemon found MIRROR_DB deleted or replaced under it; or Redis is unreachable, removals are held\n' +
       '  or wait without a target, or the webhook endpoint fails or webhooks are held (the report, mirror part included, is\n' +
       '  printed all the same); 2 usage or configuration error\n' +
       '  (a MIRROR_DB that cannot be a mirror included)\n',

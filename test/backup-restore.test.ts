@@ -45,8 +45,8 @@ async function sync(): Promise<void> {
 function churn(round: number): void {
   const records = [...standIn.directory.records()];
   for (let i = 0; i < 6; i++)
-    standIn.directory.update(String(records[round * 7 + i]?.id), i % 2 === 0 ? 'fallback_time_zone' : 'connected_sources');
-  standIn.directory.delete([String(records[round * 7 + 6]?.id)]);
+    standIn.directory.update(String(records[round * 7 + i]?.user_id), i % 2 === 0 ? 'fallback_time_zone' : 'connected_sources');
+  standIn.directory.delete([String(records[round * 7 + 6]?.user_id)]);
   standIn.directory.add(1);
 }
 
@@ -102,7 +102,7 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('backup and restore', () => {
+describe('backup and restore', { timeout: 600_000 }, () => {
   const clients: string[] = [];
   const moments: string[] = [];
   const original = new Map<string, Map<string, string>>();

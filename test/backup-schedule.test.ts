@@ -57,7 +57,7 @@ const metric = async (port: number, name: string) => {
 
 const canMount = process.getuid?.() === 0;
 
-describe('scheduled backups', () => {
+describe('scheduled backups', { timeout: 600_000 }, () => {
   it('writes private, rotated copies of the mirror and the audit, and status and /metrics say when', async () => {
     const port = await freePort();
     const backups = join(dir, 'backups');

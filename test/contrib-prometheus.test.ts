@@ -27,17 +27,6 @@ const RULE_TESTS = join(CONTRIB, 'user-mirror.rules.test.yml');
 const DASHBOARD = join(CONTRIB, 'user-mirror.dashboard.json');
 const OPERATIONS = join(ROOT, 'docs', 'operations.md');
 
-/**
- * ARRIVING FROM OTHER BRANCHES: metrics that branches merged in parallel add
- * to the daemon (free disk space; the scheduled backups). The rules and the
- * dashboard query them already. The lead deletes this constant, and its use
- * below, when those branches are on main; until then the test fails if one
- * of them is already served, so the constant cannot outlive its reason.
- */
-const ARRIVING_FROM_OTHER_BRANCHES = [
-  'user_mirror_disk_free_bytes',
-];
-
 /** Series Prometheus makes itself for every target, not served by the daemon: `up` (UserMirrorDown). */
 const PROMETHEUS_OWN = ['up'];
 
@@ -259,19 +248,15 @@ describe('contrib/prometheus against a running daemon', () => {
     return names;
   }
 
-  it('the rules and the dashboard query only metrics the daemon serves (or Prometheus makes, or other branches bring)', () => {
+  it('the rules and the dashboard query only metrics the daemon serves (or Prometheus makes)', () => {
     const have = served();
     const queries = [...readAlerts().map((a) => ({ where: `alert ${a.alert}`, expr: a.expr })), ...dashboardQueries()];
     const missing = queries.flatMap((q) =>
       metricsOf(q.expr)
-        .filter((m) => !have.has(m) && !PROMETHEUS_OWN.includes(m) && !ARRIVING_FROM_OTHER_BRANCHES.includes(m))
+        .filter((m) => !have.has(m) && !PROMETHEUS_OWN.includes(m))
         .map((m) => `${q.where}: ${m}`),
     );
     expect(missing).toEqual([]);
-    expect(
-      ARRIVING_FROM_OTHER_BRANCHES.filter((m) => have.has(m)),
-      'now served: delete them from ARRIVING_FROM_OTHER_BRANCHES',
-    ).toEqual([]);
   });
 
   it("the dashboard shows every one of the daemon's own metric families", () => {

@@ -70,10 +70,11 @@ describe('resolveOffline', () => {
     expect(resolveOffline(path, 'client-2')?.user.user_id).toBe(userId(2));
   });
 
-  it('reads a mirror whose writer has closed (no -wal or -shm files left)', () => {
+  it('reads a mirror whose writer has closed (which leaves -wal and -shm for readers, db/wal-pair.ts)', () => {
     sync(range(1, 50));
     db.close();
-    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(existsSync(`${path}-wal`)).toBe(true);
+    expect(existsSync(`${path}-shm`)).toBe(true);
     expect(resolveOffline(path, 'client-7')?.user.user_id).toBe(userId(7));
     db = openMirror(path);
   });

@@ -62,19 +62,23 @@ describe('a sync on a full disk', () => {
     fill(filler);
     const failed = await runCli(['sync', '--once'], env, 60_000);
     expect(failed.code).toBe(1);
-    expect(failed.stderr).toContain(`${mirrorDb}: database or disk is full (SQLITE_FULL)`);
+    // The file system named, with the bytes free; SQLite's words kept after them.
+    expect(failed.stderr).toMatch(
+      /the file system holding MIRROR_DB \(\S+mirror\.db\) is full: \d+ bytes free \(database or disk is full, SQLITE_FULL\)/,
+    );
     expect(count()).toBe(1_000);
     // `status` reads the failure even where the run row could not be written: from the record beside the mirror.
-    const down = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
+    const down = await runCli(['status'], { MIRROR_DB: mirrorDb, MIRROR_DISK_WARN_BYTES: '0' }, 30_000);
     expect(down.code).toBe(1);
-    expect(down.stdout).toMatch(/LAST SYNC FAILED \(no run recorded\) at .*: \S+mirror.db: database or disk is full/);
+    expect(down.stdout).toMatch(/LAST SYNC FAILED \(no run recorded\) at .*: the file system holding MIRROR_DB \(\S+mirror.db\) is full/);
+    expect(down.stdout).toMatch(/DISK FULL +the file system holding MIRROR_DB \(\S+mirror.db\) is full: \d+ bytes free/);
     expect(down.stdout).toContain(mirrorDb);
 
     rmSync(filler);
     const again = await runCli(['sync', '--once'], env, 60_000);
     expect(again.code, again.stderr).toBe(0);
     expect(count()).toBe(990);
-    const up = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
+    const up = await runCli(['status'], { MIRROR_DB: mirrorDb, MIRROR_DISK_WARN_BYTES: '0' }, 30_000);
     expect(up.stdout).not.toContain('FAILED');
     expect(up.code, up.stdout).toBe(0);
   }, 120_000);
@@ -92,7 +96,7 @@ describe('a sync on a full disk', () => {
     expect(failedCheckpoint).toMatchObject({ level: 50, err: expect.objectContaining({ message: expect.stringMatching(/disk is full/) }) });
     expect(walBytes(mirrorDb)).toBeGreaterThan(1024 * 1024);
 
-    const down = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
+    const down = await runCli(['status'], { MIRROR_DB: mirrorDb, MIRROR_DISK_WARN_BYTES: '0' }, 30_000);
     expect(down.stdout).toMatch(/CHECKPOINT FAILED at .*disk is full/);
     expect(down.code).toBe(1);
 
@@ -101,7 +105,7 @@ describe('a sync on a full disk', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(logLines(again.stdout).find((l) => l.event === 'sync.checkpoint_retried')).toMatchObject({ level: 30 });
     expect(walBytes(mirrorDb)).toBe(0);
-    const up = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
+    const up = await runCli(['status'], { MIRROR_DB: mirrorDb, MIRROR_DISK_WARN_BYTES: '0' }, 30_000);
     expect(up.stdout).not.toContain('FAILED');
     expect(up.code, up.stdout).toBe(0);
 

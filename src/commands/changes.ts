@@ -45,7 +45,8 @@ export default async function changes(argv: string[]): Promise<number> {
     Args,
   );
   const { MIRROR_DB } = readConfig(['MIRROR_DB']);
-  const db = openMirror(MIRROR_DB, { readonly: true });
+  // Without --follow it reads and exits, so on a full disk it may read without a -shm (db/wal-pair.ts); a follower would hold the lock.
+  const db = openMirror(MIRROR_DB, { readonly: true, readWhenFull: args.follow !== true });
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);

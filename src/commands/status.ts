@@ -55,6 +55,8 @@ import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
 import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
+import { diskSpace } from '../../db/disk-space.js';
+import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -74,6 +76,7 @@ export default async function status(argv: string[]): Promise<number> {
     'SYNC_CRON',
     'SYNC_STALE_AFTER_MS',
     'MIRROR_WAL_WARN_BYTES',
+    'MIRROR_DISK_WARN_BYTES',
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
     'WEBHOOK_URL',
@@ -108,6 +111,7 @@ export default async function status(argv: string[]): Promise<number> {
     feed,
     webhooksConfigured: hook !== undefined,
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
+    disk: diskOf(config.MIRROR_DB, config.MIRROR_DISK_WARN_BYTES),
     recordBeside: recordBeside(config.MIRROR_DB),
     backups:
       config.BACKUP_DIR === undefined
@@ -116,6 +120,12 @@ export default async function status(argv: string[]): Promise<number> {
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);
+}
+
+/** The file system holding the mirror, judged; undefined for an in-memory mirror or a folder that is not there. */
+function diskOf(path: string, warnBytes: number): DiskVerdict | undefined {
+  const space = path === ':memory:' ? undefined : diskSpace(path);
+  return space === undefined ? undefined : diskVerdict(space, warnBytes);
 }
 
 /** Pages the file holds free (a purge or a deletion freed them): later syncs reuse them; the file never shrinks by itself. */
@@ -146,7 +156,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
   if (path !== ':memory:' && !existsSync(path)) return { available: false, error: 'no mirror database at this path' };
   let db: Db | undefined;
   try {
-    db = openMirror(path, { readonly: true });
+    db = openMirror(path, { readonly: true, readWhenFull: true });
     const reader = new MirrorReader(db);
     const figures = mirrorFigures(reader);
     return {
@@ -213,7 +223,7 @@ function withOldestUnsettled(path: string, feed: FeedFacts | null | undefined, q
   if (settled === undefined || settled >= feed.latest) return feed;
   let db: Db | undefined;
   try {
-    db = openMirror(path, { readonly: true });
+    db = openMirror(path, { readonly: true, readWhenFull: true });
     return { ...feed, oldestUnsettledAt: new ChangeFeed(db).publishedAfter(Math.max(settled, feed.prunedThrough)) };
   } catch {
     return feed;

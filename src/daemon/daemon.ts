@@ -70,6 +70,10 @@ import { removalWorkerOf, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
 import { lastFailedAttempt } from './status-report.js';
+import { keepFailure } from '../sync/exclusive-run.js';
+import { diskSpace } from '../../db/disk-space.js';
+import { fileIdentity } from '../../db/file-identity.js';
+import { MirrorWatch } from './mirror-watch.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
@@ -137,6 +141,19 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     db.close();
     throw err;
   }
+  let replica: Replica | undefined;
+  // The file opened, watched at each sync, scrape and /readyz (./mirror-watch.ts); none for an in-memory mirror.
+  const opened = config.MIRROR_DB === ':memory:' ? undefined : fileIdentity(config.MIRROR_DB);
+  const watch =
+    opened === undefined
+      ? undefined
+      : new MirrorWatch(config.MIRROR_DB, opened, (loss) => {
+          log.error({ event: 'mirror.lost', what: loss.what, mirrorDb: config.MIRROR_DB }, loss.message);
+          keepFailure(config.MIRROR_DB, 'sync', new Error(loss.message), log);
+          // The replica answered from the old file: it stops rather than serve what is no longer the mirror.
+          void replica?.close();
+          replica = undefined;
+        });
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
@@ -149,6 +166,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     lastAttemptFailed: () => lastFailedAttempt(reader.runHistory().lastRun, attemptWithoutRun(config.MIRROR_DB)) !== null,
+    ...(config.MIRROR_DB === ':memory:' ? {} : { diskFree: () => diskSpace(config.MIRROR_DB)?.freeBytes }),
+    ...(watch === undefined ? {} : { mirrorLost: () => watch.check()?.what }),
   });
 
   const managementClient =
@@ -183,12 +202,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       removalGate: () => removalGate,
       webhookLag: () => (delivery?.queue === undefined ? undefined : delivery.lag()),
       webhooksHeld: () => (webhooks === undefined || removalGate === undefined ? undefined : describeHeldWebhooks(removalGate)),
+      mirrorLost: () => watch?.check()?.message,
     },
     () => phase,
   );
 
   let status: StatusServer | undefined;
-  let replica: Replica | undefined;
   let backups: BackupSchedule | undefined;
   try {
     status = await startStatusServer({
@@ -229,7 +248,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
     const workers = { endpoint, prefix, logger: log, metrics };
-    syncWorker = syncWorkerOf(workers, config.MIRROR_ID, () => void delivery?.afterSync());
+    syncWorker = syncWorkerOf(
+      workers,
+      config.MIRROR_ID,
+      () => void delivery?.afterSync(),
+      watch === undefined ? undefined : { opened: watch.opened, lost: () => watch.check()?.message },
+    );
 
     if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
       removalWorker = removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) });

@@ -42,6 +42,10 @@ export interface MetricSources {
   walWarnBytes?: number | undefined;
   /** Whether the last sync attempt failed, as `status` decides it (lastFailedAttempt). */
   lastAttemptFailed?: () => boolean;
+  /** Free bytes on the file system holding MIRROR_DB (db/disk-space.ts); undefined when it cannot be read. */
+  diskFree?: () => number | undefined;
+  /** What became of MIRROR_DB under the running daemon (src/daemon/mirror-watch.ts); undefined while it is the file opened. */
+  mirrorLost?: () => 'deleted' | 'replaced' | undefined;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
@@ -144,6 +148,28 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       } catch {
         // A closed or locked database during shutdown: leave the last value.
       }
+    },
+  });
+  const diskFree = new Gauge({
+    name: 'user_mirror_disk_free_bytes',
+    help: 'Free bytes on the file system holding MIRROR_DB. Readers answer at 0; syncs, checkpoints and history stop. `status` warns below MIRROR_DISK_WARN_BYTES.',
+    registers,
+    collect() {
+      const free = current().diskFree?.();
+      if (free !== undefined) diskFree.set(free);
+    },
+  });
+  const lost = new Gauge({
+    name: 'user_mirror_mirror_file_lost',
+    help: '1 when MIRROR_DB was deleted or replaced under the running daemon (it then syncs no more; restart it once the file is restored), else 0.',
+    labelNames: ['reason'] as const,
+    registers,
+    collect() {
+      const sources = current();
+      if (sources.mirrorLost === undefined) return;
+      const reason = sources.mirrorLost();
+      lost.set({ reason: 'deleted' }, reason === 'deleted' ? 1 : 0);
+      lost.set({ reason: 'replaced' }, reason === 'replaced' ? 1 : 0);
     },
   });
   const checkpointHeld = new Gauge({

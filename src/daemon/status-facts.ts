@@ -3,6 +3,7 @@
  * report is built from (./status-report.ts): the mirror's runs and files,
  * the queues, the change feed, the sync jobs.
  */
+import type { DiskVerdict } from './disk-verdict.js';
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
@@ -137,6 +138,8 @@ export interface StatusFacts {
   webhooksConfigured?: boolean;
   /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
   walWarnBytes?: number | undefined;
+  /** The file system holding MIRROR_DB, judged against MIRROR_DISK_WARN_BYTES; undefined when it cannot be read. */
+  disk?: DiskVerdict | undefined;
   /**
    * The record kept beside the mirror (src/sync/attempt-record.ts): a failure
    * the mirror could not record in itself, or the last checkpoint's figures.

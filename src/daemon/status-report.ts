@@ -5,6 +5,7 @@
  * JSON form is the report object itself, so scripts and people see the
  * same facts.
  */
+import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
@@ -83,6 +84,8 @@ export interface StatusReport {
     id: string;
     available: boolean;
     error?: string;
+    /** Free space on the file system holding MIRROR_DB: `low` below MIRROR_DISK_WARN_BYTES, `full` when writes fail. */
+    disk?: DiskVerdict;
     activeUsers?: number;
     deletedUsers?: number;
     lastSucceededAt?: string | null;
@@ -154,11 +157,13 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         staleAfterMs: f.staleAfterMs,
       })
     : undefined;
+  const disk = f.disk === undefined ? {} : { disk: f.disk };
   const mirror: StatusReport['mirror'] = m.available
     ? {
         path: f.mirrorPath,
         id: f.mirrorId,
         available: true,
+        ...disk,
         activeUsers: m.activeUsers,
         deletedUsers: m.deletedUsers,
         lastSucceededAt: m.lastSucceededAt?.toISOString() ?? null,
@@ -182,6 +187,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         id: f.mirrorId,
         available: false,
         error: m.error,
+        ...disk,
         lastAttemptFailed:
           besideSync === undefined ? null : { at: besideSync.finishedAt, reason: besideSync.failedReason ?? '', run: null },
       };
@@ -269,7 +275,8 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
  * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its
- * last checkpoint failed, or its WAL is too large (walVerdict); and where removals are
+ * last checkpoint failed, its WAL is too large (walVerdict), or the file system holding it is low
+ * on space or full (src/daemon/disk-verdict.ts); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
@@ -283,6 +290,7 @@ export function statusExitCode(r: StatusReport): 0 | 1 {
     r.mirror.available &&
     r.mirror.stale !== true &&
     r.mirror.wal?.tooLarge !== true &&
+    (r.mirror.disk?.state ?? 'ok') === 'ok' &&
     (r.mirror.lastAttemptFailed ?? null) === null &&
     (r.mirror.checkpointFailed ?? null) === null;
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;

@@ -132,6 +132,8 @@ export interface ReadinessSources {
   webhookLag?: () => Promise<WebhookLagFacts> | undefined;
   /** Why webhooks are held (a Redis that can lose jobs); undefined when they run or are off. */
   webhooksHeld?: () => string | undefined;
+  /** MIRROR_DB deleted or replaced under the daemon (./mirror-watch.ts): the sentence; undefined while it is the file opened. */
+  mirrorLost?: () => string | undefined;
 }
 
 /** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
@@ -149,6 +151,11 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
       // A stale mirror is not fit to answer from, however healthy the process looks.
       const st = assessStaleness({ ...mirrorFreshness(s.reader), now: new Date(), staleAfterMs: s.staleAfterMs });
       checks.mirror = st.stale ? `stale: ${st.reason ?? ''}` : 'ok';
+    }
+    // Whatever the old file's freshness: it is no longer the mirror at MIRROR_DB.
+    const lost = s.mirrorLost?.();
+    if (lost !== undefined) {
+      checks.mirror = lost;
     }
     const ping = s.control.ping();
     const answered = await settleWithin(ping, 1_000);

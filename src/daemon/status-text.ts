@@ -6,11 +6,15 @@ import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
 import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
 import { formatBytes, type RemovalQueueReport, type StatusReport } from './status-report.js';
+import { fullDiskWords } from '../../db/disk-space.js';
+import type { DiskVerdict } from './disk-verdict.js';
 
 export function formatStatusReport(r: StatusReport): string {
   const lines: string[] = [];
   const m = r.mirror;
   lines.push(`mirror ${m.id} (${m.path})`);
+  if (m.disk !== undefined && m.disk.state !== 'ok') lines.push(formatDisk(m.disk, m.path));
+  const blame = walBlame(m.disk, m.path);
   if (!m.available) {
     lines.push(`  unavailable: ${m.error ?? 'unknown error'}`);
     if (m.lastAttemptFailed != null)
@@ -39,7 +43,8 @@ export function formatStatusReport(r: StatusReport): string {
       lines.push(
         m.wal.tooLarge
           ? `  WAL TOO LARGE ${formatBytes(m.wal.walBytes)}${ratio}, above ${formatBytes(m.wal.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
-              'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)'
+              (blame ??
+                'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)')
           : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
       );
     }
@@ -47,10 +52,14 @@ export function formatStatusReport(r: StatusReport): string {
       const free = m.freeBytes === undefined ? '' : `, ${formatBytes(m.freeBytes)} of it free pages that later syncs reuse`;
       lines.push(`  file          ${formatBytes(m.wal.mirrorBytes)}${free}`);
     }
+    if (m.disk !== undefined && m.disk.state === 'ok') lines.push(formatDisk(m.disk, m.path));
     const cp = m.lastCheckpoint;
     if (cp !== undefined && cp.walFrames > cp.copiedFrames) {
+      const held = cp.walFrames - cp.copiedFrames;
       lines.push(
-        `  checkpoint    ${cp.walFrames - cp.copiedFrames} of ${cp.walFrames} WAL frames held back by a reader at ${cp.at} (a long read transaction; docs/sql.md)`,
+        blame === undefined
+          ? `  checkpoint    ${held} of ${cp.walFrames} WAL frames held back by a reader at ${cp.at} (a long read transaction; docs/sql.md)`
+          : `  checkpoint    ${held} of ${cp.walFrames} WAL frames not copied at ${cp.at}: ${blame}`,
       );
     }
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
@@ -183,4 +192,24 @@ function backupLines(b: BackupFacts): string[] {
   if (b.stale)
     lines.push(`backups         STALE: no good backup within twice the BACKUP_CRON interval; is the daemon running, is ${b.dir} writable?`);
   return lines;
+}
+
+/** The disk line: the state first, in capitals when it needs an operator. */
+function formatDisk(d: DiskVerdict, path: string): string {
+  const of = `${formatBytes(d.freeBytes)} free of ${formatBytes(d.totalBytes)}`;
+  if (d.state === 'full')
+    return `  DISK FULL     ${fullDiskWords(path, d.freeBytes)}; readers still answer, syncs fail until there is room`;
+  if (d.state === 'low')
+    return `  DISK LOW      ${of} on the file system holding MIRROR_DB, below ${formatBytes(d.warnBelowBytes)} (MIRROR_DISK_WARN_BYTES)`;
+  return `  disk          ${of}`;
+}
+
+/** Why the WAL was not copied into the file, when a low or full disk is the likelier cause than a reader. */
+function walBlame(d: DiskVerdict | undefined, path: string): string | undefined {
+  if (d === undefined || d.state === 'ok') return undefined;
+  const where =
+    d.state === 'full'
+      ? fullDiskWords(path, d.freeBytes)
+      : `the file system holding MIRROR_DB (${path}) has only ${formatBytes(d.freeBytes)} free`;
+  return `${where}: a checkpoint that must grow the file cannot finish; make room (docs/operations.md)`;
 }

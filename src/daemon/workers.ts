@@ -5,13 +5,14 @@
  * by ./daemon.ts.
  */
 import type { RemovalAudit } from '../../db/removal-audit.js';
+import type { FileIdentity } from '../../db/file-identity.js';
 import { createRedisConnection, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { ManagementTarget } from '../../jobs/removals/queue.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import type { Logger } from '../runtime/log.js';
 import type { ServiceClient } from '../service/client.js';
-import { syncInChildProcess } from '../sync/child-process.js';
+import { syncInChildProcess, type LeasedSyncRunner } from '../sync/child-process.js';
 import type { SyncSummary } from '../sync/engine.js';
 import type { DaemonConfig } from './daemon-config.js';
 import type { DaemonMetrics } from './metrics.js';
@@ -36,7 +37,17 @@ export interface WorkerSetting {
 }
 
 /** The sync worker of `mirrorId`; `afterSync` hears of each finished run (webhook delivery). */
-export function syncWorkerOf(w: WorkerSetting, mirrorId: string, afterSync: () => void): RestartableWorker<SyncWorkerHandle<SyncSummary>> {
+/**
+ * The daemon's sync worker. `mirror`: the file the daemon opened; each job
+ * first checks it is still there (src/daemon/mirror-watch.ts), and its child
+ * writes into that file only.
+ */
+export function syncWorkerOf(
+  w: WorkerSetting,
+  mirrorId: string,
+  afterSync: () => void,
+  mirror?: { opened: FileIdentity; lost: () => string | undefined },
+): RestartableWorker<SyncWorkerHandle<SyncSummary>> {
   return restartableWorker<SyncWorkerHandle<SyncSummary>>({
     name: 'sync',
     restartCloseTimeoutMs: RESTART_CLOSE_MS,
@@ -52,12 +63,21 @@ export function syncWorkerOf(w: WorkerSetting, mirrorId: string, afterSync: () =
           afterSync();
         },
         // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
-        run: syncInChildProcess({ onResponse: (e) => w.metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }),
+        run: guardedRun(syncInChildProcess({ onResponse: (e) => w.metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }), mirror),
       });
       return { handle, dispose: () => redis.disconnect() };
     },
     close: (handle, ms) => handle.close(ms),
   });
+}
+
+/** A sync that starts only while the daemon's mirror file is still at MIRROR_DB, and is told which file that is. */
+function guardedRun(run: LeasedSyncRunner, mirror: { opened: FileIdentity; lost: () => string | undefined } | undefined): LeasedSyncRunner {
+  if (mirror === undefined) return run;
+  return (signal, job) => {
+    const lost = mirror.lost();
+    return lost === undefined ? run(signal, { ...job, mirrorFile: mirror.opened }) : Promise.reject(new Error(lost));
+  };
 }
 
 /** The removal worker of one management target. */

@@ -41,7 +41,8 @@ const readers = new Map<string, OpenReader>();
 /** Opens the mirror at `dbPath` readonly. The caller closes it. */
 export function openResolver(dbPath: string): OpenReader {
   if (!existsSync(dbPath)) throw new MirrorMissingError(`no mirror database at ${dbPath}; run a sync first`);
-  const db = openMirror(dbPath, { readonly: true, mapped: true });
+  // Offline resolve and history read and exit: on a full disk they may read without a -shm (db/wal-pair.ts).
+  const db = openMirror(dbPath, { readonly: true, mapped: true, readWhenFull: true });
   try {
     return { reader: new MirrorReader(db, checkStoredUser), db, close: () => db.close() };
   } catch (err) {

@@ -40,6 +40,8 @@ export interface ReplicaServerOptions {
   reader: ReplicaReader;
   logger: Logger;
   now?: () => number;
+  /** Why the mirror opened is no longer the one at MIRROR_DB (./start.ts); undefined while it is. */
+  lost?: () => string | undefined;
 }
 
 export interface ReplicaServer {
@@ -92,6 +94,11 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
 
   return (req) => {
     const route: ReplicaRoute = matchReplicaRoute(req.method ?? 'GET', req.url ?? '/');
+    if (route.name !== 'healthz' && route.name !== 'method-not-allowed') {
+      // A file deleted or replaced under us: what it holds is no longer the mirror; nothing is served from it.
+      const lost = options.lost?.();
+      if (lost !== undefined) return detail(503, `Mirror not ready: ${lost}`);
+    }
     switch (route.name) {
       case 'healthz':
         return { status: 200, body: '{"status":"ok"}', headers: judge(reader.freshness()).headers };

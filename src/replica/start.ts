@@ -4,6 +4,7 @@
  * `serve` runs one on its own; the daemon runs one when REPLICA_PORT is set.
  */
 import { openMirror } from '../../db/open.js';
+import { fileIdentity, judgeIdentity, lossMessage, type LossKind } from '../../db/file-identity.js';
 import { ReplicaReader } from '../../db/replica-reader.js';
 import type { Logger } from '../runtime/log.js';
 import { startReplicaServer } from './server.js';
@@ -12,6 +13,38 @@ import type { ReplicaSettings } from './settings.js';
 export interface Replica {
   port: number;
   close(): Promise<void>;
+}
+
+/** How often a replica looks at MIRROR_DB's device and inode: a stat a second, not one a request. */
+const WATCH_EVERY_MS = 1_000;
+
+/**
+ * Whether the file opened is still the one at `path` (db/file-identity.ts):
+ * a mirror deleted or replaced under the replica is reported, and nothing
+ * more is served from the old file (src/daemon/mirror-watch.ts says why).
+ * The first loss is kept; a restart adopts the file then at the path.
+ */
+function watchFile(path: string, logger: Logger): (() => string | undefined) | undefined {
+  const opened = path === ':memory:' ? undefined : fileIdentity(path);
+  if (opened === undefined) return undefined;
+  let lost: string | undefined;
+  let lookedAt = 0;
+  return () => {
+    const now = Date.now();
+    if (lost !== undefined || now - lookedAt < WATCH_EVERY_MS) return lost;
+    lookedAt = now;
+    let what: LossKind | undefined;
+    try {
+      what = judgeIdentity(opened, fileIdentity(path));
+    } catch {
+      return undefined;
+    }
+    if (what !== undefined) {
+      lost = lossMessage(path, what, 'replica');
+      logger.error({ event: 'replica.mirror_lost', what, mirrorDb: path }, lost);
+    }
+    return lost;
+  };
 }
 
 export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
@@ -24,7 +57,7 @@ export async function startReplica(mirrorDb: string, settings: ReplicaSettings, 
     db.close();
     throw err;
   }
-  const server = await startReplicaServer({ settings, reader, logger }).catch((err: unknown) => {
+  const server = await startReplicaServer({ settings, reader, logger, lost: watchFile(mirrorDb, logger) }).catch((err: unknown) => {
     reader.close();
     throw err;
   });

@@ -98,6 +98,13 @@ export const ENV = {
     .optional(),
   // A WAL above this is a problem `status` reports (exit 1); unset: half the mirror's size, at least 64 MiB.
   MIRROR_WAL_WARN_BYTES: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  // Free space on MIRROR_DB's file system below this makes `status` exit 1 before the disk is full (1 GiB).
+  MIRROR_DISK_WARN_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(Number.MAX_SAFE_INTEGER)
+    .default(1024 * 1024 * 1024),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z

@@ -25,7 +25,8 @@ import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger, type Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
-import { openMirror, withDatabasePath } from '../../db/open.js';
+import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
+import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 
@@ -37,6 +38,28 @@ function post(message: ChildMessage): Promise<void> {
     if (process.send === undefined || !process.connected) resolve();
     else process.send(message, undefined, {}, () => resolve());
   });
+}
+
+/**
+ * The mirror the daemon opened, and no other: a file deleted or replaced
+ * under the daemon is refused (src/daemon/mirror-watch.ts says why), before
+ * the open and after it (a file swapped in between).
+ */
+function openDaemonsMirror(path: string, expected: FileIdentity | undefined): Db {
+  if (expected === undefined) return openMirror(path);
+  const refuse = (): void => {
+    const lost = judgeIdentity(expected, fileIdentity(path));
+    if (lost !== undefined) throw new Error(lossMessage(path, lost));
+  };
+  refuse();
+  const db = openMirror(path, { mustExist: true });
+  try {
+    refuse();
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return db;
 }
 
 async function main(): Promise<void> {
@@ -59,7 +82,7 @@ async function main(): Promise<void> {
     const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
     logger = log;
     reserveRecord(config.MIRROR_DB, log);
-    const db = openMirror(config.MIRROR_DB);
+    const db = openDaemonsMirror(config.MIRROR_DB, job.mirrorFile);
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
       { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },

@@ -164,6 +164,8 @@ export const SyncJobContextSchema = z.object({
   jobId: z.string().optional(),
   reason: z.string(),
   tick: z.string(),
+  /** The daemon's mirror file (db/file-identity.ts): the child writes into no other, and never creates one. */
+  mirrorFile: z.object({ dev: z.number(), ino: z.number() }).optional(),
 });
 export type SyncJobContext = z.infer<typeof SyncJobContextSchema>;
 

@@ -6,7 +6,7 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
-import { checkpointMirror, databaseFileSizes, type Db } from '../../db/open.js';
+import { checkpointMirror, databaseFileSizes, withDatabasePath, type Db } from '../../db/open.js';
 import { recordCheckpoint, recordFailedAttempt, reserveAttemptRecord, type AttemptFailure } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
@@ -143,7 +143,7 @@ export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutco
     r = checkpointMirror(db);
   } catch (err) {
     logger.error({ event: 'sync.checkpoint_failed', err }, 'WAL checkpoint failed; the next sync retries it first');
-    keepFailure(db.name, 'checkpoint', err, logger);
+    keepFailure(db.name, 'checkpoint', db.name === ':memory:' ? err : withDatabasePath(err, db.name), logger);
     return;
   }
   if (r.busy)
