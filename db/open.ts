@@ -37,7 +37,20 @@ export interface OpenOptions {
    * no auto_vacuum): a map of a shrunk file would fault.
    */
   mapped?: boolean;
+  /**
+   * Who checkpoints the WAL (MIRROR_CHECKPOINTS). `external`: a replicator
+   * (Litestream) owns every checkpoint, so a writable connection never runs
+   * one of its own, not even SQLite's automatic one on a commit.
+   */
+  checkpoints?: CheckpointMode;
 }
+
+/**
+ * `after-sync`: the sync checkpoints once its run is out (checkpointMirror).
+ * `external`: Litestream does; a checkpoint of ours that restarts or truncates
+ * the WAL would make it lose its place and upload the whole mirror again.
+ */
+export type CheckpointMode = 'after-sync' | 'external';
 
 /** A file narrowed at a writable open (db/file-modes.ts): one line on stderr. Readers never narrow: they may not own the files. */
 function reportTightened(t: Tightened): void {
@@ -154,6 +167,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
       // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the last commit.
       db.pragma('synchronous = NORMAL');
       db.pragma('foreign_keys = ON');
+      if (options.checkpoints === 'external') db.pragma('wal_autocheckpoint = 0');
       migrate(db, options.migrations ?? MIGRATIONS);
     }
     return db;

@@ -126,7 +126,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       'removals off: MANAGEMENT_URL is unset (set it and MANAGEMENT_KEY to run the removal worker)',
     );
 
-  const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB), log);
+  const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB, { checkpoints: config.MIRROR_CHECKPOINTS }), log);
   let auditDb: Db;
   try {
     auditDb = await openWhenUnlocked('audit', () => openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB }), log);

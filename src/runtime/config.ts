@@ -96,6 +96,9 @@ export const ENV = {
     .optional(),
   // A WAL above this is a problem `status` reports (exit 1); unset: half the mirror's size, at least 64 MiB.
   MIRROR_WAL_WARN_BYTES: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  // Who checkpoints the mirror's WAL: `after-sync` (this project, after each sync run) or `external` (a replicator
+  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/operations.md).
+  MIRROR_CHECKPOINTS: z.enum(['after-sync', 'external'], { error: 'must be after-sync or external' }).default('after-sync'),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z

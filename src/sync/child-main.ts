@@ -59,7 +59,7 @@ async function main(): Promise<void> {
     const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
     logger = log;
     reserveRecord(config.MIRROR_DB, log);
-    const db = openMirror(config.MIRROR_DB);
+    const db = openMirror(config.MIRROR_DB, { checkpoints: config.MIRROR_CHECKPOINTS });
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
       { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
         onLeased: () => log.info({ event: 'sync.job_started', ...job }, 'sync job started'),
       });
       await post({ type: 'done', outcome });
-      checkpointAfterSync(db, log, outcome);
+      checkpointAfterSync(db, log, outcome, config.MIRROR_CHECKPOINTS);
     } finally {
       await client.close().catch(() => undefined);
       db.close();
