@@ -102,7 +102,11 @@ async function answers(dbPath: string): Promise<Answers> {
   const changes = await runCli(['changes', '--json', '--limit', '100000'], env);
   const changesAfter = await runCli(['changes', '--json', '--after', '3', '--limit', '5'], env);
   return {
-    status: { code: status.code, mirror: { available, activeUsers, deletedUsers, lastSucceededAt, lastRuns, lastAttemptFailed }, changeFeed: report.changeFeed },
+    status: {
+      code: status.code,
+      mirror: { available, activeUsers, deletedUsers, lastSucceededAt, lastRuns, lastAttemptFailed },
+      changeFeed: report.changeFeed,
+    },
     asOf,
     history,
     changes: { code: changes.code, stdout: changes.stdout },
@@ -148,7 +152,11 @@ suite(TITLE, () => {
     litestream = spawn(LITESTREAM, ['replicate', '-config', CONFIG], { env: litestreamEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     litestream.stdout?.on('data', (d: Buffer) => (litestreamLog += d.toString()));
     litestream.stderr?.on('data', (d: Buffer) => (litestreamLog += d.toString()));
-    await eventually(() => generations().length > 0, 60_000, () => `Litestream's first snapshot in the replica\n${litestreamLog}`);
+    await eventually(
+      () => generations().length > 0,
+      60_000,
+      () => `Litestream's first snapshot in the replica\n${litestreamLog}`,
+    );
 
     const d = standIn.directory;
     const listed = d.page(0, 30);

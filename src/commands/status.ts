@@ -32,6 +32,7 @@ import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
+import { readWalIndex } from '../../db/wal-index.js';
 import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
@@ -73,6 +74,7 @@ export default async function status(argv: string[]): Promise<number> {
     'SYNC_CRON',
     'SYNC_STALE_AFTER_MS',
     'MIRROR_WAL_WARN_BYTES',
+    'MIRROR_CHECKPOINTS',
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
     'WEBHOOK_URL',
@@ -105,6 +107,7 @@ export default async function status(argv: string[]): Promise<number> {
     feed,
     webhooksConfigured: hook !== undefined,
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
+    checkpoints: config.MIRROR_CHECKPOINTS,
     recordBeside: recordBeside(config.MIRROR_DB),
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
@@ -166,7 +169,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
       feed: feedOf(db),
-      files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db) },
+      files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db), walIndex: readWalIndex(path) },
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;

@@ -45,6 +45,7 @@
 import { Queue } from 'bullmq';
 import { logError, type Logger } from '../runtime/log-error.js';
 import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
+import { readWalIndex } from '../../db/wal-index.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
@@ -140,7 +141,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   metrics.setSources({
     mirror: () => mirrorFigures(reader),
     staleAfterMs: staleAfter,
-    files: () => databaseFileSizes(config.MIRROR_DB),
+    files: () => ({ ...databaseFileSizes(config.MIRROR_DB), walIndex: readWalIndex(config.MIRROR_DB) }),
+    checkpoints: config.MIRROR_CHECKPOINTS,
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
   });
 

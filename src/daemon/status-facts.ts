@@ -4,6 +4,8 @@
  * the queues, the change feed, the sync jobs.
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
+import type { CheckpointMode } from '../../db/open.js';
+import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
@@ -108,9 +110,11 @@ export type MirrorFacts =
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
-      /** The mirror file's and its WAL's sizes; undefined for an in-memory mirror. */
-      /** Sizes of the mirror's file and WAL; `freeBytes`: the file's free pages, reused by later syncs. */
-      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number } | undefined;
+      /**
+       * Sizes of the mirror's file and WAL (undefined for an in-memory mirror); `freeBytes`: the file's
+       * free pages, reused by later syncs; `walIndex`: the WAL's frames and those not yet in the file.
+       */
+      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number; walIndex?: WalIndexFigures | undefined } | undefined;
     }
   | { available: false; error: string };
 
@@ -132,6 +136,8 @@ export interface StatusFacts {
   webhooksConfigured?: boolean;
   /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
   walWarnBytes?: number | undefined;
+  /** MIRROR_CHECKPOINTS; undefined: `after-sync`. */
+  checkpoints?: CheckpointMode | undefined;
   /**
    * The record kept beside the mirror (src/sync/attempt-record.ts): a failure
    * the mirror could not record in itself, or the last checkpoint's figures.

@@ -84,8 +84,9 @@ const ABOUT: Record<EnvName, string> = {
   ALLOW_VOLATILE_REDIS: '1: run removals on a Redis that can lose them (no AOF, or evicting)',
   MIRROR_DB: 'the SQLite mirror file',
   AUDIT_DB: "the removal audit's SQLite file; unset: next to MIRROR_DB",
-  MIRROR_WAL_WARN_BYTES: 'a mirror WAL above this makes status exit 1 (external checkpoints: its part not yet copied); unset: half the mirror, at least 64 MiB',
-  MIRROR_CHECKPOINTS: "after-sync: user-mirror checkpoints the WAL after each sync; external: Litestream does (it must own them)",
+  MIRROR_WAL_WARN_BYTES:
+    'a mirror WAL above this makes status exit 1 (external checkpoints: its part not yet copied); unset: half the mirror, at least 64 MiB',
+  MIRROR_CHECKPOINTS: 'after-sync: user-mirror checkpoints the WAL after each sync; external: Litestream does (it must own them)',
   MIRROR_GROUP: 'a group that may read the mirror and audit (files 0640); unset: this account only (0600)',
   MIRROR_ID: "names this mirror's sync queue; unset: the host name",
   SYNC_CRON: 'sync schedule, UTC (a 6th leading field is seconds)',

@@ -7,7 +7,13 @@ import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { checkpointMirror, databaseFileSizes, type CheckpointMode, type Db } from '../../db/open.js';
-import { recordCheckpoint, recordFailedAttempt, recordRunCheckpointedElsewhere, reserveAttemptRecord, type AttemptFailure } from './attempt-record.js';
+import {
+  recordCheckpoint,
+  recordFailedAttempt,
+  recordRunCheckpointedElsewhere,
+  reserveAttemptRecord,
+  type AttemptFailure,
+} from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
