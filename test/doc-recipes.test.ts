@@ -159,6 +159,14 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   },
   {
     page: 'docs/operations.md',
+    snippet: 'litestream restore -config /srv/user-mirror/contrib/litestream/litestream.yml',
+    how: {
+      syntax:
+        "a host's restore drill (/etc, /srv, S3 keys, systemd); test/litestream-replica.test.ts runs its litestream restore with the same configuration and checks the restored mirror's answers",
+    },
+  },
+  {
+    page: 'docs/operations.md',
     snippet: 'ExecStart=/usr/bin/node /srv/user-mirror/dist/cli.js daemon',
     how: { syntax: 'a systemd unit for a host; no systemd runs here' },
   },

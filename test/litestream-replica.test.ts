@@ -6,7 +6,8 @@
  * Then the host's files are lost (Litestream killed -9, the mirror's folder
  * removed), `litestream restore` writes the mirror to a new path, and
  * `status`, `resolve --as-of` at every noted time, `history` and `changes`
- * must answer there exactly as they did on the lost mirror.
+ * must answer there exactly as they did on the lost mirror. The drill of
+ * docs/operations.md ("Continuous replica with Litestream"), on one machine.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';

@@ -115,6 +115,8 @@ describe('the production flow', () => {
       // The docs link to it for every figure they quote.
       'bench/README.md',
       '.env.example',
+      // docs/operations.md's Litestream configuration, for the host that runs Litestream beside the daemon.
+      'contrib/litestream/litestream.yml',
       'npm-shrinkwrap.json',
       'package.json',
     ]) {
@@ -127,6 +129,8 @@ describe('the production flow', () => {
     const modules = readdirSync(join(app, 'node_modules'));
     expect(modules).not.toContain('typescript');
     expect(modules).not.toContain('vitest');
+    // Litestream is a companion installed on the host, not part of the artefact (docs/operations.md).
+    expect(modules).not.toContain('@flydotio');
     // The carried Node is a dev dependency: a host runs the artefact on its own Node.
     expect(modules).not.toContain('node');
     expect(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build'))).toBe(false);
