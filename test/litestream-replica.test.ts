@@ -174,9 +174,8 @@ suite(TITLE, () => {
       moments.push(new Date().toISOString());
       await tick();
     }
-    before = await answers(mirrorPath);
-    const last = contentOf(mirrorPath);
     const synced = Date.now();
+    const last = contentOf(mirrorPath);
     await eventually(
       async () => {
         const probe = join(dir, `probe-${Date.now()}.db`);
@@ -190,6 +189,7 @@ suite(TITLE, () => {
       500,
     );
     lagMs = Date.now() - synced;
+    before = await answers(mirrorPath);
   }, 600_000);
 
   afterAll(async () => {
