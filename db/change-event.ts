@@ -14,7 +14,14 @@
  */
 import { z } from 'zod';
 
-export const CHANGE_EVENT_TYPES = ['user.created', 'user.updated', 'user.deleted', 'user.restored', 'mirror.baseline'] as const;
+export const CHANGE_EVENT_TYPES = [
+  'user.created',
+  'user.updated',
+  'user.deleted',
+  'user.restored',
+  'mirror.baseline',
+  'mirror.restored',
+] as const;
 export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
 
 /** What CHANGES_BASELINE chooses for a first sync into an empty mirror. */
@@ -67,6 +74,19 @@ export const ChangeEventSchema = z.discriminatedUnion('type', [
     ...common,
     type: z.literal('mirror.baseline'),
     data: z.object({ users: z.number().int().nonnegative(), note: z.string() }),
+  }),
+  z.object({
+    ...common,
+    type: z.literal('mirror.restored'),
+    data: z.object({
+      /** When the backup the mirror was restored from was taken. */
+      backup_at: z.iso.datetime(),
+      /** The last cursor the backup held: events after it up to this event's cursor were the lost file's and are not in the feed. */
+      backup_cursor: z.number().int().nonnegative(),
+      /** The replaced file's last cursor, when it could be read; null when it was lost. */
+      replaced_cursor: z.number().int().nonnegative().nullable(),
+      note: z.string(),
+    }),
   }),
 ]);
 export type ChangeEvent = z.infer<typeof ChangeEventSchema>;

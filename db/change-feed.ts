@@ -23,6 +23,7 @@
  */
 import type { Db } from './open.js';
 import { describeChange, envelope, type Before, type ChangeEventType, type ChangeInput } from './change-event.js';
+import { readRestores, restoreCovering, type RestoreMark } from './lineage.js';
 
 export type { BaselineMode, ChangeEvent, ChangeEventType } from './change-event.js';
 
@@ -39,8 +40,12 @@ export interface FeedEvent {
 
 export type FeedPage =
   | { gone: false; events: FeedEvent[]; next: number }
-  /** The cursor is behind retention: events after it were dropped. `oldest` is the oldest cursor still good to ask after. */
-  | { gone: true; oldest: number };
+  /**
+   * The cursor is behind retention: events after it were dropped. `oldest` is the oldest cursor still good to ask after.
+   * With `restore`, the cursor came from a mirror file that a restore replaced (db/lineage.ts): the events after the
+   * backup's last cursor up to it are not in this feed; `oldest` is that backup cursor, where to resume.
+   */
+  | { gone: true; oldest: number; restore?: RestoreMark };
 
 /**
  * The state of each user before the open run first wrote it (absent rows
@@ -80,9 +85,12 @@ interface ChangeRow {
 
 export class ChangeFeed {
   private readonly s;
+  /** The file's restores: a restore replaces the file, so they are read once per feed (per open connection). */
+  private readonly restores: readonly RestoreMark[];
 
   constructor(private readonly db: Db) {
     db.exec(RUN_BEFORE_SQL);
+    this.restores = readRestores(db);
     this.s = {
       epoch: db.prepare<[], string>(`SELECT epoch FROM change_feed WHERE id = 1`).pluck(),
       prunedThrough: db.prepare<[], number>(`SELECT pruned_through FROM change_feed WHERE id = 1`).pluck(),
@@ -162,10 +170,26 @@ export class ChangeFeed {
     this.s.insert.run(cursor, 'mirror.baseline', runId, null, at, envelope(epoch, cursor, 'mirror.baseline', at, runId, data));
   }
 
+  /**
+   * The event a restore appends first (db/restore.ts), at `cursorBase + 1`:
+   * consumers that were behind the backup read it in order, and the webhook
+   * receiver gets it, so the restore is never silent.
+   */
+  appendRestored(mark: RestoreMark): void {
+    const epoch = this.s.epoch.get() ?? '0';
+    const cursor = (this.s.lastCursor.get() ?? 0) + 1;
+    const note =
+      'the mirror was restored from a backup: events after backup_cursor up to this one were published by the replaced file and are not in this feed; re-read affected users from the mirror';
+    const data = JSON.stringify({ backup_at: mark.backupAt, backup_cursor: mark.backupCursor, replaced_cursor: mark.replacedCursor, note });
+    this.s.insert.run(cursor, 'mirror.restored', null, null, mark.at, envelope(epoch, cursor, 'mirror.restored', mark.at, null, data));
+  }
+
   /** Events after `after`, at most `limit`: O(limit) whatever the feed's length (a rowid range). */
   page(after: number, limit: number): FeedPage {
     const pruned = this.s.prunedThrough.get() ?? 0;
     if (after < pruned) return { gone: true, oldest: pruned };
+    const restore = restoreCovering(this.restores, after);
+    if (restore !== undefined) return { gone: true, oldest: Math.max(restore.backupCursor, pruned), restore };
     const rows = this.s.page.all(after, limit);
     const events = rows.map((r) => ({
       cursor: r.cursor,

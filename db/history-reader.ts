@@ -6,6 +6,7 @@
  * Times compare as text: every stored time is `toISOString()` form
  * (db/SCHEMA.md, Timestamps), and the caller passes one too.
  */
+import { gapHolding, readHistoryGaps, type HistoryGap } from './lineage.js';
 import type { Db } from './open.js';
 
 /** One version of a user, its record included (`user_history`). */
@@ -41,6 +42,8 @@ export interface SourceConnection {
 /** What "who was this client_user_id at `at`?" comes to. Pure: answerAsOf. */
 export type AsOfAnswer =
   | { kind: 'unknown'; completeSince: string | null }
+  /** `at` falls where a restore left history blank: from the backup to the first publish after it (db/lineage.ts). */
+  | { kind: 'gap'; gap: HistoryGap }
   | { kind: 'absent' }
   | { kind: 'found'; version: UserVersion; sources: SourceConnection[] };
 
@@ -59,8 +62,11 @@ export function answerAsOf(
   at: string,
   covering: readonly UserVersion[],
   sourcesOf: (version: UserVersion) => SourceConnection[],
+  gaps: readonly HistoryGap[] = [],
 ): AsOfAnswer {
   if (completeSince === null || at < completeSince) return { kind: 'unknown', completeSince };
+  const gap = gapHolding(gaps, at);
+  if (gap !== undefined) return { kind: 'gap', gap };
   const version = covering[0];
   return version === undefined ? { kind: 'absent' } : { kind: 'found', version, sources: sourcesOf(version) };
 }
@@ -71,7 +77,7 @@ const CONNECTION_COLUMNS = `user_id, slug, created_on, connected_at, disconnecte
 export class HistoryReader {
   private readonly s;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'history_state'`).get();
     if (has === undefined) {
       throw new HistoryMissingError(`${db.name} has no history yet: it is added by the next sync (or any writable open) of this version`);
@@ -109,7 +115,12 @@ export class HistoryReader {
   /** The user that held `clientUserId` at `at` (ISO 8601, UTC, milliseconds), and its sources then. */
   asOf(clientUserId: string, at: string, teamId?: string): AsOfAnswer {
     const covering = this.s.covering.all({ client: clientUserId, at, team: teamId ?? null });
-    return answerAsOf(this.completeSince(), at, covering, (v) => this.s.sourcesAt.all({ user: v.user_id, at }));
+    return answerAsOf(this.completeSince(), at, covering, (v) => this.s.sourcesAt.all({ user: v.user_id, at }), this.gaps());
+  }
+
+  /** The spans restores left blank; read per question, as a restore replaces the file under no reader (it refuses while one holds it). */
+  gaps(): HistoryGap[] {
+    return readHistoryGaps(this.db);
   }
 
   /**

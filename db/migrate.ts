@@ -14,7 +14,39 @@ export interface Migration {
   sql: string;
 }
 
+/**
+ * A file at a schema version this build does not know: written by a newer
+ * build. Refused by every open, read-only ones included, because an older
+ * build cannot keep what the newer one maintains (a rollback that syncs
+ * would write changes its history never records).
+ */
+export class SchemaTooNewError extends Error {
+  override name = 'SchemaTooNewError';
+  constructor(
+    readonly fileVersion: number,
+    readonly buildVersion: number,
+  ) {
+    super(
+      `schema version ${fileVersion} is newer than this build's ${buildVersion}: a newer user-mirror wrote it; ` +
+        `run that version, or restore a backup this version can read`,
+    );
+  }
+}
+
+/** The newest version `migrations` reach: this build's schema. */
+export function latestVersion(migrations: readonly Migration[]): number {
+  return migrations.reduce((max, m) => Math.max(max, m.version), 0);
+}
+
+/** Throws SchemaTooNewError when the file's version is above what `migrations` reach. */
+export function refuseNewerSchema(db: Database.Database, migrations: readonly Migration[]): void {
+  const file = readVersion(db);
+  const build = latestVersion(migrations);
+  if (file > build) throw new SchemaTooNewError(file, build);
+}
+
 export function migrate(db: Database.Database, migrations: readonly Migration[]): number {
+  refuseNewerSchema(db, migrations);
   let current = readVersion(db);
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (m.version <= current) continue;
@@ -50,6 +82,6 @@ export function applyMigration(db: Database.Database, m: Migration): number {
   }
 }
 
-function readVersion(db: Database.Database): number {
+export function readVersion(db: Database.Database): number {
   return db.pragma('user_version', { simple: true }) as number;
 }

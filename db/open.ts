@@ -14,7 +14,7 @@ import { statSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
 import { createPrivateFile, octal, tightenDatabaseFiles, type Tightened } from './file-modes.js';
 import { MIGRATIONS } from './migrations.js';
-import { migrate, type Migration } from './migrate.js';
+import { migrate, refuseNewerSchema, SchemaTooNewError, type Migration } from './migrate.js';
 
 export type Db = Database.Database;
 
@@ -158,6 +158,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
     // Opening reads nothing; reading the header here makes "not a database" an open error, not a later query's.
     db.pragma('schema_version', { simple: true });
     if (options.mapped === true) db.pragma(`mmap_size = ${MAP_BYTES}`);
+    refuseNewerSchema(db, options.migrations ?? MIGRATIONS);
     if (!readonly) {
       // For a new file only (a no-op once the file has pages): users rows are ~1 KB, so 4 KiB pages
       // hold three and spill `raw` to overflow pages. Measured, a first sync of 200k users writing
@@ -173,7 +174,12 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
     return db;
   } catch (err) {
     db?.close();
-    const problem = path === ':memory:' ? undefined : sqliteProblem((err as { code?: string }).code, existed);
+    const problem =
+      path === ':memory:'
+        ? undefined
+        : err instanceof SchemaTooNewError
+          ? err.message
+          : sqliteProblem((err as { code?: string }).code, existed);
     throw problem === undefined ? err : new MirrorDbError(path, problem, variable);
   }
 }

@@ -89,6 +89,20 @@ const COMMANDS: Record<string, Command> = {
     synopsis: 'demo [--users N] [--legacy-records R]',
     load: () => import('./commands/demo.js'),
   },
+  backup: {
+    summary: 'a checked online copy of the mirror (--audit: the removal audit); alone: into BACKUP_DIR, rotated',
+    synopsis: 'backup [<dest>] [--audit] [--json]',
+    details: 'exit codes: 0 copied; 1 the copy failed (nothing left under its name); 2 usage or configuration error\n',
+    load: () => import('./commands/backup.js'),
+  },
+  restore: {
+    summary: 'install a backup as MIRROR_DB (--audit: AUDIT_DB), the replaced file kept aside',
+    synopsis: 'restore <backup> [--audit] [--json]',
+    details:
+      'exit codes: 0 restored; 1 the backup is refused (not a mirror, newer schema, fails its check);\n' +
+      '  2 usage or configuration error; 5 a process holds the mirror open, or a sync holds its lease\n',
+    load: () => import('./commands/restore.js'),
+  },
   status: {
     summary: 'last runs, mirror size and age, queue depths (--json for scripts)',
     synopsis: 'status [--json]',

@@ -223,7 +223,7 @@ describe('churn against the stand-in', () => {
       if (e.type === 'user.updated') expect(e.data.changed_fields).toEqual(['fallback_time_zone']);
       if (e.type === 'user.deleted') expect(e.data.reason).toBe('verified');
       if (e.type === 'user.created' || e.type === 'user.restored') expect(row.change).toBe('created');
-      if (e.type !== 'user.deleted' && e.type !== 'mirror.baseline') {
+      if (e.type !== 'user.deleted' && e.type !== 'mirror.baseline' && e.type !== 'mirror.restored') {
         const raw = r.db.prepare('SELECT raw FROM users WHERE user_id = ?').pluck().get(e.data.user_id) as string;
         const latest = got.findLast((x) => 'user_id' in x.data && x.data.user_id === e.data.user_id && x.type !== 'user.deleted');
         if (latest === e) expect(e.data.user).toEqual(JSON.parse(raw));

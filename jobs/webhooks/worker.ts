@@ -203,7 +203,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     const body = data.body ?? options.eventBody(data.cursor, data.event_id);
     if (body === undefined) {
       const reason =
-        "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt): nothing to send";
+        "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt or restored from a backup): nothing to send";
       logger.error({ event: 'webhook.event_gone', eventId: data.event_id, cursor: data.cursor, attempt }, reason);
       await settle(data.cursor);
       outcomes.report({ outcome: 'failed', eventId: data.event_id, cursor: data.cursor, attempt, ms: 0 });

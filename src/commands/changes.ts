@@ -19,7 +19,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { openMirror, type Db } from '../../db/open.js';
-import { openChangeFeed, type ChangeFeed, type FeedEvent } from '../../db/change-feed.js';
+import { openChangeFeed, type ChangeFeed, type FeedEvent, type FeedPage } from '../../db/change-feed.js';
 
 const Args = z.object({
   after: z.coerce
@@ -61,9 +61,7 @@ export default async function changes(argv: string[]): Promise<number> {
     while (left > 0 && !stop.signal.aborted) {
       const page = feed.page(after, Math.min(PAGE, left));
       if (page.gone) {
-        process.stderr.write(
-          `cursor ${after} is older than the feed's retention (CHANGES_RETENTION_DAYS): events after it were dropped; the oldest cursor still held is ${page.oldest} (--after ${page.oldest})\n`,
-        );
+        process.stderr.write(goneMessage(after, page) + '\n');
         return 1;
       }
       if (page.events.length > 0) {
@@ -83,6 +81,18 @@ export default async function changes(argv: string[]): Promise<number> {
     process.off('SIGTERM', onSignal);
     db.close();
   }
+}
+
+/** Why the events after `after` cannot be had, and where to resume. */
+function goneMessage(after: number, page: Extract<FeedPage, { gone: true }>): string {
+  const r = page.restore;
+  if (r === undefined)
+    return `cursor ${after} is older than the feed's retention (CHANGES_RETENTION_DAYS): events after it were dropped; the oldest cursor still held is ${page.oldest} (--after ${page.oldest})`;
+  return (
+    `cursor ${after} came from a mirror file that was replaced: the mirror was restored at ${r.at} from a backup taken ${r.backupAt}, ` +
+    `whose feed ends at cursor ${r.backupCursor}; the events you read after it are not in this feed, and nothing is issued under their cursors again. ` +
+    `Resume with --after ${page.oldest} (the next event is the mirror.restored marker) and re-read the users you changed since ${r.backupAt}`
+  );
 }
 
 /** The feed, or undefined (said on stderr) when the mirror predates it: no sync has run with this version yet. */
@@ -111,7 +121,9 @@ function line(e: FeedEvent): string {
         ? String(d['reason'])
         : e.type === 'mirror.baseline'
           ? `${String(d['users'])} users`
-          : '';
+          : e.type === 'mirror.restored'
+            ? `restored from a backup taken ${String(d['backup_at'])} (its feed ended at ${String(d['backup_cursor'])})`
+            : '';
   return [
     String(e.cursor).padStart(8),
     event.timestamp,

@@ -119,6 +119,14 @@ async function resolveAsOf(clientUserId: string, at: string, teamId: string | un
     process.stderr.write(`user-mirror resolve: cannot answer as of ${at}: the mirror's history ${since}\n`);
     return EXIT_BEFORE_HISTORY;
   }
+  if (answer.kind === 'gap') {
+    const { gap } = answer;
+    process.stderr.write(
+      `user-mirror resolve: cannot answer as of ${at}: the mirror was restored at ${gap.restoredAt} from a backup taken ${gap.from}, ` +
+        `so what it showed from then ${gap.to === null ? 'until its next sync' : `until ${gap.to}`} is not known\n`,
+    );
+    return EXIT_BEFORE_HISTORY;
+  }
   if (answer.kind === 'absent') return notFound(clientUserId, `the mirror's history as of ${at}`);
   const { version, sources } = answer;
   const record: unknown = version.raw === null ? null : JSON.parse(version.raw);

@@ -49,6 +49,7 @@ import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
+import { currentBackupVerdict } from '../daemon/backup-folder.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
@@ -78,6 +79,8 @@ export default async function status(argv: string[]): Promise<number> {
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
     'WEBHOOK_URL',
+    'BACKUP_DIR',
+    'BACKUP_CRON',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
@@ -109,6 +112,10 @@ export default async function status(argv: string[]): Promise<number> {
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     checkpoints: config.MIRROR_CHECKPOINTS,
     recordBeside: recordBeside(config.MIRROR_DB),
+    backups:
+      config.BACKUP_DIR === undefined
+        ? undefined
+        : { dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, ...currentBackupVerdict(config.BACKUP_DIR, config.BACKUP_CRON) },
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);

@@ -77,6 +77,18 @@ export async function dispatchNewEvents(
     const queued = await queue.count();
     if (queued >= MAX_QUEUED_EVENTS) return { dispatched, cursor, paced: true };
     const page = feed.page(cursor, Math.min(DISPATCH_BATCH, MAX_QUEUED_EVENTS - queued));
+    if (page.gone && page.restore !== undefined) {
+      // The cursor came from the file a restore replaced: what it delivered after the backup is gone from the feed,
+      // and nothing will be issued under those cursors again. Both cursors go back to the backup's end, so the
+      // mirror.restored event and everything after it are delivered; lag and retention read from there.
+      log.warn(
+        { event: 'webhooks.feed_restored', cursor, resumeAfter: page.oldest, restoredAt: page.restore.at, backupAt: page.restore.backupAt },
+        'the mirror was restored from a backup: webhook delivery resumes after the backup, with a mirror.restored event',
+      );
+      cursor = page.oldest;
+      await resetCursors(queue, cursor);
+      continue;
+    }
     if (page.gone) {
       // A new target on a feed retention has trimmed starts at what is held; a known one can only get
       // here by an operator's hand (retention holds at its cursor): say so, and go on from what is held.

@@ -27,6 +27,9 @@ export const DAEMON_ENV = [
   'AUDIT_DB',
   'MIRROR_ID',
   'SYNC_CRON',
+  'BACKUP_DIR',
+  'BACKUP_CRON',
+  'BACKUP_KEEP',
   // What the sync child reads: checked here too, so a bad value stops the daemon at start.
   ...LEASED_SYNC_ENV,
   'SYNC_STALE_AFTER_MS',

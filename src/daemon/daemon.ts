@@ -74,6 +74,8 @@ import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
+import { currentBackupVerdict } from './backup-folder.js';
+import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -138,12 +140,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
+  const backupDir = config.BACKUP_DIR;
   metrics.setSources({
     mirror: () => mirrorFigures(reader),
     staleAfterMs: staleAfter,
     files: () => ({ ...databaseFileSizes(config.MIRROR_DB), walIndex: readWalIndex(config.MIRROR_DB) }),
     checkpoints: config.MIRROR_CHECKPOINTS,
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
+    ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
   });
 
   const managementClient =
@@ -184,6 +188,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   let status: StatusServer | undefined;
   let replica: Replica | undefined;
+  let backups: BackupSchedule | undefined;
   try {
     status = await startStatusServer({
       host: config.STATUS_HOST,
@@ -194,6 +199,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
     if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log);
+    if (backupDir !== undefined) backups = startBackupSchedule({ dir: backupDir, cron: config.BACKUP_CRON, logger: log });
   } catch (err) {
     await status?.close();
     control.disconnect();
@@ -285,7 +291,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     phase = 'stopping';
     startAbort.abort();
     await settleWithin(started, 2_000);
-    await Promise.all([schedule?.stop(), watchdog?.stop()]);
+    await Promise.all([schedule?.stop(), watchdog?.stop(), backups?.stop()]);
     const [syncDrained, removalsDrained] = await Promise.all([
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,

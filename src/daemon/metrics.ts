@@ -18,6 +18,7 @@ import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { registerMirrorGauges, registerRedisGauges, registerWebhookLagGauges, type MetricSources } from './scrape-gauges.js';
+import { registerBackupGauges } from './backup-gauges.js';
 
 export interface DaemonMetrics {
   registry: Registry;
@@ -65,6 +66,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     registers,
   });
   registerMirrorGauges(registers, current);
+  registerBackupGauges(registers, current);
   const httpResponses = new Counter({
     name: 'user_mirror_http_responses_total',
     help: 'Responses from the service by method, route template and status (0 = no response: network error or timeout).',

@@ -16,6 +16,7 @@ import { assessStaleness, type MirrorFigures, type Staleness } from './staleness
 import type { WebhookLagFacts } from './change-delivery.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
+import type { BackupVerdict } from './backup-folder.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -38,6 +39,8 @@ export interface MetricSources {
   checkpoints?: CheckpointMode;
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
+  /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
+  backups?: () => BackupVerdict;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */

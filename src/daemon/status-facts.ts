@@ -6,6 +6,7 @@
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
+import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
@@ -118,7 +119,11 @@ export type MirrorFacts =
     }
   | { available: false; error: string };
 
+export type BackupFacts = BackupVerdict & { dir: string; cron: string };
+
 export interface StatusFacts {
+  /** Scheduled backups (BACKUP_DIR): the folder, the schedule and the verdict; undefined without BACKUP_DIR. */
+  backups?: BackupFacts | undefined;
   mirrorPath: string;
   mirrorId: string;
   now: Date;

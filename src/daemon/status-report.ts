@@ -8,7 +8,7 @@
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
-import type { FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 
@@ -179,6 +179,8 @@ export interface StatusReport {
     held: string | null;
   } | null;
   webhooksConfigured: boolean;
+  /** Scheduled backups; null without BACKUP_DIR. Failed or stale makes `status` exit 1. */
+  backups: BackupFacts | null;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -243,6 +245,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         : { latest: f.feed.latest, oldest: f.feed.oldest, prunedThrough: f.feed.prunedThrough },
     webhooks: webhookReport(f),
     webhooksConfigured: f.webhooksConfigured ?? false,
+    backups: f.backups ?? null,
   };
 }
 
@@ -318,6 +321,7 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
+  if (r.backups !== null && (r.backups.failed !== null || r.backups.stale)) return 1;
   const mirrorOk =
     r.mirror.available &&
     r.mirror.stale !== true &&

@@ -4,7 +4,7 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
-import type { QueueCounts, RunFacts } from './status-facts.js';
+import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
 import { formatBytes, type RemovalQueueReport, type StatusReport, type WalVerdict } from './status-report.js';
 
 export function formatStatusReport(r: StatusReport): string {
@@ -113,6 +113,7 @@ export function formatStatusReport(r: StatusReport): string {
     }
     if (w.held !== null) lines.push(`webhooks        HELD: the daemon queues no delivery on this Redis: ${w.held}`);
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
+  if (r.backups !== null) lines.push(...backupLines(r.backups));
   return `${lines.join('\n')}\n`;
 }
 
@@ -187,4 +188,15 @@ function formatWarnings(w: { usersWithWarnings: number; topFields: Array<{ field
 
 function formatCounts(c: QueueCounts): string {
   return `waiting ${c.waiting}  active ${c.active}  delayed ${c.delayed}  failed ${c.failed}  completed ${c.completed}`;
+}
+
+/** The scheduled backups: the last good copy, and a failure or staleness in capitals (both make `status` exit 1). */
+function backupLines(b: BackupFacts): string[] {
+  const last =
+    b.lastGoodAt === null ? 'none yet' : `${formatAge(b.ageSeconds ?? 0)} ago (${b.lastGoodAt}), ${formatBytes(b.lastGoodBytes ?? 0)}`;
+  const lines = [`backups         last good ${last}   (${b.dir}, every "${b.cron}")`];
+  if (b.failed !== null) lines.push(`backups         LAST BACKUP FAILED: ${oneLine(b.failed, 300)}`);
+  if (b.stale)
+    lines.push(`backups         STALE: no good backup within twice the BACKUP_CRON interval; is the daemon running, is ${b.dir} writable?`);
+  return lines;
 }

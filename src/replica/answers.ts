@@ -66,6 +66,15 @@ export function changesQueryOrAnswer(query: string): { after: number | undefined
 export function changesAnswer(page: FeedPage | undefined): Answer {
   if (page === undefined)
     return detail(503, 'Mirror not ready: this mirror has no change feed yet; it starts with the next sync', ['retry-after', '30']);
+  if (page.gone && page.restore !== undefined) {
+    const r = page.restore;
+    const body = JSON.stringify({
+      detail: `Cursor from a mirror file that was replaced: the mirror was restored from a backup whose feed ends at cursor ${r.backupCursor}; resume after it`,
+      oldest: page.oldest,
+      restored: { at: r.at, backup_at: r.backupAt, backup_cursor: r.backupCursor },
+    });
+    return { status: 410, body, headers: [] };
+  }
   if (page.gone) {
     const body = JSON.stringify({
       detail: 'Cursor older than the change feed retention: events after it were dropped',

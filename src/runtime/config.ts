@@ -34,6 +34,8 @@ const flag = z
   .default('0')
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
+const cronExpression = z.string().refine((s) => nodeCron().validate(s), 'must be a valid cron expression');
+
 export interface HostPort {
   host: string;
   port: number;
@@ -105,10 +107,7 @@ export const ENV = {
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . and - only')
     .default(hostname().replace(/[^A-Za-z0-9_.-]/g, '-')),
-  SYNC_CRON: z
-    .string()
-    .refine((s) => nodeCron().validate(s), 'must be a valid cron expression')
-    .default('*/15 * * * *'),
+  SYNC_CRON: cronExpression.default('*/15 * * * *'),
   SYNC_CONCURRENCY: positiveInt(4, 64),
   SYNC_MAX_DELETE_RATIO: z.coerce.number().min(0).max(1).default(0.1),
   SYNC_PAGE_ATTEMPTS: positiveInt(5, 100),
@@ -182,6 +181,10 @@ export const ENV = {
     )
     .optional(),
   WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
+  // Scheduled backups (`user-mirror backup`, docs/operations.md): the folder (unset: none), when (UTC), how many of each file kept.
+  BACKUP_DIR: z.string().min(1).optional(),
+  BACKUP_CRON: cronExpression.default('7 * * * *'),
+  BACKUP_KEEP: positiveInt(24, 100_000),
 } as const;
 
 export type EnvName = keyof typeof ENV;

@@ -63,6 +63,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'WEBHOOK_TIMEOUT_MS',
     ],
   ],
+  ['Backups', ['BACKUP_DIR', 'BACKUP_CRON', 'BACKUP_KEEP']],
 ];
 
 const ABOUT: Record<EnvName, string> = {
@@ -130,6 +131,9 @@ const ABOUT: Record<EnvName, string> = {
   WEBHOOK_SECRET:
     "whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL; make one: 'user-mirror webhooks new-secret')",
   WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',
+  BACKUP_DIR: 'the daemon copies the mirror and the audit here on BACKUP_CRON (`user-mirror backup`); unset: no scheduled backups',
+  BACKUP_CRON: 'backup schedule, UTC; status says the backups are stale past twice its interval',
+  BACKUP_KEEP: 'copies of each file kept in BACKUP_DIR; older ones are deleted after a good backup',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */

@@ -1,0 +1,93 @@
+/**
+ * A consistent copy of a live SQLite file (the mirror or the audit), taken
+ * while syncs write and readers read. `VACUUM INTO` reads one snapshot in a
+ * single read transaction: in WAL mode that blocks no writer (a checkpoint
+ * just cannot pass the snapshot until the copy ends), and the copy is
+ * compact, with no -wal of its own. It is written into a file created
+ * private first (the file policy's mode, whatever the umask), checked, made
+ * durable, and only then renamed to its name: a copy that exists under its
+ * name is a good one.
+ */
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { createPrivateFile } from './file-modes.js';
+import { markBackup, type BackupMark } from './lineage.js';
+import { readVersion } from './migrate.js';
+import type { Db } from './open.js';
+
+export interface CopyFacts {
+  path: string;
+  bytes: number;
+  schemaVersion: number;
+  /** For a mirror: what the copy holds (db/lineage.ts); undefined for the audit. */
+  mark: BackupMark | undefined;
+  /** For a mirror: when history is complete since, and the newest change it records. */
+  historySince: string | null;
+  historyLatest: string | null;
+  users: number | null;
+  copyMs: number;
+  checkMs: number;
+}
+
+export class BackupCheckError extends Error {
+  override name = 'BackupCheckError';
+}
+
+/**
+ * Copies `source` to `dest` (which must not exist). `kind` 'mirror' marks
+ * the copy as a backup taken now. Throws, leaving nothing at `dest`, when
+ * the copy cannot be written or fails its check.
+ */
+export function copyDatabase(source: Db, dest: string, kind: 'mirror' | 'audit', now: () => Date = () => new Date()): CopyFacts {
+  const tmp = `${dest}.partial-${process.pid}`;
+  rmSync(tmp, { force: true });
+  createPrivateFile(tmp);
+  try {
+    const started = performance.now();
+    source.prepare('VACUUM INTO ?').run(tmp);
+    const copyMs = Math.round(performance.now() - started);
+    const copy = new Database(tmp);
+    let facts: Omit<CopyFacts, 'path' | 'bytes' | 'copyMs'>;
+    try {
+      const checked = performance.now();
+      const mark = kind === 'mirror' ? markBackup(copy, now().toISOString()) : undefined;
+      // A backup is one self-contained file: no -wal or -shm beside it, readable from a read-only folder.
+      copy.pragma('journal_mode = DELETE');
+      const problems = copy.pragma('quick_check', { simple: false }) as { quick_check: string }[];
+      const first = problems[0]?.quick_check;
+      if (first !== 'ok') throw new BackupCheckError(`the copy fails its check: ${first ?? 'no answer'}`);
+      facts = { schemaVersion: readVersion(copy), mark, ...mirrorFacts(copy, kind), checkMs: Math.round(performance.now() - checked) };
+    } finally {
+      copy.close();
+    }
+    syncFile(tmp);
+    renameSync(tmp, dest);
+    syncFile(dirname(dest));
+    return { path: dest, bytes: statSync(dest).size, copyMs, ...facts };
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    rmSync(`${tmp}-journal`, { force: true });
+    throw err;
+  }
+}
+
+function mirrorFacts(copy: Db, kind: 'mirror' | 'audit'): Pick<CopyFacts, 'historySince' | 'historyLatest' | 'users'> {
+  if (kind === 'audit') return { historySince: null, historyLatest: null, users: null };
+  const one = <T>(sql: string) => copy.prepare<[], T>(sql).pluck().get() ?? null;
+  return {
+    historySince: one<string | null>(`SELECT complete_since FROM history_state WHERE id = 1`),
+    historyLatest: one<string | null>(`SELECT max(published_at) FROM sync_runs WHERE published_at IS NOT NULL`),
+    users: one<number>(`SELECT count(*) FROM users WHERE deleted_at IS NULL`),
+  };
+}
+
+/** fsync a file or a folder: a rename is durable only once its folder is. */
+export function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
