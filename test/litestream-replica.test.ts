@@ -6,7 +6,8 @@
  * Then the host's files are lost (Litestream killed -9, the mirror's folder
  * removed), `litestream restore` writes the mirror to a new path, and
  * `status`, `resolve --as-of` at every noted time, `history` and `changes`
- * must answer there exactly as they did on the lost mirror. The drill of
+ * must answer there exactly as they did on the lost mirror; installed with
+ * `user-mirror restore`, it keeps the same past and syncs on. The drill of
  * docs/operations.md ("Continuous replica with Litestream"), on one machine.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -205,7 +206,7 @@ suite(TITLE, () => {
     console.info(`litestream replica lag (last sync --once exited → a restore holds its run): ${lagMs} ms`);
   });
 
-  it('after the host lost its files, the restored mirror answers status, resolve --as-of, history and changes as before', async () => {
+  it('after the host lost its files, the restored mirror answers status, resolve --as-of, history and changes as before; installed with user-mirror restore, it syncs on', async () => {
     litestream?.kill('SIGKILL');
     rmSync(mirrorDir, { recursive: true, force: true });
     expect(existsSync(mirrorPath)).toBe(false);
@@ -229,8 +230,19 @@ suite(TITLE, () => {
     expect(before.history.every((h) => h.code === 0)).toBe(true);
     expect(before.changes.stdout.split('\n').length).toBeGreaterThan(10);
 
-    // And it is a mirror to go on with: the next sync runs on it.
-    const next = await runCli(['sync', '--once'], cliEnv(restored), 120_000);
+    // Installed as the docs say, with `user-mirror restore`: a new feed epoch, and the same past.
+    const installed = join(dir, 'new-host', 'installed.db');
+    const install = await runCli(['restore', restored], cliEnv(installed));
+    expect(install.code, install.stderr + install.stdout).toBe(0);
+    const env = cliEnv(installed);
+    // Every noted time but the last, which comes after the last run published: the restore's gap, "unknown" until the next sync.
+    for (const a of before.asOf.filter((x) => x.at !== moments.at(-1))) {
+      const r = await runCli(['resolve', a.client, '--as-of', a.at, '--json'], env);
+      expect({ code: r.code, stdout: r.stdout }, `${a.client} at ${a.at}`).toEqual({ code: a.code, stdout: a.stdout });
+    }
+    // And it is a mirror to go on with: the next sync runs on it, and status is well.
+    const next = await runCli(['sync', '--once'], env, 120_000);
     expect(next.code, next.stderr).toBe(0);
+    expect((await runCli(['status'], env)).code).toBe(0);
   }, 300_000);
 });
