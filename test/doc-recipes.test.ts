@@ -159,6 +159,14 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   },
   {
     page: 'docs/operations.md',
+    snippet: 'ExecStart=/usr/bin/litestream replicate',
+    how: {
+      syntax:
+        'a systemd unit for a host running Litestream; no systemd runs here (test/litestream-replica.test.ts runs the same replicate command)',
+    },
+  },
+  {
+    page: 'docs/operations.md',
     snippet: 'litestream restore -config /srv/user-mirror/contrib/litestream/litestream.yml',
     how: {
       syntax:
