@@ -51,7 +51,20 @@ export interface OpenOptions {
    * the mirror's lock while open.
    */
   readWhenFull?: boolean;
+  /**
+   * Who checkpoints the WAL (MIRROR_CHECKPOINTS). `external`: a replicator
+   * (Litestream) owns every checkpoint, so a writable connection never runs
+   * one of its own, not even SQLite's automatic one on a commit.
+   */
+  checkpoints?: CheckpointMode;
 }
+
+/**
+ * `after-sync`: the sync checkpoints once its run is out (checkpointMirror).
+ * `external`: Litestream does; a checkpoint of ours that restarts or truncates
+ * the WAL would make it lose its place and upload the whole mirror again.
+ */
+export type CheckpointMode = 'after-sync' | 'external';
 
 /** A file narrowed at a writable open (db/file-modes.ts): one line on stderr. Readers never narrow: they may not own the files. */
 function reportTightened(t: Tightened): void {
@@ -194,6 +207,7 @@ export function openMirror(path: string, options: OpenOptions = {}): Db {
       // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the last commit.
       db.pragma('synchronous = NORMAL');
       db.pragma('foreign_keys = ON');
+      if (options.checkpoints === 'external') db.pragma('wal_autocheckpoint = 0');
       migrate(db, options.migrations ?? MIGRATIONS);
       if (path !== ':memory:') keepWalPairOnClose(db, path);
     }

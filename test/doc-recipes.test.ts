@@ -166,8 +166,24 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   },
   {
     page: 'docs/operations.md',
+    snippet: 'ExecStart=/usr/bin/litestream replicate',
+    how: {
+      syntax:
+        'a systemd unit for a host running Litestream; no systemd runs here (test/litestream-replica.test.ts runs the same replicate command)',
+    },
+  },
+  {
+    page: 'docs/operations.md',
     snippet: 'promtool check rules /etc/prometheus/rules/user-mirror.rules.yml',
     how: { syntax: "a host's Prometheus (/etc/prometheus, systemctl); test/contrib-prometheus.test.ts runs promtool on the shipped rules" },
+  },
+  {
+    page: 'docs/operations.md',
+    snippet: 'litestream restore -config /srv/user-mirror/contrib/litestream/litestream.yml',
+    how: {
+      syntax:
+        "a host's restore drill (/etc, /srv, S3 keys, systemd); test/litestream-replica.test.ts runs its litestream restore with the same configuration and checks the restored mirror's answers",
+    },
   },
   {
     page: 'docs/replica.md',

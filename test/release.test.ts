@@ -119,6 +119,8 @@ describe('the production flow', () => {
       'contrib/prometheus/user-mirror.rules.yml',
       'contrib/prometheus/user-mirror.dashboard.json',
       'contrib/systemd/user-mirror.service',
+      // docs/operations.md's Litestream configuration, for the host that runs Litestream beside the daemon.
+      'contrib/litestream/litestream.yml',
       'npm-shrinkwrap.json',
       'package.json',
     ]) {
@@ -131,6 +133,8 @@ describe('the production flow', () => {
     const modules = readdirSync(join(app, 'node_modules'));
     expect(modules).not.toContain('typescript');
     expect(modules).not.toContain('vitest');
+    // Litestream is a companion installed on the host, not part of the artefact (docs/operations.md).
+    expect(modules).not.toContain('@flydotio');
     // The carried Node is a dev dependency: a host runs the artefact on its own Node.
     expect(modules).not.toContain('node');
     expect(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build'))).toBe(false);

@@ -29,6 +29,7 @@ import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import type { StagedRecord } from '../../db/user-writes.js';
+import type { CheckpointMode } from '../../db/open.js';
 import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
@@ -151,7 +152,7 @@ async function resolveAsOf(clientUserId: string, at: string, teamId: string | un
 }
 
 async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {
-  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS']);
+  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS', 'MIRROR_CHECKPOINTS']);
   // The HTTP client (undici) and the mirror's write path are loaded here, not with the command: an offline
   // resolve needs neither. Both before the request, so the answer is stored as soon as it is printed.
   const [{ serviceClientFromConfig }, storeInMirror] = await Promise.all([import('../service/client-from-config.js'), loadStore()]);
@@ -167,12 +168,12 @@ async function resolveOnline(clientUserId: string, teamId: string | undefined, j
   // The team key decides the team; a --team that disagrees is a question about another directory.
   if (teamId !== undefined && user.team_id !== teamId) return notFound(clientUserId, 'the service');
   print({ source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings }, json);
-  storeInMirror({ user, rawJson, warnings }, config.MIRROR_DB, config.RESOLVE_WRITE_WAIT_MS);
+  storeInMirror({ user, rawJson, warnings }, config.MIRROR_DB, config.RESOLVE_WRITE_WAIT_MS, config.MIRROR_CHECKPOINTS);
   return 0;
 }
 
 /** Stores an online answer; a mirror that stays write-locked only earns a warning. */
-type StoreInMirror = (record: StagedRecord, path: string, waitMs: number) => void;
+type StoreInMirror = (record: StagedRecord, path: string, waitMs: number, checkpoints: CheckpointMode) => void;
 
 /** The mirror's write path (db/user-refresh.ts and what it needs), which only an online resolve loads. */
 async function loadStore(): Promise<StoreInMirror> {
@@ -182,9 +183,9 @@ async function loadStore(): Promise<StoreInMirror> {
     import('../../db/user-refresh.js'),
     import('../../db/user-row.js'),
   ]);
-  return (record, path, waitMs) => {
+  return (record, path, waitMs, checkpoints) => {
     try {
-      const db = openMirror(path, { busyTimeoutMs: waitMs });
+      const db = openMirror(path, { busyTimeoutMs: waitMs, checkpoints });
       try {
         // The body as received, like a sync stores it; the fields it had to drop become field_warnings rows.
         new UserRefresh(db).refresh(record, contentHash(record.rawJson));

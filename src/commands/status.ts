@@ -32,6 +32,7 @@ import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
+import { readWalIndex } from '../../db/wal-index.js';
 import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
@@ -77,6 +78,7 @@ export default async function status(argv: string[]): Promise<number> {
     'SYNC_STALE_AFTER_MS',
     'MIRROR_WAL_WARN_BYTES',
     'MIRROR_DISK_WARN_BYTES',
+    'MIRROR_CHECKPOINTS',
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
     'WEBHOOK_URL',
@@ -112,6 +114,7 @@ export default async function status(argv: string[]): Promise<number> {
     webhooksConfigured: hook !== undefined,
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     disk: diskOf(config.MIRROR_DB, config.MIRROR_DISK_WARN_BYTES),
+    checkpoints: config.MIRROR_CHECKPOINTS,
     recordBeside: recordBeside(config.MIRROR_DB),
     backups:
       config.BACKUP_DIR === undefined
@@ -183,7 +186,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
       feed: feedOf(db),
-      files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db) },
+      files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db), walIndex: readWalIndex(path) },
     };
   } catch (err) {
     if (err instanceof MirrorDbError) throw err;

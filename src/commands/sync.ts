@@ -69,7 +69,7 @@ export default async function sync(argv: string[]): Promise<number> {
   reserveRecord(config.MIRROR_DB, logger);
   let db: Db;
   try {
-    db = openMirror(config.MIRROR_DB);
+    db = openMirror(config.MIRROR_DB, { checkpoints: config.MIRROR_CHECKPOINTS });
   } catch (err) {
     throw failed(err);
   }
@@ -92,7 +92,7 @@ export default async function sync(argv: string[]): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await client.close();
-    checkpointAfterSync(db, logger, outcome);
+    checkpointAfterSync(db, logger, outcome, config.MIRROR_CHECKPOINTS);
     db.close();
   }
   if (!outcome.ran) {

@@ -45,6 +45,7 @@
 import { Queue } from 'bullmq';
 import { logError, type Logger } from '../runtime/log-error.js';
 import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
+import { readWalIndex } from '../../db/wal-index.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
@@ -133,7 +134,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       'removals off: MANAGEMENT_URL is unset (set it and MANAGEMENT_KEY to run the removal worker)',
     );
 
-  const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB), log);
+  const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB, { checkpoints: config.MIRROR_CHECKPOINTS }), log);
   let auditDb: Db;
   try {
     auditDb = await openWhenUnlocked('audit', () => openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB }), log);
@@ -161,7 +162,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   metrics.setSources({
     mirror: () => mirrorFigures(reader),
     staleAfterMs: staleAfter,
-    files: () => databaseFileSizes(config.MIRROR_DB),
+    files: () => ({ ...databaseFileSizes(config.MIRROR_DB), walIndex: readWalIndex(config.MIRROR_DB) }),
+    checkpoints: config.MIRROR_CHECKPOINTS,
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
     ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,

@@ -14,6 +14,8 @@ import type { Queue } from 'bullmq';
 import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
+import type { CheckpointMode } from '../../db/open.js';
+import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import { walVerdict } from './status-report.js';
 
@@ -32,8 +34,10 @@ export interface MetricSources {
   redisUp?: () => Promise<boolean>;
   /** Webhook delivery's lag (src/daemon/change-delivery.ts); absent without WEBHOOK_URL. */
   webhookLag?: () => Promise<WebhookLagFacts>;
-  /** The mirror file's and its WAL's sizes, read on scrape. */
-  files?: () => { mirrorBytes: number; walBytes: number };
+  /** The mirror file's and its WAL's sizes, and the WAL index's frames (db/wal-index.ts), read on scrape. */
+  files?: () => { mirrorBytes: number; walBytes: number; walIndex?: WalIndexFigures | undefined };
+  /** MIRROR_CHECKPOINTS: who checkpoints the WAL. */
+  checkpoints?: CheckpointMode;
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
   /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
@@ -170,6 +174,28 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       const reason = sources.mirrorLost();
       lost.set({ reason: 'deleted' }, reason === 'deleted' ? 1 : 0);
       lost.set({ reason: 'replaced' }, reason === 'replaced' ? 1 : 0);
+    },
+  });
+  const walPending = new Gauge({
+    name: 'user_mirror_wal_pending_bytes',
+    help:
+      "Bytes of the mirror's WAL not yet copied into the mirror file (from the WAL index; absent when none is open). " +
+      "With MIRROR_CHECKPOINTS=external the WAL file keeps its largest size: this, not the file's size, grows when nobody (Litestream) checkpoints.",
+    registers,
+    collect() {
+      walPending.reset();
+      const f = current().files?.();
+      if (f === undefined) return;
+      if (f.walBytes === 0) walPending.set(0);
+      else if (f.walIndex !== undefined) walPending.set(f.walIndex.pendingBytes);
+    },
+  });
+  const external = new Gauge({
+    name: 'user_mirror_checkpoints_external',
+    help: '1 when MIRROR_CHECKPOINTS=external: Litestream owns the WAL checkpoints, and the checkpoint gauges describe none of ours.',
+    registers,
+    collect() {
+      external.set(current().checkpoints === 'external' ? 1 : 0);
     },
   });
   const checkpointHeld = new Gauge({

@@ -5,6 +5,8 @@
  */
 import type { DiskVerdict } from './disk-verdict.js';
 import type { CandidateCounts } from '../../db/sync-runs.js';
+import type { CheckpointMode } from '../../db/open.js';
+import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
@@ -110,9 +112,11 @@ export type MirrorFacts =
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
-      /** The mirror file's and its WAL's sizes; undefined for an in-memory mirror. */
-      /** Sizes of the mirror's file and WAL; `freeBytes`: the file's free pages, reused by later syncs. */
-      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number } | undefined;
+      /**
+       * Sizes of the mirror's file and WAL (undefined for an in-memory mirror); `freeBytes`: the file's
+       * free pages, reused by later syncs; `walIndex`: the WAL's frames and those not yet in the file.
+       */
+      files?: { mirrorBytes: number; walBytes: number; freeBytes?: number; walIndex?: WalIndexFigures | undefined } | undefined;
     }
   | { available: false; error: string };
 
@@ -140,6 +144,8 @@ export interface StatusFacts {
   walWarnBytes?: number | undefined;
   /** The file system holding MIRROR_DB, judged against MIRROR_DISK_WARN_BYTES; undefined when it cannot be read. */
   disk?: DiskVerdict | undefined;
+  /** MIRROR_CHECKPOINTS; undefined: `after-sync`. */
+  checkpoints?: CheckpointMode | undefined;
   /**
    * The record kept beside the mirror (src/sync/attempt-record.ts): a failure
    * the mirror could not record in itself, or the last checkpoint's figures.

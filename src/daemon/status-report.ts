@@ -10,6 +10,8 @@ import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jo
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
 import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { CheckpointMode } from '../../db/open.js';
+import type { WalIndexFigures } from '../../db/wal-index.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it
@@ -52,19 +54,60 @@ export function formatBytes(n: number): string {
 /** Below this a WAL is never a problem: a first sync's WAL is the size of the mirror until its checkpoint. */
 export const WAL_WARN_FLOOR_BYTES = 64 * 1024 * 1024;
 
+/** The WAL against its threshold, and who checkpoints it. */
+export interface WalVerdict {
+  walBytes: number;
+  mirrorBytes: number;
+  warnAtBytes: number;
+  tooLarge: boolean;
+  /** MIRROR_CHECKPOINTS: `external` when Litestream owns the checkpoints. */
+  checkpoints: CheckpointMode;
+  /** Bytes of WAL not yet copied into the mirror file, from the WAL index; undefined when no index could be read. */
+  pendingBytes?: number;
+  /** Frames in the WAL, and those a checkpoint already copied into the file. */
+  frames?: number;
+  backfilledFrames?: number;
+}
+
 /**
  * Whether the mirror's WAL is too large (pure): above MIRROR_WAL_WARN_BYTES,
- * or by default above half the mirror (at least 64 MiB). Every sync ends
- * with a checkpoint that empties the WAL; one that keeps growing means a
- * reader holds a read transaction open across syncs, so no checkpoint can
- * finish (measured: ~71 MB a sync at 100,000 users with churn).
+ * or by default above half the mirror (at least 64 MiB).
+ *
+ * `after-sync`: every sync ends with a checkpoint that empties the WAL; one
+ * that keeps growing means a reader holds a read transaction open across
+ * syncs, so no checkpoint can finish (measured: ~71 MB a sync at 100,000
+ * users with churn). The file's size is the measure.
+ *
+ * `external` (Litestream): its checkpoints copy the WAL without shrinking
+ * the file, which keeps its largest size (a first sync's: the size of the
+ * mirror) with nothing in it waiting; the measure is then what the WAL index
+ * says is not yet copied into the mirror (db/wal-index.ts). That growing
+ * means nobody checkpoints: Litestream is not running, or a reader holds it
+ * back. Without an index (no connection has the mirror open) the file's size
+ * is all that is known.
  */
 export function walVerdict(
-  files: { mirrorBytes: number; walBytes: number },
+  files: { mirrorBytes: number; walBytes: number; walIndex?: WalIndexFigures | undefined },
   warnBytes: number | undefined,
-): { walBytes: number; mirrorBytes: number; warnAtBytes: number; tooLarge: boolean } {
-  const warnAtBytes = warnBytes ?? Math.max(WAL_WARN_FLOOR_BYTES, Math.floor(files.mirrorBytes / 2));
-  return { ...files, warnAtBytes, tooLarge: files.walBytes > warnAtBytes };
+  checkpoints: CheckpointMode = 'after-sync',
+): WalVerdict {
+  const { mirrorBytes, walBytes, walIndex } = files;
+  const warnAtBytes = warnBytes ?? Math.max(WAL_WARN_FLOOR_BYTES, Math.floor(mirrorBytes / 2));
+  // A WAL file that is gone or empty holds nothing, whatever a stale index says.
+  const index = walIndex === undefined || walBytes === 0 ? undefined : walIndex;
+  const measured = checkpoints === 'external' ? (index?.pendingBytes ?? walBytes) : walBytes;
+  return {
+    walBytes,
+    mirrorBytes,
+    warnAtBytes,
+    tooLarge: measured > warnAtBytes,
+    checkpoints,
+    ...(index === undefined
+      ? walBytes === 0
+        ? { pendingBytes: 0, frames: 0, backfilledFrames: 0 }
+        : {}
+      : { pendingBytes: index.pendingBytes, frames: index.frames, backfilledFrames: index.backfilledFrames }),
+  };
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -99,7 +142,7 @@ export interface StatusReport {
     /** The last sync attempt, when it failed (lastFailedAttempt); null when it did not. */
     lastAttemptFailed?: { at: string; reason: string; run: number | null } | null;
     /** The WAL against its threshold; undefined when unknown. */
-    wal?: ReturnType<typeof walVerdict>;
+    wal?: WalVerdict;
     /** The mirror file's free pages, in bytes: later syncs reuse them (the file is not shrunk; docs/operations.md). */
     freeBytes?: number;
     /** The last WAL checkpoint after a run failed (a full disk); retried before each run; null when it did not. */
@@ -179,7 +222,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
-        ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
+        ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes, f.checkpoints) }),
         ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
       }
     : {

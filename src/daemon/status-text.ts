@@ -5,7 +5,7 @@
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
 import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
-import { formatBytes, type RemovalQueueReport, type StatusReport } from './status-report.js';
+import { formatBytes, type RemovalQueueReport, type StatusReport, type WalVerdict } from './status-report.js';
 import { fullDiskWords } from '../../db/disk-space.js';
 import type { DiskVerdict } from './disk-verdict.js';
 
@@ -38,16 +38,7 @@ export function formatStatusReport(r: StatusReport): string {
           '(the WAL keeps growing until one succeeds; each sync retries it first)',
       );
     }
-    if (m.wal !== undefined) {
-      const ratio = m.wal.mirrorBytes > 0 ? ` (${(m.wal.walBytes / m.wal.mirrorBytes).toFixed(1)}× the mirror)` : '';
-      lines.push(
-        m.wal.tooLarge
-          ? `  WAL TOO LARGE ${formatBytes(m.wal.walBytes)}${ratio}, above ${formatBytes(m.wal.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
-              (blame ??
-                'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)')
-          : `  wal           ${formatBytes(m.wal.walBytes)}${ratio}`,
-      );
-    }
+    if (m.wal !== undefined) lines.push(m.wal.checkpoints === 'external' ? externalWalLine(m.wal) : walLine(m.wal, blame));
     if (m.wal !== undefined) {
       const free = m.freeBytes === undefined ? '' : `, ${formatBytes(m.freeBytes)} of it free pages that later syncs reuse`;
       lines.push(`  file          ${formatBytes(m.wal.mirrorBytes)}${free}`);
@@ -171,6 +162,32 @@ function formatMissing(c: CandidateCounts): string {
     (x) => x !== '',
   );
   return `  missing ${c.candidates} (${c.confirmedGone} gone, ${c.stillThere} still there${open.length > 0 ? `, ${open.join(', ')}` : ''})`;
+}
+
+/** The WAL when user-mirror checkpoints it after each sync: its file is what waits. */
+/** The WAL when user-mirror checkpoints it; `blame`: a low or full disk, when that is the likelier cause than a reader. */
+function walLine(w: WalVerdict, blame: string | undefined): string {
+  const ratio = w.mirrorBytes > 0 ? ` (${(w.walBytes / w.mirrorBytes).toFixed(1)}× the mirror)` : '';
+  return w.tooLarge
+    ? `  WAL TOO LARGE ${formatBytes(w.walBytes)}${ratio}, above ${formatBytes(w.warnAtBytes)} (MIRROR_WAL_WARN_BYTES): ` +
+        (blame ??
+          'a read transaction held open (an analytics session, a lingering reader) keeps every checkpoint from finishing; end it (docs/sql.md)')
+    : `  wal           ${formatBytes(w.walBytes)}${ratio}`;
+}
+
+/** The WAL when Litestream checkpoints it (MIRROR_CHECKPOINTS=external): the file keeps its largest size; what waits is the part not yet copied. */
+function externalWalLine(w: WalVerdict): string {
+  const owner = 'checkpoints external (MIRROR_CHECKPOINTS=external)';
+  if (w.pendingBytes === undefined) {
+    return w.tooLarge
+      ? `  WAL TOO LARGE ${formatBytes(w.walBytes)}, above ${formatBytes(w.warnAtBytes)} (MIRROR_WAL_WARN_BYTES), ${owner}, no WAL index to say how much is copied: is Litestream running?`
+      : `  wal           ${formatBytes(w.walBytes)} file, ${owner}; no WAL index open to say how much of it is copied`;
+  }
+  const frames = `${(w.frames ?? 0) - (w.backfilledFrames ?? 0)} of ${w.frames ?? 0} frames`;
+  return w.tooLarge
+    ? `  WAL TOO LARGE ${formatBytes(w.pendingBytes)} not yet copied into the mirror (${frames}), above ${formatBytes(w.warnAtBytes)} ` +
+        `(MIRROR_WAL_WARN_BYTES), ${owner}: no checkpoint copies it; is Litestream running? (a read transaction held open also holds it back; docs/sql.md)`
+    : `  wal           ${formatBytes(w.pendingBytes)} not yet copied into the mirror (${frames}), file ${formatBytes(w.walBytes)}, ${owner}`;
 }
 
 function formatWarnings(w: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> }): string {

@@ -105,6 +105,9 @@ export const ENV = {
     .min(0)
     .max(Number.MAX_SAFE_INTEGER)
     .default(1024 * 1024 * 1024),
+  // Who checkpoints the mirror's WAL: `after-sync` (this project, after each sync run) or `external` (a replicator
+  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/operations.md).
+  MIRROR_CHECKPOINTS: z.enum(['after-sync', 'external'], { error: 'must be after-sync or external' }).default('after-sync'),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
   MIRROR_ID: z

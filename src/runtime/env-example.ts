@@ -28,7 +28,10 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'ALLOW_VOLATILE_REDIS',
     ],
   ],
-  ['Files and identity', ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_GROUP', 'MIRROR_ID', 'MIRROR_WAL_WARN_BYTES', 'MIRROR_DISK_WARN_BYTES']],
+  [
+    'Files and identity',
+    ['MIRROR_DB', 'AUDIT_DB', 'MIRROR_GROUP', 'MIRROR_ID', 'MIRROR_WAL_WARN_BYTES', 'MIRROR_DISK_WARN_BYTES', 'MIRROR_CHECKPOINTS'],
+  ],
   [
     'Sync',
     [
@@ -87,7 +90,9 @@ const ABOUT: Record<EnvName, string> = {
   AUDIT_DB: "the removal audit's SQLite file; unset: next to MIRROR_DB",
   MIRROR_DISK_WARN_BYTES:
     'free bytes on the file system holding MIRROR_DB below which status exits 1 (DISK LOW) before it is full; 0: only when full',
-  MIRROR_WAL_WARN_BYTES: 'a mirror WAL above this makes status exit 1 (a long read transaction); unset: half the mirror, at least 64 MiB',
+  MIRROR_WAL_WARN_BYTES:
+    'a mirror WAL above this makes status exit 1 (external checkpoints: its part not yet copied); unset: half the mirror, at least 64 MiB',
+  MIRROR_CHECKPOINTS: 'after-sync: user-mirror checkpoints the WAL after each sync; external: Litestream does (it must own them)',
   MIRROR_GROUP: 'a group that may read the mirror and audit (files 0640); unset: this account only (0600)',
   MIRROR_ID: "names this mirror's sync queue; unset: the host name",
   SYNC_CRON: 'sync schedule, UTC (a 6th leading field is seconds)',

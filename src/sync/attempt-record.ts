@@ -73,6 +73,15 @@ export function recordCheckpoint(mirrorPath: string, figures: { walFrames: numbe
   write(attemptRecordPath(mirrorPath), { what: 'ok', reason: '', checkpoint: { at: now.toISOString(), ...figures } }, now);
 }
 
+/**
+ * A run completed and its checkpoint is another process's (MIRROR_CHECKPOINTS=external):
+ * nothing of ours failed, and no figures of ours describe the WAL any more.
+ */
+export function recordRunCheckpointedElsewhere(mirrorPath: string, now = new Date()): void {
+  reserveAttemptRecord(mirrorPath);
+  write(attemptRecordPath(mirrorPath), { what: 'ok', reason: '' }, now);
+}
+
 /** The record, if any; a file that is not one is reported as a failure, never ignored. */
 export function readAttemptRecord(mirrorPath: string): AttemptRecord | undefined {
   const path = attemptRecordPath(mirrorPath);

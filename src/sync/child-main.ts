@@ -25,7 +25,7 @@ import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger, type Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
-import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
+import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
@@ -45,14 +45,14 @@ function post(message: ChildMessage): Promise<void> {
  * under the daemon is refused (src/daemon/mirror-watch.ts says why), before
  * the open and after it (a file swapped in between).
  */
-function openDaemonsMirror(path: string, expected: FileIdentity | undefined): Db {
-  if (expected === undefined) return openMirror(path);
+function openDaemonsMirror(path: string, expected: FileIdentity | undefined, checkpoints: CheckpointMode): Db {
+  if (expected === undefined) return openMirror(path, { checkpoints });
   const refuse = (): void => {
     const lost = judgeIdentity(expected, fileIdentity(path));
     if (lost !== undefined) throw new Error(lossMessage(path, lost));
   };
   refuse();
-  const db = openMirror(path, { mustExist: true });
+  const db = openMirror(path, { mustExist: true, checkpoints });
   try {
     refuse();
   } catch (err) {
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
     const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
     logger = log;
     reserveRecord(config.MIRROR_DB, log);
-    const db = openDaemonsMirror(config.MIRROR_DB, job.mirrorFile);
+    const db = openDaemonsMirror(config.MIRROR_DB, job.mirrorFile, config.MIRROR_CHECKPOINTS);
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
       { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
         onLeased: () => log.info({ event: 'sync.job_started', ...job }, 'sync job started'),
       });
       await post({ type: 'done', outcome });
-      checkpointAfterSync(db, log, outcome);
+      checkpointAfterSync(db, log, outcome, config.MIRROR_CHECKPOINTS);
     } finally {
       await client.close().catch(() => undefined);
       db.close();

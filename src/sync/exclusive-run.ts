@@ -6,8 +6,14 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
-import { checkpointMirror, databaseFileSizes, withDatabasePath, type Db } from '../../db/open.js';
-import { recordCheckpoint, recordFailedAttempt, reserveAttemptRecord, type AttemptFailure } from './attempt-record.js';
+import { checkpointMirror, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
+import {
+  recordCheckpoint,
+  recordFailedAttempt,
+  recordRunCheckpointedElsewhere,
+  reserveAttemptRecord,
+  type AttemptFailure,
+} from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
 import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
@@ -28,6 +34,7 @@ export const LEASED_SYNC_ENV = [
   'DELETED_RETENTION_DAYS',
   'CHANGE_LOG_RETENTION_DAYS',
   'HISTORY_RETENTION_DAYS',
+  'MIRROR_CHECKPOINTS',
 ] as const;
 
 export interface LeasedSyncParams {
@@ -54,7 +61,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
     },
     async (signal) => {
       p.onLeased?.();
-      if (leftInWal > 0) retryCheckpoint(p.db, p.logger);
+      if (leftInWal > 0 && p.config.MIRROR_CHECKPOINTS !== 'external') retryCheckpoint(p.db, p.logger);
       const summary = await runSync({
         client: p.client,
         writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
@@ -135,9 +142,29 @@ export function purgeAfterSync(db: Db, kind: keyof typeof PURGES, retentionDays:
  * Only after a run of ours (`outcome.ran`): a run skipped because another
  * process holds the lease has nothing to copy, and its TRUNCATE would wait
  * out the busy timeout on that process's write lock.
+ *
+ * Never with MIRROR_CHECKPOINTS=external: Litestream owns the checkpoints
+ * (an outside TRUNCATE makes it lose its place in the WAL and upload the
+ * whole mirror as a new generation). The record beside the mirror then only
+ * says the run is over, so an old failure of ours is not reported forever.
  */
-export function checkpointAfterSync(db: Db, logger: Logger, outcome: LeasedOutcome<unknown> | undefined): void {
+export function checkpointAfterSync(
+  db: Db,
+  logger: Logger,
+  outcome: LeasedOutcome<unknown> | undefined,
+  mode: CheckpointMode = 'after-sync',
+): void {
   if (outcome?.ran !== true) return;
+  if (mode === 'external') {
+    logger.debug({ event: 'sync.checkpoint_left', mode }, 'WAL left to the external checkpointer (MIRROR_CHECKPOINTS=external)');
+    if (db.name === ':memory:') return;
+    try {
+      recordRunCheckpointedElsewhere(db.name);
+    } catch (err) {
+      logger.warn({ event: 'sync.attempt_record_kept', err }, 'could not update the record beside the mirror');
+    }
+    return;
+  }
   let r: ReturnType<typeof checkpointMirror>;
   try {
     r = checkpointMirror(db);
