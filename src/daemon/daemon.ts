@@ -66,7 +66,7 @@ import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
 import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
-import { removalWorkerOf, syncWorkerOf } from './workers.js';
+import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { checkpointFigures } from '../sync/attempt-record.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
@@ -220,7 +220,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
     const workers = { endpoint, prefix, logger: log, metrics };
-    syncWorker = syncWorkerOf(workers, config.MIRROR_ID, () => void delivery?.afterSync());
+    syncWorker = syncWorkerOf(
+      workers,
+      { mirrorId: config.MIRROR_ID, maxDurationMs: config.SYNC_MAX_DURATION_MS },
+      () => void delivery?.afterSync(),
+    );
 
     if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
       removalWorker = removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) });
@@ -249,7 +253,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         if (syncQueue !== undefined) await enqueueTick(syncQueue, tick, log);
       },
     });
-    const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
+    const overdueMs = syncJobOverdueMs(config.SYNC_MAX_DURATION_MS);
+    const watched: WatchedWorker[] = [
+      watchedWorker(
+        syncWorker,
+        syncQueue,
+        (h) => h.worker.isRunning(),
+        (h, now) => (h.runningSince() ?? now) <= now - overdueMs,
+      ),
+    ];
     if (removalWorker !== undefined && removalQueue !== undefined)
       watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
     watchdog = startWatchdog({
