@@ -38,13 +38,47 @@ export interface BodyBound {
   bytes: number;
   setting: string | undefined;
   keepHead: boolean;
+  /** Shared by the bodies of one kind, so that many in flight are not all read at once. */
+  slots?: ReadSlots;
+}
+
+/**
+ * What all resolve answers read at once may hold: SYNC_VERIFY_CONCURRENCY
+ * checks (up to 256) at SYNC_MAX_RESOLVE_BYTES each would be 64 MiB, and a
+ * bomb on every check took a `sync --once` to 279 MB at 256 in flight
+ * (bench/check-bomb.ts). Past this budget a body waits its turn, its bytes
+ * in the socket, not in this process.
+ */
+const RECORD_READS_BUDGET = 16 * 1024 * 1024;
+
+/** At most `size` bodies read at once; the others wait for a slot. */
+export class ReadSlots {
+  private free: number;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.free = Math.max(1, Math.floor(size));
+  }
+
+  /** Resolves with the slot's release, to be called once. */
+  async take(): Promise<() => void> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    return () => {
+      const next = this.waiting.shift();
+      if (next === undefined) this.free++;
+      else next();
+    };
+  }
 }
 
 export const pageBound = (bytes = DEFAULT_MAX_BODY_BYTES): BodyBound => ({ bytes, setting: 'SYNC_MAX_PAGE_BYTES', keepHead: false });
+/** One client's bound for its resolve answers: made once, its slots shared by all of them. */
 export const recordBound = (bytes = DEFAULT_MAX_RECORD_BODY_BYTES): BodyBound => ({
   bytes,
   setting: 'SYNC_MAX_RESOLVE_BYTES',
   keepHead: false,
+  slots: new ReadSlots(RECORD_READS_BUDGET / bytes),
 });
 /** A removal's 200 carries an unspecified body: read for the record, never a reason to fail a removal that happened. */
 export const DETAIL_BOUND: BodyBound = { bytes: DETAIL_BODY_BYTES, setting: undefined, keepHead: true };
@@ -66,21 +100,23 @@ export class BodyCodingError extends Error {
 
 /**
  * The response's body, decoded as its Content-Encoding says and cut at
- * `maxBytes` decoded bytes. Throws BodyCodingError or the transport's
+ * `bound.bytes` decoded bytes. Throws BodyCodingError or the transport's
  * error (an abort, a reset); whichever way it
  * ends, what was not read is destroyed, and its connection with it.
  */
-export async function readAnswerBody(response: Dispatcher.ResponseData, maxBytes: number): Promise<BoundedBody> {
+export async function readAnswerBody(response: Dispatcher.ResponseData, bound: BodyBound): Promise<BoundedBody> {
   let codings: string[] = [];
+  const release = await bound.slots?.take();
   try {
     codings = response.headers['content-length'] === '0' ? [] : codingsOf(response.headers['content-encoding']);
-    return await readBoundedBody(decodedBody(response.body, codings), maxBytes);
+    return await readBoundedBody(decodedBody(response.body, codings), bound.bytes, bound.keepHead);
   } catch (err) {
     if (err instanceof UnsupportedEncodingError) throw new BodyCodingError(err.message);
     if (isDecodingError(err)) throw new BodyCodingError(`body is not valid ${codings.join(', ')}: ${errorMessage(err)}`, { cause: err });
     throw err;
   } finally {
     dropUnread(response.body);
+    release?.();
   }
 }
 
@@ -88,7 +124,9 @@ export async function readAnswerBody(response: Dispatcher.ResponseData, maxBytes
  * Reads a response body as bytes, but stops at `maxBytes`: a body that
  * grows past it is destroyed (the connection is dropped) instead of being
  * buffered, so one oversized or endless answer cannot take the process's
- * memory with it. `bytes` of a body too large is its first `maxBytes`.
+ * memory with it. `bytes` of a body too large is its first `maxBytes` when
+ * `keepHead`, else empty: a copy nobody reads is garbage that many checks
+ * in flight pile up faster than it is collected (bench/check-bomb.ts).
  */
 export type BoundedBody = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true; bytes: Buffer };
 
@@ -100,12 +138,13 @@ function dropUnread(body: Readable): void {
   body.destroy();
 }
 
-export async function readBoundedBody(body: Readable, maxBytes: number): Promise<BoundedBody> {
+export async function readBoundedBody(body: Readable, maxBytes: number, keepHead = false): Promise<BoundedBody> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {
     if (size + chunk.length > maxBytes) {
       body.destroy();
+      if (!keepHead) return { ok: false, tooLarge: true, bytes: Buffer.alloc(0) };
       chunks.push(chunk.subarray(0, maxBytes - size));
       return { ok: false, tooLarge: true, bytes: Buffer.concat(chunks, maxBytes) };
     }

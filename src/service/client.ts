@@ -139,8 +139,11 @@ export class ServiceClient {
   private readonly pools = new Map<string, Pool>();
   private readonly team: Target | undefined;
   private readonly management: Target | undefined;
+  /** Every resolve answer's, with the read slots they share. */
+  private readonly recordBound: BodyBound;
 
   constructor(private readonly options: ServiceClientOptions) {
+    this.recordBound = recordBound(options.maxRecordBodyBytes);
     const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
     if (options.baseUrl !== undefined && options.apiKey !== undefined) {
       this.team = this.target(options.baseUrl, {
@@ -176,7 +179,7 @@ export class ServiceClient {
     const route = '/v2/user/resolve/{client_user_id}';
     requireId('client_user_id', clientUserId, 'GET', route);
     const path = `/v2/user/resolve/${encodePathSegment(clientUserId)}`;
-    const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal, recordBound(this.options.maxRecordBodyBytes));
+    const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal, this.recordBound);
     if (res.status === 404) return { found: false };
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const parsed = parseUser(res.body);
@@ -268,7 +271,7 @@ export class ServiceClient {
       }
       const status = response.statusCode;
       const fitted = fittedBound(bound, status);
-      const body = await readAnswerBody(response, fitted.bytes).catch((err: unknown) => {
+      const body = await readAnswerBody(response, fitted).catch((err: unknown) => {
         report(0);
         throw err instanceof BodyCodingError
           ? new ResponseValidationError(err.message, method, path)
