@@ -151,6 +151,22 @@ describe("a resolve answer's bound (one record)", () => {
     expect(found.found).toBe(true);
   });
 
+  it('reads many answers in flight within the shared budget, every one of them: 200 checks at once, 16 read at a time', async () => {
+    const oura = { logo: 'https://cdn.example/logos/oura.png', name: 'Oura', slug: 'oura' };
+    const sources = Array.from({ length: 2_000 }, () => ({ created_on: '2026-01-12T12:39:40Z', provider: oura, source: oura }));
+    const body = zlib.gzipSync(Buffer.from(JSON.stringify(wireUser(9, { connected_sources: sources }))));
+    const s = await rawServer(() => ({ body, encoding: 'gzip' }));
+    // 1 MiB each: 16 MiB / 1 MiB = 16 read at once, the other 184 wait their turn.
+    const client = new ServiceClient({ baseUrl: s.url, apiKey: 'sk_test', maxRecordBodyBytes: 1024 * 1024, connections: 200 });
+    try {
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => client.resolveUser(`client-${i}`)));
+      expect(answers.every((a) => a.found)).toBe(true);
+    } finally {
+      await client.close();
+      s.server.close();
+    }
+  });
+
   it("an error's body is read for its detail only: a 503 with a 4 MB page keeps its status", async () => {
     const html = Buffer.from(`<html>${'x'.repeat(4 * 1024 * 1024)}</html>`);
     const err = await resolveFrom(() => ({ body: zlib.gzipSync(html), encoding: 'gzip', status: 503 })).catch((e: unknown) => e);
