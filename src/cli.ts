@@ -184,11 +184,26 @@ async function isDbSettingError(err: unknown): Promise<boolean> {
   return err instanceof MirrorDbError;
 }
 
+let settled = false;
+/**
+ * The event loop ran dry with the command unfinished: something it waited
+ * on can never settle (a close waiting on a connection nothing will free).
+ * Node would exit 0 here; that is never a success (issue 40: a failed
+ * `sync --once` exited 0 this way).
+ */
+process.once('beforeExit', () => {
+  if (settled) return;
+  process.stderr.write('user-mirror: the command stopped without finishing: something it waited on never completed\n');
+  process.exitCode = 1;
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
+    settled = true;
     process.exitCode = code;
   },
   (err: unknown) => {
+    settled = true;
     process.stderr.write(`user-mirror: ${String(err)}\n`);
     process.exitCode = 1;
   },

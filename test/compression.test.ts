@@ -10,7 +10,9 @@ import * as zlib from 'node:zlib';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient } from '../src/service/client.js';
-import { ResponseTooLargeError, ResponseValidationError } from '../src/service/errors.js';
+import { HttpError, ResponseTooLargeError, ResponseValidationError } from '../src/service/errors.js';
+import { DEFAULT_MAX_RECORD_BODY_BYTES } from '../src/service/body-bounds.js';
+import { eventually } from './support/eventually.js';
 import { ACCEPT_ENCODING } from '../src/service/content-encoding.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { wireUser } from './support/mirror-fixtures.js';
@@ -19,17 +21,31 @@ const PAGE = Buffer.from(JSON.stringify({ users: [wireUser(1), wireUser(2)], tot
 
 const zstdCompressSync = (zlib as { zstdCompressSync?: (b: Buffer) => Buffer }).zstdCompressSync;
 
+interface RawAnswer {
+  body: Buffer;
+  encoding?: string;
+  status?: number;
+}
+
 /** Answers every request with `body` and `encoding` as they are: no checks, as a broken front door would. */
-async function rawServer(answer: () => { body: Buffer; encoding?: string }): Promise<{ url: string; server: Server; accepts: string[] }> {
+async function rawServer(answer: () => RawAnswer): Promise<{ url: string; server: Server; accepts: string[]; openSockets: () => number }> {
   const accepts: string[] = [];
+  let open = 0;
   const server = createServer((req, res) => {
     accepts.push(String(req.headers['accept-encoding']));
-    const { body, encoding } = answer();
-    res.writeHead(200, { 'content-type': 'application/json', ...(encoding === undefined ? {} : { 'content-encoding': encoding }) });
+    const { body, encoding, status } = answer();
+    res.writeHead(status ?? 200, {
+      'content-type': 'application/json',
+      ...(encoding === undefined ? {} : { 'content-encoding': encoding }),
+    });
     res.end(body);
   });
+  server.on('connection', (socket) => {
+    open++;
+    socket.once('close', () => open--);
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, accepts };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, accepts, openSockets: () => open };
 }
 
 async function pageFrom(answer: () => { body: Buffer; encoding?: string }, maxBodyBytes?: number) {
@@ -49,7 +65,6 @@ describe('the client', () => {
       ['gzip', (b) => zlib.gzipSync(b)],
       ['x-gzip', (b) => zlib.gzipSync(b)],
       ['br', (b) => zlib.brotliCompressSync(b)],
-      ['deflate', (b) => zlib.deflateSync(b)],
       ['gzip, br', (b) => zlib.brotliCompressSync(zlib.gzipSync(b))],
       ['identity', (b) => b],
     ];
@@ -75,7 +90,88 @@ describe('the client', () => {
   it('an unknown Content-Encoding is a clear error naming it', async () => {
     const failure = pageFrom(() => ({ body: PAGE, encoding: 'compress' }));
     await expect(failure).rejects.toBeInstanceOf(ResponseValidationError);
-    await expect(failure).rejects.toThrow(/Content-Encoding 'compress'/);
+    await expect(failure).rejects.toThrow(/Content-Encoding 'compress' is not one this client can decode/);
+  });
+
+  it('a coding it did not ask for (a bare deflate) is refused, named as such, though zlib could decode it', async () => {
+    const failure = pageFrom(() => ({ body: zlib.deflateSync(PAGE), encoding: 'deflate' }));
+    await expect(failure).rejects.toBeInstanceOf(ResponseValidationError);
+    await expect(failure).rejects.toThrow(`Content-Encoding 'deflate' was not asked for (accept-encoding: ${ACCEPT_ENCODING}); refused`);
+  });
+
+  // Issue 40: the refusal came before the body was read or destroyed, so the connection stayed busy and the pool's
+  // close never settled: the daemon's sync process, which closes its client after a run, never exited.
+  for (const [encoding, why] of [
+    ['compress', 'unknown'],
+    ['deflate', 'not asked for'],
+    ['gzip', 'not gzip'],
+  ] as const) {
+    it(`a refused body (${encoding}: ${why}) is dropped with its connection at once, and close() settles`, async () => {
+      // 8 MB: far more than the socket buffers hold, so the body is still arriving when the coding is refused.
+      const s = await rawServer(() => ({ body: Buffer.alloc(8 * 1024 * 1024, 0x41), encoding }));
+      const client = new ServiceClient({ baseUrl: s.url, apiKey: 'sk_test' });
+      try {
+        await expect(client.listUserRecords({ offset: 0, limit: 500 })).rejects.toBeInstanceOf(ResponseValidationError);
+        // Before close(): the client dropped the connection itself.
+        await eventually(() => s.openSockets() === 0, 20_000, 'the server to see the connection closed');
+        await client.close();
+      } finally {
+        s.server.close();
+      }
+    });
+  }
+});
+
+describe("a resolve answer's bound (one record)", () => {
+  async function resolveFrom(answer: () => RawAnswer, maxRecordBodyBytes?: number) {
+    const s = await rawServer(answer);
+    const client = new ServiceClient({ baseUrl: s.url, apiKey: 'sk_test', maxRecordBodyBytes });
+    try {
+      return await client.resolveUser('client-1');
+    } finally {
+      await client.close();
+      s.server.close();
+    }
+  }
+
+  it("is far below a page's: a 64 MiB gzip bomb fails at SYNC_MAX_RESOLVE_BYTES (256 KiB), named", async () => {
+    const bomb = zlib.gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20));
+    const err = await resolveFrom(() => ({ body: bomb, encoding: 'gzip' })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLargeError);
+    expect((err as ResponseTooLargeError).limitBytes).toBe(DEFAULT_MAX_RECORD_BODY_BYTES);
+    expect((err as Error).message).toContain(`larger than SYNC_MAX_RESOLVE_BYTES (${256 * 1024} bytes)`);
+  });
+
+  it('reads a record of any plausible size: a user with 200 connected sources', async () => {
+    const oura = { logo: 'https://cdn.example/logos/oura.png', name: 'Oura', slug: 'oura' };
+    const sources = Array.from({ length: 200 }, () => ({ created_on: '2026-01-12T12:39:40Z', provider: oura, source: oura }));
+    const body = Buffer.from(JSON.stringify(wireUser(7, { connected_sources: sources })));
+    expect(body.length).toBeGreaterThan(20_000);
+    const found = await resolveFrom(() => ({ body: zlib.gzipSync(body), encoding: 'gzip' }));
+    expect(found.found).toBe(true);
+  });
+
+  it('reads many answers in flight within the shared budget, every one of them: 200 checks at once, 16 read at a time', async () => {
+    const oura = { logo: 'https://cdn.example/logos/oura.png', name: 'Oura', slug: 'oura' };
+    const sources = Array.from({ length: 2_000 }, () => ({ created_on: '2026-01-12T12:39:40Z', provider: oura, source: oura }));
+    const body = zlib.gzipSync(Buffer.from(JSON.stringify(wireUser(9, { connected_sources: sources }))));
+    const s = await rawServer(() => ({ body, encoding: 'gzip' }));
+    // 1 MiB each: 16 MiB / 1 MiB = 16 read at once, the other 184 wait their turn.
+    const client = new ServiceClient({ baseUrl: s.url, apiKey: 'sk_test', maxRecordBodyBytes: 1024 * 1024, connections: 200 });
+    try {
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => client.resolveUser(`client-${i}`)));
+      expect(answers.every((a) => a.found)).toBe(true);
+    } finally {
+      await client.close();
+      s.server.close();
+    }
+  });
+
+  it("an error's body is read for its detail only: a 503 with a 4 MB page keeps its status", async () => {
+    const html = Buffer.from(`<html>${'x'.repeat(4 * 1024 * 1024)}</html>`);
+    const err = await resolveFrom(() => ({ body: zlib.gzipSync(html), encoding: 'gzip', status: 503 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HttpError);
+    expect((err as HttpError).status).toBe(503);
   });
 
   it('a body that is not what its Content-Encoding says is a clear error, not garbage', async () => {

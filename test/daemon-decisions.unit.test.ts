@@ -115,6 +115,14 @@ describe('decideWatchdog', () => {
   const healthy: WorkerSample = { running: true, waiting: 0, active: 0, rateLimited: false };
   const stall = 60_000;
 
+  it('restarts a worker whose job in hand outlived every deadline it is held to', () => {
+    expect(decideWatchdog(INITIAL_WATCHDOG_STATE, { ...healthy, active: 1, overdue: true }, 0, stall)).toMatchObject({
+      action: 'restart',
+      reason: 'overdue-job',
+    });
+    expect(decideWatchdog(INITIAL_WATCHDOG_STATE, { ...healthy, active: 1, overdue: false }, 0, stall)).toMatchObject({ action: 'none' });
+  });
+
   it('restarts a worker whose loop stopped', () => {
     expect(decideWatchdog(INITIAL_WATCHDOG_STATE, { ...healthy, running: false }, 0, stall)).toMatchObject({
       action: 'restart',

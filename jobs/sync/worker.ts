@@ -58,6 +58,8 @@ export interface SyncWorkerOptions<S extends SyncSummaryCore> {
 
 export interface SyncWorkerHandle<S extends SyncSummaryCore = SyncSummaryCore> {
   worker: Worker<SyncJobData, SyncJobResult<S>>;
+  /** When the job in hand started (ms since the epoch); undefined when idle. */
+  runningSince(): number | undefined;
   /**
    * Stops taking jobs and lets the running sync finish; shortly before
    * `timeoutMs` runs out, aborts it (the engine then discards its staging and
@@ -74,17 +76,20 @@ export class SyncFailedError extends Error {
 export function startSyncWorker<S extends SyncSummaryCore>(options: SyncWorkerOptions<S>): SyncWorkerHandle<S> {
   const log = options.logger;
   let inFlight: AbortController | undefined;
+  let inFlightSince: number | undefined;
 
   const processor = async (job: Job<SyncJobData, SyncJobResult<S>>): Promise<SyncJobResult<S>> => {
     const data = SyncJobDataSchema.safeParse(job.data);
     if (!data.success) throw new UnrecoverableError(`not a sync job: ${data.error.issues[0]?.message ?? 'invalid data'}`);
     const controller = new AbortController();
     inFlight = controller;
+    inFlightSince = Date.now();
     let outcome: LeasedOutcome<S>;
     try {
       outcome = await options.run(controller.signal, { jobId: job.id, reason: data.data.reason, tick: data.data.tick });
     } finally {
       inFlight = undefined;
+      inFlightSince = undefined;
     }
     if (!outcome.ran) {
       const { host, pid, acquiredAt } = outcome.heldBy;
@@ -122,6 +127,7 @@ export function startSyncWorker<S extends SyncSummaryCore>(options: SyncWorkerOp
 
   return {
     worker,
+    runningSince: () => inFlightSince,
     async close(timeoutMs: number): Promise<boolean> {
       const closing = worker.close();
       const graceMs = Math.min(5_000, Math.floor(timeoutMs / 4));

@@ -152,7 +152,7 @@ async function resolveAsOf(clientUserId: string, at: string, teamId: string | un
 }
 
 async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {
-  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS', 'MIRROR_CHECKPOINTS']);
+  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS', 'MIRROR_CHECKPOINTS', 'SYNC_MAX_RESOLVE_BYTES']);
   // The HTTP client (undici) and the mirror's write path are loaded here, not with the command: an offline
   // resolve needs neither. Both before the request, so the answer is stored as soon as it is printed.
   const [{ serviceClientFromConfig }, storeInMirror] = await Promise.all([import('../service/client-from-config.js'), loadStore()]);

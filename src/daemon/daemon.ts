@@ -67,7 +67,7 @@ import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
 import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
-import { removalWorkerOf, syncWorkerOf } from './workers.js';
+import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
 import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
 import { lastFailedAttempt } from './status-report.js';
@@ -252,7 +252,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const workers = { endpoint, prefix, logger: log, metrics };
     syncWorker = syncWorkerOf(
       workers,
-      config.MIRROR_ID,
+      { mirrorId: config.MIRROR_ID, maxDurationMs: config.SYNC_MAX_DURATION_MS },
       () => void delivery?.afterSync(),
       watch === undefined ? undefined : { opened: watch.opened, lost: () => watch.check()?.message },
     );
@@ -284,7 +284,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         if (syncQueue !== undefined) await enqueueTick(syncQueue, tick, log);
       },
     });
-    const watched: WatchedWorker[] = [watchedWorker(syncWorker, syncQueue, (h) => h.worker.isRunning())];
+    const overdueMs = syncJobOverdueMs(config.SYNC_MAX_DURATION_MS);
+    const watched: WatchedWorker[] = [
+      watchedWorker(
+        syncWorker,
+        syncQueue,
+        (h) => h.worker.isRunning(),
+        (h, now) => (h.runningSince() ?? now) <= now - overdueMs,
+      ),
+    ];
     if (removalWorker !== undefined && removalQueue !== undefined)
       watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
     watchdog = startWatchdog({

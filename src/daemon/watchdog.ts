@@ -10,6 +10,10 @@
  * - jobs are waiting, none is active anywhere, the queue is not rate limited,
  *   and that has lasted `stallMs`: restart. "None active anywhere" matters:
  *   with several daemons on one queue, a busy peer is not a stuck us.
+ * - the worker's own job in hand is overdue (it has outlived every deadline
+ *   it is held to, e.g. a sync process that neither ends nor is killed):
+ *   restart, which aborts the job on the way (a sync's process is asked to
+ *   stop, then killed).
  * - Redis unreachable (the sample failed): no decision. Reconnecting is
  *   ioredis's job; a restart would only add connections to a dead server.
  * After a restart the clock starts again, so a worker is restarted at most
@@ -28,6 +32,8 @@ export interface WorkerSample {
   active: number;
   /** The queue is paused by a rate limit (a 429 from the service): idle on purpose. */
   rateLimited: boolean;
+  /** This worker's job in hand has run past its deadline. */
+  overdue?: boolean;
 }
 
 export interface WatchdogState {
@@ -38,11 +44,13 @@ export interface WatchdogState {
 export const INITIAL_WATCHDOG_STATE: WatchdogState = { stuckSince: undefined };
 
 export type WatchdogVerdict =
-  { action: 'none'; state: WatchdogState } | { action: 'restart'; reason: 'not-running' | 'idle-with-waiting-jobs'; state: WatchdogState };
+  | { action: 'none'; state: WatchdogState }
+  | { action: 'restart'; reason: 'not-running' | 'idle-with-waiting-jobs' | 'overdue-job'; state: WatchdogState };
 
 export function decideWatchdog(state: WatchdogState, sample: WorkerSample | undefined, now: number, stallMs: number): WatchdogVerdict {
   if (sample === undefined) return { action: 'none', state };
   if (!sample.running) return { action: 'restart', reason: 'not-running', state: INITIAL_WATCHDOG_STATE };
+  if (sample.overdue === true) return { action: 'restart', reason: 'overdue-job', state: INITIAL_WATCHDOG_STATE };
   const idleWithWork = sample.waiting > 0 && sample.active === 0 && !sample.rateLimited;
   if (!idleWithWork) return { action: 'none', state: INITIAL_WATCHDOG_STATE };
   if (state.stuckSince === undefined) return { action: 'none', state: { stuckSince: now } };
@@ -190,8 +198,13 @@ export function restartableWorker<H>(options: RestartableWorkerOptions<H>): Rest
   };
 }
 
-/** A restartable worker as the watchdog samples it: running or not, and its queue's backlog. */
-export function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isRunning: (h: H) => boolean): WatchedWorker {
+/** A restartable worker as the watchdog samples it: running or not, its queue's backlog, and (if told how) an overdue job. */
+export function watchedWorker<H>(
+  worker: RestartableWorker<H>,
+  queue: Queue,
+  isRunning: (h: H) => boolean,
+  isOverdue?: (h: H, now: number) => boolean,
+): WatchedWorker {
   return {
     name: worker.name,
     restart: () => worker.restart(),
@@ -202,6 +215,7 @@ export function watchedWorker<H>(worker: RestartableWorker<H>, queue: Queue, isR
         waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
         active: counts.active ?? 0,
         rateLimited: ttl > 0,
+        overdue: isOverdue?.(worker.current(), Date.now()) ?? false,
       };
     },
   };

@@ -28,6 +28,32 @@ const SYNC_KILL_AFTER_ABORT_MS = 30_000;
 /** How long a watchdog restart waits for the stuck worker before dropping it. */
 const RESTART_CLOSE_MS = 10_000;
 
+/**
+ * How long a sync process has to exit once it has reported its run: it then
+ * copies the WAL into the mirror (seconds; more after a first sync of
+ * millions) and closes its files and connections. A checkpoint cut short by
+ * the kill is safe: the next run retries it first.
+ */
+const SYNC_EXIT_WITHIN_MS = 120_000;
+
+/**
+ * From its start, how long a sync process may run before the daemon stops
+ * it: the run's own deadline (SYNC_MAX_DURATION_MS, which the engine keeps by
+ * itself), plus the time an aborted run has to record itself.
+ */
+export function syncProcessMaxRunMs(maxDurationMs: number): number {
+  return maxDurationMs + SYNC_KILL_AFTER_ABORT_MS;
+}
+
+/**
+ * A sync job still running this long has outlived every deadline the sync
+ * process is held to (its own, then the daemon's, then the kill): the watchdog
+ * replaces the worker that runs it.
+ */
+export function syncJobOverdueMs(maxDurationMs: number): number {
+  return syncProcessMaxRunMs(maxDurationMs) + SYNC_EXIT_WITHIN_MS + 2 * SYNC_KILL_AFTER_ABORT_MS;
+}
+
 /** What both workers share: where Redis is, the queues' prefix, the log and the metrics. */
 export interface WorkerSetting {
   endpoint: RedisEndpoint;
@@ -36,15 +62,15 @@ export interface WorkerSetting {
   metrics: DaemonMetrics;
 }
 
-/** The sync worker of `mirrorId`; `afterSync` hears of each finished run (webhook delivery). */
 /**
- * The daemon's sync worker. `mirror`: the file the daemon opened; each job
+ * The daemon's sync worker of `sync.mirrorId`; `afterSync` hears of each
+ * finished run (webhook delivery). `mirror`: the file the daemon opened; each job
  * first checks it is still there (src/daemon/mirror-watch.ts), and its child
  * writes into that file only.
  */
 export function syncWorkerOf(
   w: WorkerSetting,
-  mirrorId: string,
+  sync: { mirrorId: string; maxDurationMs: number },
   afterSync: () => void,
   mirror?: { opened: FileIdentity; lost: () => string | undefined },
 ): RestartableWorker<SyncWorkerHandle<SyncSummary>> {
@@ -56,14 +82,23 @@ export function syncWorkerOf(
       const handle = startSyncWorker({
         connection: redis,
         prefix: w.prefix,
-        mirrorId,
+        mirrorId: sync.mirrorId,
         logger: w.logger,
         onResult: (r) => {
           w.metrics.recordSync(r);
           afterSync();
         },
         // Off the event loop: a publish holds SQLite for seconds (src/sync/child-main.ts).
-        run: guardedRun(syncInChildProcess({ onResponse: (e) => w.metrics.recordHttp(e), killAfterMs: SYNC_KILL_AFTER_ABORT_MS }), mirror),
+        run: guardedRun(
+          syncInChildProcess({
+            onResponse: (e) => w.metrics.recordHttp(e),
+            killAfterMs: SYNC_KILL_AFTER_ABORT_MS,
+            exitWithinMs: SYNC_EXIT_WITHIN_MS,
+            maxRunMs: syncProcessMaxRunMs(sync.maxDurationMs),
+            logger: w.logger,
+          }),
+          mirror,
+        ),
       });
       return { handle, dispose: () => redis.disconnect() };
     },

@@ -126,6 +126,8 @@ export const ENV = {
   SYNC_MAX_PAGE_BYTES: positiveInt(32 * 1024 * 1024, 1024 * 1024 * 1024),
   // A user record above this is not stored; it is set aside in rejected_records (without its content).
   SYNC_MAX_RECORD_BYTES: positiveInt(1024 * 1024, 256 * 1024 * 1024),
+  // A resolve answer is one record (~1 KB): a bigger one fails its check, so SYNC_VERIFY_CONCURRENCY checks hold at most this much each.
+  SYNC_MAX_RESOLVE_BYTES: positiveInt(256 * 1024, 256 * 1024 * 1024),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
   // Deletion checks in flight. They run inside the run's write transaction (a run publishes whole), so every

@@ -19,6 +19,7 @@ type ServiceConfig = Partial<
     | 'HTTP_BODY_TIMEOUT_MS'
     | 'HTTP_REQUEST_TIMEOUT_MS'
     | 'SYNC_MAX_PAGE_BYTES'
+    | 'SYNC_MAX_RESOLVE_BYTES'
   >
 >;
 
@@ -34,6 +35,7 @@ export function serviceClientFromConfig(config: ServiceConfig, extra: Pick<Servi
     bodyTimeoutMs: config.HTTP_BODY_TIMEOUT_MS,
     requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
     maxBodyBytes: config.SYNC_MAX_PAGE_BYTES,
+    maxRecordBodyBytes: config.SYNC_MAX_RESOLVE_BYTES,
     ...extra,
   });
 }

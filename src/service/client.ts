@@ -4,7 +4,11 @@
  *
  * - One undici Pool per origin, connections capped, with header and body
  *   timeouts, a deadline for the whole request, and a size bound on every
- *   body, enforced while it is read.
+ *   body fitted to what it carries (a page, one record, an error's detail),
+ *   enforced on the decoded bytes while they are read.
+ * - Every response body is read to its end or destroyed, on every path: a
+ *   body left alone holds its connection, and the pool's close waits for it
+ *   for ever (a process that closes its client then never exits).
  * - The team key goes only to base_url requests, the management key only to
  *   management_url requests; `X-Service-Org-Key` is never sent.
  * - Arguments are validated before anything leaves the process.
@@ -23,7 +27,7 @@ import {
   type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
-import { startDeadline, type Deadline } from '../runtime/deadline.js';
+import { settleWithin, startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import type { StagedRecord } from '../../db/mirrored-user.js';
@@ -31,12 +35,12 @@ import { parseUser } from './user-record.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
 import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
-import type { Readable } from 'node:stream';
-import { ACCEPT_ENCODING, codingsOf, decodedBody, isDecodingError, UnsupportedEncodingError } from './content-encoding.js';
-import { errorMessage } from '../runtime/errors.js';
+import { ACCEPT_ENCODING } from './content-encoding.js';
+import { BodyCodingError, DETAIL_BOUND, fittedBound, pageBound, readAnswerBody, recordBound, type BodyBound } from './body-bounds.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+/** How long close() waits for requests in flight before dropping their connections. */
+const CLOSE_WITHIN_MS = 5_000;
 
 /**
  * Either half may be left out: a removal worker has no team key, an offline
@@ -56,8 +60,10 @@ export interface ServiceClientOptions {
   bodyTimeoutMs?: number;
   /** Headers and whole body of one request (HTTP_REQUEST_TIMEOUT_MS). */
   requestTimeoutMs?: number;
-  /** Largest response body read; a bigger one fails with ResponseTooLargeError (SYNC_MAX_PAGE_BYTES). */
+  /** Largest list page read (decoded); a bigger one fails with ResponseTooLargeError (SYNC_MAX_PAGE_BYTES). */
   maxBodyBytes?: number;
+  /** Largest resolve answer read (decoded): one record (SYNC_MAX_RESOLVE_BYTES). */
+  maxRecordBodyBytes?: number;
   /** Called once per HTTP response (or transport failure, status 0), for metrics. */
   onResponse?: (event: ResponseEvent) => void;
 }
@@ -115,6 +121,8 @@ interface Target {
 interface ByteResponse {
   status: number;
   bytes: Buffer;
+  /** The body went past its bound and `bytes` is its head (only where the bound keeps a head). */
+  truncated: boolean;
   retryAfter: string | undefined;
 }
 
@@ -131,8 +139,11 @@ export class ServiceClient {
   private readonly pools = new Map<string, Pool>();
   private readonly team: Target | undefined;
   private readonly management: Target | undefined;
+  /** Every resolve answer's, with the read slots they share. */
+  private readonly recordBound: BodyBound;
 
   constructor(private readonly options: ServiceClientOptions) {
+    this.recordBound = recordBound(options.maxRecordBodyBytes);
     const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
     if (options.baseUrl !== undefined && options.apiKey !== undefined) {
       this.team = this.target(options.baseUrl, {
@@ -152,7 +163,8 @@ export class ServiceClient {
   /** One page as bytes cut into records, none of them parsed: what the sync engine uses. */
   async listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage> {
     const path = '/v2/user/';
-    const res = await this.sendBytes(this.teamTarget('GET', path), 'GET', path, path + pageQuery(params, path), signal);
+    const bound = pageBound(this.options.maxBodyBytes);
+    const res = await this.sendBytes(this.teamTarget('GET', path), 'GET', path, path + pageQuery(params, path), signal, bound);
     if (res.status !== 200) throw this.httpError(asJson(res, 'GET', path), 'GET', path);
     const scan = scanRecordSpans(res.bytes);
     if (!scan.ok) throw new ResponseValidationError(`body is not valid JSON: ${scan.reason}`, 'GET', path);
@@ -167,7 +179,7 @@ export class ServiceClient {
     const route = '/v2/user/resolve/{client_user_id}';
     requireId('client_user_id', clientUserId, 'GET', route);
     const path = `/v2/user/resolve/${encodePathSegment(clientUserId)}`;
-    const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal);
+    const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal, this.recordBound);
     if (res.status === 404) return { found: false };
     if (res.status !== 200) throw this.httpError(res, 'GET', path);
     const parsed = parseUser(res.body);
@@ -183,14 +195,25 @@ export class ServiceClient {
       throw new RequestValidationError('MANAGEMENT_URL', 'no management URL and key configured', 'DELETE', route);
     }
     const path = `/v1/org/${encodePathSegment(orgId)}/member/${encodePathSegment(memberId)}`;
-    const res = await this.send(this.management, 'DELETE', route, path, signal);
+    const res = await this.send(this.management, 'DELETE', route, path, signal, DETAIL_BOUND);
     if (res.status === 404) return { outcome: 'not_found' };
     if (res.status < 200 || res.status >= 300) throw this.httpError(res, 'DELETE', path);
     return { outcome: 'deleted', body: res.body };
   }
 
+  /**
+   * Lets requests in flight finish, for up to CLOSE_WITHIN_MS, then drops
+   * whatever connection is left: a close that waits on a connection that
+   * never frees would keep the process alive for good.
+   */
   async close(): Promise<void> {
-    await Promise.all([...this.pools.values()].map((p) => p.close()));
+    await Promise.all(
+      [...this.pools.values()].map(async (pool) => {
+        const closing = pool.close();
+        if (!(await settleWithin(closing, CLOSE_WITHIN_MS))) await pool.destroy().catch(() => undefined);
+        await closing.catch(() => undefined);
+      }),
+    );
   }
 
   private teamTarget(method: HttpMethod, route: string): Target {
@@ -222,8 +245,9 @@ export class ServiceClient {
     route: string,
     path: string,
     signal: AbortSignal | undefined,
+    bound: BodyBound,
   ): Promise<RawResponse> {
-    return asJson(await this.sendBytes(target, method, route, path, signal), method, path);
+    return asJson(await this.sendBytes(target, method, route, path, signal, bound), method, path);
   }
 
   private async sendBytes(
@@ -232,31 +256,31 @@ export class ServiceClient {
     route: string,
     path: string,
     signal: AbortSignal | undefined,
+    bound: BodyBound,
   ): Promise<ByteResponse> {
     const started = performance.now();
     const report = (status: number) => this.options.onResponse?.({ method, route, status, durationMs: performance.now() - started });
     const deadline = startDeadline(this.options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, signal);
     try {
       let response: Dispatcher.ResponseData;
-      let body: Awaited<ReturnType<typeof readBoundedBody>>;
-      let codings: string[] = [];
       try {
         response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal: deadline.signal });
-        codings = response.headers['content-length'] === '0' ? [] : codingsOf(response.headers['content-encoding']);
-        // The limit bounds the decoded bytes (./content-encoding.ts): a decompression bomb stops at it.
-        body = await readBoundedBody(decodedBody(response.body, codings), this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
       } catch (err) {
         report(0);
-        if (err instanceof UnsupportedEncodingError) throw new ResponseValidationError(err.message, method, path);
-        if (isDecodingError(err)) {
-          throw new ResponseValidationError(`body is not valid ${codings.join(', ')}: ${errorMessage(err)}`, method, path);
-        }
         throw transportError(err, method, path, deadline);
       }
-      report(response.statusCode);
-      if (!body.ok) throw new ResponseTooLargeError(this.options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, method, path);
+      const status = response.statusCode;
+      const fitted = fittedBound(bound, status);
+      const body = await readAnswerBody(response, fitted).catch((err: unknown) => {
+        report(0);
+        throw err instanceof BodyCodingError
+          ? new ResponseValidationError(err.message, method, path)
+          : transportError(err, method, path, deadline);
+      });
+      report(status);
+      if (!body.ok && !fitted.keepHead) throw new ResponseTooLargeError(fitted.bytes, fitted.setting, method, path);
       const retryAfter = response.headers['retry-after'];
-      return { status: response.statusCode, bytes: body.bytes, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+      return { status, bytes: body.bytes, truncated: !body.ok, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
     } finally {
       deadline.clear();
     }
@@ -280,7 +304,10 @@ function pageQuery(params: PageParams, path: string): string {
 }
 
 function asJson(res: ByteResponse, method: HttpMethod, path: string): RawResponse {
-  return { status: res.status, ...parseJson(res.bytes.toString('utf8'), res.status, method, path), retryAfter: res.retryAfter };
+  const text = res.bytes.toString('utf8');
+  // A head cut at its bound is not JSON, nor meant to be parsed: kept as text for the message.
+  const parsed = res.truncated ? { body: text.slice(0, 200), json: false } : parseJson(text, res.status, method, path);
+  return { status: res.status, ...parsed, retryAfter: res.retryAfter };
 }
 
 function requireId(field: string, value: string, method: HttpMethod, route: string): void {
@@ -316,27 +343,4 @@ function transportError(err: unknown, method: HttpMethod, path: string, deadline
   }
   const code = (err as { code?: unknown } | null)?.code;
   return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });
-}
-
-/**
- * Reads a response body as bytes, but stops at `maxBytes`: a body that
- * grows past it is destroyed (the connection is dropped) instead of being
- * buffered, so one oversized or endless answer cannot take the process's
- * memory with it.
- */
-export type BoundedBody = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true };
-
-export async function readBoundedBody(body: Readable, maxBytes: number): Promise<BoundedBody> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) {
-      body.destroy();
-      return { ok: false, tooLarge: true };
-    }
-    chunks.push(chunk);
-  }
-  // Decoded by the caller, once, from the whole: a multi-byte character may straddle two chunks.
-  return { ok: true, bytes: chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size) };
 }

@@ -22,19 +22,28 @@ const zstd: Decoder | undefined =
     ? () => (zlib as unknown as { createZstdDecompress: () => NodeJS.ReadWriteStream }).createZstdDecompress()
     : undefined;
 
+/**
+ * Exactly the codings the client asks for (`x-gzip` is gzip's old name,
+ * RFC 9110 8.4.1.3). Nothing else is decoded, though zlib could: a coding
+ * the request did not offer (a bare `deflate`, say) means something between
+ * the client and the service rewrote the answer against the request, and
+ * the client refuses it, named as such, rather than guess what else that
+ * intermediary changed (docs/service-notes.md).
+ */
 const DECODERS: Readonly<Record<string, Decoder>> = {
   gzip: () => zlib.createGunzip(),
   'x-gzip': () => zlib.createGunzip(),
   br: () => zlib.createBrotliDecompress(),
-  // Not asked for, but a server may send it anyway: tolerated, as the rest of the response is.
-  deflate: () => zlib.createInflate(),
   ...(zstd === undefined ? {} : { zstd }),
 };
+
+/** Codings zlib knows but the client does not offer: refused as "not asked for" rather than "unknown". */
+const NOT_OFFERED = new Set(['deflate', 'x-deflate', ...(zstd === undefined ? ['zstd'] : [])]);
 
 /** The request's `accept-encoding`: what the client can decode, best first. */
 export const ACCEPT_ENCODING = zstd === undefined ? 'gzip, br' : 'gzip, br, zstd';
 
-/** A Content-Encoding the client cannot decode; the message names it. */
+/** A Content-Encoding the client did not ask for or cannot decode; the message names it and says which. */
 export class UnsupportedEncodingError extends Error {
   override name = 'UnsupportedEncodingError';
 }
@@ -42,7 +51,8 @@ export class UnsupportedEncodingError extends Error {
 /**
  * The codings a Content-Encoding header lists, in the order they were
  * applied (`identity` dropped); throws UnsupportedEncodingError for one the
- * client cannot decode.
+ * client did not ask for. The caller then still owns the response body and
+ * must destroy it (client.ts does, on every path).
  */
 export function codingsOf(header: string | string[] | undefined): string[] {
   const text = Array.isArray(header) ? header.join(',') : (header ?? '');
@@ -51,9 +61,13 @@ export function codingsOf(header: string | string[] | undefined): string[] {
     .map((c) => c.trim().toLowerCase())
     .filter((c) => c !== '' && c !== 'identity');
   for (const c of codings) {
-    if (DECODERS[c] === undefined) {
-      throw new UnsupportedEncodingError(`Content-Encoding '${c}' is not one this client asked for or can decode (${ACCEPT_ENCODING})`);
-    }
+    if (DECODERS[c] !== undefined) continue;
+    const printable = c.length > 40 ? `${c.slice(0, 40)}…` : c;
+    throw new UnsupportedEncodingError(
+      NOT_OFFERED.has(c)
+        ? `Content-Encoding '${printable}' was not asked for (accept-encoding: ${ACCEPT_ENCODING}); refused`
+        : `Content-Encoding '${printable}' is not one this client can decode (accept-encoding: ${ACCEPT_ENCODING}); refused`,
+    );
   }
   return codings;
 }

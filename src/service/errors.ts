@@ -91,12 +91,14 @@ function describePhase(phase: TimeoutPhase): string {
 
 export class ResponseTooLargeError extends ServiceError {
   override name = 'ResponseTooLargeError';
+  /** `setting`: the variable that sets the bound (SYNC_MAX_PAGE_BYTES for a page, SYNC_MAX_RESOLVE_BYTES for one record). */
   constructor(
     readonly limitBytes: number,
+    readonly setting: string | undefined,
     method: HttpMethod,
     path: string,
   ) {
-    super(`${method} ${path} -> response body larger than SYNC_MAX_PAGE_BYTES (${limitBytes} bytes); not read further`, method, path);
+    super(`${method} ${path} -> response body larger than ${setting ?? 'its bound'} (${limitBytes} bytes); not read further`, method, path);
   }
 }
 

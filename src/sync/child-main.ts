@@ -111,6 +111,23 @@ async function main(): Promise<void> {
     process.exitCode = 1;
   }
   if (process.connected) process.disconnect();
+  exitIfStillAlive(logger);
 }
+
+/**
+ * The run is over and everything it opened is closed: the process should
+ * exit by itself now. If something still holds it (a connection that never
+ * frees, issue 40), it exits anyway, and says so, rather than live on by that
+ * handle. Unref'd: a process that exits by itself never waits for it.
+ */
+function exitIfStillAlive(logger: Logger | undefined): void {
+  setTimeout(() => {
+    logger?.warn({ event: 'sync.process_lingered', afterMs: LINGER_MS }, 'sync process still alive after its run; exiting');
+    process.exit();
+  }, LINGER_MS).unref();
+}
+
+/** Well within the daemon's SYNC_EXIT_WITHIN_MS (src/daemon/workers.ts), which kills a child that outlives it. */
+const LINGER_MS = 3_000;
 
 void main();

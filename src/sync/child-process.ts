@@ -11,6 +11,13 @@
  *   it was, and the next run marks the orphaned run `interrupted`.
  * - If this process exits while a child runs (a second signal exits at once)
  *   the child is killed with it, as an in-process sync would have died.
+ * - A child that outlives its run is killed and logged: one that has not
+ *   exited `exitWithinMs` after reporting its result (its run is recorded;
+ *   the result stands), and one still running `maxRunMs` after it started
+ *   (past SYNC_MAX_DURATION_MS, which the engine should have ended by
+ *   itself: it is asked to stop, then killed `killAfterMs` later, and the job
+ *   fails). Either way the next job runs: a child wedged on something (a
+ *   connection that never frees, issue 40) cannot hold the schedule.
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -19,11 +26,19 @@ import type { SyncSummary } from './engine.js';
 import { z } from 'zod';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { syncEnv, syncExecArgv } from './process-settings.js';
+import type { Logger } from '../runtime/log.js';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
   /** After an abort, how long the child has to record its run before it is killed. */
   killAfterMs?: number;
+  /** After its result, how long the child has to exit before it is killed. */
+  exitWithinMs?: number;
+  /** From its start, how long the child may run before it is stopped (SYNC_MAX_DURATION_MS and a margin); none if unset. */
+  maxRunMs?: number;
+  logger?: Logger;
+  /** The program the child runs; the built ./child-main.js unless a test gives another. */
+  childMain?: string;
 }
 
 export type LeasedSyncRunner = (signal: AbortSignal, job: SyncJobContext) => Promise<LeasedOutcome<SyncSummary>>;
@@ -33,9 +48,12 @@ const CHILD_MAIN = fileURLToPath(new URL('./child-main.js', import.meta.url));
 
 export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSyncRunner {
   const killAfterMs = options.killAfterMs ?? 30_000;
+  const exitWithinMs = options.exitWithinMs ?? 10_000;
+  const log = options.logger;
   return (signal, job) =>
     new Promise((resolve, reject) => {
-      const child = fork(CHILD_MAIN, [JSON.stringify(job)], {
+      const started = Date.now();
+      const child = fork(options.childMain ?? CHILD_MAIN, [JSON.stringify(job)], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         execArgv: syncExecArgv(process.execArgv),
@@ -44,15 +62,45 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
       let outcome: LeasedOutcome<SyncSummary> | undefined;
       let failure: string | undefined;
       let killTimer: NodeJS.Timeout | undefined;
+      let exitTimer: NodeJS.Timeout | undefined;
+      let resultAt: number | undefined;
 
       const killWithUs = (): void => {
         child.kill('SIGKILL');
       };
+      const kill = (event: string, message: string, fields: Record<string, unknown>): void => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        log?.error({ event, pid: child.pid, ...job, ...fields }, message);
+        child.kill('SIGKILL');
+      };
       const onAbort = (): void => {
         if (child.connected) child.send({ type: 'abort' });
-        killTimer ??= setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+        killTimer ??= setTimeout(
+          () => kill('sync.process_killed', 'sync process did not stop after it was asked to; killed', { afterMs: killAfterMs }),
+          killAfterMs,
+        );
         killTimer.unref();
       };
+      /** The result is in: the child has nothing left to do but exit. */
+      const expectExit = (): void => {
+        resultAt ??= Date.now();
+        exitTimer ??= setTimeout(
+          () =>
+            kill('sync.process_killed', 'sync process still alive after reporting its result; killed (the result stands)', {
+              afterMs: exitWithinMs,
+            }),
+          exitWithinMs,
+        );
+      };
+      const overrun =
+        options.maxRunMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              if (resultAt !== undefined) return;
+              failure = `sync process still running ${options.maxRunMs} ms after it started (past SYNC_MAX_DURATION_MS); stopped`;
+              log?.error({ event: 'sync.process_overran', pid: child.pid, ...job, maxRunMs: options.maxRunMs }, failure);
+              onAbort();
+            }, options.maxRunMs);
       process.once('exit', killWithUs);
       signal.addEventListener('abort', onAbort, { once: true });
       if (signal.aborted) onAbort();
@@ -65,13 +113,20 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
         }
         const m = parsed.data;
         if (m.type === 'response') options.onResponse?.(m.event);
-        else if (m.type === 'done') outcome = m.outcome;
-        else failure = m.message;
+        else if (m.type === 'done') {
+          outcome = m.outcome;
+          expectExit();
+        } else {
+          failure = m.message;
+          expectExit();
+        }
       });
       const finish = (): void => {
         process.off('exit', killWithUs);
         signal.removeEventListener('abort', onAbort);
         clearTimeout(killTimer);
+        clearTimeout(exitTimer);
+        clearTimeout(overrun);
         if (outcome !== undefined) resolve(outcome);
         else reject(new Error(failure ?? 'sync process exited before reporting a result'));
       };
@@ -82,6 +137,17 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
       });
       child.once('exit', (code, exitSignal) => {
         failure ??= `sync process exited (${exitSignal ?? `code ${code}`}) before reporting a result`;
+        log?.debug(
+          {
+            event: 'sync.process_exited',
+            pid: child.pid,
+            code,
+            signal: exitSignal,
+            ms: Date.now() - started,
+            afterResultMs: resultAt === undefined ? undefined : Date.now() - resultAt,
+          },
+          'sync process exited',
+        );
         finish();
       });
     });
