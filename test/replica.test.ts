@@ -150,6 +150,17 @@ describe('the replica over a synced mirror', () => {
     }
   });
 
+  it('echoes at most the head of a long bad value in a 422, with its size', async () => {
+    const long = `x${'9'.repeat(10 * 1024 - 1)}`;
+    for (const path of [`/v2/user/?limit=${long}`, `/mirror/v1/changes?after=${long}`]) {
+      const res = await rig.get(path);
+      expect(res.status, path).toBe(422);
+      const body = JSON.parse(res.text) as { detail: Array<{ input: unknown }> };
+      expect(body.detail[0]?.input, path).toBe(`x${'9'.repeat(63)}… (10240 bytes)`);
+      expect(res.text.length, path).toBeLessThan(400);
+    }
+  });
+
   it('carries the run and the time of the last succeeded sync on every answer that reads the mirror', async () => {
     const run = lastRun(rig, 'succeeded');
     for (const path of ['/v2/user', '/v2/user/resolve/nobody', '/healthz', '/readyz']) {
