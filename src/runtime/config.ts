@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
 import { nodeCron } from './node-cron.js';
+import { redisUrlPasswordAt, urlPasswordProblem } from './url-secrets.js';
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).transform((u) => u.replace(/\/+$/, ''));
 // A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
@@ -225,7 +226,13 @@ export class ConfigPass<K extends EnvName> {
   /** Variables with a problem of their own: a check across them would only repeat it. */
   private readonly invalid = new Set<EnvName>();
 
-  constructor(names: readonly K[], env: NodeJS.ProcessEnv = process.env, warn: (line: string) => void = warnOnStderr) {
+  /** `urlPasswords: 'allow'` only for the producer library, whose process and environment are its host's. */
+  constructor(
+    names: readonly K[],
+    env: NodeJS.ProcessEnv = process.env,
+    warn: (line: string) => void = warnOnStderr,
+    private readonly urlPasswords: 'refuse' | 'allow' = 'refuse',
+  ) {
     this.problems.push(...carried.splice(0));
     for (const name of names) this.read(name, env, warn);
   }
@@ -244,7 +251,9 @@ export class ConfigPass<K extends EnvName> {
     }
     const result = ENV[name].safeParse(raw === '' ? undefined : raw);
     if (result.success) {
-      this.values[name] = result.data;
+      const passwordAt = name === 'REDIS_URL' && from === name && raw !== undefined ? redisUrlPasswordAt(raw) : undefined;
+      if (passwordAt !== undefined && this.urlPasswords === 'refuse') this.fail(name, urlPasswordProblem(name, passwordAt));
+      else this.values[name] = result.data;
       return;
     }
     const why = raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid');
