@@ -191,7 +191,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       logger: log,
     });
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
-    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log);
+    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
   } catch (err) {
     await status?.close();
     control.disconnect();

@@ -14,6 +14,8 @@ export interface Answer {
   body: Buffer | string;
   /** Flat list (name, value, …). */
   headers: readonly string[];
+  /** Unset: application/json. */
+  contentType?: string;
 }
 
 const COMMA = Buffer.from(',');

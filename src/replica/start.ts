@@ -5,6 +5,7 @@
  */
 import { openMirror } from '../../db/open.js';
 import { ReplicaReader } from '../../db/replica-reader.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from '../runtime/log.js';
 import { startReplicaServer } from './server.js';
 import type { ReplicaSettings } from './settings.js';
@@ -14,7 +15,8 @@ export interface Replica {
   close(): Promise<void>;
 }
 
-export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
+/** `metricsAlsoIn`: the daemon's registry, which then shows the replica's metrics too. */
+export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger, metricsAlsoIn?: Registry): Promise<Replica> {
   // Random lookups: through a memory map (db/open.ts, `mapped`).
   const db = openMirror(mirrorDb, { readonly: true, mapped: true });
   let reader: ReplicaReader;
@@ -24,7 +26,7 @@ export async function startReplica(mirrorDb: string, settings: ReplicaSettings, 
     db.close();
     throw err;
   }
-  const server = await startReplicaServer({ settings, reader, logger }).catch((err: unknown) => {
+  const server = await startReplicaServer({ settings, reader, logger, ...(metricsAlsoIn === undefined ? {} : { metricsAlsoIn }) }).catch((err: unknown) => {
     reader.close();
     throw err;
   });

@@ -160,6 +160,11 @@ export const ENV = {
   REPLICA_API_KEY_HEADER: headerName.optional(),
   // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
   REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),
+  // Connections the replica holds at once; unset: its descriptor limit less a reserve, at most 4,096 (src/replica/settings.ts).
+  REPLICA_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).optional(),
+  // A request's headers must arrive within this of its start; an idle keep-alive connection is closed after the other.
+  REPLICA_HEADERS_TIMEOUT_MS: positiveInt(10_000, 300_000),
+  REPLICA_IDLE_TIMEOUT_MS: positiveInt(5_000, 300_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // The change feed (db/change-feed.ts): a first sync's events, and how long events are kept.
   CHANGES_BASELINE: z.enum(['marker', 'events'], { error: 'must be marker or events' }).default('marker'),
@@ -329,6 +334,9 @@ export const REPLICA_ENV = [
   'REPLICA_API_KEY',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
+  'REPLICA_MAX_CONNECTIONS',
+  'REPLICA_HEADERS_TIMEOUT_MS',
+  'REPLICA_IDLE_TIMEOUT_MS',
   'SERVICE_API_KEY_HEADER',
   'MIRROR_DB',
 ] as const satisfies readonly EnvName[];
