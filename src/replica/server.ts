@@ -108,14 +108,26 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   );
   server.on('connection', (socket: Socket) => connections.admit(socket));
   // Node's own answer to a client error, counted: 408 for headers not in time, 400 for a malformed request.
+  // One count per connection: a client that goes on sending after its 408 makes the parser fail again.
+  const erred = new WeakSet<Socket>();
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (erred.has(socket)) {
+      socket.destroy();
+      return;
+    }
+    erred.add(socket);
     const reason = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'headers_timeout' : err.code?.startsWith('HPE_') ? 'malformed' : 'reset';
     metrics.clientError(reason);
     if (reason === 'reset' || !socket.writable || !connections.isWaiting(socket)) {
       socket.destroy();
       return;
     }
-    const status = reason === 'headers_timeout' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    const status =
+      reason === 'headers_timeout'
+        ? '408 Request Timeout'
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
   const port = await listen(server, settings.port, settings.host);
@@ -222,7 +234,13 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
 
 function send(res: ServerResponse, answer: Answer): void {
   const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
-  res.writeHead(answer.status, ['content-type', answer.contentType ?? 'application/json', 'content-length', String(length), ...answer.headers]);
+  res.writeHead(answer.status, [
+    'content-type',
+    answer.contentType ?? 'application/json',
+    'content-length',
+    String(length),
+    ...answer.headers,
+  ]);
   res.end(answer.body);
 }
 

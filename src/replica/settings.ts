@@ -84,5 +84,9 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
  */
 export function daemonReplicaSettings(config: ReplicaConfig & { SERVICE_API_KEY?: string | undefined }): ReplicaSettings | undefined {
   if (config.REPLICA_PORT === undefined) return undefined;
-  return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT, descriptorLimit: openFileLimit() });
+  return replicaSettings(config, {
+    serviceApiKey: config.SERVICE_API_KEY,
+    defaultPort: SERVE_DEFAULT_PORT,
+    descriptorLimit: openFileLimit(),
+  });
 }

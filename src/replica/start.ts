@@ -16,7 +16,12 @@ export interface Replica {
 }
 
 /** `metricsAlsoIn`: the daemon's registry, which then shows the replica's metrics too. */
-export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger, metricsAlsoIn?: Registry): Promise<Replica> {
+export async function startReplica(
+  mirrorDb: string,
+  settings: ReplicaSettings,
+  logger: Logger,
+  metricsAlsoIn?: Registry,
+): Promise<Replica> {
   // Random lookups: through a memory map (db/open.ts, `mapped`).
   const db = openMirror(mirrorDb, { readonly: true, mapped: true });
   let reader: ReplicaReader;
@@ -26,10 +31,12 @@ export async function startReplica(mirrorDb: string, settings: ReplicaSettings, 
     db.close();
     throw err;
   }
-  const server = await startReplicaServer({ settings, reader, logger, ...(metricsAlsoIn === undefined ? {} : { metricsAlsoIn }) }).catch((err: unknown) => {
-    reader.close();
-    throw err;
-  });
+  const server = await startReplicaServer({ settings, reader, logger, ...(metricsAlsoIn === undefined ? {} : { metricsAlsoIn }) }).catch(
+    (err: unknown) => {
+      reader.close();
+      throw err;
+    },
+  );
   return {
     port: server.port,
     async close() {
