@@ -3,8 +3,11 @@
  * endpoints of the service (list, resolve) in its wire format, the mirror's
  * change feed (GET /mirror/v1/changes?after=CURSOR&limit=N, behind the same
  * key; db/change-feed.ts), plus
- * /healthz (liveness) and /readyz (a succeeded sync no older than
- * REPLICA_MAX_STALENESS_S); see ./answers.ts for the headers.
+ * /healthz (liveness), /readyz (a succeeded sync no older than
+ * REPLICA_MAX_STALENESS_S) and /metrics (./metrics.ts); see ./answers.ts for
+ * the headers. The connection cap and the header and idle timeouts keep one
+ * client's slow or many connections from locking the others out
+ * (./connection-guard.ts).
  *
  * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
  * 401 reads nothing from the mirror and carries no mirror headers. Probes
