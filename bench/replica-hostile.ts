@@ -107,6 +107,8 @@ async function slowHeaders(port: number, key: string, path: string): Promise<Slo
   for (let i = 0; i < SLOW; i++) {
     const s = connect({ host: '127.0.0.1', port });
     s.on('error', () => undefined);
+    // Read what the server sends (its 408), so its close is seen.
+    s.resume();
     s.once('connect', () => s.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n`));
     let cut = false;
     const onCut = () => {
