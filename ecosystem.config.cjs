@@ -42,6 +42,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const { URL } = require('node:url');
 
 const envFile = process.env.ENV_FILE ? path.resolve(process.env.ENV_FILE) : path.join(__dirname, '.env');
 if (fs.existsSync(envFile)) process.loadEnvFile(envFile);
@@ -109,6 +110,9 @@ const DAEMON_VARIABLES = [
   'REPLICA_API_KEY_FILE',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
+  'REPLICA_MAX_CONNECTIONS',
+  'REPLICA_HEADERS_TIMEOUT_MS',
+  'REPLICA_IDLE_TIMEOUT_MS',
   'REPLICA_WORKERS',
   'CHANGES_BASELINE',
   'CHANGES_RETENTION_DAYS',
@@ -129,9 +133,16 @@ const DAEMON_VARIABLES = [
  * `pm2 start` with the app, and `pm2 save` writes it in clear to
  * $PM2_HOME/dump.pm2: a key in that environment would sit on disk in clear. So
  * a secret set there by value is refused; the daemon reads each from the file
- * its `_FILE` variable names (or a systemd credential). A REDIS_URL is refused
- * only when it carries a password. The list is src/runtime/secret-files.ts's
- * FILE_SECRETS (test/pm2.test.ts refuses each of those by value).
+ * its `_FILE` variable names (or a systemd credential). The list is
+ * src/runtime/secret-files.ts's FILE_SECRETS (test/pm2.test.ts refuses each of
+ * those by value).
+ *
+ * A REDIS_URL is refused only when it carries a password, by the rule of
+ * src/runtime/url-secrets.ts (which the CLI applies too): in its user info, or
+ * in a query parameter, which ioredis takes as an option (`?password=`,
+ * `?sentinelPassword=`; any case or encoding). The cluster and sentinel lists
+ * take host:port only; one that holds an `@` or a password parameter is
+ * refused as well, pointing at REDIS_PASSWORD_FILE.
  */
 const SECRETS = [
   'SERVICE_API_KEY',
@@ -143,15 +154,33 @@ const SECRETS = [
   'WEBHOOK_SECRET',
 ];
 
-const inClear = SECRETS.filter((name) => {
-  const value = process.env[name];
-  if (value === undefined || value === '') return false;
-  return name !== 'REDIS_URL' || /^[a-z]+:\/\/[^/@]*:[^/@]*@/i.test(value);
-});
+/** Whether a Redis URL carries a password: user info, or a query parameter named like one. */
+function redisUrlCarriesPassword(value) {
+  let url;
+  try {
+    url = new URL(value);
+  } catch {
+    // Not a URL the daemon would take; refused anyway if it looks like it holds a credential.
+    return /@|pass/i.test(value);
+  }
+  return url.password !== '' || [...url.searchParams.keys()].some((key) => /pass/i.test(key));
+}
+
+/** [variable, the _FILE variable to use instead] for each secret given by value. */
+const inClear = [
+  ...SECRETS.filter((name) => {
+    const value = process.env[name];
+    if (value === undefined || value === '') return false;
+    return name !== 'REDIS_URL' || redisUrlCarriesPassword(value);
+  }).map((name) => [name, `${name}_FILE`]),
+  ...['REDIS_CLUSTER_NODES', 'REDIS_SENTINELS']
+    .filter((name) => /@|pass/i.test(process.env[name] || ''))
+    .map((name) => [name, 'REDIS_PASSWORD_FILE (host:port only here)']),
+];
 if (inClear.length > 0) {
   throw new Error(
-    `user-mirror: ${inClear.join(', ')} set in the environment of pm2 start, which pm2 keeps and \`pm2 save\` writes in clear ` +
-      `to dump.pm2. Put each in a file only this account can read (chmod 600) and set ${inClear.map((n) => `${n}_FILE`).join(', ')} ` +
+    `user-mirror: ${inClear.map(([n]) => n).join(', ')} set in the environment of pm2 start, which pm2 keeps and \`pm2 save\` writes in clear ` +
+      `to dump.pm2. Put each in a file only this account can read (chmod 600) and set ${inClear.map(([, f]) => f).join(', ')} ` +
       `instead (README, "Deploy").`,
   );
 }

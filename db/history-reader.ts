@@ -71,6 +71,9 @@ export function answerAsOf(
   return version === undefined ? { kind: 'absent' } : { kind: 'found', version, sources: sourcesOf(version) };
 }
 
+/** How the mirror stores a time, the one form in which text order is time order. */
+const STORED_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
 const VERSION_COLUMNS = `id, user_id, team_id, client_user_id, raw, valid_from, valid_to, opened_run, closed_run, end_cause, ended_in_deletion, backfilled`;
 const CONNECTION_COLUMNS = `user_id, slug, created_on, connected_at, disconnected_at, ended_by, backfilled`;
 
@@ -112,8 +115,12 @@ export class HistoryReader {
     return this.s.completeSince.get() ?? null;
   }
 
-  /** The user that held `clientUserId` at `at` (ISO 8601, UTC, milliseconds), and its sources then. */
+  /**
+   * The user that held `clientUserId` at `at` (ISO 8601, UTC, milliseconds), and its sources then.
+   * Times are compared as text, which orders instants only in that one form: any other is refused.
+   */
   asOf(clientUserId: string, at: string, teamId?: string): AsOfAnswer {
+    if (!STORED_INSTANT.test(at)) throw new RangeError(`as-of time ${JSON.stringify(at.slice(0, 40))} is not YYYY-MM-DDTHH:MM:SS.sssZ`);
     const covering = this.s.covering.all({ client: clientUserId, at, team: teamId ?? null });
     return answerAsOf(this.completeSince(), at, covering, (v) => this.s.sourcesAt.all({ user: v.user_id, at }), this.gaps());
   }

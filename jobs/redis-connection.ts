@@ -29,7 +29,8 @@
  * without user names or passwords.
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { ConfigError, ConfigPass, type Config, type EnvName, type HostPort } from '../src/runtime/config.js';
+import { ConfigError, ConfigPass, type Config, type EnvName } from '../src/runtime/config.js';
+import type { HostPort } from '../src/runtime/config-schemas.js';
 import { logError, type Logger } from '../src/runtime/log-error.js';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
@@ -116,9 +117,15 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
   return { endpoint, prefix: config.QUEUE_PREFIX };
 }
 
-/** Reads and checks the queue variables from `env` (a command's one call). */
+/**
+ * Reads and checks the queue variables from `env`: the producer library's call (src/producer.ts). Its
+ * process and environment are its host's, so a REDIS_URL with a password is taken by value there; the
+ * CLI's commands (readWithQueueSettings) refuse one (src/runtime/url-secrets.ts).
+ */
 export function readQueueSettings(env: NodeJS.ProcessEnv = process.env): QueueSettings {
-  return readWithQueueSettings([], env).queue;
+  const pass = new ConfigPass<(typeof QUEUE_ENV)[number]>(QUEUE_ENV, env, undefined, 'allow');
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
+  return queueSettingsFromConfig(pass.done());
 }
 
 /**

@@ -192,6 +192,39 @@ describe('the CLI', () => {
     expect(bad.stderr).toContain('--as-of');
   }, 60_000);
 
+  it('resolve --as-of compares instants, not text: a time in year 10000 (UTC) is refused by name, one in 9999 is answered', async () => {
+    // 9999-12-31T23:00-02:00 is 10000-01-01T01:00Z: as text "+010000-…" sorted before every stored time.
+    const beyond = await runCli(['resolve', ids.untouched, '--as-of', '9999-12-31T23:00-02:00'], env());
+    expect(beyond.code).toBe(2);
+    expect(beyond.stderr).toContain('--as-of: 9999-12-31T23:00-02:00 is in year 10000 in UTC');
+    expect(beyond.stderr).not.toContain('history begins');
+    const late = await runCli(['resolve', ids.untouched, '--as-of', '9999-12-31T21:00-02:00', '--json'], env());
+    expect(late.code).toBe(0);
+    expect((JSON.parse(late.stdout) as { as_of: string }).as_of).toBe('9999-12-31T23:00:00.000Z');
+    // The same instant written with an offset gets the same answer as in UTC.
+    const second = moments[1]?.at ?? '';
+    const shifted = new Date(Date.parse(second) + 5.5 * 3_600_000).toISOString().replace('Z', '+05:30');
+    const inUtc = await runCli(['resolve', ids.updated, '--as-of', second], env());
+    const inOffset = await runCli(['resolve', ids.updated, '--as-of', shifted], env());
+    expect(inOffset.code).toBe(0);
+    expect(inOffset.stdout).toBe(inUtc.stdout);
+    expect(() => new HistoryReader(db).asOf(ids.untouched, '+010000-01-01T01:00:00.000Z')).toThrow(RangeError);
+  }, 60_000);
+
+  it('a 10 KB id is echoed by its head and size, not whole', async () => {
+    const long = `x${'y'.repeat(10 * 1024 - 1)}`;
+    for (const argv of [
+      ['resolve', long],
+      ['history', long],
+      ['resolve', long, '--as-of', new Date().toISOString()],
+    ]) {
+      const r = await runCli(argv, env());
+      expect(r.code, argv[0]).toBe(3);
+      expect(r.stderr).toContain(`"x${'y'.repeat(63)}"… (10240 bytes)`);
+      expect(r.stderr.length).toBeLessThan(400);
+    }
+  }, 60_000);
+
   it('history lists the versions and connections of a restored user, and --json carries the records', async () => {
     const text = await runCli(['history', ids.restored], env());
     expect(text.code).toBe(0);

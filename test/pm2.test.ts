@@ -21,6 +21,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { CLI, ROOT, daemonEnv, getStatus, keysAsFiles } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
+import { REDIS_URL_CASES, REDIS_URL_PASSWORD } from './support/redis-url-cases.js';
 
 const PM2 = join(ROOT, 'node_modules', '.bin', 'pm2');
 const ECOSYSTEM = join(ROOT, 'ecosystem.config.cjs');
@@ -126,8 +127,28 @@ describe('ecosystem.config.cjs', () => {
       expect(() => loadApps({ [name]: 'x' }), name).toThrow(`${name} set in the environment of pm2 start`);
       expect(() => loadApps({ [name]: 'x' }), name).toThrow(`set ${name}_FILE instead`);
     }
-    expect(() => loadApps({ REDIS_URL: 'redis://:hunter2@10.0.0.5:6379' })).toThrow('REDIS_URL set in the environment of pm2 start');
-    expect(loadEcosystem({ REDIS_URL: 'redis://10.0.0.5:6379/2' }).env.REDIS_URL).toBe('redis://10.0.0.5:6379/2');
+    // A REDIS_URL by the CLI's rule (src/runtime/url-secrets.ts): a password in the user info or the query, any case.
+    for (const { url, password } of REDIS_URL_CASES) {
+      if (!password) {
+        expect(loadEcosystem({ REDIS_URL: url }).env.REDIS_URL, url).toBe(url);
+        continue;
+      }
+      const refusal = (() => {
+        try {
+          loadApps({ REDIS_URL: url });
+        } catch (err) {
+          return (err as Error).message;
+        }
+        return 'not refused';
+      })();
+      expect(refusal, url).toContain('REDIS_URL set in the environment of pm2 start');
+      expect(refusal, url).toContain('set REDIS_URL_FILE instead');
+      expect(refusal, url).not.toContain(REDIS_URL_PASSWORD);
+    }
+    for (const name of ['REDIS_CLUSTER_NODES', 'REDIS_SENTINELS']) {
+      expect(() => loadApps({ [name]: `app:${REDIS_URL_PASSWORD}@10.0.0.5:26379` }), name).toThrow(/set REDIS_PASSWORD_FILE/);
+      expect(loadEcosystem({ [name]: '10.0.0.5:26379,10.0.0.6:26379' }).env[name]).toBe('10.0.0.5:26379,10.0.0.6:26379');
+    }
   });
 });
 

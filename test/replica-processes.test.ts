@@ -140,8 +140,18 @@ describe('the daemon with REPLICA_PORT set', () => {
     const s = standIn as StandIn;
     const port = await freePort();
     const key = 'rk_daemon_replica_key';
-    daemon = spawnDaemon(await envFor(s, { REPLICA_PORT: String(port), REPLICA_API_KEY: key, REPLICA_API_KEY_HEADER: SDK_KEY_HEADER }));
+    const env = await envFor(s, {
+      REPLICA_PORT: String(port),
+      REPLICA_API_KEY: key,
+      REPLICA_API_KEY_HEADER: SDK_KEY_HEADER,
+      REPLICA_MAX_CONNECTIONS: '300',
+    });
+    daemon = spawnDaemon(env);
     await daemon.ready;
+    // The replica's connection figures are on the daemon's status /metrics as well as on the replica's own.
+    for (const url of [`http://127.0.0.1:${env.STATUS_PORT}/metrics`, `http://127.0.0.1:${port}/metrics`]) {
+      expect(await (await fetch(url)).text(), url).toMatch(/^user_mirror_replica_connections_max 300$/m);
+    }
     await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000, 'replica ready');
     const wanted = s.directory.page(0, 20).map((u) => ({ clientUserId: String(u.client_user_id), userId: String(u.user_id) }));
     await s.close();

@@ -150,6 +150,17 @@ describe('the replica over a synced mirror', () => {
     }
   });
 
+  it('echoes at most the head of a long bad value in a 422, with its size', async () => {
+    const long = `x${'9'.repeat(10 * 1024 - 1)}`;
+    for (const path of [`/v2/user/?limit=${long}`, `/mirror/v1/changes?after=${long}`]) {
+      const res = await rig.get(path);
+      expect(res.status, path).toBe(422);
+      const body = JSON.parse(res.text) as { detail: Array<{ input: unknown }> };
+      expect(body.detail[0]?.input, path).toBe(`x${'9'.repeat(63)}… (10240 bytes)`);
+      expect(res.text.length, path).toBeLessThan(400);
+    }
+  });
+
   it('carries the run and the time of the last succeeded sync on every answer that reads the mirror', async () => {
     const run = lastRun(rig, 'succeeded');
     for (const path of ['/v2/user', '/v2/user/resolve/nobody', '/healthz', '/readyz']) {
@@ -209,12 +220,33 @@ describe('replica configuration', () => {
 
   it('defaults: 127.0.0.1, the service key header, one hour of staleness', () => {
     const s = replicaSettings(readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' }), { serviceApiKey: 'sk_b', defaultPort: 8788 });
-    expect(s).toEqual({ host: '127.0.0.1', port: 0, apiKey: 'rk_a', apiKeyHeader: 'x-service-api-key', maxStalenessMs: 3_600_000 });
+    expect(s).toEqual({
+      host: '127.0.0.1',
+      port: 0,
+      apiKey: 'rk_a',
+      apiKeyHeader: 'x-service-api-key',
+      maxStalenessMs: 3_600_000,
+      maxConnections: 4_096,
+      headersTimeoutMs: 10_000,
+      idleTimeoutMs: 5_000,
+    });
     const other = readConfig(REPLICA_ENV, { REPLICA_API_KEY: 'rk_a', SERVICE_API_KEY_HEADER: 'X-Vital-API-Key' });
     expect(replicaSettings(other, { serviceApiKey: undefined, defaultPort: 8788 })).toMatchObject({
       port: 8788,
       apiKeyHeader: 'x-vital-api-key',
     });
+  });
+
+  it('derives the connection cap from the descriptor limit, and refuses one the limit cannot hold', () => {
+    const sources = { serviceApiKey: undefined, defaultPort: 8788 };
+    const config = readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' });
+    expect(replicaSettings(config, { ...sources, descriptorLimit: 1_024 }).maxConnections).toBe(1_024 - 128);
+    expect(replicaSettings(config, { ...sources, descriptorLimit: 1_048_576 }).maxConnections).toBe(4_096);
+    const given = readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a', REPLICA_MAX_CONNECTIONS: '2000' });
+    expect(replicaSettings(given, { ...sources, descriptorLimit: 65_536 }).maxConnections).toBe(2_000);
+    expect(() => replicaSettings(given, { ...sources, descriptorLimit: 1_024 })).toThrow(
+      /REPLICA_MAX_CONNECTIONS: 2000 is more than this process can hold: its descriptor limit is 1024 .* lower the cap to 896/,
+    );
   });
 
   it('refuses the service key as the replica key, and a missing key without one generated', () => {
@@ -242,7 +274,16 @@ describe('replica configuration', () => {
       openMirror(join(dir, 'm.db')).close();
       const r = await startReplica(
         join(dir, 'm.db'),
-        { host: '127.0.0.1', port: 0, apiKey: 'rk_a', apiKeyHeader: 'x', maxStalenessMs: 1000 },
+        {
+          host: '127.0.0.1',
+          port: 0,
+          apiKey: 'rk_a',
+          apiKeyHeader: 'x',
+          maxStalenessMs: 1000,
+          maxConnections: 64,
+          headersTimeoutMs: 10_000,
+          idleTimeoutMs: 5_000,
+        },
         silentLogger,
       );
       await r.close();

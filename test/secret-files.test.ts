@@ -11,6 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { readConfig, readOptionalSecret } from '../src/runtime/config.js';
 import { problemsOf } from './support/config-problems.js';
 import { FILE_SECRETS } from '../src/runtime/secret-files.js';
+import { readQueueSettings } from '../jobs/redis-connection.js';
+import { REDIS_URL_CASES, REDIS_URL_PASSWORD } from './support/redis-url-cases.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'user-mirror-secrets-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -100,6 +102,30 @@ describe('a secret from a file', () => {
     expect(readConfig(['REDIS_URL'], { REDIS_URL_FILE: file('redis', 'redis://:pw@127.0.0.1:6390/0\n') }).REDIS_URL).toBe(
       'redis://:pw@127.0.0.1:6390/0',
     );
+  });
+
+  it('refuses a REDIS_URL with a password anywhere (user info or query, any case) given by value, naming REDIS_URL_FILE', () => {
+    for (const { url, password } of REDIS_URL_CASES) {
+      if (!password) {
+        expect(readConfig(['REDIS_URL'], { REDIS_URL: url }).REDIS_URL, url).toBe(url);
+        continue;
+      }
+      const problems = problemsOf(() => readConfig(['REDIS_URL'], { REDIS_URL: url }));
+      expect(problems, url).toEqual([expect.stringMatching(/^REDIS_URL: carries a password \(in its (user info|query)\), given by value/)]);
+      expect(problems[0], url).toContain('set REDIS_URL_FILE instead');
+      expect(problems.join('\n'), url).not.toContain(REDIS_URL_PASSWORD);
+      // From a file it is what the rule asks for.
+      expect(readConfig(['REDIS_URL'], { REDIS_URL_FILE: file('redis-url', url) }).REDIS_URL, url).toBe(url);
+      // The producer library reads its host's environment, where the host decides.
+      expect(readQueueSettings({ REDIS_URL: url }).endpoint, url).toEqual({ mode: 'single', url });
+    }
+  });
+
+  it('cluster and sentinel lists take host:port only, so they cannot carry a password', () => {
+    for (const name of ['REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const) {
+      const problems = problemsOf(() => readConfig([name], { [name]: `app:${REDIS_URL_PASSWORD}@10.0.0.5:26379` }));
+      expect(problems, name).toEqual([`${name}: must be a comma-separated list of host:port (item 1 is not)`]);
+    }
   });
 
   it('an optional read is undefined with no source and reads the file when one is given', () => {

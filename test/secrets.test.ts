@@ -74,6 +74,14 @@ describe('keys never leak', () => {
     expectNoKeys(found.stdout + found.stderr + missing.stdout + missing.stderr);
   });
 
+  it('not from a REDIS_URL with a password given by value: the CLI refuses it (exit 2), naming REDIS_URL_FILE', async () => {
+    const run = await runCli(['status'], env({ REDIS_URL: `redis://127.0.0.1:1/?password=${TEAM_KEY}` }));
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('REDIS_URL: carries a password (in its query), given by value');
+    expect(run.stderr).toContain('set REDIS_URL_FILE instead');
+    expectNoKeys(run.stdout + run.stderr);
+  });
+
   it('not from a configuration error about the keys themselves', async () => {
     const run = await runCli(['sync', '--once'], env({ SERVICE_BASE_URL: `not a url ${TEAM_KEY}` }));
     expect(run.code).toBe(2);

@@ -86,7 +86,8 @@ async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promi
     const code = await run(['status'], env);
     return code === 1 ? 0 : code;
   }
-  const withRedis = { ...env, REDIS_URL: redis.url, ...(redis.own ? {} : DEMO_WORKER_ENV) };
+  // A Redis the operator gave stays as given (REDIS_URL, or REDIS_URL_FILE for one with a password).
+  const withRedis = { ...env, ...(redis.own ? { REDIS_URL: redis.url } : DEMO_WORKER_ENV) };
   try {
     await removalTour(withRedis, standIn, redis);
     // Status describes the Redis as the demo's worker used it.

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { RetryResult } from '../../jobs/retry-failed.js';
+import { echoId } from '../runtime/echo-id.js';
 
 /** The flags of a command with a failed list and retries (`removals`, `webhooks`), for parseCommandArgs. */
 export const FAILED_JOB_FLAGS = {
@@ -29,7 +30,7 @@ export function reportRetries(results: readonly RetryResult[], all: boolean, jso
   for (const r of results) {
     if (json) break;
     if (r.result === 'retried') process.stdout.write(`job ${r.jobId}: re-queued\n`);
-    else if (r.result === 'not_found') process.stderr.write(`job ${r.jobId}: no such job\n`);
+    else if (r.result === 'not_found') process.stderr.write(`job ${echoId(r.jobId)}: no such job\n`);
     else process.stderr.write(`job ${r.jobId}: is ${r.state}, not failed; left alone\n`);
   }
   if (all && !json) process.stdout.write(`${results.filter((r) => r.result === 'retried').length} failed ${noun}(s) re-queued\n`);

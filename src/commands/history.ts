@@ -15,6 +15,7 @@ import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { HistoryReader, type SourceConnection, type UserVersion } from '../../db/history-reader.js';
 import { openResolver } from '../replica/resolve.js';
+import { echoId } from '../runtime/echo-id.js';
 
 const EXIT_NOT_FOUND = 3;
 
@@ -39,7 +40,7 @@ export default async function history(argv: string[]): Promise<number> {
     open.close();
   }
   if (found.versions.length === 0) {
-    process.stderr.write(`user-mirror history: ${JSON.stringify(clientUserId)} has no version in the mirror's history\n`);
+    process.stderr.write(`user-mirror history: ${echoId(clientUserId)} has no version in the mirror's history\n`);
     return EXIT_NOT_FOUND;
   }
   if (args.json === true) {

@@ -27,6 +27,7 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { echoId } from '../runtime/echo-id.js';
 import {
   adoptUnbound,
   countUnbound,
@@ -208,7 +209,7 @@ function reportAdoptions(results: readonly AdoptResult[], target: ManagementTarg
       );
     } else if (r.result === 'invalid') process.stderr.write(`job ${r.jobId}: left where it is: ${r.reason}\n`);
     else if (r.result === 'running') process.stderr.write(`job ${r.jobId}: an older worker is running it; left alone\n`);
-    else process.stderr.write(`job ${r.jobId}: no such job in the queue without a target\n`);
+    else process.stderr.write(`job ${echoId(r.jobId)}: no such job in the queue without a target\n`);
   }
   if (all && !json)
     process.stdout.write(

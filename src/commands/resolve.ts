@@ -33,6 +33,7 @@ import type { CheckpointMode } from '../../db/open.js';
 import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
+import { echoId } from '../runtime/echo-id.js';
 
 const EXIT_NOT_FOUND = 3;
 
@@ -42,9 +43,11 @@ const Args = z.object({
   json: z.boolean().optional(),
   team: z.guid('must be a team UUID').optional(),
   'as-of': z
-    .union([z.iso.datetime({ offset: true }), z.iso.date()], {
+    // Seconds may be left out (2026-06-01T12:00+02:00), as ISO 8601 allows.
+    .union([z.iso.datetime({ offset: true }), z.iso.datetime({ offset: true, precision: -1 }), z.iso.date()], {
       error: 'must be an ISO 8601 time with its offset (2026-06-01T12:00:00Z) or a date (2026-06-01, midnight UTC)',
     })
+    .transform(asOfInstant)
     .optional(),
   positionals: z.array(z.string().min(1, 'client_user_id must not be empty')).length(1, 'expects exactly one client_user_id'),
 });
@@ -76,7 +79,7 @@ export default async function resolve(argv: string[]): Promise<number> {
     if (args.online === true || args['include-deleted'] === true) {
       throw new UsageError('--as-of: answers from history alone; it takes neither --online nor --include-deleted');
     }
-    return await resolveAsOf(clientUserId, new Date(asOf).toISOString(), args.team, args.json === true);
+    return await resolveAsOf(clientUserId, asOf, args.team, args.json === true);
   }
   if (args.online === true) return resolveOnline(clientUserId, args.team, args.json === true);
   const found = resolveFromMirror(clientUserId, args);
@@ -85,8 +88,26 @@ export default async function resolve(argv: string[]): Promise<number> {
   return 0;
 }
 
+/**
+ * An --as-of time as the instant the mirror's history compares (UTC, `YYYY-MM-DDTHH:MM:SS.sssZ`, compared
+ * as text there): a time whose UTC year is not four digits would compare wrongly (`+010000-…` sorts
+ * before `2026-…`), so it is refused by name instead of answered as "before history began".
+ */
+function asOfInstant(text: string, ctx: z.RefinementCtx<string>): string {
+  const at = new Date(text);
+  const year = at.getUTCFullYear();
+  if (Number.isNaN(year) || year < 0 || year > 9999) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${text} is in year ${year} in UTC; the mirror's history answers times from 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z`,
+    });
+    return z.NEVER;
+  }
+  return at.toISOString();
+}
+
 function notFound(clientUserId: string, where: string): number {
-  process.stderr.write(`user-mirror resolve: ${JSON.stringify(clientUserId)} not found in ${where}\n`);
+  process.stderr.write(`user-mirror resolve: ${echoId(clientUserId)} not found in ${where}\n`);
   return EXIT_NOT_FOUND;
 }
 

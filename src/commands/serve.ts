@@ -25,6 +25,7 @@ import { replicaSettings, SERVE_DEFAULT_PORT, type ReplicaConfig, type ReplicaSe
 import { startReplica } from '../replica/start.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
+import { openFileLimit } from '../runtime/descriptor-limit.js';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 
@@ -61,7 +62,12 @@ export default async function serve(argv: string[]): Promise<number> {
 
 /** The replica's settings; `candidateKey` is its key only when REPLICA_API_KEY is unset (then printed once). */
 function serveSettings(config: ReplicaConfig & { SERVICE_API_KEY?: string | undefined }, candidateKey: string): ReplicaSettings {
-  return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT, generatedKey: candidateKey });
+  return replicaSettings(config, {
+    serviceApiKey: config.SERVICE_API_KEY,
+    defaultPort: SERVE_DEFAULT_PORT,
+    generatedKey: candidateKey,
+    descriptorLimit: openFileLimit(),
+  });
 }
 
 /** One process answering: the whole replica, or one worker of several. */

@@ -220,7 +220,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       logger: log,
     });
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
-    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log);
+    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
     if (backupDir !== undefined) backups = startBackupSchedule({ dir: backupDir, cron: config.BACKUP_CRON, logger: log });
   } catch (err) {
     await status?.close();

@@ -6,13 +6,16 @@
  */
 import type { FeedPage } from '../../db/change-feed.js';
 import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
-import { failedItems, parseListQuery, queryInt, validationErrorBody } from '../service/server-wire.js';
+import { failedItems, parseListQuery, queryInt, validationErrorBody, type ValidationItem } from '../service/server-wire.js';
+import { clipEchoed } from '../runtime/echo-id.js';
 
 export interface Answer {
   status: number;
   body: Buffer | string;
   /** Flat list (name, value, …). */
   headers: readonly string[];
+  /** Unset: application/json. */
+  contentType?: string;
 }
 
 const COMMA = Buffer.from(',');
@@ -31,7 +34,7 @@ export const INTERNAL_ERROR = detail(500, 'Internal Server Error');
 export function listQueryOrAnswer(query: string, headers: () => readonly string[]): { offset: number; limit: number } | Answer {
   const q = parseListQuery(new URLSearchParams(query));
   if (q.ok) return q;
-  return { status: 422, body: validationErrorBody(q.items), headers: headers() };
+  return { status: 422, body: validationErrorBody(clipped(q.items)), headers: headers() };
 }
 
 export function notServing(verdict: FreshnessVerdict): Answer {
@@ -59,7 +62,12 @@ export function changesQueryOrAnswer(query: string): { after: number | undefined
   const after = queryInt(params, 'after', { default: -1, ge: 0 });
   const limit = queryInt(params, 'limit', { default: CHANGES_DEFAULT_LIMIT, ge: 1, le: CHANGES_MAX_LIMIT });
   if (after.ok && limit.ok) return { after: after.value < 0 ? undefined : after.value, limit: limit.value };
-  return { status: 422, body: validationErrorBody(failedItems([after, limit])), headers: [] };
+  return { status: 422, body: validationErrorBody(clipped(failedItems([after, limit]))), headers: [] };
+}
+
+/** FastAPI echoes a bad value whole; the replica echoes at most its head (src/runtime/echo-id.ts). */
+function clipped(items: readonly ValidationItem[]): ValidationItem[] {
+  return items.map((item) => (typeof item.input === 'string' ? { ...item, input: clipEchoed(item.input) } : item));
 }
 
 /** `{"events": [...], "next": CURSOR}`, the stored bodies as they are; 410 with the oldest good cursor when retention dropped events after `after`. */

@@ -3,14 +3,19 @@
  * endpoints of the service (list, resolve) in its wire format, the mirror's
  * change feed (GET /mirror/v1/changes?after=CURSOR&limit=N, behind the same
  * key; db/change-feed.ts), plus
- * /healthz (liveness) and /readyz (a succeeded sync no older than
- * REPLICA_MAX_STALENESS_S); see ./answers.ts for the headers.
+ * /healthz (liveness), /readyz (a succeeded sync no older than
+ * REPLICA_MAX_STALENESS_S) and /metrics (./metrics.ts); see ./answers.ts for
+ * the headers. The connection cap and the header and idle timeouts keep one
+ * client's slow or many connections from locking the others out
+ * (./connection-guard.ts).
  *
  * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
  * 401 reads nothing from the mirror and carries no mirror headers. Probes
  * need no key. Nothing a client sends is ever echoed in an error or a log.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Registry } from 'prom-client';
 import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
 import { logError, type Logger } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
@@ -34,6 +39,8 @@ import {
   UNAUTHORIZED,
 } from './answers.js';
 import type { ReplicaSettings } from './settings.js';
+import { ConnectionGuard, type Shed } from './connection-guard.js';
+import { createReplicaMetrics } from './metrics.js';
 
 export interface ReplicaServerOptions {
   settings: ReplicaSettings;
@@ -42,6 +49,8 @@ export interface ReplicaServerOptions {
   now?: () => number;
   /** Why the mirror opened is no longer the one at MIRROR_DB (./start.ts); undefined while it is. */
   lost?: () => string | undefined;
+  /** The daemon's registry, to show the replica's metrics in as well. */
+  metricsAlsoIn?: Registry;
 }
 
 export interface ReplicaServer {
@@ -49,26 +58,95 @@ export interface ReplicaServer {
   close(): Promise<void>;
 }
 
-/** Longer than common client pools keep an idle socket (undici: 4 s), so the client closes first. */
-const KEEP_ALIVE_MS = 65_000;
+/** How often Node sweeps its connections for the header timeout (its default, 30 s, would let one run to 40 s). */
+const CHECK_TIMEOUTS_MS = 1_000;
+/** A connection waiting less than this is not closed to make room at the cap (./connection-guard.ts). */
+const EVICT_AFTER_MS = 1_000;
 
 export async function startReplicaServer(options: ReplicaServerOptions): Promise<ReplicaServer> {
   const { settings, logger: log } = options;
-  const handler = requestHandler(options);
-  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS, noDelay: true }, (req, res) => {
-    let answer: Answer;
-    try {
-      answer = handler(req);
-    } catch (err) {
-      logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
-      answer = INTERNAL_ERROR;
+  const shedLog = throttledShedLog(log, settings.maxConnections);
+  let guard: ConnectionGuard | undefined;
+  const metrics = createReplicaMetrics({
+    max: settings.maxConnections,
+    open: () => guard?.open ?? 0,
+    ...(options.metricsAlsoIn === undefined ? {} : { alsoIn: options.metricsAlsoIn }),
+  });
+  guard = new ConnectionGuard({
+    max: settings.maxConnections,
+    graceMs: EVICT_AFTER_MS,
+    onShed: (how) => {
+      metrics.shed(how);
+      shedLog(how);
+    },
+  });
+  const connections = guard;
+  const handler = requestHandler(options, metrics.registry);
+  const server = createServer(
+    {
+      // The replica takes no request bodies: the whole request is its headers.
+      headersTimeout: settings.headersTimeoutMs,
+      requestTimeout: settings.headersTimeoutMs,
+      keepAliveTimeout: settings.idleTimeoutMs,
+      connectionsCheckingInterval: CHECK_TIMEOUTS_MS,
+      noDelay: true,
+    },
+    (req, res) => {
+      connections.requestStarted(req.socket);
+      res.once('close', () => connections.requestEnded(req.socket));
+      let answer: Answer | Promise<Answer>;
+      try {
+        answer = handler(req);
+      } catch (err) {
+        logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
+        answer = INTERNAL_ERROR;
+      }
+      if (!(answer instanceof Promise)) return send(res, answer);
+      answer.then(
+        (a) => send(res, a),
+        (err: unknown) => {
+          logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
+          send(res, INTERNAL_ERROR);
+        },
+      );
+    },
+  );
+  server.on('connection', (socket: Socket) => connections.admit(socket));
+  // Node's own answer to a client error, counted: 408 for headers not in time, 400 for a malformed request.
+  // One count per connection: a client that goes on sending after its 408 makes the parser fail again.
+  const erred = new WeakSet<Socket>();
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (erred.has(socket)) {
+      socket.destroy();
+      return;
     }
-    send(res, answer);
+    erred.add(socket);
+    const reason = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'headers_timeout' : err.code?.startsWith('HPE_') ? 'malformed' : 'reset';
+    metrics.clientError(reason);
+    if (reason === 'reset' || !socket.writable || !connections.isWaiting(socket)) {
+      socket.destroy();
+      return;
+    }
+    const status =
+      reason === 'headers_timeout'
+        ? '408 Request Timeout'
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
   const port = await listen(server, settings.port, settings.host);
   server.on('error', (err) => logError(log, 'error', { event: 'replica.server_error', err }, 'replica server error'));
   log.info(
-    { event: 'replica.listening', host: settings.host, port, keyHeader: settings.apiKeyHeader },
+    {
+      event: 'replica.listening',
+      host: settings.host,
+      port,
+      keyHeader: settings.apiKeyHeader,
+      maxConnections: settings.maxConnections,
+      headersTimeoutMs: settings.headersTimeoutMs,
+      idleTimeoutMs: settings.idleTimeoutMs,
+    },
     `replica on http://${settings.host}:${port}`,
   );
   return {
@@ -77,7 +155,34 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   };
 }
 
-function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) => Answer {
+/** How often at most the cap's log line is written; sheds in between are counted into the next one. */
+const SHED_LOG_EVERY_MS = 60_000;
+
+/** One warning when the cap first bites, then at most one a minute with the counts since the last. */
+function throttledShedLog(log: Logger, max: number): (how: Shed) => void {
+  const counts = { refused: 0, evicted: 0 };
+  let lastAt = -Infinity;
+  let pending: NodeJS.Timeout | undefined;
+  const write = () => {
+    pending = undefined;
+    lastAt = Date.now();
+    log.warn(
+      { event: 'replica.connections_capped', max, refused: counts.refused, evicted: counts.evicted },
+      `replica at its connection cap (${max}, REPLICA_MAX_CONNECTIONS): ${counts.evicted} waiting connection(s) closed, ${counts.refused} new one(s) refused`,
+    );
+    counts.refused = 0;
+    counts.evicted = 0;
+  };
+  return (how) => {
+    counts[how] += 1;
+    if (pending !== undefined) return;
+    const wait = lastAt + SHED_LOG_EVERY_MS - Date.now();
+    if (wait <= 0) write();
+    else pending = setTimeout(write, wait).unref();
+  };
+}
+
+function requestHandler(options: ReplicaServerOptions, registry: Registry): (req: IncomingMessage) => Answer | Promise<Answer> {
   const { settings, reader } = options;
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
@@ -106,6 +211,8 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
         const f = reader.freshness();
         return readinessAnswer(judge(f), settings.maxStalenessMs, f.runId, f.syncedAt);
       }
+      case 'metrics':
+        return registry.metrics().then((body) => ({ status: 200, body, headers: [], contentType: registry.contentType }));
       case 'method-not-allowed':
         return detail(405, 'Method Not Allowed', ['allow', route.allow]);
       default:
@@ -137,7 +244,13 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
 
 function send(res: ServerResponse, answer: Answer): void {
   const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
-  res.writeHead(answer.status, ['content-type', 'application/json', 'content-length', String(length), ...answer.headers]);
+  res.writeHead(answer.status, [
+    'content-type',
+    answer.contentType ?? 'application/json',
+    'content-length',
+    String(length),
+    ...answer.headers,
+  ]);
   res.end(answer.body);
 }
 
@@ -153,6 +266,7 @@ export type ReplicaRoute =
   | { name: 'resolve'; clientUserId: string }
   | { name: 'healthz' }
   | { name: 'readyz' }
+  | { name: 'metrics' }
   | { name: 'not-found' }
   | { name: 'method-not-allowed'; allow: string };
 
@@ -163,7 +277,7 @@ export function matchReplicaRoute(method: string, target: string): ReplicaRoute 
   const path = queryAt === -1 ? target : target.slice(0, queryAt);
   const route = byPath(path, queryAt === -1 ? '' : target.slice(queryAt + 1));
   if (route.name === 'not-found') return route;
-  const allow = route.name === 'healthz' || route.name === 'readyz' ? 'GET, HEAD' : 'GET';
+  const allow = route.name === 'healthz' || route.name === 'readyz' || route.name === 'metrics' ? 'GET, HEAD' : 'GET';
   return method === 'GET' || (method === 'HEAD' && allow !== 'GET') ? route : { name: 'method-not-allowed', allow };
 }
 
@@ -176,5 +290,6 @@ function byPath(path: string, query: string): ReplicaRoute {
   if (path === CHANGES_PATH) return { name: 'changes', query };
   if (path === '/healthz') return { name: 'healthz' };
   if (path === '/readyz') return { name: 'readyz' };
+  if (path === '/metrics') return { name: 'metrics' };
   return { name: 'not-found' };
 }

@@ -5,6 +5,7 @@
  * without a key passes the one it generated.
  */
 import { ConfigError, type Config, type REPLICA_ENV } from '../runtime/config.js';
+import { openFileLimit } from '../runtime/descriptor-limit.js';
 
 export type ReplicaConfig = Config<(typeof REPLICA_ENV)[number]>;
 
@@ -16,6 +17,33 @@ export interface ReplicaSettings {
   /** Lowercase header name. */
   apiKeyHeader: string;
   maxStalenessMs: number;
+  /** Connections held at once (./connection-guard.ts). */
+  maxConnections: number;
+  /** Node's headersTimeout (and requestTimeout: the replica takes no request bodies). */
+  headersTimeoutMs: number;
+  /** Node's keepAliveTimeout. */
+  idleTimeoutMs: number;
+}
+
+/**
+ * Descriptors kept for what is not a client connection: the mirror's files, Redis, the service client's
+ * pool, webhooks, logs, and the daemon's own (whose figures are a few dozen).
+ */
+export const DESCRIPTOR_RESERVE = 128;
+/** The default cap's ceiling, whatever the descriptor limit: each connection costs memory too. */
+export const DEFAULT_MAX_CONNECTIONS = 4_096;
+
+/** The cap: REPLICA_MAX_CONNECTIONS, checked against the descriptor limit, or derived from it. */
+export function maxConnections(given: number | undefined, descriptorLimit: number | undefined): number {
+  const room = descriptorLimit === undefined ? undefined : descriptorLimit - DESCRIPTOR_RESERVE;
+  if (given === undefined) return Math.max(1, Math.min(DEFAULT_MAX_CONNECTIONS, room ?? DEFAULT_MAX_CONNECTIONS));
+  if (room !== undefined && given > room) {
+    throw new ConfigError([
+      `REPLICA_MAX_CONNECTIONS: ${given} is more than this process can hold: its descriptor limit is ${descriptorLimit} ` +
+        `(ulimit -n, LimitNOFILE=), ${DESCRIPTOR_RESERVE} of them kept for files, Redis and logs; raise the limit or lower the cap to ${Math.max(1, room)}`,
+    ]);
+  }
+  return given;
 }
 
 export const SERVE_DEFAULT_PORT = 8788;
@@ -27,6 +55,8 @@ export interface SettingsSources {
   defaultPort: number;
   /** Used when REPLICA_API_KEY is unset (`serve`); without it the key is required. */
   generatedKey?: string;
+  /** This process's descriptor limit (../runtime/descriptor-limit.ts); undefined when unknown. */
+  descriptorLimit?: number | undefined;
 }
 
 export function replicaSettings(config: ReplicaConfig, sources: SettingsSources): ReplicaSettings {
@@ -42,6 +72,9 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
     apiKey,
     apiKeyHeader: config.REPLICA_API_KEY_HEADER ?? config.SERVICE_API_KEY_HEADER,
     maxStalenessMs: config.REPLICA_MAX_STALENESS_S * 1000,
+    maxConnections: maxConnections(config.REPLICA_MAX_CONNECTIONS, sources.descriptorLimit),
+    headersTimeoutMs: config.REPLICA_HEADERS_TIMEOUT_MS,
+    idleTimeoutMs: config.REPLICA_IDLE_TIMEOUT_MS,
   };
 }
 
@@ -51,5 +84,9 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
  */
 export function daemonReplicaSettings(config: ReplicaConfig & { SERVICE_API_KEY?: string | undefined }): ReplicaSettings | undefined {
   if (config.REPLICA_PORT === undefined) return undefined;
-  return replicaSettings(config, { serviceApiKey: config.SERVICE_API_KEY, defaultPort: SERVE_DEFAULT_PORT });
+  return replicaSettings(config, {
+    serviceApiKey: config.SERVICE_API_KEY,
+    defaultPort: SERVE_DEFAULT_PORT,
+    descriptorLimit: openFileLimit(),
+  });
 }

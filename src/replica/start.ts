@@ -6,6 +6,7 @@
 import { openMirror } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type LossKind } from '../../db/file-identity.js';
 import { ReplicaReader } from '../../db/replica-reader.js';
+import type { Registry } from 'prom-client';
 import type { Logger } from '../runtime/log.js';
 import { startReplicaServer } from './server.js';
 import type { ReplicaSettings } from './settings.js';
@@ -47,7 +48,13 @@ function watchFile(path: string, logger: Logger): (() => string | undefined) | u
   };
 }
 
-export async function startReplica(mirrorDb: string, settings: ReplicaSettings, logger: Logger): Promise<Replica> {
+/** `metricsAlsoIn`: the daemon's registry, which then shows the replica's metrics too. */
+export async function startReplica(
+  mirrorDb: string,
+  settings: ReplicaSettings,
+  logger: Logger,
+  metricsAlsoIn?: Registry,
+): Promise<Replica> {
   // Random lookups: through a memory map (db/open.ts, `mapped`).
   const db = openMirror(mirrorDb, { readonly: true, mapped: true });
   let reader: ReplicaReader;
@@ -57,7 +64,13 @@ export async function startReplica(mirrorDb: string, settings: ReplicaSettings, 
     db.close();
     throw err;
   }
-  const server = await startReplicaServer({ settings, reader, logger, lost: watchFile(mirrorDb, logger) }).catch((err: unknown) => {
+  const server = await startReplicaServer({
+    settings,
+    reader,
+    logger,
+    lost: watchFile(mirrorDb, logger),
+    ...(metricsAlsoIn === undefined ? {} : { metricsAlsoIn }),
+  }).catch((err: unknown) => {
     reader.close();
     throw err;
   });

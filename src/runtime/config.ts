@@ -7,58 +7,8 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
-import { nodeCron } from './node-cron.js';
-
-const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).transform((u) => u.replace(/\/+$/, ''));
-// A key travels in an HTTP header: a line break (a pasted key, a file read with its newline) or
-// a space would make every request fail as if the network were down, so it is a config error.
-const secret = z
-  .string({ error: 'is required' })
-  .min(1, 'is required')
-  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
-const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
-const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
-// Days may be fractional (0.25 = 6 hours) down to one minute, so a short window needs no second unit.
-const days = (def: number, min: number, max: number) =>
-  z.coerce
-    .number()
-    .refine((d) => d === 0 || d >= 1 / 1_440, 'must be 0 or at least one minute (0.0007 days)')
-    .pipe(z.number().min(min).max(max))
-    .default(def);
-const headerName = z
-  .string()
-  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
-  .transform((h) => h.toLowerCase());
-const flag = z
-  .enum(['0', '1', 'false', 'true', 'no', 'yes'], { error: 'must be 1, 0, true, false, yes or no' })
-  .default('0')
-  .transform((v) => v === '1' || v === 'true' || v === 'yes');
-
-const cronExpression = z.string().refine((s) => nodeCron().validate(s), 'must be a valid cron expression');
-
-export interface HostPort {
-  host: string;
-  port: number;
-}
-
-/** `host:port,host:port` (IPv6 in brackets) → list. */
-const hostPortList = z.string().transform((text, ctx) => {
-  const out: HostPort[] = [];
-  for (const item of text
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '')) {
-    const m = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(item);
-    const port = Number(m?.[2]);
-    if (m === null || !(port >= 1 && port <= 65535)) {
-      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of host:port (item ${out.length + 1} is not)` });
-      return z.NEVER;
-    }
-    out.push({ host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port });
-  }
-  if (out.length === 0) ctx.addIssue({ code: 'custom', message: 'must name at least one host:port' });
-  return out;
-});
+import { httpUrl, secret, positiveInt, nonNegativeInt, days, headerName, flag, cronExpression, hostPortList } from './config-schemas.js';
+import { redisUrlPasswordAt, urlPasswordProblem } from './url-secrets.js';
 
 /** The registry. Add a variable here, in the same style, and nowhere else. */
 export const ENV = {
@@ -170,6 +120,11 @@ export const ENV = {
   REPLICA_API_KEY_HEADER: headerName.optional(),
   // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
   REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),
+  // Connections the replica holds at once; unset: its descriptor limit less a reserve, at most 4,096 (src/replica/settings.ts).
+  REPLICA_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).optional(),
+  // A request's headers must arrive within this of its start; an idle keep-alive connection is closed after the other.
+  REPLICA_HEADERS_TIMEOUT_MS: positiveInt(10_000, 300_000),
+  REPLICA_IDLE_TIMEOUT_MS: positiveInt(5_000, 300_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // The change feed (db/change-feed.ts): a first sync's events, and how long events are kept.
   CHANGES_BASELINE: z.enum(['marker', 'events'], { error: 'must be marker or events' }).default('marker'),
@@ -240,7 +195,13 @@ export class ConfigPass<K extends EnvName> {
   /** Variables with a problem of their own: a check across them would only repeat it. */
   private readonly invalid = new Set<EnvName>();
 
-  constructor(names: readonly K[], env: NodeJS.ProcessEnv = process.env, warn: (line: string) => void = warnOnStderr) {
+  /** `urlPasswords: 'allow'` only for the producer library, whose process and environment are its host's. */
+  constructor(
+    names: readonly K[],
+    env: NodeJS.ProcessEnv = process.env,
+    warn: (line: string) => void = warnOnStderr,
+    private readonly urlPasswords: 'refuse' | 'allow' = 'refuse',
+  ) {
     this.problems.push(...carried.splice(0));
     for (const name of names) this.read(name, env, warn);
   }
@@ -259,7 +220,9 @@ export class ConfigPass<K extends EnvName> {
     }
     const result = ENV[name].safeParse(raw === '' ? undefined : raw);
     if (result.success) {
-      this.values[name] = result.data;
+      const passwordAt = name === 'REDIS_URL' && from === name && raw !== undefined ? redisUrlPasswordAt(raw) : undefined;
+      if (passwordAt !== undefined && this.urlPasswords === 'refuse') this.fail(name, urlPasswordProblem(name, passwordAt));
+      else this.values[name] = result.data;
       return;
     }
     const why = raw === undefined || raw === '' ? 'is required' : (result.error.issues[0]?.message ?? 'is invalid');
@@ -335,6 +298,9 @@ export const REPLICA_ENV = [
   'REPLICA_API_KEY',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',
+  'REPLICA_MAX_CONNECTIONS',
+  'REPLICA_HEADERS_TIMEOUT_MS',
+  'REPLICA_IDLE_TIMEOUT_MS',
   'SERVICE_API_KEY_HEADER',
   'MIRROR_DB',
 ] as const satisfies readonly EnvName[];

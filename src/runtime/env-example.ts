@@ -53,7 +53,20 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['HTTP', ['HTTP_CONNECTIONS', 'HTTP_HEADERS_TIMEOUT_MS', 'HTTP_BODY_TIMEOUT_MS', 'HTTP_REQUEST_TIMEOUT_MS']],
   ['Removal worker', ['REMOVAL_CONCURRENCY', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS', 'REMOVAL_LOCK_MS']],
   ['Daemon', ['SHUTDOWN_TIMEOUT_MS', 'WATCHDOG_INTERVAL_MS', 'WATCHDOG_STALL_MS', 'STATUS_HOST', 'STATUS_PORT', 'LOG_LEVEL']],
-  ['Replica', ['REPLICA_PORT', 'REPLICA_HOST', 'REPLICA_API_KEY', 'REPLICA_API_KEY_HEADER', 'REPLICA_MAX_STALENESS_S', 'REPLICA_WORKERS']],
+  [
+    'Replica',
+    [
+      'REPLICA_PORT',
+      'REPLICA_HOST',
+      'REPLICA_API_KEY',
+      'REPLICA_API_KEY_HEADER',
+      'REPLICA_MAX_STALENESS_S',
+      'REPLICA_MAX_CONNECTIONS',
+      'REPLICA_HEADERS_TIMEOUT_MS',
+      'REPLICA_IDLE_TIMEOUT_MS',
+      'REPLICA_WORKERS',
+    ],
+  ],
   [
     'Change feed and webhooks',
     [
@@ -128,6 +141,9 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
   REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
+  REPLICA_MAX_CONNECTIONS: 'connections the replica holds at once (per process); unset: the descriptor limit less 128, at most 4096',
+  REPLICA_HEADERS_TIMEOUT_MS: "a request's headers must arrive within this, or the connection is closed (408)",
+  REPLICA_IDLE_TIMEOUT_MS: 'an idle keep-alive connection to the replica is closed after this',
   REPLICA_WORKERS: '`serve`: processes answering on the one port (node:cluster); up to the cores the replica may use',
   CHANGES_BASELINE: 'a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)',
   CHANGES_RETENTION_DAYS: 'the daemon drops change events older than this, never one a webhook has not yet delivered or failed',

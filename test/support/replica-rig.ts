@@ -61,6 +61,9 @@ export async function createReplicaRig(standIn: StandInOptions, settings: Partia
     apiKey: `rk_test_${randomBytes(12).toString('hex')}`,
     apiKeyHeader: SDK_KEY_HEADER,
     maxStalenessMs: 3_600_000,
+    maxConnections: 1_024,
+    headersTimeoutMs: 10_000,
+    idleTimeoutMs: 5_000,
     ...settings,
   };
   let replica: Replica;
