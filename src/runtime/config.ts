@@ -4,6 +4,7 @@
  * so an offline resolve never demands a key. All problems are reported at
  * once, by name; values are never echoed, because some of them are secrets.
  */
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
@@ -16,6 +17,23 @@ const secret = z
   .string({ error: 'is required' })
   .min(1, 'is required')
   .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
+// A PEM file named by path (a CA or a certificate: not secret, so no _FILE convention of their own);
+// read once at start-up, its problems named by the variable and the path, never the content.
+const pemFile = (holding: string) =>
+  z.string().transform((path, ctx) => {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: `${path}: cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` });
+      return z.NEVER;
+    }
+    if (!text.includes(`-----BEGIN ${holding}-----`)) {
+      ctx.addIssue({ code: 'custom', message: `${path}: is not a PEM file holding a ${holding}` });
+      return z.NEVER;
+    }
+    return text;
+  });
 const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
 // Days may be fractional (0.25 = 6 hours) down to one minute, so a short window needs no second unit.
@@ -81,6 +99,18 @@ export const ENV = {
   REDIS_PASSWORD: secret.optional(),
   REDIS_SENTINEL_PASSWORD: secret.optional(),
   REDIS_TLS: flag,
+  // TLS to Redis with a private CA, a client certificate (Redis's tls-auth-clients), a server name; see docs/removals.md.
+  REDIS_TLS_CA_FILE: pemFile('CERTIFICATE').optional(),
+  REDIS_TLS_CERT_FILE: pemFile('CERTIFICATE').optional(),
+  // The client certificate's key: a secret, so it comes as REDIS_TLS_KEY_FILE (or the credential REDIS_TLS_KEY).
+  REDIS_TLS_KEY: z
+    .string()
+    .refine((pem) => /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem), 'must be a PEM private key')
+    .optional(),
+  REDIS_TLS_SERVERNAME: z
+    .string()
+    .regex(/^[A-Za-z0-9*.-]+$/, 'must be a host name')
+    .optional(),
   // The operator accepts that a Redis without AOF, or one that may evict keys, can lose queued removals.
   ALLOW_VOLATILE_REDIS: flag,
   // A Redis Cluster needs a hash tag in it, e.g. {user-mirror} (checked with the rest of the Redis settings).
