@@ -56,7 +56,7 @@ async function main(): Promise<void> {
     const config = readConfig(SYNC_PROCESS_ENV);
     mirrorPath = config.MIRROR_DB;
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
-    const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    const log = createLogger(config).child({ role: 'sync' });
     logger = log;
     reserveRecord(config.MIRROR_DB, log);
     const db = openMirror(config.MIRROR_DB);
