@@ -71,6 +71,11 @@ const DAEMON_VARIABLES = [
   'REDIS_SENTINEL_PASSWORD',
   'REDIS_SENTINEL_PASSWORD_FILE',
   'REDIS_TLS',
+  'REDIS_TLS_CA_FILE',
+  'REDIS_TLS_CERT_FILE',
+  'REDIS_TLS_KEY',
+  'REDIS_TLS_KEY_FILE',
+  'REDIS_TLS_SERVERNAME',
   'NODE_EXTRA_CA_CERTS',
   'ALLOW_VOLATILE_REDIS',
   'QUEUE_PREFIX',
@@ -152,6 +157,7 @@ const SECRETS = [
   'REDIS_SENTINEL_PASSWORD',
   'REPLICA_API_KEY',
   'WEBHOOK_SECRET',
+  'REDIS_TLS_KEY',
 ];
 
 /** Whether a Redis URL carries a password: user info, or a query parameter named like one. */

@@ -11,6 +11,9 @@
  *   ioredis asks the sentinels for the master and follows a failover.
  * Cluster and Sentinel take `REDIS_USERNAME`, `REDIS_PASSWORD` and
  * `REDIS_TLS=1` (plus `REDIS_SENTINEL_PASSWORD` for the sentinels).
+ * With TLS on (either way), `REDIS_TLS_CA_FILE`, `REDIS_TLS_CERT_FILE` with
+ * `REDIS_TLS_KEY(_FILE)` and `REDIS_TLS_SERVERNAME` give the CA, the client
+ * certificate and the name to verify (docs/removals.md, "TLS").
  *
  * Roles:
  * - `worker`: `maxRetriesPerRequest: null` (BullMQ requires it for blocking
@@ -38,14 +41,23 @@ export type { HostPort };
 /** What every queue module accepts: a single node (or a Sentinel-managed master) or a cluster. */
 export type RedisClient = Redis | Cluster;
 
+/** What TLS needs beyond "on": PEM texts as read at start-up, and the name to verify. */
+export interface RedisTls {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  servername?: string;
+}
+
 interface RedisAuth {
   username: string | undefined;
   password: string | undefined;
   tls: boolean;
+  tlsOptions?: RedisTls;
 }
 
 export type RedisEndpoint =
-  | { mode: 'single'; url: string }
+  | { mode: 'single'; url: string; tls?: RedisTls }
   | { mode: 'cluster'; nodes: HostPort[]; auth: RedisAuth }
   | { mode: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword: string | undefined; auth: RedisAuth };
 
@@ -64,6 +76,10 @@ export const REDIS_ENV = [
   'REDIS_PASSWORD',
   'REDIS_SENTINEL_PASSWORD',
   'REDIS_TLS',
+  'REDIS_TLS_CA_FILE',
+  'REDIS_TLS_CERT_FILE',
+  'REDIS_TLS_KEY',
+  'REDIS_TLS_SERVERNAME',
 ] as const;
 export const QUEUE_ENV = [...REDIS_ENV, 'QUEUE_PREFIX'] as const;
 export type QueueConfig = Config<(typeof QUEUE_ENV)[number]>;
@@ -99,9 +115,25 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
   }
   if (single && config.REDIS_TLS)
     problems.push('REDIS_TLS: only with REDIS_CLUSTER_NODES or REDIS_SENTINELS (a single node uses rediss:// in REDIS_URL)');
+  const tlsOn = single ? (config.REDIS_URL ?? DEFAULT_REDIS_URL).startsWith('rediss:') : config.REDIS_TLS;
+  const tlsGiven = (['REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY', 'REDIS_TLS_SERVERNAME'] as const).filter(
+    (name) => config[name] !== undefined,
+  );
+  if (!tlsOn && tlsGiven.length > 0) {
+    problems.push(`${tlsGiven.join(', ')}: only with TLS on (a rediss:// REDIS_URL, or REDIS_TLS=1 for cluster and Sentinel)`);
+  }
+  if ((config.REDIS_TLS_CERT_FILE === undefined) !== (config.REDIS_TLS_KEY === undefined)) {
+    problems.push('REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE: a client certificate needs its key, and a key its certificate; set both');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
-  const auth: RedisAuth = { username: config.REDIS_USERNAME, password: config.REDIS_PASSWORD, tls: config.REDIS_TLS };
+  const tls = tlsOptionsOf(config);
+  const auth: RedisAuth = {
+    username: config.REDIS_USERNAME,
+    password: config.REDIS_PASSWORD,
+    tls: config.REDIS_TLS,
+    ...(tls === undefined ? {} : { tlsOptions: tls }),
+  };
   const endpoint: RedisEndpoint =
     config.REDIS_CLUSTER_NODES !== undefined
       ? { mode: 'cluster', nodes: config.REDIS_CLUSTER_NODES, auth }
@@ -113,8 +145,18 @@ export function queueSettingsFromConfig(config: QueueConfig): QueueSettings {
             sentinelPassword: config.REDIS_SENTINEL_PASSWORD,
             auth,
           }
-        : { mode: 'single', url: config.REDIS_URL ?? DEFAULT_REDIS_URL };
+        : { mode: 'single', url: config.REDIS_URL ?? DEFAULT_REDIS_URL, ...(tls === undefined ? {} : { tls }) };
   return { endpoint, prefix: config.QUEUE_PREFIX };
+}
+
+/** The TLS files and name given, or undefined when none is (TLS, if on, uses the system's CAs). */
+function tlsOptionsOf(config: QueueConfig): RedisTls | undefined {
+  const tls: RedisTls = {};
+  if (config.REDIS_TLS_CA_FILE !== undefined) tls.ca = config.REDIS_TLS_CA_FILE;
+  if (config.REDIS_TLS_CERT_FILE !== undefined) tls.cert = config.REDIS_TLS_CERT_FILE;
+  if (config.REDIS_TLS_KEY !== undefined) tls.key = config.REDIS_TLS_KEY;
+  if (config.REDIS_TLS_SERVERNAME !== undefined) tls.servername = config.REDIS_TLS_SERVERNAME;
+  return Object.keys(tls).length > 0 ? tls : undefined;
 }
 
 /**
@@ -179,7 +221,8 @@ export function createRedisConnection(endpoint: RedisEndpoint | string, options:
   const base: RedisOptions = { connectionName: options.connectionName, connectTimeout: 10_000, ...role };
   let client: RedisClient;
   if (target.mode === 'single') {
-    client = new Redis(target.url, base);
+    // A rediss:// URL turns TLS on; options given here replace ioredis's `tls: true` with the CA, certificate and name.
+    client = new Redis(target.url, target.tls === undefined ? base : { ...base, tls: target.tls });
   } else if (target.mode === 'sentinel') {
     client = new Redis({
       ...base,
@@ -211,7 +254,7 @@ export function createRedisConnection(endpoint: RedisEndpoint | string, options:
 }
 
 function authOptions(auth: RedisAuth): RedisOptions {
-  return { username: auth.username, password: auth.password, ...(auth.tls ? { tls: {} } : {}) };
+  return { username: auth.username, password: auth.password, ...(auth.tls ? { tls: { ...auth.tlsOptions } } : {}) };
 }
 
 /** One line per outage, not one per reconnect attempt. */

@@ -93,6 +93,7 @@ describe('a secret from a file', () => {
         'MANAGEMENT_KEY',
         'REDIS_PASSWORD',
         'REDIS_SENTINEL_PASSWORD',
+        'REDIS_TLS_KEY',
         'REDIS_URL',
         'REPLICA_API_KEY',
         'SERVICE_API_KEY',

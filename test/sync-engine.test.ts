@@ -341,7 +341,7 @@ describe('what the pages carry besides users', () => {
       }),
       resolveUser: (id: string, signal?: AbortSignal) => r.client.resolveUser(id, signal),
     };
-    const summary = await r.sync({ client, logger: createLogger('info', sink) });
+    const summary = await r.sync({ client, logger: createLogger({ LOG_LEVEL: 'info' }, sink) });
     expect(summary).toMatchObject({ status: 'succeeded', usersSeen: 1_200 });
     const events = lines
       .map((l) => JSON.parse(l) as { event?: string; keys?: string[] })

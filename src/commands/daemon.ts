@@ -26,7 +26,7 @@ export default async function daemon(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
   // One pass: every problem of the configuration at once, before anything starts (exit 2).
   const config = readDaemonConfig();
-  const logger = createLogger(config.LOG_LEVEL);
+  const logger = createLogger(config);
 
   process.on('uncaughtException', (err) => {
     logger.fatal({ event: 'daemon.uncaught', err: err.message, stack: err.stack }, 'uncaught exception; exiting');

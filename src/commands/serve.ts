@@ -47,7 +47,7 @@ export default async function serve(argv: string[]): Promise<number> {
   const config = pass.done();
   const generatedKey = config.REPLICA_API_KEY === undefined ? candidateKey : undefined;
   const settings = serveSettings(config, candidateKey);
-  const logger = createLogger(config.LOG_LEVEL);
+  const logger = createLogger(config);
   if (cluster.isWorker) return serveOne(config.MIRROR_DB, settings, logger);
   const printKey = () => {
     if (generatedKey !== undefined) {

@@ -57,7 +57,7 @@ export default async function sync(argv: string[]): Promise<number> {
   const terminal = interactive ? new TerminalProgress(process.stderr) : undefined;
   // At a terminal, sentences beside the progress line (retries as they happen, warnings),
   // never JSON; elsewhere JSON lines on stdout.
-  const logger = createLogger(config.LOG_LEVEL, terminal === undefined ? process.stdout : humanLog(terminal.around(process.stderr)));
+  const logger = createLogger(config, terminal === undefined ? process.stdout : humanLog(terminal.around(process.stderr)));
   const progress: ProgressSink = terminal ?? new LogProgress(logger);
 
   // An attempt that fails before its run row is written leaves its reason beside the mirror, for `status`.

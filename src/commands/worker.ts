@@ -53,7 +53,7 @@ export default async function main(argv: string[]): Promise<number> {
   );
   const target = managementTarget(config.MANAGEMENT_URL);
   // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
-  const logger = createLogger(config.LOG_LEVEL, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
+  const logger = createLogger(config, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
   const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });
   const redis = createRedisConnection(endpoint, { role: 'worker', logger, connectionName: 'user-mirror:removal-worker' });
   const stopped = new Promise<NodeJS.Signals>((resolve) => {

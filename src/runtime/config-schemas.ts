@@ -4,6 +4,7 @@
  * name, a flag, a cron expression, a host:port list), so each variable's
  * entry in the registry is one line.
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { nodeCron } from './node-cron.js';
 
@@ -14,6 +15,23 @@ export const secret = z
   .string({ error: 'is required' })
   .min(1, 'is required')
   .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII with no spaces or line breaks (often a trailing newline)');
+// A PEM file named by path (a CA or a certificate: not secret, so no _FILE convention of their own);
+// read once at start-up, its problems named by the variable and the path, never the content.
+export const pemFile = (holding: string) =>
+  z.string().transform((path, ctx) => {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: `${path}: cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` });
+      return z.NEVER;
+    }
+    if (!text.includes(`-----BEGIN ${holding}-----`)) {
+      ctx.addIssue({ code: 'custom', message: `${path}: is not a PEM file holding a ${holding}` });
+      return z.NEVER;
+    }
+    return text;
+  });
 export const positiveInt = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 export const nonNegativeInt = (def: number, max: number) => z.coerce.number().int().min(0).max(max).default(def);
 // Days may be fractional (0.25 = 6 hours) down to one minute, so a short window needs no second unit.

@@ -7,7 +7,18 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { FILE_SECRETS, isFileSecret, readSecretSource, secretGiven } from './secret-files.js';
-import { httpUrl, secret, positiveInt, nonNegativeInt, days, headerName, flag, cronExpression, hostPortList } from './config-schemas.js';
+import {
+  httpUrl,
+  secret,
+  positiveInt,
+  nonNegativeInt,
+  days,
+  headerName,
+  flag,
+  cronExpression,
+  hostPortList,
+  pemFile,
+} from './config-schemas.js';
 import { redisUrlPasswordAt, urlPasswordProblem } from './url-secrets.js';
 
 /** The registry. Add a variable here, in the same style, and nowhere else. */
@@ -33,6 +44,18 @@ export const ENV = {
   REDIS_PASSWORD: secret.optional(),
   REDIS_SENTINEL_PASSWORD: secret.optional(),
   REDIS_TLS: flag,
+  // TLS to Redis with a private CA, a client certificate (Redis's tls-auth-clients), a server name; see docs/removals.md.
+  REDIS_TLS_CA_FILE: pemFile('CERTIFICATE').optional(),
+  REDIS_TLS_CERT_FILE: pemFile('CERTIFICATE').optional(),
+  // The client certificate's key: a secret, so it comes as REDIS_TLS_KEY_FILE (or the credential REDIS_TLS_KEY).
+  REDIS_TLS_KEY: z
+    .string()
+    .refine((pem) => /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem), 'must be a PEM private key')
+    .optional(),
+  REDIS_TLS_SERVERNAME: z
+    .string()
+    .regex(/^[A-Za-z0-9*.-]+$/, 'must be a host name')
+    .optional(),
   // The operator accepts that a Redis without AOF, or one that may evict keys, can lose queued removals.
   ALLOW_VOLATILE_REDIS: flag,
   // A Redis Cluster needs a hash tag in it, e.g. {user-mirror} (checked with the rest of the Redis settings).

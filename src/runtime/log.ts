@@ -3,32 +3,28 @@
  * log lines and the throttles for errors that repeat are in log-error.ts
  * (no pino there, so a command that only reports does not load it).
  *
- * The process logger: pino, one JSON event per line on stdout. Keys are
- * redacted by path as a second line of defence; the first is never putting
- * them into a log object at all.
+ * The process logger: pino, one JSON event per line on stdout. What the
+ * configuration holds that must not be logged is redacted (redaction.ts) as
+ * a second line of defence; the first is never putting it into a log object.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { Writable } from 'node:stream';
+import { CENSOR, redactionFor, scrubLine, type RedactionConfig } from './redaction.js';
 
 export type { Logger };
 
-const REDACT = [
-  'apiKey',
-  'managementKey',
-  '*.apiKey',
-  '*.managementKey',
-  'headers["x-management-key"]',
-  'headers["x-service-api-key"]',
-  'headers.authorization',
-  '*.headers["x-management-key"]',
-  '*.headers["x-service-api-key"]',
-  'SERVICE_API_KEY',
-  'MANAGEMENT_KEY',
-  'REPLICA_API_KEY',
-];
-
-export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {
-  const options = { level, base: { pid: process.pid }, redact: { paths: REDACT, censor: '[redacted]' } };
+/**
+ * The process logger for `config` (its LOG_LEVEL, and what it holds that must not be logged:
+ * see redaction.ts); on `destination`, stdout when unset.
+ */
+export function createLogger(config: RedactionConfig & { LOG_LEVEL: LevelWithSilent }, destination?: NodeJS.WritableStream): Logger {
+  const redaction = redactionFor(config);
+  const options: pino.LoggerOptions = {
+    level: config.LOG_LEVEL,
+    base: { pid: process.pid },
+    redact: { paths: redaction.paths, censor: CENSOR },
+    hooks: { streamWrite: (line: string) => scrubLine(line, redaction) },
+  };
   return destination ? pino(options, destination as pino.DestinationStream) : pino(options);
 }
 

@@ -21,6 +21,7 @@ export const FILE_SECRETS = [
   'REDIS_URL',
   'REDIS_PASSWORD',
   'REDIS_SENTINEL_PASSWORD',
+  'REDIS_TLS_KEY',
 ] as const;
 
 export type FileSecret = (typeof FILE_SECRETS)[number];

@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     const config = readConfig(SYNC_PROCESS_ENV);
     mirrorPath = config.MIRROR_DB;
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
-    const log = createLogger(config.LOG_LEVEL).child({ role: 'sync' });
+    const log = createLogger(config).child({ role: 'sync' });
     logger = log;
     reserveRecord(config.MIRROR_DB, log);
     const db = openDaemonsMirror(config.MIRROR_DB, job.mirrorFile, config.MIRROR_CHECKPOINTS);

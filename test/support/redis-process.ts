@@ -31,6 +31,11 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
+/** A single node on `port` in `dir` as the removal queue requires (AOF, noeviction), for `launchRedis`. */
+export function durableNodeArgs(port: number, dir: string): string[] {
+  return ['--port', String(port), '--bind', HOST, '--dir', dir, '--save', '', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction'];
+}
+
 /**
  * Starts `redis-server` with the arguments `argsFor` gives for its port and
  * directory. Call one at a time: freePort only promises a port is free now.
