@@ -13,7 +13,7 @@ import tseslint from 'typescript-eslint';
 const NODE_GLOBALS = { process: 'readonly', console: 'readonly', require: 'readonly', module: 'writable', __dirname: 'readonly' };
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.ci/runtimes/', 'coverage/', 'data/', 'logs/', 'prof/', 'bench-profiles/'] },
+  { ignores: ['dist/', 'node_modules/', '.ci/runtimes/', '.ci/tools/', 'coverage/', 'data/', 'logs/', 'prof/', 'bench-profiles/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

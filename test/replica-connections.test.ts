@@ -43,7 +43,7 @@ describe('the replica under slow and many connections', () => {
     replica = await startReplica(
       rig.sync.dbPath,
       { ...rig.settings, maxConnections: CAP, headersTimeoutMs: HEADERS_TIMEOUT_MS, idleTimeoutMs: 2_000 },
-      createLogger('info', sink),
+      createLogger({ LOG_LEVEL: 'info' }, sink),
     );
   });
 

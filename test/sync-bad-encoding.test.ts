@@ -152,7 +152,7 @@ describe("the daemon's supervision of a sync process that outlives its run", () 
         cb();
       },
     });
-    return { logger: createLogger('debug', sink), lines };
+    return { logger: createLogger({ LOG_LEVEL: 'debug' }, sink), lines };
   }
   const job = { reason: 'test', tick: '2026-01-01T00:00:00.000Z' };
 
