@@ -18,6 +18,7 @@ import { droppableUserKey } from './migrations/006-droppable-user-key.js';
 import { changeFeed } from './migrations/007-change-feed.js';
 import { runAnomalies } from './migrations/008-run-anomalies.js';
 import { history } from './migrations/009-history.js';
+import { identityConflictIds } from './migrations/010-identity-conflicts.js';
 
 /** Every migration, in order. Append; never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -30,4 +31,5 @@ export const MIGRATIONS: readonly Migration[] = [
   changeFeed,
   runAnomalies,
   history,
+  identityConflictIds,
 ];

@@ -15,9 +15,12 @@
  *   1  needs attention: the mirror is stale (no succeeded sync within
  *      SYNC_STALE_AFTER_MS) or unreadable; with MANAGEMENT_URL set, also
  *      Redis unreachable, removals held, or removals without a target;
- *      with WEBHOOK_URL set, also Redis unreachable (webhook lag and
- *      failures are shown, not judged). Without either (a sync-only
- *      estate) Redis is only reported;
+ *      with WEBHOOK_URL set, also Redis unreachable, or delivery further
+ *      behind than WEBHOOK_LAG_WARN_SECONDS (failed events are shown, not
+ *      judged). Without either (a sync-only estate) Redis is only
+ *      reported. In every estate, also: the newest published run rejected
+ *      records or left identity conflicts standing, or the removal audit
+ *      cannot be written;
  *   2  usage or configuration error, MIRROR_DB naming something that cannot
  *      be a mirror (a directory, a device, not a SQLite file) included.
  */
@@ -40,6 +43,7 @@ import {
   createWebhookQueue,
   readDispatched,
   readEndpointFailure,
+  readRetrying,
   readSettled,
   webhookTarget,
   type WebhookTarget,
@@ -54,6 +58,8 @@ import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
 import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
+import { newestRunFindings } from '../../db/run-findings.js';
+import { whyNotWritable } from '../runtime/writable-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -76,6 +82,7 @@ export default async function status(argv: string[]): Promise<number> {
     ...QUEUE_ENV,
     'ALLOW_VOLATILE_REDIS',
     'WEBHOOK_URL',
+    'WEBHOOK_LAG_WARN_SECONDS',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
@@ -104,6 +111,8 @@ export default async function status(argv: string[]): Promise<number> {
     removalsConfigured: target !== undefined,
     feed,
     webhooksConfigured: hook !== undefined,
+    webhookLagWarnSeconds: config.WEBHOOK_LAG_WARN_SECONDS,
+    audit: { path: auditPath, exists: existsSync(auditPath), problem: whyNotWritable(auditPath) },
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     recordBeside: recordBeside(config.MIRROR_DB),
   });
@@ -165,6 +174,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       })),
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
+      findings: newestRunFindings(db),
       feed: feedOf(db),
       files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db) },
     };
@@ -261,7 +271,13 @@ async function readQueues(
       readEstateDurability(redis),
       webhooks === undefined
         ? undefined
-        : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks), readEndpointFailure(webhooks)]),
+        : Promise.all([
+            counts(webhooks),
+            readDispatched(webhooks),
+            readSettled(webhooks),
+            readEndpointFailure(webhooks),
+            readRetrying(webhooks),
+          ]),
       newestFinishedJob(sync),
     ]);
     facts = {
@@ -276,7 +292,14 @@ async function readQueues(
       webhooks:
         webhooks === undefined || w === undefined || hook === undefined
           ? null
-          : { target: { id: hook.id, url: hook.url, queue: webhooks.name }, counts: w[0], dispatched: w[1], settled: w[2], endpoint: w[3] },
+          : {
+              target: { id: hook.id, url: hook.url, queue: webhooks.name },
+              counts: w[0],
+              dispatched: w[1],
+              settled: w[2],
+              endpoint: w[3],
+              retrying: w[4],
+            },
     };
     durability = d;
   })().catch((err: unknown) => {

@@ -73,6 +73,9 @@ import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
+import { newestRunFindings } from '../../db/run-findings.js';
+import { whyNotWritable } from '../runtime/writable-file.js';
+import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -142,6 +145,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     staleAfterMs: staleAfter,
     files: () => databaseFileSizes(config.MIRROR_DB),
     checkpoint: () => checkpointFigures(config.MIRROR_DB),
+    findings: () => newestRunFindings(db),
+    audit: () => whyNotWritable(auditLocation(config)),
+    webhookLagWarnSeconds: config.WEBHOOK_LAG_WARN_SECONDS,
   });
 
   const managementClient =
@@ -165,6 +171,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let watchdog: Watchdog | undefined;
   let removalGate: RemovalGate | undefined;
   let delivery: ChangeDelivery | undefined;
+  let watch: ConditionWatch | undefined;
 
   const readiness = readinessOf(
     {
@@ -240,6 +247,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       redisUp: async () => (await control.ping()) === 'PONG',
       ...(delivery.queue === undefined ? {} : { webhookLag: delivery.lag }),
     });
+    const lagging = delivery.queue === undefined ? undefined : delivery.lag;
+    watch = startConditionWatch(log, [
+      { event: 'audit.unwritable', check: () => whyNotWritable(auditLocation(config)) },
+      ...(lagging === undefined ? [] : [{ event: 'webhooks.lagging', check: async () => laggingPast(await lagging(), config) }]),
+    ]);
 
     if (phase !== 'starting') return;
     schedule = startSchedule({
@@ -283,6 +295,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     phase = 'stopping';
     startAbort.abort();
     await settleWithin(started, 2_000);
+    watch?.stop();
     await Promise.all([schedule?.stop(), watchdog?.stop()]);
     const [syncDrained, removalsDrained] = await Promise.all([
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
@@ -301,4 +314,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   };
 
   return { started, statusPort: status.port, stop };
+}
+
+/** Why webhook delivery counts as lagging (behind WEBHOOK_LAG_WARN_SECONDS), or undefined. */
+function laggingPast(lag: { eventsBehind: number; secondsBehind: number }, config: DaemonConfig): string | undefined {
+  if (lag.secondsBehind <= config.WEBHOOK_LAG_WARN_SECONDS) return undefined;
+  return `webhook delivery ${lag.secondsBehind}s behind (${lag.eventsBehind} events), above WEBHOOK_LAG_WARN_SECONDS (${config.WEBHOOK_LAG_WARN_SECONDS}s): the receiver is too slow or does not answer`;
 }

@@ -17,7 +17,13 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
-import { registerMirrorGauges, registerRedisGauges, registerWebhookLagGauges, type MetricSources } from './scrape-gauges.js';
+import {
+  registerFindingGauges,
+  registerMirrorGauges,
+  registerRedisGauges,
+  registerWebhookLagGauges,
+  type MetricSources,
+} from './scrape-gauges.js';
 
 export interface DaemonMetrics {
   registry: Registry;
@@ -65,6 +71,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     registers,
   });
   registerMirrorGauges(registers, current);
+  registerFindingGauges(registers, current);
   const httpResponses = new Counter({
     name: 'user_mirror_http_responses_total',
     help: 'Responses from the service by method, route template and status (0 = no response: network error or timeout).',

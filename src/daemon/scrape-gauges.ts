@@ -14,6 +14,8 @@ import type { Queue } from 'bullmq';
 import { settleWithin } from '../runtime/deadline.js';
 import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
+import type { RunFindings } from '../../db/run-findings.js';
+import { DEFAULT_WEBHOOK_LAG_WARN_SECONDS } from './status-findings.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -34,6 +36,12 @@ export interface MetricSources {
   files?: () => { mirrorBytes: number; walBytes: number };
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
+  /** The newest published run's rejected records and standing identity conflicts (db/run-findings.ts). */
+  findings?: () => RunFindings | undefined;
+  /** Why the removal audit cannot be written now, or undefined (src/runtime/writable-file.ts). */
+  audit?: () => string | undefined;
+  /** WEBHOOK_LAG_WARN_SECONDS. */
+  webhookLagWarnSeconds?: number;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
@@ -157,6 +165,50 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
   }
 }
 
+/** What `status` judges beyond the mirror's age: the newest run's findings, and the removal audit. */
+export function registerFindingGauges(registers: Registry[], current: CurrentSources): void {
+  let cached: { at: number; findings: RunFindings | undefined } | undefined;
+  const readFindings = (): RunFindings | undefined => {
+    const now = Date.now();
+    if (cached !== undefined && now - cached.at < MIRROR_CACHE_MS) return cached.findings;
+    let findings: RunFindings | undefined;
+    try {
+      findings = current().findings?.();
+    } catch {
+      findings = undefined;
+    }
+    cached = { at: now, findings };
+    return findings;
+  };
+  const conflicts = new Gauge({
+    name: 'user_mirror_identity_conflicts',
+    help: "Identity conflicts of the newest published sync run whose losing id the mirror does not hold as the service listed it (resolve exits 3 for a listed client_user_id); 0 when none.",
+    registers,
+    collect() {
+      const f = readFindings();
+      if (current().findings !== undefined) conflicts.set(f?.standing ?? 0);
+    },
+  });
+  const rejected = new Gauge({
+    name: 'user_mirror_rejected_records',
+    help: 'Records the newest published sync run listed but did not store (no valid identity, or above SYNC_MAX_RECORD_BYTES); ids in rejected_records.',
+    registers,
+    collect() {
+      const f = readFindings();
+      if (current().findings !== undefined) rejected.set(f?.rejected ?? 0);
+    },
+  });
+  const audit = new Gauge({
+    name: 'user_mirror_audit_writable',
+    help: 'Whether the removal audit (AUDIT_DB) can be written now: 0 when read-only, not this account\'s, or its disk full (a removal worker then holds its removals).',
+    registers,
+    collect() {
+      const read = current().audit;
+      if (read !== undefined) audit.set(read() === undefined ? 1 : 0);
+    },
+  });
+}
+
 /** What Redis holds: the queues' depths, and whether it answers at all. */
 export function registerRedisGauges(registers: Registry[], current: CurrentSources): void {
   const queueJobs = new Gauge({
@@ -224,6 +276,11 @@ export function registerWebhookLagGauges(registers: Registry[], current: Current
     'user_mirror_webhook_endpoint_failing',
     'Seconds since WEBHOOK_URL began failing as an endpoint (redirect, 401, 403, 404, 410, DNS, TLS): every event held; 0 while it answers.',
     (l) => (l.endpoint === null ? 0 : Math.max(1, Math.round((Date.now() - Date.parse(l.endpoint.since)) / 1000))),
+  );
+  lagGauge(
+    'user_mirror_webhook_lagging',
+    'Whether webhook delivery is further behind than WEBHOOK_LAG_WARN_SECONDS (a receiver that times out or is too slow): 1, and status exits 1.',
+    (l) => (l.secondsBehind > (current().webhookLagWarnSeconds ?? DEFAULT_WEBHOOK_LAG_WARN_SECONDS) ? 1 : 0),
   );
   lagGauge(
     'user_mirror_webhook_failed',

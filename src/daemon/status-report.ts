@@ -9,6 +9,16 @@ import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jo
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
 import type { FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import {
+  auditReport,
+  conflictReport,
+  rejectedReport,
+  webhookLagVerdict,
+  type AuditReport,
+  type ConflictReport,
+  type RejectedReport,
+  type WebhookLagVerdict,
+} from './status-findings.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it
@@ -110,7 +120,13 @@ export interface StatusReport {
      * mirror has no field_warnings table yet.
      */
     fieldWarnings?: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> } | null;
+    /** Records the newest published run listed but did not store (ids truncated, and why); null when none. */
+    rejectedRecords?: RejectedReport | null;
+    /** The newest published run's identity conflicts, and those whose losing id the mirror does not answer as listed; null when none. */
+    identityConflicts?: ConflictReport | null;
   };
+  /** The removal audit (AUDIT_DB): whether it can be written now; null when not looked at. */
+  audit: AuditReport | null;
   schedule: { intervalSeconds: number };
   queues: QueueFacts;
   failedRemovals: { queue: number | null; audit: number | null };
@@ -121,7 +137,7 @@ export interface StatusReport {
   /** The change feed's extent; null when the mirror has none (yet). */
   changeFeed: { latest: number; oldest: number | null; prunedThrough: number } | null;
   /** Webhook delivery; null without WEBHOOK_URL or when Redis was unreachable. */
-  webhooks: {
+  webhooks: ({
     target: string;
     url: string;
     dispatched: number;
@@ -134,7 +150,7 @@ export interface StatusReport {
     endpointFailing: EndpointFailure | null;
     /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
     held: string | null;
-  } | null;
+  } & WebhookLagVerdict) | null;
   webhooksConfigured: boolean;
 }
 
@@ -172,6 +188,8 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
+        rejectedRecords: rejectedReport(m.findings),
+        identityConflicts: conflictReport(m.findings),
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes) }),
         ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
       }
@@ -185,6 +203,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
       };
   return {
     mirror,
+    audit: auditReport(f.audit, f.removalsConfigured),
     schedule: { intervalSeconds: Math.round(f.scheduleIntervalMs / 1000) },
     queues: f.queues,
     failedRemovals: {
@@ -223,15 +242,17 @@ export function webhookLag(
 function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
   const w = f.queues.reachable ? f.queues.webhooks : undefined;
   if (w === undefined || w === null) return null;
+  const lag = webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now);
   return {
     target: w.target.id,
     url: w.target.url,
     dispatched: w.dispatched,
-    ...webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now),
+    ...lag,
     failed: w.counts.failed,
     queued: w.counts.waiting + w.counts.active + w.counts.delayed,
     endpointFailing: w.endpoint,
     held: (f.removalGate === undefined ? undefined : describeHeldWebhooks(f.removalGate)) ?? null,
+    ...webhookLagVerdict(lag.secondsBehind, w.retrying, f.webhookLagWarnSeconds),
   };
 }
 
@@ -270,9 +291,12 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
- * unreachable, its endpoint fails, or the Redis can lose jobs (deliveries held either way). A webhook's lag and
- * failed events are shown, not judged (like failed removals: the operator's
- * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
+ * unreachable, its endpoint fails, the Redis can lose jobs (deliveries held either way), or delivery lags
+ * past WEBHOOK_LAG_WARN_SECONDS (a receiver that times out, or too slow). In every estate, also: the
+ * newest published run rejected records or left identity conflicts standing (the mirror contradicts
+ * the service's listing), or the removal audit cannot be written (./status-findings.ts). Failed
+ * webhook events are shown, not judged (like failed removals: the operator's to-do list). A sync-only
+ * estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   const mirrorOk =
@@ -280,9 +304,12 @@ export function statusExitCode(r: StatusReport): 0 | 1 {
     r.mirror.stale !== true &&
     r.mirror.wal?.tooLarge !== true &&
     (r.mirror.lastAttemptFailed ?? null) === null &&
-    (r.mirror.checkpointFailed ?? null) === null;
+    (r.mirror.checkpointFailed ?? null) === null &&
+    (r.mirror.rejectedRecords ?? null) === null &&
+    (r.mirror.identityConflicts?.standing ?? 0) === 0 &&
+    !(r.audit?.judged === true && !r.audit.writable);
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
-  if (r.webhooks?.endpointFailing != null || r.webhooks?.held != null) return 1;
+  if (r.webhooks?.endpointFailing != null || r.webhooks?.held != null || r.webhooks?.lagging === true) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;

@@ -179,6 +179,8 @@ export const ENV = {
     )
     .optional(),
   WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
+  // Webhook delivery this far behind (the oldest event not yet delivered, in seconds) needs an operator: status exits 1.
+  WEBHOOK_LAG_WARN_SECONDS: positiveInt(300, 30 * 86_400),
 } as const;
 
 export type EnvName = keyof typeof ENV;

@@ -61,6 +61,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'WEBHOOK_URL',
       'WEBHOOK_SECRET',
       'WEBHOOK_TIMEOUT_MS',
+      'WEBHOOK_LAG_WARN_SECONDS',
     ],
   ],
 ];
@@ -128,6 +129,7 @@ const ABOUT: Record<EnvName, string> = {
   WEBHOOK_SECRET:
     "whsec_<base64>: the Standard Webhooks signing secret (required with WEBHOOK_URL; make one: 'user-mirror webhooks new-secret')",
   WEBHOOK_TIMEOUT_MS: 'one delivery attempt may take this long',
+  WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */
