@@ -63,7 +63,7 @@ export interface FinishRunInput {
   /** Rejected records to store with the run's final row. */
   rejectedRecords?: readonly RejectedRow[];
   /** The identity conflicts kept with their ids (db/identity-conflicts.ts), stored with the run's final row (migration 10). */
-  conflicts?: readonly IdentityConflict[];
+  conflictIds?: readonly IdentityConflict[];
 }
 
 /** A published run's changes, as its user_changes rows count them. */
@@ -170,7 +170,7 @@ export class RunRecords {
   /** The run's final row and its rejected records. Call inside a transaction. */
   finish(runId: number, now: string, result: FinishRunInput): void {
     for (const r of result.rejectedRecords ?? []) this.s.insertRejected.run({ run: runId, ...r });
-    for (const c of result.conflicts ?? []) {
+    for (const c of result.conflictIds ?? []) {
       const ids =
         c.kind === 'user_id'
           ? { userId: c.userId, teamId: null, clientUserId: null }

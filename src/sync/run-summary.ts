@@ -82,7 +82,7 @@ export function finishPublished(
     identityConflicts: summary.identityConflicts,
     oversizePages: summary.oversizePages,
     totalLowest: summary.totalLowest,
-    conflicts,
+    conflictIds: conflicts,
   });
   if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
   else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
