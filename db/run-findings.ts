@@ -58,9 +58,10 @@ export function newestRunFindings(db: Db): RunFindings | undefined {
     .get();
   if (run === undefined) return undefined;
   const rejectedRecords = db
-    .prepare<[number, number], { page_offset: number; record_index: number; user_id: string | null; client_user_id: string | null; reason: string }>(
-      `SELECT page_offset, record_index, user_id, client_user_id, reason FROM rejected_records WHERE run_id = ? ORDER BY id LIMIT ?`,
-    )
+    .prepare<
+      [number, number],
+      { page_offset: number; record_index: number; user_id: string | null; client_user_id: string | null; reason: string }
+    >(`SELECT page_offset, record_index, user_id, client_user_id, reason FROM rejected_records WHERE run_id = ? ORDER BY id LIMIT ?`)
     .all(run.id, SHOWN)
     .map((r) => ({ offset: r.page_offset, index: r.record_index, userId: r.user_id, clientUserId: r.client_user_id, reason: r.reason }));
   let standing = 0;

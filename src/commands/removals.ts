@@ -175,7 +175,13 @@ async function reportCounts({ queue, unbound, db, auditPath, auditProblem, targe
       queue: jobs,
       hosts,
       unbound,
-      audit: { host: thisHost, path: auditPath, counts: audit ?? null, writable: auditProblem === undefined, problem: auditProblem ?? null },
+      audit: {
+        host: thisHost,
+        path: auditPath,
+        counts: audit ?? null,
+        writable: auditProblem === undefined,
+        problem: auditProblem ?? null,
+      },
     };
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return 0;

@@ -182,7 +182,7 @@ export function registerFindingGauges(registers: Registry[], current: CurrentSou
   };
   const conflicts = new Gauge({
     name: 'user_mirror_identity_conflicts',
-    help: "Identity conflicts of the newest published sync run whose losing id the mirror does not hold as the service listed it (resolve exits 3 for a listed client_user_id); 0 when none.",
+    help: 'Identity conflicts of the newest published sync run whose losing id the mirror does not hold as the service listed it (resolve exits 3 for a listed client_user_id); 0 when none.',
     registers,
     collect() {
       const f = readFindings();
@@ -200,7 +200,7 @@ export function registerFindingGauges(registers: Registry[], current: CurrentSou
   });
   const audit = new Gauge({
     name: 'user_mirror_audit_writable',
-    help: 'Whether the removal audit (AUDIT_DB) can be written now: 0 when read-only, not this account\'s, or its disk full (a removal worker then holds its removals).',
+    help: "Whether the removal audit (AUDIT_DB) can be written now: 0 when read-only, not this account's, or its disk full (a removal worker then holds its removals).",
     registers,
     collect() {
       const read = current().audit;

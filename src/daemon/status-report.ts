@@ -137,20 +137,22 @@ export interface StatusReport {
   /** The change feed's extent; null when the mirror has none (yet). */
   changeFeed: { latest: number; oldest: number | null; prunedThrough: number } | null;
   /** Webhook delivery; null without WEBHOOK_URL or when Redis was unreachable. */
-  webhooks: ({
-    target: string;
-    url: string;
-    dispatched: number;
-    settled: number;
-    eventsBehind: number;
-    secondsBehind: number;
-    failed: number;
-    queued: number;
-    /** Deliveries held because the endpoint fails; null while it answers. */
-    endpointFailing: EndpointFailure | null;
-    /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
-    held: string | null;
-  } & WebhookLagVerdict) | null;
+  webhooks:
+    | ({
+        target: string;
+        url: string;
+        dispatched: number;
+        settled: number;
+        eventsBehind: number;
+        secondsBehind: number;
+        failed: number;
+        queued: number;
+        /** Deliveries held because the endpoint fails; null while it answers. */
+        endpointFailing: EndpointFailure | null;
+        /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
+        held: string | null;
+      } & WebhookLagVerdict)
+    | null;
   webhooksConfigured: boolean;
 }
 

@@ -95,5 +95,8 @@ export function logRejected(log: Logger, runId: number, count: number, kept: rea
     );
   }
   if (count > REJECTED_LOGGED)
-    log.warn({ event: 'sync.rejected_records', runId, count, logged: Math.min(count, REJECTED_LOGGED) }, 'more rejected records than logged one by one');
+    log.warn(
+      { event: 'sync.rejected_records', runId, count, logged: Math.min(count, REJECTED_LOGGED) },
+      'more rejected records than logged one by one',
+    );
 }
