@@ -19,6 +19,7 @@ import { changeFeed } from './migrations/007-change-feed.js';
 import { runAnomalies } from './migrations/008-run-anomalies.js';
 import { history } from './migrations/009-history.js';
 import { lineage } from './migrations/010-lineage.js';
+import { identityConflictIds } from './migrations/011-identity-conflicts.js';
 
 /** Every migration, in order. Append; never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -32,4 +33,5 @@ export const MIGRATIONS: readonly Migration[] = [
   runAnomalies,
   history,
   lineage,
+  identityConflictIds,
 ];

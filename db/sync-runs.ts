@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import type { Db } from './open.js';
 import type { Cell } from './user-writes.js';
+import type { IdentityConflict } from './identity-conflicts.js';
 
 type Bind = Record<string, Cell>;
 
@@ -61,6 +62,8 @@ export interface FinishRunInput {
   totalLowest?: number;
   /** Rejected records to store with the run's final row. */
   rejectedRecords?: readonly RejectedRow[];
+  /** The identity conflicts kept with their ids (db/identity-conflicts.ts), stored with the run's final row (migration 11). */
+  conflictIds?: readonly IdentityConflict[];
 }
 
 /** A published run's changes, as its user_changes rows count them. */
@@ -107,6 +110,10 @@ export class RunRecords {
       insertRejected: db.prepare<Bind>(
         `INSERT INTO rejected_records (run_id, page_offset, record_index, user_id, client_user_id, reason, raw, at)
          VALUES (@run, @offset, @index, @userId, @clientUserId, @reason, @raw, @at)`,
+      ),
+      insertConflict: db.prepare<Bind>(
+        `INSERT INTO identity_conflicts (run_id, kind, user_id, team_id, client_user_id, earlier, later, at)
+         VALUES (@run, @kind, @userId, @teamId, @clientUserId, @earlier, @later, @at)`,
       ),
       countChanges: db.prepare<[number], { change: string; n: number }>(
         `SELECT change, count(*) AS n FROM user_changes WHERE run_id = ? GROUP BY change`,
@@ -163,6 +170,13 @@ export class RunRecords {
   /** The run's final row and its rejected records. Call inside a transaction. */
   finish(runId: number, now: string, result: FinishRunInput): void {
     for (const r of result.rejectedRecords ?? []) this.s.insertRejected.run({ run: runId, ...r });
+    for (const c of result.conflictIds ?? []) {
+      const ids =
+        c.kind === 'user_id'
+          ? { userId: c.userId, teamId: null, clientUserId: null }
+          : { userId: null, teamId: c.teamId, clientUserId: c.clientUserId };
+      this.s.insertConflict.run({ run: runId, kind: c.kind, ...ids, earlier: c.earlier, later: c.later, at: now });
+    }
     this.s.finishRun.run({
       run: runId,
       now,

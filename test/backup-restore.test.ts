@@ -9,6 +9,8 @@
  *   different events; a consumer behind the backup reads on into a
  *   `mirror.restored` event; one past it is told (exit 1, the restore
  *   named, where to resume); as-of in the gap is "unknown" (exit 2).
+ * - docs/operations.md's one-copy recipe as written (into this test's folder
+ *   instead of /srv/backups): `backup <file>` and `backup <file> --audit`.
  * - Refusals: a held mirror (exit 5), not SQLite, not a mirror, a newer
  *   schema, a file that fails its check (exit 1), each leaving the mirror
  *   as it was; and every command refuses a mirror newer than its schema.
@@ -20,6 +22,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HistoryReader } from '../db/history-reader.js';
 import { openMirror } from '../db/open.js';
+import { openAudit } from '../db/open-audit.js';
 import { MIGRATIONS } from '../db/migrations.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
@@ -154,6 +157,13 @@ describe('backup and restore', { timeout: 600_000 }, () => {
     expect(r.stdout).toMatch(/schema version \d+/);
     expect(r.stdout).toMatch(/active users: \d+/);
     expect(statSync(dest).mode & 0o777).toBe(0o600);
+    // The audit too, as docs/operations.md's recipe does.
+    openAudit(join(dir, 'data', 'mirror-audit.db')).close();
+    const audit = join(dir, 'audit.db');
+    const auditRun = await runCli(['backup', audit, '--audit'], env);
+    expect(auditRun.code, auditRun.stderr).toBe(0);
+    expect(auditRun.stdout).toMatch(/^audit backup: /);
+    expect(statSync(audit).mode & 0o777).toBe(0o600);
     const again = await runCli(['backup', dest], env);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/exists: a backup never overwrites/);

@@ -138,6 +138,19 @@ type How = { run: Run } | { syntax: string } | { by: string };
  */
 const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   {
+    page: 'docs/operations.md',
+    snippet: 'user-mirror backup /srv/backups/mirror-before-upgrade.db',
+    how: { by: 'test/backup-restore.test.ts' },
+  },
+  {
+    page: 'docs/operations.md',
+    snippet: 'user-mirror restore /srv/backups/mirror-20261128T070700000Z.db',
+    how: {
+      syntax:
+        "a host's drill (pm2 stop/start, /srv); test/backup-restore.test.ts runs its restore step as written, refusals and the feed after it included",
+    },
+  },
+  {
     page: 'README.md',
     snippet: 'npm ci && npm run demo',
     how: {

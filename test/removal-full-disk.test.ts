@@ -6,7 +6,7 @@
  * (root), filled with a file until ENOSPC.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, openSync, rmSync, rmdirSync, writeSync, closeSync } from 'node:fs';
+import { mkdtempSync, rmSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,6 +16,7 @@ import { createRemovalAudit } from '../db/removal-audit.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { deleteRequests, useRemovalRig, type Rig } from './support/removal-rig.js';
 import { eventually } from './support/eventually.js';
+import { fill } from './support/full-disk.js';
 
 let rig: Rig;
 useRemovalRig((_shared, r) => {
@@ -31,21 +32,6 @@ afterAll(() => {
   execFileSync('umount', [mount]);
   rmdirSync(mount);
 });
-
-/** Writes `path` until the file system is full; returns how many bytes fit. */
-function fill(path: string): number {
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(16 * 1024);
-  let written = 0;
-  try {
-    for (;;) written += writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-  return written;
-}
 
 describe('the audit on a full disk', () => {
   it(

@@ -7,13 +7,14 @@
  * reported until the next sync retries it.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmdirSync, rmSync, statSync, truncateSync, writeSync } from 'node:fs';
+import { mkdtempSync, rmdirSync, rmSync, statSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { runCli } from './support/daemon-process.js';
+import { fill } from './support/full-disk.js';
 
 let mount: string;
 let standIn: StandIn;
@@ -28,18 +29,6 @@ afterAll(async () => {
   execFileSync('umount', [mount]);
   rmdirSync(mount);
 });
-
-function fill(path: string): void {
-  const fd = openSync(path, 'w');
-  const chunk = Buffer.alloc(16 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('a sync on a full disk', () => {
   it('fails with exit 1 naming the mirror file, publishes nothing, and succeeds once there is room', async () => {

@@ -254,3 +254,32 @@ if wanted > current then
 end
 return current
 `;
+
+/** A delivery the worker is retrying, as its job's progress records it. */
+export interface RetryingWebhook {
+  eventId: string;
+  cursor: number;
+  attempts: number;
+  last: string;
+}
+
+/** Jobs looked at for the one being retried: the worker sends in cursor order, so it is among the first. */
+const RETRY_LOOK = 20;
+
+/**
+ * The lowest-cursor undelivered job with a failed attempt recorded (a
+ * timeout, a 5xx: `WebhookProgress`), or null: what holds the queue.
+ */
+export async function readRetrying(queue: WebhookQueue): Promise<RetryingWebhook | null> {
+  const jobs = await queue.getJobs(['active', 'wait', 'prioritized', 'delayed'], 0, RETRY_LOOK - 1, true);
+  let head: RetryingWebhook | null = null;
+  for (const job of jobs) {
+    const checked = checkWebhookJob(job.name, job.data);
+    const attempts = attemptsOf(job.progress);
+    if (!checked.ok || attempts === 0) continue;
+    const last: unknown = (job.progress as Record<string, unknown>).last;
+    if (head === null || checked.data.cursor < head.cursor)
+      head = { eventId: checked.data.event_id, cursor: checked.data.cursor, attempts, last: typeof last === 'string' ? last : 'unknown' };
+  }
+  return head;
+}

@@ -13,7 +13,10 @@
  *                                   this target's queue (jobs/removals/unbound.ts)
  *   removals target                 print this MANAGEMENT_URL's target id and queue (for producers)
  *
- * Exit codes: 0 ok, 1 some retry or adoption failed, 2 usage or configuration, 3 no such job.
+ * Exit codes: 0 ok, 1 some retry or adoption failed, or (listing) this host's
+ * audit cannot be written (a worker here could not record its removals:
+ * read-only, not this account's, a full disk; said first), 2 usage or
+ * configuration, 3 no such job.
  */
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -24,6 +27,8 @@ import type { Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
+import { whyNotWritable } from '../runtime/writable-file.js';
+import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
@@ -86,7 +91,13 @@ export default async function main(argv: string[]): Promise<number> {
   const queue = createRemovalQueue(redis, { target, prefix, readOnly: !writes });
   const unbound = openUnboundQueue(redis, prefix, !writes);
   // Read-only and optional: this command may run where the worker's audit file is not.
-  const db: Db | undefined = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
+  let db: Db | undefined;
+  let auditProblem = whyNotWritable(auditPath);
+  try {
+    db = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
+  } catch (err) {
+    auditProblem = `${auditPath}: cannot be read (${errorMessage(err)})`;
+  }
   try {
     const [verb, jobId] = args.positionals;
     if (verb === 'retry') {
@@ -102,9 +113,10 @@ export default async function main(argv: string[]): Promise<number> {
       const audit = db !== undefined && hasAuditTable(db) ? createRemovalAudit(db) : undefined;
       const failed = await listFailedRemovals(queue, audit, args.limit);
       process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
-      return 0;
+      return auditVerdict(auditProblem, args.json);
     }
-    return await reportCounts({ queue, unbound: await countUnbound(unbound), db, auditPath, target, json: args.json });
+    const code = await reportCounts({ queue, unbound: await countUnbound(unbound), db, auditPath, auditProblem, target, json: args.json });
+    return Math.max(code, auditVerdict(auditProblem, args.json));
   } finally {
     db?.close();
     await Promise.all([queue.close(), unbound.close()]).catch(() => undefined);
@@ -125,16 +137,27 @@ function reportTarget(target: ManagementTarget, prefix: string, json: boolean): 
   return 0;
 }
 
+/**
+ * 1 when this host's audit cannot be written: said on stderr (the JSON on stdout carries it as
+ * `audit.writable`), since a removal worker here would hold every removal until it can record it.
+ */
+function auditVerdict(problem: string | undefined, json: boolean): number {
+  if (problem === undefined) return 0;
+  if (!json) process.stderr.write(`user-mirror: AUDIT NOT WRITABLE ${problem}: a removal worker on this host cannot record what it does\n`);
+  return 1;
+}
+
 interface CountsInput {
   queue: RemovalQueue;
   unbound: UnboundCounts;
   db: Db | undefined;
   auditPath: string;
+  auditProblem: string | undefined;
   target: ManagementTarget;
   json: boolean;
 }
 
-async function reportCounts({ queue, unbound, db, auditPath, target, json }: CountsInput): Promise<number> {
+async function reportCounts({ queue, unbound, db, auditPath, auditProblem, target, json }: CountsInput): Promise<number> {
   const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed');
   const hosts = await recentOutcomesByHost(queue);
   const audit =
@@ -153,7 +176,13 @@ async function reportCounts({ queue, unbound, db, auditPath, target, json }: Cou
       queue: jobs,
       hosts,
       unbound,
-      audit: { host: thisHost, path: auditPath, counts: audit ?? null },
+      audit: {
+        host: thisHost,
+        path: auditPath,
+        counts: audit ?? null,
+        writable: auditProblem === undefined,
+        problem: auditProblem ?? null,
+      },
     };
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return 0;

@@ -15,9 +15,12 @@
  *   1  needs attention: the mirror is stale (no succeeded sync within
  *      SYNC_STALE_AFTER_MS) or unreadable; with MANAGEMENT_URL set, also
  *      Redis unreachable, removals held, or removals without a target;
- *      with WEBHOOK_URL set, also Redis unreachable (webhook lag and
- *      failures are shown, not judged). Without either (a sync-only
- *      estate) Redis is only reported;
+ *      with WEBHOOK_URL set, also Redis unreachable, or delivery further
+ *      behind than WEBHOOK_LAG_WARN_SECONDS (failed events are shown, not
+ *      judged). Without either (a sync-only estate) Redis is only
+ *      reported. In every estate, also: the newest published run rejected
+ *      records or left identity conflicts standing, or the removal audit
+ *      cannot be written;
  *   2  usage or configuration error, MIRROR_DB naming something that cannot
  *      be a mirror (a directory, a device, not a SQLite file) included.
  */
@@ -41,6 +44,7 @@ import {
   createWebhookQueue,
   readDispatched,
   readEndpointFailure,
+  readRetrying,
   readSettled,
   webhookTarget,
   type WebhookTarget,
@@ -58,6 +62,8 @@ import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
 import { diskSpace } from '../../db/disk-space.js';
 import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
+import { newestRunFindings } from '../../db/run-findings.js';
+import { whyNotWritable } from '../runtime/writable-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -84,6 +90,7 @@ export default async function status(argv: string[]): Promise<number> {
     'WEBHOOK_URL',
     'BACKUP_DIR',
     'BACKUP_CRON',
+    'WEBHOOK_LAG_WARN_SECONDS',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
@@ -112,6 +119,8 @@ export default async function status(argv: string[]): Promise<number> {
     removalsConfigured: target !== undefined,
     feed,
     webhooksConfigured: hook !== undefined,
+    webhookLagWarnSeconds: config.WEBHOOK_LAG_WARN_SECONDS,
+    audit: { path: auditPath, exists: existsSync(auditPath), problem: whyNotWritable(auditPath) },
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     disk: diskOf(config.MIRROR_DB, config.MIRROR_DISK_WARN_BYTES),
     checkpoints: config.MIRROR_CHECKPOINTS,
@@ -185,6 +194,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       })),
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
+      findings: newestRunFindings(db),
       feed: feedOf(db),
       files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db), walIndex: readWalIndex(path) },
     };
@@ -281,7 +291,13 @@ async function readQueues(
       readEstateDurability(redis),
       webhooks === undefined
         ? undefined
-        : Promise.all([counts(webhooks), readDispatched(webhooks), readSettled(webhooks), readEndpointFailure(webhooks)]),
+        : Promise.all([
+            counts(webhooks),
+            readDispatched(webhooks),
+            readSettled(webhooks),
+            readEndpointFailure(webhooks),
+            readRetrying(webhooks),
+          ]),
       newestFinishedJob(sync),
     ]);
     facts = {
@@ -296,7 +312,14 @@ async function readQueues(
       webhooks:
         webhooks === undefined || w === undefined || hook === undefined
           ? null
-          : { target: { id: hook.id, url: hook.url, queue: webhooks.name }, counts: w[0], dispatched: w[1], settled: w[2], endpoint: w[3] },
+          : {
+              target: { id: hook.id, url: hook.url, queue: webhooks.name },
+              counts: w[0],
+              dispatched: w[1],
+              settled: w[2],
+              endpoint: w[3],
+              retrying: w[4],
+            },
     };
     durability = d;
   })().catch((err: unknown) => {

@@ -55,6 +55,7 @@ export const DAEMON_ENV = [
   'WEBHOOK_URL',
   'WEBHOOK_SECRET',
   'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_LAG_WARN_SECONDS',
   'LOG_LEVEL',
 ] as const;
 

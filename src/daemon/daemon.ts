@@ -44,8 +44,7 @@
  */
 import { Queue } from 'bullmq';
 import { logError, type Logger } from '../runtime/log-error.js';
-import { databaseFileSizes, openMirror, type Db } from '../../db/open.js';
-import { readWalIndex } from '../../db/wal-index.js';
+import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
@@ -68,19 +67,18 @@ import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
 import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
-import { mirrorFigures, mirrorFreshness, staleAfterMs } from './staleness.js';
-import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
-import { lastFailedAttempt } from './status-report.js';
+import { mirrorFreshness, staleAfterMs } from './staleness.js';
 import { keepFailure } from '../sync/exclusive-run.js';
-import { diskSpace } from '../../db/disk-space.js';
 import { fileIdentity } from '../../db/file-identity.js';
 import { MirrorWatch } from './mirror-watch.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
-import { currentBackupVerdict } from './backup-folder.js';
+import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
+import { whyNotWritable } from '../runtime/writable-file.js';
+import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -158,19 +156,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const reader = new MirrorReader(db);
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
-  const backupDir = config.BACKUP_DIR;
-  metrics.setSources({
-    mirror: () => mirrorFigures(reader),
-    staleAfterMs: staleAfter,
-    files: () => ({ ...databaseFileSizes(config.MIRROR_DB), walIndex: readWalIndex(config.MIRROR_DB) }),
-    checkpoints: config.MIRROR_CHECKPOINTS,
-    checkpoint: () => checkpointFigures(config.MIRROR_DB),
-    ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
-    walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
-    lastAttemptFailed: () => lastFailedAttempt(reader.runHistory().lastRun, attemptWithoutRun(config.MIRROR_DB)) !== null,
-    ...(config.MIRROR_DB === ':memory:' ? {} : { diskFree: () => diskSpace(config.MIRROR_DB)?.freeBytes }),
-    ...(watch === undefined ? {} : { mirrorLost: () => watch.check()?.what }),
-  });
+  metrics.setSources(mirrorSources(config, { db, reader, watch, staleAfterMs: staleAfter }));
 
   const managementClient =
     management === undefined
@@ -193,6 +179,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let watchdog: Watchdog | undefined;
   let removalGate: RemovalGate | undefined;
   let delivery: ChangeDelivery | undefined;
+  let conditions: ConditionWatch | undefined;
 
   const readiness = readinessOf(
     {
@@ -221,7 +208,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
     if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
-    if (backupDir !== undefined) backups = startBackupSchedule({ dir: backupDir, cron: config.BACKUP_CRON, logger: log });
+    if (config.BACKUP_DIR !== undefined) backups = startBackupSchedule({ dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, logger: log });
   } catch (err) {
     await status?.close();
     control.disconnect();
@@ -275,6 +262,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       redisUp: async () => (await control.ping()) === 'PONG',
       ...(delivery.queue === undefined ? {} : { webhookLag: delivery.lag }),
     });
+    const lagging = delivery.queue === undefined ? undefined : delivery.lag;
+    conditions = startConditionWatch(log, [
+      { event: 'audit.unwritable', check: () => whyNotWritable(auditLocation(config)) },
+      ...(lagging === undefined ? [] : [{ event: 'webhooks.lagging', check: async () => laggingPast(await lagging(), config) }]),
+    ]);
 
     if (phase !== 'starting') return;
     schedule = startSchedule({
@@ -326,6 +318,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     phase = 'stopping';
     startAbort.abort();
     await settleWithin(started, 2_000);
+    conditions?.stop();
     await Promise.all([schedule?.stop(), watchdog?.stop(), backups?.stop()]);
     const [syncDrained, removalsDrained] = await Promise.all([
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
@@ -344,4 +337,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   };
 
   return { started, statusPort: status.port, stop };
+}
+
+/** Why webhook delivery counts as lagging (behind WEBHOOK_LAG_WARN_SECONDS), or undefined. */
+function laggingPast(lag: { eventsBehind: number; secondsBehind: number }, config: DaemonConfig): string | undefined {
+  if (lag.secondsBehind <= config.WEBHOOK_LAG_WARN_SECONDS) return undefined;
+  return `webhook delivery ${lag.secondsBehind}s behind (${lag.eventsBehind} events), above WEBHOOK_LAG_WARN_SECONDS (${config.WEBHOOK_LAG_WARN_SECONDS}s): the receiver is too slow or does not answer`;
 }

@@ -17,7 +17,8 @@ import type { WebhookLagFacts } from './change-delivery.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
-import { walVerdict } from './status-report.js';
+import type { RunFindings } from '../../db/run-findings.js';
+import { walVerdict } from './wal-verdict.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -50,16 +51,22 @@ export interface MetricSources {
   diskFree?: () => number | undefined;
   /** What became of MIRROR_DB under the running daemon (src/daemon/mirror-watch.ts); undefined while it is the file opened. */
   mirrorLost?: () => 'deleted' | 'replaced' | undefined;
+  /** The newest published run's rejected records and standing identity conflicts (db/run-findings.ts). */
+  findings?: () => RunFindings | undefined;
+  /** Why the removal audit cannot be written now, or undefined (src/runtime/writable-file.ts). */
+  audit?: () => string | undefined;
+  /** WEBHOOK_LAG_WARN_SECONDS. */
+  webhookLagWarnSeconds?: number;
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
-type CurrentSources = () => MetricSources;
+export type CurrentSources = () => MetricSources;
 
 const SCRAPE_BUDGET_MS = 2_000;
-const MIRROR_CACHE_MS = 1_000;
+export const MIRROR_CACHE_MS = 1_000;
 
 /** What `read` answers within the scrape budget; undefined when it failed or took longer. */
-async function readWithinBudget<T>(read: () => Promise<T>): Promise<T | undefined> {
+export async function readWithinBudget<T>(read: () => Promise<T>): Promise<T | undefined> {
   let value: T | undefined;
   const done = read().then(
     (v) => void (value = v),
@@ -267,53 +274,6 @@ export function registerRedisGauges(registers: Registry[], current: CurrentSourc
       redisUp.set(up === true ? 1 : 0);
     },
   });
-}
-
-/** How far webhook delivery lags behind the change feed. */
-export function registerWebhookLagGauges(registers: Registry[], current: CurrentSources): void {
-  // Read from Redis and the mirror on scrape, once for the three gauges.
-  let lagRead: Promise<WebhookLagFacts | undefined> | undefined;
-  const readLag = () => {
-    lagRead ??= (async () => {
-      const read = current().webhookLag;
-      if (read === undefined) return undefined;
-      return readWithinBudget(read);
-    })().finally(() => setTimeout(() => (lagRead = undefined), MIRROR_CACHE_MS).unref());
-    return lagRead;
-  };
-  const lagGauge = (name: string, help: string, pick: (l: WebhookLagFacts) => number) => {
-    const gauge: Gauge = new Gauge({
-      name,
-      help,
-      registers,
-      async collect() {
-        gauge.reset();
-        const lag = await readLag();
-        if (lag !== undefined) gauge.set(pick(lag));
-      },
-    });
-    return gauge;
-  };
-  lagGauge(
-    'user_mirror_webhook_events_behind',
-    'Change events published but not yet delivered (or failed for good) to WEBHOOK_URL.',
-    (l) => l.eventsBehind,
-  );
-  lagGauge(
-    'user_mirror_webhook_seconds_behind',
-    'Age of the oldest change event not yet delivered to WEBHOOK_URL; 0 when caught up.',
-    (l) => l.secondsBehind,
-  );
-  lagGauge(
-    'user_mirror_webhook_endpoint_failing',
-    'Seconds since WEBHOOK_URL began failing as an endpoint (redirect, 401, 403, 404, 410, DNS, TLS): every event held; 0 while it answers.',
-    (l) => (l.endpoint === null ? 0 : Math.max(1, Math.round((Date.now() - Date.parse(l.endpoint.since)) / 1000))),
-  );
-  lagGauge(
-    'user_mirror_webhook_failed',
-    'Webhook deliveries failed for good (a 4xx answer), waiting for `user-mirror webhooks retry`.',
-    (l) => l.failed,
-  );
 }
 
 const DEPTH_STATES = ['wait', 'prioritized', 'active', 'delayed', 'failed', 'completed'] as const;

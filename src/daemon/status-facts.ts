@@ -11,6 +11,7 @@ import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
+import type { RunFindings } from '../../db/run-findings.js';
 
 export interface RunFacts {
   id: number;
@@ -60,6 +61,25 @@ export interface WebhookQueueFacts {
   settled: number;
   /** The endpoint failing (a redirect, 401, 403, 404, 410, DNS, TLS: deliveries held), or null. */
   endpoint: EndpointFailure | null;
+  /** The first event the worker is retrying (a timeout, a 5xx, a refused connection), or null: what holds the queue. */
+  retrying?: RetryingDelivery | null;
+}
+
+/** A webhook delivery being retried, from its job's progress (jobs/webhooks/queue.ts `WebhookProgress`). */
+export interface RetryingDelivery {
+  eventId: string;
+  cursor: number;
+  attempts: number;
+  /** The last failed attempt: `status 503`, or the network error (a timeout). */
+  last: string;
+}
+
+/** Whether the removal audit (AUDIT_DB) can be written now (src/runtime/writable-file.ts). */
+export interface AuditFacts {
+  path: string;
+  exists: boolean;
+  /** Why it cannot be written; undefined when it can. */
+  problem: string | undefined;
 }
 
 /** The mirror's change feed (db/change-feed.ts); null when the mirror has none yet. */
@@ -109,6 +129,8 @@ export type MirrorFacts =
       failedRemovalsInAudit: number | undefined;
       /** The change feed's extent; null for a mirror written before it. */
       feed?: FeedFacts | null;
+      /** What the newest published run could not make agree with the listing (db/run-findings.ts); undefined before one. */
+      findings?: RunFindings | undefined;
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
@@ -140,6 +162,10 @@ export interface StatusFacts {
   feed?: FeedFacts | null;
   /** WEBHOOK_URL is set: Redis matters to the verdict, as for removals. */
   webhooksConfigured?: boolean;
+  /** WEBHOOK_LAG_WARN_SECONDS: delivery further behind than this needs an operator; undefined: the default. */
+  webhookLagWarnSeconds?: number | undefined;
+  /** The removal audit's writability; undefined when not looked at. */
+  audit?: AuditFacts | undefined;
   /** MIRROR_WAL_WARN_BYTES; undefined: the default (walVerdict). */
   walWarnBytes?: number | undefined;
   /** The file system holding MIRROR_DB, judged against MIRROR_DISK_WARN_BYTES; undefined when it cannot be read. */

@@ -10,8 +10,17 @@ import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jo
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
 import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
-import type { CheckpointMode } from '../../db/open.js';
-import type { WalIndexFigures } from '../../db/wal-index.js';
+import { walVerdict, type WalVerdict } from './wal-verdict.js';
+import {
+  auditReport,
+  conflictReport,
+  rejectedReport,
+  webhookLagVerdict,
+  type AuditReport,
+  type ConflictReport,
+  type RejectedReport,
+  type WebhookLagVerdict,
+} from './status-findings.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it
@@ -49,65 +58,6 @@ export function formatBytes(n: number): string {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
   if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MB`;
   return `${(n / 1024 / 1024 / 1024).toFixed(2)} GB`;
-}
-
-/** Below this a WAL is never a problem: a first sync's WAL is the size of the mirror until its checkpoint. */
-export const WAL_WARN_FLOOR_BYTES = 64 * 1024 * 1024;
-
-/** The WAL against its threshold, and who checkpoints it. */
-export interface WalVerdict {
-  walBytes: number;
-  mirrorBytes: number;
-  warnAtBytes: number;
-  tooLarge: boolean;
-  /** MIRROR_CHECKPOINTS: `external` when Litestream owns the checkpoints. */
-  checkpoints: CheckpointMode;
-  /** Bytes of WAL not yet copied into the mirror file, from the WAL index; undefined when no index could be read. */
-  pendingBytes?: number;
-  /** Frames in the WAL, and those a checkpoint already copied into the file. */
-  frames?: number;
-  backfilledFrames?: number;
-}
-
-/**
- * Whether the mirror's WAL is too large (pure): above MIRROR_WAL_WARN_BYTES,
- * or by default above half the mirror (at least 64 MiB).
- *
- * `after-sync`: every sync ends with a checkpoint that empties the WAL; one
- * that keeps growing means a reader holds a read transaction open across
- * syncs, so no checkpoint can finish (measured: ~71 MB a sync at 100,000
- * users with churn). The file's size is the measure.
- *
- * `external` (Litestream): its checkpoints copy the WAL without shrinking
- * the file, which keeps its largest size (a first sync's: the size of the
- * mirror) with nothing in it waiting; the measure is then what the WAL index
- * says is not yet copied into the mirror (db/wal-index.ts). That growing
- * means nobody checkpoints: Litestream is not running, or a reader holds it
- * back. Without an index (no connection has the mirror open) the file's size
- * is all that is known.
- */
-export function walVerdict(
-  files: { mirrorBytes: number; walBytes: number; walIndex?: WalIndexFigures | undefined },
-  warnBytes: number | undefined,
-  checkpoints: CheckpointMode = 'after-sync',
-): WalVerdict {
-  const { mirrorBytes, walBytes, walIndex } = files;
-  const warnAtBytes = warnBytes ?? Math.max(WAL_WARN_FLOOR_BYTES, Math.floor(mirrorBytes / 2));
-  // A WAL file that is gone or empty holds nothing, whatever a stale index says.
-  const index = walIndex === undefined || walBytes === 0 ? undefined : walIndex;
-  const measured = checkpoints === 'external' ? (index?.pendingBytes ?? walBytes) : walBytes;
-  return {
-    walBytes,
-    mirrorBytes,
-    warnAtBytes,
-    tooLarge: measured > warnAtBytes,
-    checkpoints,
-    ...(index === undefined
-      ? walBytes === 0
-        ? { pendingBytes: 0, frames: 0, backfilledFrames: 0 }
-        : {}
-      : { pendingBytes: index.pendingBytes, frames: index.frames, backfilledFrames: index.backfilledFrames }),
-  };
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -156,7 +106,13 @@ export interface StatusReport {
      * mirror has no field_warnings table yet.
      */
     fieldWarnings?: { usersWithWarnings: number; topFields: Array<{ field: string; count: number }> } | null;
+    /** Records the newest published run listed but did not store (ids truncated, and why); null when none. */
+    rejectedRecords?: RejectedReport | null;
+    /** The newest published run's identity conflicts, and those whose losing id the mirror does not answer as listed; null when none. */
+    identityConflicts?: ConflictReport | null;
   };
+  /** The removal audit (AUDIT_DB): whether it can be written now; null when not looked at. */
+  audit: AuditReport | null;
   schedule: { intervalSeconds: number };
   queues: QueueFacts;
   failedRemovals: { queue: number | null; audit: number | null };
@@ -167,20 +123,22 @@ export interface StatusReport {
   /** The change feed's extent; null when the mirror has none (yet). */
   changeFeed: { latest: number; oldest: number | null; prunedThrough: number } | null;
   /** Webhook delivery; null without WEBHOOK_URL or when Redis was unreachable. */
-  webhooks: {
-    target: string;
-    url: string;
-    dispatched: number;
-    settled: number;
-    eventsBehind: number;
-    secondsBehind: number;
-    failed: number;
-    queued: number;
-    /** Deliveries held because the endpoint fails; null while it answers. */
-    endpointFailing: EndpointFailure | null;
-    /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
-    held: string | null;
-  } | null;
+  webhooks:
+    | ({
+        target: string;
+        url: string;
+        dispatched: number;
+        settled: number;
+        eventsBehind: number;
+        secondsBehind: number;
+        failed: number;
+        queued: number;
+        /** Deliveries held because the endpoint fails; null while it answers. */
+        endpointFailing: EndpointFailure | null;
+        /** Why the daemon holds webhooks on this Redis (it can lose jobs: the reasons and the fix); null when they run. */
+        held: string | null;
+      } & WebhookLagVerdict)
+    | null;
   webhooksConfigured: boolean;
   /** Scheduled backups; null without BACKUP_DIR. Failed or stale makes `status` exit 1. */
   backups: BackupFacts | null;
@@ -222,6 +180,8 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
         lastRuns: m.lastRuns,
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
+        rejectedRecords: rejectedReport(m.findings),
+        identityConflicts: conflictReport(m.findings),
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes, f.checkpoints) }),
         ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
       }
@@ -236,6 +196,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
       };
   return {
     mirror,
+    audit: auditReport(f.audit, f.removalsConfigured),
     schedule: { intervalSeconds: Math.round(f.scheduleIntervalMs / 1000) },
     queues: f.queues,
     failedRemovals: {
@@ -275,15 +236,17 @@ export function webhookLag(
 function webhookReport(f: StatusFacts): StatusReport['webhooks'] {
   const w = f.queues.reachable ? f.queues.webhooks : undefined;
   if (w === undefined || w === null) return null;
+  const lag = webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now);
   return {
     target: w.target.id,
     url: w.target.url,
     dispatched: w.dispatched,
-    ...webhookLag(Math.max(f.feed?.latest ?? 0, w.dispatched), w.settled, f.feed?.oldestUnsettledAt, f.now),
+    ...lag,
     failed: w.counts.failed,
     queued: w.counts.waiting + w.counts.active + w.counts.delayed,
     endpointFailing: w.endpoint,
     held: (f.removalGate === undefined ? undefined : describeHeldWebhooks(f.removalGate)) ?? null,
+    ...webhookLagVerdict(lag.secondsBehind, w.retrying, f.webhookLagWarnSeconds),
   };
 }
 
@@ -323,9 +286,12 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is
- * unreachable, its endpoint fails, or the Redis can lose jobs (deliveries held either way). A webhook's lag and
- * failed events are shown, not judged (like failed removals: the operator's
- * to-do list). A sync-only estate needs no Redis: it is shown, not judged.
+ * unreachable, its endpoint fails, the Redis can lose jobs (deliveries held either way), or delivery lags
+ * past WEBHOOK_LAG_WARN_SECONDS (a receiver that times out, or too slow). In every estate, also: the
+ * newest published run rejected records or left identity conflicts standing (the mirror contradicts
+ * the service's listing), or the removal audit cannot be written (./status-findings.ts). Failed
+ * webhook events are shown, not judged (like failed removals: the operator's to-do list). A sync-only
+ * estate needs no Redis: it is shown, not judged.
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   if (r.backups !== null && (r.backups.failed !== null || r.backups.stale)) return 1;
@@ -335,9 +301,12 @@ export function statusExitCode(r: StatusReport): 0 | 1 {
     r.mirror.wal?.tooLarge !== true &&
     (r.mirror.disk?.state ?? 'ok') === 'ok' &&
     (r.mirror.lastAttemptFailed ?? null) === null &&
-    (r.mirror.checkpointFailed ?? null) === null;
+    (r.mirror.checkpointFailed ?? null) === null &&
+    (r.mirror.rejectedRecords ?? null) === null &&
+    (r.mirror.identityConflicts?.standing ?? 0) === 0 &&
+    !(r.audit?.judged === true && !r.audit.writable);
   if (!r.removalsConfigured && !r.webhooksConfigured) return mirrorOk ? 0 : 1;
-  if (r.webhooks?.endpointFailing != null || r.webhooks?.held != null) return 1;
+  if (r.webhooks?.endpointFailing != null || r.webhooks?.held != null || r.webhooks?.lagging === true) return 1;
   if (!r.removalsConfigured) return mirrorOk && r.queues.reachable ? 0 : 1;
   const removalsHeld = r.removalQueue?.state === 'held';
   const unbound = r.queues.reachable && r.queues.unboundRemovals > 0;

@@ -5,7 +5,8 @@
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
 import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
-import { formatBytes, type RemovalQueueReport, type StatusReport, type WalVerdict } from './status-report.js';
+import { formatBytes, type RemovalQueueReport, type StatusReport } from './status-report.js';
+import type { WalVerdict } from './wal-verdict.js';
 import { fullDiskWords } from '../../db/disk-space.js';
 import type { DiskVerdict } from './disk-verdict.js';
 
@@ -54,6 +55,7 @@ export function formatStatusReport(r: StatusReport): string {
       );
     }
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
+    lines.push(...formatFindings(r));
     const runs = m.lastRuns ?? [];
     if (runs.length === 0) lines.push('  runs          none yet');
     else {
@@ -101,6 +103,13 @@ export function formatStatusReport(r: StatusReport): string {
   lines.push(
     `failed removals ${failed.length === 0 ? 'unknown' : failed.join(', ')}${r.failedRemovals.audit === null ? '' : " (this host's audit)"}`,
   );
+  if (r.audit !== null && r.audit.judged) {
+    lines.push(
+      r.audit.writable
+        ? `audit           writable (${r.audit.path})`
+        : `AUDIT NOT WRITABLE ${oneLine(r.audit.problem ?? '', 300)}: a removal worker here cannot record what it does; its removals wait until it can (free the disk, fix the mount or the owner)`,
+    );
+  }
   if (r.removalQueue !== null) lines.push(...formatRemovalQueue(r.removalQueue));
   if (r.changeFeed !== null) {
     const f = r.changeFeed;
@@ -120,9 +129,45 @@ export function formatStatusReport(r: StatusReport): string {
       );
     }
     if (w.held !== null) lines.push(`webhooks        HELD: the daemon queues no delivery on this Redis: ${w.held}`);
+    if (w.lagging)
+      lines.push(
+        `webhooks        LAGGING ${formatAge(w.secondsBehind)} behind, above WEBHOOK_LAG_WARN_SECONDS (${w.lagWarnSeconds}s): the receiver is too slow or does not answer`,
+      );
+    if (w.retrying !== null)
+      lines.push(
+        `webhooks        retrying ${w.retrying.eventId} (cursor ${w.retrying.cursor}), ${w.retrying.attempts} attempt(s), last: ${oneLine(w.retrying.last, 200)}`,
+      );
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   if (r.backups !== null) lines.push(...backupLines(r.backups));
   return `${lines.join('\n')}\n`;
+}
+
+/** The newest published run's records not stored and its standing identity conflicts, with their ids. */
+function formatFindings(r: StatusReport): string[] {
+  const lines: string[] = [];
+  const rejected = r.mirror.rejectedRecords;
+  if (rejected != null) {
+    lines.push(`  REJECTED      ${rejected.count} record(s) listed by the service but not stored by run #${rejected.run}:`);
+    for (const x of rejected.records)
+      lines.push(
+        `    user_id ${x.userId ?? '-'}  client_user_id ${x.clientUserId ?? '-'}  (offset ${x.offset}, #${x.index}): ${oneLine(x.reason, 300)}`,
+      );
+    if (rejected.count > rejected.records.length) lines.push(`    … ${rejected.count - rejected.records.length} more in rejected_records`);
+  }
+  const c = r.mirror.identityConflicts;
+  if (c != null && c.standing > 0) {
+    lines.push(
+      `  IDENTITY CONFLICTS ${c.standing} of run #${c.run}'s ${c.count}: the service lists an id the mirror does not hold as listed (the later listing won):`,
+    );
+    for (const x of c.conflicts)
+      lines.push(
+        x.kind === 'user_id'
+          ? `    user_id ${x.userId} listed as client_user_id ${x.earlier} and later ${x.later}: resolve ${x.earlier} finds no user`
+          : `    client_user_id ${x.clientUserId} listed for user ${x.earlier} and later ${x.later}: ${x.earlier} is stored deleted`,
+      );
+    if (c.standing > c.conflicts.length) lines.push(`    … ${c.standing - c.conflicts.length} more in identity_conflicts`);
+  }
+  return lines;
 }
 
 function formatRemovalQueue(q: RemovalQueueReport): string[] {

@@ -172,6 +172,8 @@ export const ENV = {
   BACKUP_DIR: z.string().min(1).optional(),
   BACKUP_CRON: cronExpression.default('7 * * * *'),
   BACKUP_KEEP: positiveInt(24, 100_000),
+  // Webhook delivery this far behind (the oldest event not yet delivered, in seconds) needs an operator: status exits 1.
+  WEBHOOK_LAG_WARN_SECONDS: positiveInt(300, 30 * 86_400),
 } as const;
 
 export type EnvName = keyof typeof ENV;

@@ -82,6 +82,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'WEBHOOK_URL',
       'WEBHOOK_SECRET',
       'WEBHOOK_TIMEOUT_MS',
+      'WEBHOOK_LAG_WARN_SECONDS',
     ],
   ],
   ['Backups', ['BACKUP_DIR', 'BACKUP_CRON', 'BACKUP_KEEP']],
@@ -165,6 +166,7 @@ const ABOUT: Record<EnvName, string> = {
   BACKUP_DIR: 'the daemon copies the mirror and the audit here on BACKUP_CRON (`user-mirror backup`); unset: no scheduled backups',
   BACKUP_CRON: 'backup schedule, UTC; status says the backups are stale past twice its interval',
   BACKUP_KEEP: 'copies of each file kept in BACKUP_DIR; older ones are deleted after a good backup',
+  WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */

@@ -233,7 +233,7 @@ async function runUntil(
       durationMs: Math.round(performance.now() - started),
       ...(reason === undefined ? {} : { reason }),
     };
-    return finishPublished(writer, log, summary, outcome.counts);
+    return finishPublished(writer, log, summary, outcome.counts, conflicts.kept);
   } catch (err) {
     await prefetch.drop();
     return finishFailed(writer, log, runId, started, first.total, stopReason(err) ?? errorMessage(err), read);

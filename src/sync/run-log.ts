@@ -6,6 +6,8 @@
  * fact an operator looks for by its `event`. Logging only: no decisions.
  */
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
+import type { RejectedRow } from '../../db/sync-runs.js';
+import { truncated } from '../runtime/truncated.js';
 import { logError, type Logger } from '../runtime/log-error.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import type { PassResult } from './scan.js';
@@ -70,4 +72,31 @@ export function logListingMoved(log: Logger, scan: Pick<PassResult, 'duplicates'
     { event: 'sync.listing_moved', duplicates: scan.duplicates, totalAtStart: scan.totalAtStart, totalAtEnd: scan.totalAtEnd },
     'the directory changed during the scan; missing users are checked before any deletion',
   );
+}
+
+/** Rejected records logged one by one per run; the rest are counted (`sync_runs.rejected`) and stored (`rejected_records`). */
+const REJECTED_LOGGED = 5;
+
+/** The run's rejected records at warn, with their ids (truncated) and why: a user the mirror does not hold as listed. */
+export function logRejected(log: Logger, runId: number, count: number, kept: readonly RejectedRow[]): void {
+  if (count === 0) return;
+  for (const r of kept.slice(0, REJECTED_LOGGED)) {
+    log.warn(
+      {
+        event: 'sync.rejected_record',
+        runId,
+        offset: r.offset,
+        index: r.index,
+        userId: truncated(r.userId),
+        clientUserId: truncated(r.clientUserId),
+        reason: truncated(r.reason, 300),
+      },
+      'a listed record was not stored; the mirror keeps its previous version, if any',
+    );
+  }
+  if (count > REJECTED_LOGGED)
+    log.warn(
+      { event: 'sync.rejected_records', runId, count, logged: Math.min(count, REJECTED_LOGGED) },
+      'more rejected records than logged one by one',
+    );
 }

@@ -5,10 +5,12 @@
  * a failed one's, so that the summary and the row always say the same.
  */
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
+import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import { errorMessage } from '../runtime/errors.js';
 import type { Logger } from '../runtime/log.js';
 import type { RunWriter } from './run-writer.js';
 import type { PassResult } from './scan.js';
+import { logRejected } from './run-log.js';
 
 /** A run's outcome; what each means, and why: ./engine.ts's header. */
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';
@@ -51,9 +53,19 @@ export function partialReason(held: string, scan: PassResult): string {
   return held + first + (scan.abandoned ? ' (scan stopped early: the service kept failing)' : '');
 }
 
-/** Finishes a published run's row with its summary (`candidates`: what became of the deletion candidates), and logs it. */
-export function finishPublished(writer: RunWriter, log: Logger, summary: SyncSummary, candidates: CandidateCounts): SyncSummary {
+/**
+ * Finishes a published run's row with its summary (`candidates`: what became of the deletion candidates;
+ * `conflicts`: the identity conflicts kept with their ids, stored with the row for `status`), and logs it.
+ */
+export function finishPublished(
+  writer: RunWriter,
+  log: Logger,
+  summary: SyncSummary,
+  candidates: CandidateCounts,
+  conflicts: readonly IdentityConflict[] = [],
+): SyncSummary {
   const { status, reason } = summary;
+  logRejected(log, summary.runId, summary.rejected, writer.rejectedOf(summary.runId));
   writer.finishRun(summary.runId, {
     status,
     totalAtEnd: summary.totalAtEnd,
@@ -70,6 +82,7 @@ export function finishPublished(writer: RunWriter, log: Logger, summary: SyncSum
     identityConflicts: summary.identityConflicts,
     oversizePages: summary.oversizePages,
     totalLowest: summary.totalLowest,
+    conflictIds: conflicts,
   });
   if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
   else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);

@@ -184,6 +184,11 @@ export class RunWriter {
     return { ...published, conflicts: run.conflicts.snapshot() };
   }
 
+  /** The rejected records kept so far for the run being written, for its log (./run-log.ts); none for another run. */
+  rejectedOf(runId: number): readonly RejectedRow[] {
+    return this.run?.id === runId ? this.run.rejected : [];
+  }
+
   /** Records how the run ended, with its rejected records; an unpublished run is rolled back. */
   finishRun(runId: number, result: FinishRunInput): void {
     const run = this.run?.id === runId ? this.run : undefined;
