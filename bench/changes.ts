@@ -113,7 +113,7 @@ async function main(): Promise<void> {
     const apiKey = 'rk_bench_changes';
     const replica = await startReplica(
       path,
-      { host: '127.0.0.1', port: 0, apiKey, apiKeyHeader: 'x-vital-api-key', maxStalenessMs: 3_600_000 },
+      { host: '127.0.0.1', port: 0, apiKey, apiKeyHeaders: ['x-vital-api-key'], maxStalenessMs: 3_600_000 },
       silentLogger,
     );
     const http = new Client(`http://127.0.0.1:${replica.port}`, { pipelining: 0 });

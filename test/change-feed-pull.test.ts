@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await rig.close();
+  await rig?.close();
 });
 
 /** Every event held, from the mirror itself: what the surfaces must print. */

@@ -469,5 +469,5 @@ describe('handleShutdownSignals', () => {
     } finally {
       off();
     }
-  }, 10_000);
+  });
 });

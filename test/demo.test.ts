@@ -8,13 +8,13 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from './support/daemon-process.js';
 import { tempDir, type TempDir } from './support/mirror-fixtures.js';
-import { redisKeys, startOwnRedis, type TestRedis } from './support/redis-server.js';
+import { redisKeys, startTestRedis, type TestRedis } from './support/redis-server.js';
 
 let dir: TempDir;
 let redis: TestRedis;
 beforeAll(async () => {
   dir = tempDir('user-mirror-demo-');
-  redis = await startOwnRedis();
+  redis = await startTestRedis();
 });
 afterAll(async () => {
   await redis?.stop();
@@ -33,7 +33,7 @@ describe('demo', () => {
     expect(run.stdout).toMatch(/succeeded/);
     const left = await redisKeys(`redis://127.0.0.1:${said?.[1] ?? '0'}`).catch(() => 'gone');
     expect(left).toBe('gone');
-  }, 240_000);
+  });
 
   it('with REDIS_URL: says which Redis it writes to, and removes its queue afterwards', async () => {
     const run = await runCli(['demo', '--users', '2000'], { MIRROR_DB: dir.file('given.db'), REDIS_URL: redis.url }, 180_000);
@@ -42,5 +42,5 @@ describe('demo', () => {
     expect(run.stdout).toMatch(/succeeded/);
     expect((await redisKeys(redis.url)).filter((k) => k.startsWith('user-mirror-demo:'))).toEqual([]);
     expect(existsSync(dir.file('given.db'))).toBe(true);
-  }, 240_000);
+  });
 });

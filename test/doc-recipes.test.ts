@@ -27,7 +27,7 @@
  * users and `customer/42`; CHANGES_BASELINE=events, so the feed goes past
  * the docs' cursor 4811); this checkout's Node first on PATH; and the
  * environment the docs tell a reader to set (REPLICA_API_KEY as the serve
- * recipe sets it, REPLICA_API_KEY_HEADER for the SDK). Recipes name fixed
+ * recipe sets it; no header: the replica accepts the SDK's by default). Recipes name fixed
  * ports (the stand-in's 8787, the replica's 8788), so they run in a private
  * network namespace (`unshare -rn`, entered with nsenter): nothing binds or
  * reaches a port of the shared machine. Recipes that are servers start
@@ -415,9 +415,8 @@ beforeAll(async () => {
       LANG: 'C.UTF-8',
       // A shell a person types into is at least level 1; at 0, bash on a socket stdin (Node's pipes) would read ~/.bashrc.
       SHLVL: '1',
-      // What docs/replica.md has the reader set: the serve recipe's key, and the header the SDK sends.
+      // What docs/replica.md has the reader set: the serve recipe's key (the SDK's header is accepted by default).
       REPLICA_API_KEY: 'rk_choose_a_long_random_key',
-      REPLICA_API_KEY_HEADER: 'x-vital-api-key',
     },
   };
   if (!NAMESPACE.ok) return;
@@ -434,7 +433,7 @@ beforeAll(async () => {
     return p.waitFor((howOf(b) as { run: Run }).run.server ?? /$/, 30_000);
   });
   await Promise.all(ready);
-}, 180_000);
+});
 
 /** Kills what the session started: at the end, and if this process exits first. */
 function stopSession(): void {
@@ -581,7 +580,7 @@ describe('the TypeScript and JavaScript blocks', () => {
     const res = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8' });
     expect(res.stdout + res.stderr).toBe('');
     expect(res.status).toBe(0);
-  }, 60_000);
+  });
 });
 
 /** What a run recipe's test is called; undefined for those with no run to do (syntax only, or a module missing: said above). */

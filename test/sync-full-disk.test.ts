@@ -77,7 +77,7 @@ describe('a sync on a full disk', () => {
     const up = await runCli(['status'], { MIRROR_DB: mirrorDb }, 30_000);
     expect(up.stdout).not.toContain('FAILED');
     expect(up.code, up.stdout).toBe(0);
-  }, 120_000);
+  });
 
   it('reports a checkpoint that failed after a run, and the next sync retries it first', async () => {
     const mirrorDb = join(mount, 'mirror-2.db');
@@ -111,7 +111,7 @@ describe('a sync on a full disk', () => {
     expect(clean.code, clean.stderr).toBe(0);
     expect(logLines(clean.stdout).map((l) => l.event)).toContain('sync.checkpoint');
     expect(logLines(clean.stdout).find((l) => l.event === 'sync.checkpoint_retried')).toBeUndefined();
-  }, 120_000);
+  });
 });
 
 function syncEnv(mirrorDb: string): Record<string, string> {

@@ -6,8 +6,8 @@
  * /healthz (liveness) and /readyz (a succeeded sync no older than
  * REPLICA_MAX_STALENESS_S); see ./answers.ts for the headers.
  *
- * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
- * 401 reads nothing from the mirror and carries no mirror headers. Probes
+ * Only REPLICA_API_KEY opens the data routes, in one of the headers of
+ * ./settings.ts replicaKeyHeaders (the 401 names them); a 401 reads nothing from the mirror and carries no mirror headers. Probes
  * need no key. Nothing a client sends is ever echoed in an error or a log.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -31,7 +31,7 @@ import {
   pageAnswer,
   readinessAnswer,
   resolveAnswer,
-  UNAUTHORIZED,
+  unauthorized,
 } from './answers.js';
 import type { ReplicaSettings } from './settings.js';
 
@@ -66,7 +66,7 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   const port = await listen(server, settings.port, settings.host);
   server.on('error', (err) => logError(log, 'error', { event: 'replica.server_error', err }, 'replica server error'));
   log.info(
-    { event: 'replica.listening', host: settings.host, port, keyHeader: settings.apiKeyHeader },
+    { event: 'replica.listening', host: settings.host, port, keyHeaders: settings.apiKeyHeaders },
     `replica on http://${settings.host}:${port}`,
   );
   return {
@@ -79,6 +79,7 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
   const { settings, reader } = options;
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
+  const refused = unauthorized(settings.apiKeyHeaders);
   // Judged once per turn and freshness, as the reader reads once per turn (db/replica-reader.ts):
   // the headers of a busy turn's answers are one array, built once.
   let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
@@ -103,7 +104,7 @@ function requestHandler(options: ReplicaServerOptions): (req: IncomingMessage) =
         return detail(405, 'Method Not Allowed', ['allow', route.allow]);
       default:
     }
-    if (!offeredKeyMatches(req.headers[settings.apiKeyHeader], expectedKey)) return UNAUTHORIZED;
+    if (!settings.apiKeyHeaders.some((h) => offeredKeyMatches(req.headers[h], expectedKey))) return refused;
     switch (route.name) {
       case 'resolve': {
         const found = reader.resolve(route.clientUserId);

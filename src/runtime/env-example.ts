@@ -116,7 +116,7 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_PORT: 'the replica: serve uses 8788 when unset; the daemon serves one only when set',
   REPLICA_HOST: "the replica's address",
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
-  REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
+  REPLICA_API_KEY_HEADER: 'the one header the replica reads its key from; unset: SERVICE_API_KEY_HEADER or x-vital-api-key (the SDK)',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
   REPLICA_WORKERS: '`serve`: processes answering on the one port (node:cluster); up to the cores the replica may use',
   CHANGES_BASELINE: 'a first sync into an empty mirror: one mirror.baseline event (marker) or a user.created per user (events)',
