@@ -170,6 +170,7 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
         "starts a pm2 daemon against a host's service and key files; test/pm2.test.ts runs ecosystem.config.cjs under pm2 and checks its replica app",
     },
   },
+  { page: 'README.md', snippet: 'export MIRROR_DB=data/demo.db', how: { by: 'test/demo.test.ts' } },
   { page: 'docs/changes.md', snippet: 'export function verifyWebhook', how: { by: 'test/webhook-docs.test.ts' } },
   { page: 'docs/changes.md', snippet: 'def verify_webhook', how: { by: 'test/webhook-docs.test.ts' } },
   { page: 'docs/removals.md', snippet: 'enqueueMemberRemoval(queue', how: { by: 'test/producer-docs.test.ts' } },

@@ -96,8 +96,9 @@ export async function runCli(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   timeoutMs = 30_000,
+  options: { cwd?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const p = startCli(args, env);
+  const p = startCli(args, env, options);
   try {
     const code = await p.exited(timeoutMs);
     return { code, stdout: p.stdout(), stderr: p.stderr() };
