@@ -88,6 +88,8 @@ describe('a sync on a full disk', () => {
     truncateSync(filler, statSync(filler).size - 3 * 1024 * 1024);
     const run = await runCli(['sync', '--once'], env, 60_000);
     expect(run.code, run.stderr).toBe(0);
+    // A brand-new mirror's WAL holds only its schema: nothing of an earlier checkpoint to retry, and no line saying so.
+    expect(logLines(run.stdout).find((l) => l.event === 'sync.checkpoint_retried')).toBeUndefined();
     const failedCheckpoint = logLines(run.stdout).find((l) => l.event === 'sync.checkpoint_failed');
     expect(failedCheckpoint).toMatchObject({ level: 50, err: expect.objectContaining({ message: expect.stringMatching(/disk is full/) }) });
     expect(walBytes(mirrorDb)).toBeGreaterThan(1024 * 1024);
