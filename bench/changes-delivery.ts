@@ -16,7 +16,7 @@ import { webhookHeaders, verifyWebhook } from '../jobs/webhooks/signature.js';
 import { startWebhookWorker } from '../jobs/webhooks/worker.js';
 import type { FeedEvent } from '../db/change-feed.js';
 import { silentLogger } from '../src/runtime/log.js';
-import { startOwnRedis } from '../test/support/redis-server.js';
+import { startTestRedis } from '../test/support/redis-server.js';
 import { wireUser } from '../test/support/mirror-fixtures.js';
 
 const EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
@@ -77,7 +77,7 @@ function check(r: Receiver, all: readonly FeedEvent[], what: string): void {
 
 export async function benchDelivery(): Promise<void> {
   const all = events(EVENTS);
-  const redis = await startOwnRedis({ persistence: 'aof-everysec' });
+  const redis = await startTestRedis({ persistence: 'aof-everysec' });
   const rows: Array<{ scenario: string; seconds: number; rate: number }> = [];
   try {
     // The floor: signed POSTs one after another, nothing else.

@@ -117,7 +117,7 @@ async function main(): Promise<void> {
         host: '127.0.0.1',
         port: 0,
         apiKey,
-        apiKeyHeader: 'x-vital-api-key',
+        apiKeyHeaders: ['x-vital-api-key'],
         maxStalenessMs: 3_600_000,
         maxConnections: 1_024,
         headersTimeoutMs: 10_000,

@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
-import { startOwnRedis } from '../test/support/redis-server.js';
+import { startTestRedis } from '../test/support/redis-server.js';
 import { startTestCluster, type TestCluster } from '../test/support/redis-cluster.js';
 import { createRedisConnection, readQueueSettings } from '../jobs/redis-connection.js';
 import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
@@ -81,7 +81,7 @@ interface Row {
 
 async function main(): Promise<void> {
   // Configured as production must be (AOF, noeviction): the worker refuses anything less.
-  const redis = await startOwnRedis({ persistence: 'aof-everysec' });
+  const redis = await startTestRedis({ persistence: 'aof-everysec' });
   const cluster: TestCluster = await startTestCluster({ appendfsync: 'everysec' });
   const standIn = await startStandInChild();
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-'));

@@ -65,7 +65,7 @@ beforeAll(async () => {
   writeFileSync(join(keyDir, 'service-api-key'), `${standIn.apiKey}\n`, { mode: 0o600 });
   writeFileSync(join(keyDir, 'management-key'), `${standIn.managementKey}\n`, { mode: 0o600 });
   keys = { SERVICE_API_KEY_FILE: join(keyDir, 'service-api-key'), MANAGEMENT_KEY_FILE: join(keyDir, 'management-key') };
-}, 60_000);
+});
 
 afterAll(async () => {
   process.umask(savedUmask);
@@ -116,7 +116,7 @@ describe('files the project creates, under umask 022', () => {
     }
     // The same account reads them all: it is the mode, not a broken file.
     expect(statSync(mirrorDb).size).toBeGreaterThan(0);
-  }, 120_000);
+  });
 
   it('narrows a mirror found readable by others at the next writable open, and says so', async () => {
     const data = join(dir, 'wide');
@@ -135,7 +135,7 @@ describe('files the project creates, under umask 022', () => {
     expect(sync.stderr).toContain(`${mirrorDb} was mode 0644, readable by other accounts: narrowed to 0600`);
     expect(mode(mirrorDb)).toBe(0o600);
     expect((await asNobody(['head', '-c', '16', mirrorDb])).code).not.toBe(0);
-  }, 60_000);
+  });
 });
 
 describe('MIRROR_GROUP', () => {
@@ -178,7 +178,7 @@ describe('MIRROR_GROUP', () => {
     } finally {
       await daemon.stop('SIGTERM');
     }
-  }, 120_000);
+  });
 
   it('refuses a group that does not exist, by name, before creating anything', async () => {
     const mirrorDb = join(dir, 'nogroup', 'mirror.db');

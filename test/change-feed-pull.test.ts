@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await rig.close();
+  await rig?.close();
 });
 
 /** Every event held, from the mirror itself: what the surfaces must print. */
@@ -74,10 +74,25 @@ describe('user-mirror changes', () => {
     expect(r.code).toBe(0);
     const lines = r.out.trimEnd().split('\n');
     expect(lines).toHaveLength(4);
-    expect(lines[0]).toMatch(/^ {2}CURSOR {2}TIMESTAMP +TYPE +CLIENT_USER_ID {2}USER_ID {2}DETAIL$/);
+    expect(lines[0]).toMatch(/^ {2}CURSOR {2}TIMESTAMP +TYPE +CLIENT_USER_ID +USER_ID +DETAIL$/);
     // The type column starts where its name does.
     expect(lines[1]?.indexOf('mirror.baseline')).toBe(lines[0]?.indexOf('TYPE'));
     expect(lines[1]).toMatch(/^\s+1\s+\S+Z\s+mirror\.baseline\s+-\s+-\s+1200 users$/);
+  });
+
+  it('lines every column up under its name, whatever the client_user_id', async () => {
+    const r = await cli(['--limit', '60']);
+    expect(r.code).toBe(0);
+    const [header = '', ...rows] = r.out.trimEnd().split('\n');
+    const starts = ['TIMESTAMP', 'TYPE', 'CLIENT_USER_ID', 'USER_ID', 'DETAIL'].map((name) => header.indexOf(` ${name}`) + 1);
+    const withUsers = rows.filter((l) => !l.includes('mirror.baseline'));
+    expect(withUsers.length).toBeGreaterThan(10);
+    for (const l of withUsers) {
+      // Each column begins at its name's position, after the two spaces that end the one before.
+      for (const at of starts.slice(0, 4)) expect(l.slice(at - 2, at), l).toBe('  ');
+      for (const at of starts.slice(0, 4)) expect(l[at], l).not.toBe(' ');
+      expect(l.slice(starts[3] ?? 0, (starts[3] ?? 0) + 36), l).toMatch(/^[0-9a-f-]{36}$/);
+    }
   });
 
   it('--follow prints events published while it runs, then exits 0 on SIGTERM', async () => {

@@ -29,9 +29,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await receiver.close();
-  await rig.close();
-  await redis.stop();
+  await receiver?.close();
+  await rig?.close();
+  await redis?.stop();
 });
 
 /** Every event published 40 days ago. */

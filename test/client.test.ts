@@ -67,8 +67,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await client.close();
-  await standIn.close();
+  await client?.close();
+  await standIn?.close();
 });
 
 describe('listUsers', () => {

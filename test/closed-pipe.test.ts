@@ -30,7 +30,7 @@ beforeAll(async () => {
   };
   const sync = await runCli(['sync', '--once'], env, 60_000);
   if (sync.code !== 0) throw new Error(`sync failed: ${sync.stderr}`);
-}, 90_000);
+});
 
 afterAll(async () => {
   await standIn?.close();

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { daemonEnv, getStatus, ROOT, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
-import { freePort, startOwnRedis, type TestRedis } from './support/redis-server.js';
+import { freePort, startTestRedis, type TestRedis } from './support/redis-server.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
 
 const CONTRIB = join(ROOT, 'contrib', 'prometheus');
@@ -196,7 +196,7 @@ describe('contrib/prometheus against a running daemon', () => {
   let exposition = '';
 
   beforeAll(async () => {
-    redis = await startOwnRedis();
+    redis = await startTestRedis();
     standIn = await startStandIn({ port: 0, users: 300, seed: 42 });
     receiver = await startReceiver();
     dir = mkdtempSync(join(tmpdir(), 'contrib-prometheus-'));

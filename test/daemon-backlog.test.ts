@@ -142,7 +142,7 @@ describe('a sync slower than the schedule', () => {
  * lock is released.
  */
 describe('a daemon starting beside a running sync', () => {
-  it('waits for the write lock its migration needs, logs it, then starts', { timeout: 60_000 }, async () => {
+  it('waits for the write lock its migration needs, logs it, then starts', async () => {
     const path = join(dir, 'locked.db');
     const older = new Database(path);
     older.pragma('journal_mode = WAL');

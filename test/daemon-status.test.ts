@@ -473,5 +473,5 @@ describe('handleShutdownSignals', () => {
     } finally {
       off();
     }
-  }, 10_000);
+  });
 });

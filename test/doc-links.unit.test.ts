@@ -1,7 +1,9 @@
 /**
  * Every relative link in the docs reaches a file (docs/sql.md once pointed
- * at `db/SCHEMA.md` from inside docs/). Anchors and web addresses are not
- * followed: only that the file a reader would open is there.
+ * at `db/SCHEMA.md` from inside docs/), and a page the release artefact
+ * ships (package.json `files`) links only to files it ships too (the README
+ * once linked .ci/README.md, which a host never has). Anchors and web
+ * addresses are not followed: only that the file a reader would open is there.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -20,15 +22,33 @@ const DOCS = [
   ),
 ];
 
+/** The files of a page's relative links, as absolute paths. */
+function linkedFiles(doc: string): string[] {
+  const text = readFileSync(join(ROOT, doc), 'utf8').replace(/```[\s\S]*?```/g, '');
+  return [...text.matchAll(/\]\(([^)\s]+)\)/g)]
+    .map((m) => m[1] ?? '')
+    .filter((target) => !/^[a-z]+:/i.test(target) && !target.startsWith('#'))
+    .map((target) => join(dirname(join(ROOT, doc)), decodeURIComponent(target.split('#')[0] ?? '')));
+}
+
+/** package.json `files`: folders end in '/', the rest are files; negations only drop build output here. */
+const SHIPPED = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[] }).files.filter(
+  (f) => !f.startsWith('!'),
+);
+const shipped = (path: string): boolean => SHIPPED.some((f) => (f.endsWith('/') ? path.startsWith(f) : path === f));
+
 describe('links in the docs', () => {
   it.each(DOCS)('%s: every relative link names a file that exists', (doc) => {
-    const text = readFileSync(join(ROOT, doc), 'utf8').replace(/```[\s\S]*?```/g, '');
-    const broken = [...text.matchAll(/\]\(([^)\s]+)\)/g)]
-      .map((m) => m[1] ?? '')
-      .filter((target) => !/^[a-z]+:/i.test(target) && !target.startsWith('#'))
-      .map((target) => join(dirname(join(ROOT, doc)), decodeURIComponent(target.split('#')[0] ?? '')))
+    const broken = linkedFiles(doc)
       .filter((path) => !existsSync(path))
       .map((path) => relative(ROOT, path));
     expect(broken).toEqual([]);
+  });
+
+  it.each(DOCS.filter(shipped))('%s (in the release artefact): every relative link names a file the artefact holds', (doc) => {
+    const outside = linkedFiles(doc)
+      .map((path) => relative(ROOT, path))
+      .filter((path) => !shipped(path) && !shipped(`${path}/`));
+    expect(outside).toEqual([]);
   });
 });

@@ -27,7 +27,7 @@
  * users and `customer/42`; CHANGES_BASELINE=events, so the feed goes past
  * the docs' cursor 4811); this checkout's Node first on PATH; and the
  * environment the docs tell a reader to set (REPLICA_API_KEY as the serve
- * recipe sets it, REPLICA_API_KEY_HEADER for the SDK). Recipes name fixed
+ * recipe sets it; no header: the replica accepts the SDK's by default). Recipes name fixed
  * ports (the stand-in's 8787, the replica's 8788), so they run in a private
  * network namespace (`unshare -rn`, entered with nsenter): nothing binds or
  * reaches a port of the shared machine. Recipes that are servers start
@@ -206,6 +206,7 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
         "starts a pm2 daemon against a host's service and key files; test/pm2.test.ts runs ecosystem.config.cjs under pm2 and checks its replica app",
     },
   },
+  { page: 'README.md', snippet: 'export MIRROR_DB=data/demo.db', how: { by: 'test/demo.test.ts' } },
   { page: 'docs/changes.md', snippet: 'export function verifyWebhook', how: { by: 'test/webhook-docs.test.ts' } },
   { page: 'docs/changes.md', snippet: 'def verify_webhook', how: { by: 'test/webhook-docs.test.ts' } },
   { page: 'docs/removals.md', snippet: 'enqueueMemberRemoval(queue', how: { by: 'test/producer-docs.test.ts' } },
@@ -452,9 +453,8 @@ beforeAll(async () => {
       LANG: 'C.UTF-8',
       // A shell a person types into is at least level 1; at 0, bash on a socket stdin (Node's pipes) would read ~/.bashrc.
       SHLVL: '1',
-      // What docs/replica.md has the reader set: the serve recipe's key, and the header the SDK sends.
+      // What docs/replica.md has the reader set: the serve recipe's key (the SDK's header is accepted by default).
       REPLICA_API_KEY: 'rk_choose_a_long_random_key',
-      REPLICA_API_KEY_HEADER: 'x-vital-api-key',
     },
   };
   if (!NAMESPACE.ok) return;
@@ -471,7 +471,7 @@ beforeAll(async () => {
     return p.waitFor((howOf(b) as { run: Run }).run.server ?? /$/, 30_000);
   });
   await Promise.all(ready);
-}, 180_000);
+});
 
 /** Kills what the session started: at the end, and if this process exits first. */
 function stopSession(): void {
@@ -618,7 +618,7 @@ describe('the TypeScript and JavaScript blocks', () => {
     const res = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8' });
     expect(res.stdout + res.stderr).toBe('');
     expect(res.status).toBe(0);
-  }, 60_000);
+  });
 });
 
 /** What a run recipe's test is called; undefined for those with no run to do (syntax only, or a module missing: said above). */

@@ -74,7 +74,7 @@ beforeAll(async () => {
 afterAll(async () => {
   audit?.close();
   reader?.close();
-  await rig.close();
+  await rig?.close();
 });
 
 /**

@@ -62,7 +62,7 @@ beforeAll(async () => {
   client = new ServiceClient({ baseUrl: srv.url, apiKey: 'pk_test' });
 });
 afterAll(async () => {
-  await client.close();
+  await client?.close();
   srv.server.close();
 });
 

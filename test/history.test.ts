@@ -84,11 +84,11 @@ beforeAll(async () => {
   // Run 4: nothing changes upstream: history must not move.
   await runAndNote();
   db = openMirror(rig.dbPath, { readonly: true });
-}, 120_000);
+});
 
 afterAll(async () => {
-  db.close();
-  await rig.close();
+  db?.close();
+  await rig?.close();
 });
 
 describe('as of each noted time', () => {
@@ -190,7 +190,7 @@ describe('the CLI', () => {
     const bad = await runCli(['resolve', ids.untouched, '--as-of', 'last tuesday'], env());
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--as-of');
-  }, 60_000);
+  });
 
   it('resolve --as-of compares instants, not text: a time in year 10000 (UTC) is refused by name, one in 9999 is answered', async () => {
     // 9999-12-31T23:00-02:00 is 10000-01-01T01:00Z: as text "+010000-…" sorted before every stored time.
@@ -237,7 +237,7 @@ describe('the CLI', () => {
     expect(out.versions[1]?.valid_to).toBeNull();
     expect(out.connections.length).toBeGreaterThan(0);
     expect((await runCli(['history', 'nobody-ever'], env())).code).toBe(3);
-  }, 60_000);
+  });
 });
 
 /** The statements of the ```sql blocks under `### heading` in docs/sql.md, comments dropped. */
@@ -382,5 +382,5 @@ describe('an online resolve', () => {
     expect(now.kind === 'found' && JSON.parse(now.version.raw ?? 'null')).toEqual(d.byClientUserId(ids.untouched));
     const then = new HistoryReader(db).asOf(ids.untouched, moments.at(-1)?.at ?? '');
     expect(then.kind === 'found' && JSON.parse(then.version.raw ?? 'null')).toEqual(moments.at(-1)?.served.get(ids.untouched));
-  }, 60_000);
+  });
 });

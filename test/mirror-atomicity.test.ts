@@ -14,8 +14,8 @@ import type { StagedRecord } from '../db/mirrored-user.js';
 import { eventually } from './support/eventually.js';
 import { pageOf, range, ROOT, staged, tempDir, wireUser, type TempDir } from './support/mirror-fixtures.js';
 
-const N = 8_000;
-const SHIFT = 2_000;
+const N = 3_000;
+const SHIFT = 1_000;
 const GENERATIONS = 6;
 
 let dir: TempDir;
@@ -86,7 +86,7 @@ it('a reader process never sees a half-published run', async () => {
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  await eventually(() => out.includes('ready'), 15_000, 'the reader process', 10);
+  await eventually(() => out.includes('ready'), 60_000, 'the reader process', 10);
 
   for (let g = 1; g < GENERATIONS; g++) {
     expect(publish(g)).toMatchObject({ created: SHIFT, updated: N - SHIFT, deleted: SHIFT });

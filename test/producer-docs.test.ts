@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from './support/daemon-process.js';
 import { ROOT, tempDir } from './support/mirror-fixtures.js';
-import { redisKeys, startOwnRedis } from './support/redis-server.js';
+import { redisKeys, startTestRedis } from './support/redis-server.js';
 
 const dir = tempDir('user-mirror-python-');
 afterAll(() => dir.remove());
@@ -29,7 +29,7 @@ describe('the TypeScript producer in docs/removals.md', () => {
   it('runs as written and leaves one job in the target queue', async () => {
     const [block] = blocksOf('ts');
     expect(block).toMatch(/from 'user-mirror\/producer'/);
-    const redis = await startOwnRedis();
+    const redis = await startTestRedis();
     // Inside the package, so that `user-mirror/producer` resolves to this checkout's build.
     const here = mkdtempSync(join(ROOT, 'test', '.recipe-'));
     try {
@@ -49,7 +49,7 @@ describe('the TypeScript producer in docs/removals.md', () => {
       rmSync(here, { recursive: true, force: true });
       await redis.stop();
     }
-  }, 60_000);
+  });
 });
 const program = dir.file('enqueue_removal.py');
 writeFileSync(program, blocks[0] ?? '');

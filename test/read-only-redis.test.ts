@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { runCli } from './support/daemon-process.js';
 import { tempDir, type TempDir } from './support/mirror-fixtures.js';
-import { redisKeys, startOwnRedis, type TestRedis } from './support/redis-server.js';
+import { redisKeys, startTestRedis, type TestRedis } from './support/redis-server.js';
 
 let redis: TestRedis;
 let standIn: StandIn;
@@ -17,7 +17,7 @@ let dir: TempDir;
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  [redis, standIn] = await Promise.all([startOwnRedis(), startStandIn({ port: 0, users: 50, seed: 5 })]);
+  [redis, standIn] = await Promise.all([startTestRedis(), startStandIn({ port: 0, users: 50, seed: 5 })]);
   dir = tempDir('user-mirror-read-only-');
   env = {
     REDIS_URL: redis.url,

@@ -120,5 +120,5 @@ describe('removals under Sentinel', () => {
       await client.close();
       db.close();
     }
-  }, 120_000);
+  });
 });

@@ -87,7 +87,7 @@ describe('the production flow', () => {
     await run('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund'], { cwd: app, maxBuffer: 64 * 1024 * 1024 });
     redis = await startTestRedis();
     standIn = await startStandIn({ port: 0, users: 700, seed: 9 });
-  }, 600_000);
+  });
 
   /** The artefact's pm2, on the Node under test (its bin's `env node` could find another Node on PATH). */
   const pm2 = (args: string[], env: Record<string, string>) =>

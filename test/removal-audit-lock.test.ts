@@ -51,7 +51,7 @@ function isLocked(path: string): boolean {
 }
 
 describe('audit writes during a long lock', () => {
-  it('a removal completed while a publish holds the mirror ends `succeeded` in the audit', { timeout: 30_000 }, async () => {
+  it('a removal completed while a publish holds the mirror ends `succeeded` in the audit', async () => {
     openMirror(rig.dbPath).close();
     const publish = holdWriteLock(rig.dbPath);
     const heldSince = Date.now();
@@ -77,7 +77,7 @@ describe('audit writes during a long lock', () => {
     }
   });
 
-  it('an audit file busy for longer than its busy timeout delays the writes; the row still ends right', { timeout: 30_000 }, async () => {
+  it('an audit file busy for longer than its busy timeout delays the writes; the row still ends right', async () => {
     await rig.startWorker();
     // Slow DELETEs: the lock is taken after `started` landed and released long after the answer came.
     rig.standIn.faults.set({ latencyMs: 500 });
@@ -109,39 +109,35 @@ describe('audit writes during a long lock', () => {
     expect(job.finishedOn ?? 0).toBeGreaterThanOrEqual(releasedAt);
   });
 
-  it(
-    'a write that cannot land within its budget pauses the queue; the removal is recorded as performed, never done twice',
-    { timeout: 30_000 },
-    async () => {
-      await rig.startWorker({ auditBusyBudgetMs: 1_000 });
-      rig.standIn.faults.set({ latencyMs: 500 });
-      const m = rig.member();
-      const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-      await eventually(() => rig.audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
+  it('a write that cannot land within its budget pauses the queue; the removal is recorded as performed, never done twice', async () => {
+    await rig.startWorker({ auditBusyBudgetMs: 1_000 });
+    rig.standIn.faults.set({ latencyMs: 500 });
+    const m = rig.member();
+    const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+    await eventually(() => rig.audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
 
-      const lock = holdWriteLock(rig.auditPath);
-      await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member to be deleted', 20);
-      // Past the budget: the job keeps its outcome and goes back to wait, no attempt burnt, the row still `requested`.
-      await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
-      await sleep(1_500);
-      const held = await rig.queue.getJob(jobId);
-      expect(held?.progress).toEqual({ performed: 'succeeded' });
-      expect(held?.attemptsMade).toBe(0);
-      expect(held?.finishedOn).toBeUndefined();
-      expect(rig.audit.get(jobId)?.status).toBe('requested');
-      lock.release();
+    const lock = holdWriteLock(rig.auditPath);
+    await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member to be deleted', 20);
+    // Past the budget: the job keeps its outcome and goes back to wait, no attempt burnt, the row still `requested`.
+    await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
+    await sleep(1_500);
+    const held = await rig.queue.getJob(jobId);
+    expect(held?.progress).toEqual({ performed: 'succeeded' });
+    expect(held?.attemptsMade).toBe(0);
+    expect(held?.finishedOn).toBeUndefined();
+    expect(rig.audit.get(jobId)?.status).toBe('requested');
+    lock.release();
 
-      const job = await rig.finished(jobId);
-      expect(job.returnvalue).toEqual({
-        status: 'succeeded',
-        org_id: m.org_id,
-        member_id: m.member_id,
-        target: rig.target.id,
-        host: hostname(),
-      });
-      expect(rig.audit.get(jobId)).toMatchObject({ status: 'succeeded' });
-      // One DELETE: the later run only wrote the audit.
-      expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
-    },
-  );
+    const job = await rig.finished(jobId);
+    expect(job.returnvalue).toEqual({
+      status: 'succeeded',
+      org_id: m.org_id,
+      member_id: m.member_id,
+      target: rig.target.id,
+      host: hostname(),
+    });
+    expect(rig.audit.get(jobId)).toMatchObject({ status: 'succeeded' });
+    // One DELETE: the later run only wrote the audit.
+    expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
+  });
 });

@@ -34,39 +34,35 @@ afterAll(() => {
 });
 
 describe('the audit on a full disk', () => {
-  it(
-    'records a removal performed before the disk filled as succeeded once there is room, with one DELETE',
-    { timeout: 40_000 },
-    async () => {
-      const db = openAudit(join(mount, 'audit.db'));
-      const audit = createRemovalAudit(db);
-      try {
-        await rig.startWorker({ audit, auditBusyBudgetMs: 500 });
-        rig.standIn.faults.set({ latencyMs: 700 });
-        const m = rig.member();
-        const { jobId } = await enqueueMemberRemoval(rig.queue, m);
-        await eventually(() => audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
-        // The DELETE is in flight; the disk fills before its answer is recorded.
-        const filler = join(mount, 'filler');
-        expect(fill(filler)).toBeGreaterThan(0);
+  it('records a removal performed before the disk filled as succeeded once there is room, with one DELETE', async () => {
+    const db = openAudit(join(mount, 'audit.db'));
+    const audit = createRemovalAudit(db);
+    try {
+      await rig.startWorker({ audit, auditBusyBudgetMs: 500 });
+      rig.standIn.faults.set({ latencyMs: 700 });
+      const m = rig.member();
+      const { jobId } = await enqueueMemberRemoval(rig.queue, m);
+      await eventually(() => audit.get(jobId)?.status === 'requested', 10_000, 'the started row', 20);
+      // The DELETE is in flight; the disk fills before its answer is recorded.
+      const filler = join(mount, 'filler');
+      expect(fill(filler)).toBeGreaterThan(0);
 
-        await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member deleted', 20);
-        await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
-        await sleep(1_000);
-        const held = await rig.queue.getJob(jobId);
-        expect(held).toMatchObject({ progress: { performed: 'succeeded' }, attemptsMade: 0 });
-        expect(held?.finishedOn).toBeUndefined();
-        expect(audit.get(jobId)?.status).toBe('requested');
+      await eventually(() => rig.standIn.members.has(m.org_id, m.member_id) === false, 10_000, 'the member deleted', 20);
+      await eventually(async () => (await rig.queue.getJob(jobId))?.progress !== 0, 10_000, 'the outcome kept with the job', 20);
+      await sleep(1_000);
+      const held = await rig.queue.getJob(jobId);
+      expect(held).toMatchObject({ progress: { performed: 'succeeded' }, attemptsMade: 0 });
+      expect(held?.finishedOn).toBeUndefined();
+      expect(audit.get(jobId)?.status).toBe('requested');
 
-        rmSync(filler);
-        const job = await rig.finished(jobId, 30_000);
-        expect(job.returnvalue).toMatchObject({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
-        expect(audit.get(jobId)).toMatchObject({ status: 'succeeded' });
-        expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
-      } finally {
-        rig.standIn.faults.set({ latencyMs: 0 });
-        db.close();
-      }
-    },
-  );
+      rmSync(filler);
+      const job = await rig.finished(jobId, 30_000);
+      expect(job.returnvalue).toMatchObject({ status: 'succeeded', org_id: m.org_id, member_id: m.member_id });
+      expect(audit.get(jobId)).toMatchObject({ status: 'succeeded' });
+      expect(deleteRequests(rig.standIn, m.member_id)).toBe(1);
+    } finally {
+      rig.standIn.faults.set({ latencyMs: 0 });
+      db.close();
+    }
+  });
 });

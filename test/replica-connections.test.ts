@@ -73,7 +73,7 @@ describe('the replica under slow and many connections', () => {
   const get = (path: string, key?: string) =>
     new Promise<{ status: number; body: string } | { error: string }>((resolve) => {
       const headers: Record<string, string> = { connection: 'close' };
-      if (key !== undefined) headers[rig.settings.apiKeyHeader] = key;
+      if (key !== undefined) headers[rig.settings.apiKeyHeaders[0] ?? 'x-service-api-key'] = key;
       const req = request({ host: '127.0.0.1', port: replica.port, path, agent: false, headers }, (res) => {
         let body = '';
         res.on('data', (d: Buffer) => (body += d.toString()));

@@ -5,7 +5,7 @@
  * once the service is gone. Needs `npm run build` first.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VitalClient } from '@tryvital/vital-node';
@@ -28,6 +28,38 @@ describe('user-mirror serve', () => {
     await rig.sync();
   });
   afterAll(() => rig?.close());
+
+  it("serves the official SDK as docs/replica.md's first example configures it (no header set); a 401 names the headers", async () => {
+    // The example's line, as written: its variables are the whole configuration, but for a free port
+    // in place of the fixed 8788 on this shared machine (test/doc-recipes.test.ts runs it on 8788 in a namespace).
+    const page = readFileSync(new URL('../docs/replica.md', import.meta.url), 'utf8');
+    const line = page.split('\n').find((l) => / user-mirror serve\b/.test(l) && !l.startsWith('REPLICA_WORKERS'));
+    const assignments = (line ?? '').split(' user-mirror serve')[0]?.split(' ') ?? [];
+    const given = Object.fromEntries(assignments.map((a) => a.split('=') as [string, string]));
+    expect(Object.keys(given)).toEqual(['MIRROR_DB', 'REPLICA_API_KEY']);
+    const cwd = mkdtempSync(join(tmpdir(), 'replica-doc-'));
+    mkdirSync(join(cwd, 'data'));
+    rig.db.prepare('VACUUM INTO ?').run(join(cwd, given.MIRROR_DB ?? ''));
+    const port = await freePort();
+    const serve = startCli(['serve'], { PATH: process.env.PATH, ...given, REPLICA_PORT: String(port) }, { cwd });
+    try {
+      await serve.line(/"event":"replica.listening"/);
+      const [first] = rig.standIn.directory.page(0, 1);
+      const user = await sdkAt(port, given.REPLICA_API_KEY ?? '').user.getByClientUserId(String(first?.client_user_id));
+      expect(user.userId).toBe(first?.user_id);
+      const listed = await sdkAt(port, given.REPLICA_API_KEY ?? '').user.getAll({ offset: 0, limit: 500 });
+      expect(listed.total).toBe(300);
+      const refused = await fetch(`http://127.0.0.1:${port}/v2/user`, { headers: { authorization: `Bearer ${given.REPLICA_API_KEY}` } });
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toEqual({
+        detail: 'Missing or invalid API key (expected in the header x-service-api-key or x-vital-api-key)',
+      });
+    } finally {
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited()).toBe(0);
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
 
   it('generates a key when none is set, prints it once, and serves the SDK with it', async () => {
     const port = await freePort();

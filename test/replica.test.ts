@@ -75,6 +75,12 @@ describe('the replica over a synced mirror', () => {
     }
     const active = rig.sync.db.prepare<[], string>('SELECT user_id FROM users WHERE deleted_at IS NULL ORDER BY rowid').pluck().all();
     expect(seen).toEqual(active);
+    // docs/replica.md: the first sync stored them as the listing's pages arrived, each page in its order, not sorted by user_id.
+    const listing = rig.sync.standIn.directory.page(0, active.length).map((u) => String(u.user_id));
+    const position = new Map(listing.map((id, i) => [id, i]));
+    const steps = seen.slice(1).filter((id, i) => (position.get(id) ?? -1) === (position.get(seen[i] ?? '') ?? -2) + 1).length;
+    expect(steps).toBeGreaterThan(seen.length * 0.95);
+    expect(seen).not.toEqual([...seen].sort());
   });
 
   it('the official SDK resolves awkward client ids, byte for byte as stored', async () => {
@@ -123,7 +129,7 @@ describe('the replica over a synced mirror', () => {
       for (const path of ['/v2/user', `/v2/user/resolve/${encodeURIComponent(deletedClientId)}`, '/v2/nothing']) {
         const res = await rig.get(path, headers);
         expect(res.status, `${path} ${Object.keys(headers).join()}`).toBe(401);
-        expect(JSON.parse(res.text)).toEqual({ detail: 'Missing or invalid API key' });
+        expect(JSON.parse(res.text)).toEqual({ detail: `Missing or invalid API key (expected in the header ${SDK_KEY_HEADER})` });
         expect(res.headers['x-mirror-run-id']).toBeUndefined();
         expect(JSON.stringify(res)).not.toContain(serviceKey);
       }
@@ -218,13 +224,13 @@ describe('a mirror that never completed a sync', () => {
 describe('replica configuration', () => {
   const env = { REPLICA_PORT: '0', MIRROR_DB: '/tmp/none.db' };
 
-  it('defaults: 127.0.0.1, the service key header, one hour of staleness', () => {
+  it("defaults: 127.0.0.1, the service key header and the official SDK's, one hour of staleness", () => {
     const s = replicaSettings(readConfig(REPLICA_ENV, { ...env, REPLICA_API_KEY: 'rk_a' }), { serviceApiKey: 'sk_b', defaultPort: 8788 });
     expect(s).toEqual({
       host: '127.0.0.1',
       port: 0,
       apiKey: 'rk_a',
-      apiKeyHeader: 'x-service-api-key',
+      apiKeyHeaders: ['x-service-api-key', 'x-vital-api-key'],
       maxStalenessMs: 3_600_000,
       maxConnections: 4_096,
       headersTimeoutMs: 10_000,
@@ -233,8 +239,10 @@ describe('replica configuration', () => {
     const other = readConfig(REPLICA_ENV, { REPLICA_API_KEY: 'rk_a', SERVICE_API_KEY_HEADER: 'X-Vital-API-Key' });
     expect(replicaSettings(other, { serviceApiKey: undefined, defaultPort: 8788 })).toMatchObject({
       port: 8788,
-      apiKeyHeader: 'x-vital-api-key',
+      apiKeyHeaders: ['x-vital-api-key'],
     });
+    const only = readConfig(REPLICA_ENV, { REPLICA_API_KEY: 'rk_a', REPLICA_API_KEY_HEADER: 'X-Replica-Key' });
+    expect(replicaSettings(only, { serviceApiKey: undefined, defaultPort: 8788 }).apiKeyHeaders).toEqual(['x-replica-key']);
   });
 
   it('derives the connection cap from the descriptor limit, and refuses one the limit cannot hold', () => {
@@ -278,7 +286,7 @@ describe('replica configuration', () => {
           host: '127.0.0.1',
           port: 0,
           apiKey: 'rk_a',
-          apiKeyHeader: 'x',
+          apiKeyHeaders: ['x'],
           maxStalenessMs: 1000,
           maxConnections: 64,
           headersTimeoutMs: 10_000,

@@ -46,10 +46,10 @@ function exitCode(child: ChildProcessWithoutNullStreams): Promise<number | null>
 beforeAll(() => {
   ensureBuilt();
   expect(existsSync(BUILT)).toBe(true);
-}, 180_000);
+});
 
 describe('user-mirror stand-in', () => {
-  it('prints its URL and keys, serves pages, and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
+  it('prints its URL and keys, serves pages, and exits 0 on SIGTERM', async () => {
     const child = run(['--port', '0', '--users', '100', '--seed', '7']);
     const env = await banner(child);
     expect(env.SERVICE_BASE_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -82,7 +82,7 @@ describe('user-mirror stand-in', () => {
     expect(await exited).toBe(0);
   });
 
-  it('accepts the keys and header from the environment', { timeout: 30_000 }, async () => {
+  it('accepts the keys and header from the environment', async () => {
     const child = run(['--port', '0', '--users', '3'], {
       SERVICE_API_KEY: 'pk_eu_from_env',
       MANAGEMENT_KEY: 'mg_from_env',
@@ -97,7 +97,7 @@ describe('user-mirror stand-in', () => {
     expect(await exited).toBe(0);
   });
 
-  it('keeps keys derived from --seed across restarts, and says where each key came from', { timeout: 30_000 }, async () => {
+  it('keeps keys derived from --seed across restarts, and says where each key came from', async () => {
     const start = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
       const child = run(['--port', '0', '--users', '3', ...args], env);
       const env2 = await banner(child);
@@ -119,7 +119,7 @@ describe('user-mirror stand-in', () => {
     expect(mixed.text).toMatch(/dates: created_on up to \d{4}-\d\d-\d\d/);
   });
 
-  it('rejects bad flags with exit code 2, naming the flag', { timeout: 60_000 }, async () => {
+  it('rejects bad flags with exit code 2, naming the flag', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['--rate-429', '2'], /rate/],
       [['--port', 'x'], /--port/],
@@ -140,7 +140,7 @@ describe('user-mirror stand-in', () => {
     }
   });
 
-  it("serves today's shape by default and a share of legacy records with --legacy-records", { timeout: 30_000 }, async () => {
+  it("serves today's shape by default and a share of legacy records with --legacy-records", async () => {
     const lacksCreatedOn = async (args: string[]) => {
       const child = run(['--port', '0', '--users', '400', ...args]);
       let out = '';
@@ -161,7 +161,7 @@ describe('user-mirror stand-in', () => {
     expect(legacy.lacking).toBeGreaterThan(0);
   });
 
-  it('documents --legacy-records in --help', { timeout: 30_000 }, async () => {
+  it('documents --legacy-records in --help', async () => {
     const child = run(['--help']);
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));

@@ -165,17 +165,38 @@ describe('Directory', () => {
     const counts = new Set<string>();
     for (let i = 0; i < 40; i++) {
       let previous = JSON.stringify(dir.get(String(dir.page(i, 1)[0]?.user_id)));
-      const original = (dir.page(i, 1)[0]?.connected_sources as unknown[]).length;
+      let before = (dir.page(i, 1)[0]?.connected_sources as unknown[]).length;
       for (let v = 1; v <= 4; v++) {
         const updated = dir.update(i, 'connected_sources');
         expect(JSON.stringify(updated)).not.toBe(previous);
         expect(UserSchema.safeParse(updated).success).toBe(true);
         const now = (updated?.connected_sources as unknown[]).length;
-        counts.add(now > original ? 'added' : now < original ? 'removed' : 'same');
+        counts.add(now > before ? 'added' : now < before ? 'removed' : 'same');
+        before = now;
         previous = JSON.stringify(updated);
       }
     }
     expect(counts).toEqual(new Set(['added', 'removed']));
+  });
+
+  it('connected-sources updates are cumulative, and connect or disconnect can be chosen', () => {
+    const dir = new Directory({ seed: 8, users: 40 });
+    const slugs = (u: unknown) =>
+      ((u as { connected_sources: Array<{ provider: { slug: string } }> }).connected_sources ?? []).map((c) => c.provider.slug);
+    const i = [...Array(40).keys()].find((n) => slugs(dir.page(n, 1)[0]).length === 1) ?? 0;
+    const original = slugs(dir.page(i, 1)[0]);
+    const first = slugs(dir.update(i, 'connected_sources', 'connect'));
+    const second = slugs(dir.update(i, 'connected_sources', 'connect'));
+    // The second connect applies to the record the first left: both new sources stay.
+    expect(first).toHaveLength(original.length + 1);
+    expect(second).toHaveLength(original.length + 2);
+    expect(second.slice(0, first.length)).toEqual(first);
+    const third = slugs(dir.update(i, 'connected_sources', 'disconnect'));
+    expect(third).toHaveLength(second.length - 1);
+    expect(slugs(dir.page(i, 1)[0])).toEqual(third);
+    for (let n = 0; n < third.length; n++) dir.update(i, 'connected_sources', 'disconnect');
+    expect(slugs(dir.page(i, 1)[0])).toEqual([]);
+    expect(() => dir.update(i, 'connected_sources', 'disconnect')).toThrow(/no connected source to disconnect/);
   });
 
   it('serves file records first and as-is, then generated ones', () => {

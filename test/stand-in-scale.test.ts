@@ -37,7 +37,7 @@ describe('a million-user directory', () => {
     expect(page.users[0]?.user_id).toBe(s.directory.page(997_500, 1)[0]?.user_id);
   });
 
-  it('keeps memory flat while serving 200 pages of 500', { timeout: 120_000 }, async () => {
+  it('keeps memory flat while serving 200 pages of 500', async () => {
     collectGarbage();
     const before = process.memoryUsage().heapUsed;
     for (let p = 0; p < 200; p++) {

@@ -83,7 +83,7 @@ beforeAll(async () => {
   } finally {
     db.close();
   }
-}, 180_000);
+});
 
 afterAll(async () => {
   await standIn?.close();

@@ -25,7 +25,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await rig.close();
+  await rig?.close();
 });
 
 /** Requests of one run that reached the stand-in before page 0 could have been answered. */

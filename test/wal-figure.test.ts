@@ -76,7 +76,7 @@ describe('the WAL in status', () => {
     expect(after.stdout).not.toContain('WAL TOO LARGE');
     expect(after.stdout).not.toContain('held back');
     expect(after.code).toBe(0);
-  }, 120_000);
+  });
 
   it('by default the threshold is half the mirror, at least 64 MiB', () => {
     expect(walVerdict({ mirrorBytes: 10 * 2 ** 20, walBytes: 65 * 2 ** 20 }, undefined)).toMatchObject({

@@ -42,7 +42,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await redis.stop();
+  await redis?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -17,7 +17,7 @@ import { eventually } from './support/eventually.js';
 let redis: TestRedis;
 let receiver: Receiver;
 let rig: WebhookRig;
-useWebhookRig((parts) => ({ redis, receiver, rig } = parts), { ownRedis: true });
+useWebhookRig((parts) => ({ redis, receiver, rig } = parts));
 const children: ChildProcess[] = [];
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
@@ -37,7 +37,7 @@ describe('webhooks and crashes', () => {
     expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
     expect(receiver.requests.every((r) => r.verified)).toBe(true);
     await eventually(async () => (await rig.queue.getJobCounts('completed')).completed === 40, 20_000, 'every job completed', 20);
-  }, 60_000);
+  });
 
   it('redelivers the event a SIGKILLed worker process was sending, before any later one', async () => {
     requireBuiltCli('jobs/webhooks/worker.js');
@@ -55,7 +55,7 @@ describe('webhooks and crashes', () => {
     await eventually(() => firstDeliveries(receiver).length === 8, 30_000, 'every event delivered', 20);
     expect(firstDeliveries(receiver)).toEqual(events.map((e) => e.id));
     expect(killedAt).toBeGreaterThanOrEqual(3);
-  }, 60_000);
+  });
 });
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

@@ -54,9 +54,14 @@ export default async function changes(argv: string[]): Promise<number> {
   try {
     const feed = openFeed(db, MIRROR_DB);
     if (feed === undefined) return 1;
-    const print = args.json === true ? (e: FeedEvent) => e.body : line;
-    // For a person, the columns are named once, before the first event; JSON lines carry their own names.
-    let header = args.json === true ? '' : `${HEADER}\n`;
+    // For a person, the columns are named once, before the first event, as wide as its page needs; JSON lines carry their own names.
+    let table: TextTable | undefined;
+    const print = (events: readonly FeedEvent[]): string => {
+      if (args.json === true) return events.map((e) => `${e.body}\n`).join('');
+      const rows = events.map(row);
+      const header = table === undefined ? `${(table = textTable(rows)).header}\n` : '';
+      return header + rows.map((r) => `${table?.line(r) ?? ''}\n`).join('');
+    };
     let after = args.after ?? feed.bounds().prunedThrough;
     let left = args.limit ?? Infinity;
     while (left > 0 && !stop.signal.aborted) {
@@ -66,8 +71,7 @@ export default async function changes(argv: string[]): Promise<number> {
         return 1;
       }
       if (page.events.length > 0) {
-        process.stdout.write(header + page.events.map((e) => print(e) + '\n').join(''));
-        header = '';
+        process.stdout.write(print(page.events));
       }
       after = page.next;
       left -= page.events.length;
@@ -104,11 +108,59 @@ function openFeed(db: Db, path: string): ChangeFeed | undefined {
   return feed;
 }
 
-/** The text form's column names, aligned with `line`'s fixed columns. */
-const HEADER = ['  CURSOR', 'TIMESTAMP'.padEnd(24), 'TYPE'.padEnd(15), 'CLIENT_USER_ID', 'USER_ID', 'DETAIL'].join('  ');
+/** One event for a person: `cursor  timestamp  type  client_user_id  user_id  detail`. */
+interface Row {
+  cursor: string;
+  timestamp: string;
+  type: string;
+  clientUserId: string;
+  userId: string;
+  detail: string;
+}
 
-/** `cursor  timestamp  type  client_user_id  user_id  detail`: one line for a person. */
-function line(e: FeedEvent): string {
+interface TextTable {
+  header: string;
+  line(row: Row): string;
+}
+
+/** Widths of the fixed columns (a cursor of 8 digits, an ISO time with ms, the longest type, a UUID). */
+const CURSOR_WIDTH = 8;
+const TIMESTAMP_WIDTH = 24;
+const TYPE_WIDTH = 15;
+const USER_ID_WIDTH = 36;
+
+/**
+ * The columns line up under their names: each is padded to its width; CLIENT_USER_ID's width is
+ * the widest of the first page printed (at least its name), so only a longer id in a later page
+ * (`--follow`, past 500 events) pushes that one line's last columns right.
+ */
+function textTable(firstPage: readonly Row[]): TextTable {
+  const clientWidth = Math.max('CLIENT_USER_ID'.length, ...firstPage.map((r) => r.clientUserId.length));
+  const cells = (r: Row) =>
+    [
+      r.cursor.padStart(CURSOR_WIDTH),
+      r.timestamp.padEnd(TIMESTAMP_WIDTH),
+      r.type.padEnd(TYPE_WIDTH),
+      r.clientUserId.padEnd(clientWidth),
+      r.userId.padEnd(USER_ID_WIDTH),
+      r.detail,
+    ]
+      .join('  ')
+      .trimEnd();
+  return {
+    header: cells({
+      cursor: 'CURSOR',
+      timestamp: 'TIMESTAMP',
+      type: 'TYPE',
+      clientUserId: 'CLIENT_USER_ID',
+      userId: 'USER_ID',
+      detail: 'DETAIL',
+    }),
+    line: cells,
+  };
+}
+
+function row(e: FeedEvent): Row {
   const event = JSON.parse(e.body) as { timestamp: string; data: Record<string, unknown> };
   const d = event.data;
   const detail =
@@ -125,16 +177,14 @@ function line(e: FeedEvent): string {
           : e.type === 'mirror.restored'
             ? `restored from a backup taken ${String(d['backup_at'])} (its feed ended at ${String(d['backup_cursor'])})`
             : '';
-  return [
-    String(e.cursor).padStart(8),
-    event.timestamp,
-    e.type.padEnd(15),
-    typeof d['client_user_id'] === 'string' ? d['client_user_id'] : '-',
-    e.userId ?? '-',
+  return {
+    cursor: String(e.cursor),
+    timestamp: event.timestamp,
+    type: e.type,
+    clientUserId: typeof d['client_user_id'] === 'string' ? d['client_user_id'] : '-',
+    userId: e.userId ?? '-',
     detail,
-  ]
-    .join('  ')
-    .trimEnd();
+  };
 }
 
 /** `~field` for a changed field, `+slug` / `-slug` for a source gained or lost. */

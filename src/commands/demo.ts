@@ -14,16 +14,23 @@
  *
  * Against the stand-in the mirror is ./data/demo.db (or MIRROR_DB) and the
  * queue prefix `user-mirror-demo` (or QUEUE_PREFIX), so a demo never mixes
- * fake users or jobs into a real deployment's. The stand-in listens on 8787
+ * fake users or jobs into a real deployment's. The demo says where its
+ * mirror is, first and last. Its own ./data/demo.db (and the audit beside
+ * it) starts fresh on every run, so a run with fewer `--users` than the
+ * last is not a mass deletion; a MIRROR_DB the operator gave is synced
+ * into as it is (said so). A sync that ends partial is said loudly and
+ * the demo exits 4, as `sync --once` does. The stand-in listens on 8787
  * when it is free and its keys come from its seed, so a rerun serves the same
  * removal target.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { openMirror } from '../../db/open.js';
+import { auditPathFor } from '../../db/audit-location.js';
 import { Redis } from 'ioredis';
 import { describeRedisUrl } from '../../jobs/redis-connection.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
@@ -40,6 +47,9 @@ const Args = z.object({
 /** The demo's queues live apart from any deployment's. */
 const DEMO_PREFIX = 'user-mirror-demo';
 
+/** The demo's own mirror against the stand-in, apart from a deployment's ./data/mirror.db. */
+const DEMO_MIRROR_DB = './data/demo.db';
+
 const CLI = fileURLToPath(new URL('../../cli.js', import.meta.url));
 
 export default async function demo(argv: string[]): Promise<number> {
@@ -55,13 +65,18 @@ export default async function demo(argv: string[]): Promise<number> {
       SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
       MANAGEMENT_URL: standIn.managementUrl,
       MANAGEMENT_KEY: standIn.managementKey,
-      MIRROR_DB: env.MIRROR_DB || './data/demo.db',
       QUEUE_PREFIX: env.QUEUE_PREFIX || DEMO_PREFIX,
     });
     const users = `${args.users.toLocaleString('en-US')} users, ${describeLegacyShare(legacyRecords)} of them legacy records`;
     say(`No SERVICE_BASE_URL configured: started the local stand-in with ${users}, at ${standIn.baseUrl}`);
+    if (!env.MIRROR_DB) {
+      env.MIRROR_DB = DEMO_MIRROR_DB;
+      removeDemoMirror(DEMO_MIRROR_DB);
+      say(`Mirror: ${DEMO_MIRROR_DB}, the demo's own, started fresh (a previous demo's is removed; MIRROR_DB names another file).`);
+    } else say(`Mirror: ${env.MIRROR_DB} (MIRROR_DB): the demo syncs into what it holds.`);
   } else {
     say(`Using the service at ${env.SERVICE_BASE_URL}`);
+    say(`Mirror: ${readConfig(['MIRROR_DB'], env).MIRROR_DB}`);
   }
   try {
     return await tour(env, standIn);
@@ -70,11 +85,34 @@ export default async function demo(argv: string[]): Promise<number> {
   }
 }
 
+/** The demo mirror's files and its audit's: only ever the demo's own default path. */
+function removeDemoMirror(path: string): void {
+  for (const base of [path, auditPathFor(path)]) {
+    for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${base}${suffix}`, { force: true });
+  }
+}
+
 async function tour(env: NodeJS.ProcessEnv, standIn: StandIn | undefined): Promise<number> {
   const config = readConfig(['MIRROR_DB', 'REDIS_URL'], env);
   const synced = await run(['sync', '--once'], env);
   if (synced !== 0 && synced !== 4) return synced;
+  if (synced === 4) {
+    say(
+      `THE SYNC ENDED PARTIAL (its reason is printed above): ${config.MIRROR_DB} may hold an older state. The tour goes on; the demo exits 4.`,
+    );
+  }
+  const code = await afterSync(env, standIn, config);
+  say(
+    `The demo's mirror is ${config.MIRROR_DB}: query it with MIRROR_DB=${config.MIRROR_DB} npx user-mirror … (README, "After the demo").`,
+  );
+  return code === 0 && synced === 4 ? 4 : code;
+}
 
+async function afterSync(
+  env: NodeJS.ProcessEnv,
+  standIn: StandIn | undefined,
+  config: { MIRROR_DB: string; REDIS_URL?: string | undefined },
+): Promise<number> {
   const sample = sampleClientUserId(config.MIRROR_DB);
   if (sample === undefined) say('The mirror holds no active user, so there is nothing to resolve.');
   else await run(['resolve', sample], env);

@@ -22,7 +22,10 @@
  * --json, one line `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`,
  * and for --online also `"warnings":[{field, problem}]`: the fields that broke
  * their rule (stored NULL in the mirror's columns, listed in field_warnings).
- * Exit codes: 0 found, 3 not found (one line on stderr), 2 usage or
+ * Not found: one line on stderr, and with --json also one line on stdout,
+ * `{"found":false,"source":"mirror"|"service"|"history","client_user_id":…}`
+ * (and `"as_of"` with --as-of), so a script reading stdout gets an answer.
+ * Exit codes: 0 found, 3 not found, 2 usage or
  * configuration error, 1 anything else (no mirror file, service error).
  */
 import { z } from 'zod';
@@ -83,7 +86,7 @@ export default async function resolve(argv: string[]): Promise<number> {
   }
   if (args.online === true) return resolveOnline(clientUserId, args.team, args.json === true);
   const found = resolveFromMirror(clientUserId, args);
-  if (found === undefined) return notFound(clientUserId, 'the mirror');
+  if (found === undefined) return notFound(clientUserId, { source: 'mirror', where: 'the mirror', json: args.json === true });
   print(found, args.json === true);
   return 0;
 }
@@ -106,8 +109,25 @@ function asOfInstant(text: string, ctx: z.RefinementCtx<string>): string {
   return at.toISOString();
 }
 
-function notFound(clientUserId: string, where: string): number {
-  process.stderr.write(`user-mirror resolve: ${echoId(clientUserId)} not found in ${where}\n`);
+interface Miss {
+  source: 'mirror' | 'service' | 'history';
+  /** For the line on stderr. */
+  where: string;
+  json: boolean;
+  asOf?: string;
+}
+
+function notFound(clientUserId: string, miss: Miss): number {
+  process.stderr.write(`user-mirror resolve: ${echoId(clientUserId)} not found in ${miss.where}\n`);
+  if (miss.json) {
+    const line = {
+      found: false,
+      source: miss.source,
+      client_user_id: clientUserId,
+      ...(miss.asOf === undefined ? {} : { as_of: miss.asOf }),
+    };
+    process.stdout.write(`${JSON.stringify(line)}\n`);
+  }
   return EXIT_NOT_FOUND;
 }
 
@@ -148,7 +168,8 @@ async function resolveAsOf(clientUserId: string, at: string, teamId: string | un
     );
     return EXIT_BEFORE_HISTORY;
   }
-  if (answer.kind === 'absent') return notFound(clientUserId, `the mirror's history as of ${at}`);
+  if (answer.kind === 'absent')
+    return notFound(clientUserId, { source: 'history', where: `the mirror's history as of ${at}`, json, asOf: at });
   const { version, sources } = answer;
   const record: unknown = version.raw === null ? null : JSON.parse(version.raw);
   if (json) {
@@ -184,10 +205,10 @@ async function resolveOnline(clientUserId: string, teamId: string | undefined, j
   } finally {
     await client.close();
   }
-  if (!result.found) return notFound(clientUserId, 'the service');
+  if (!result.found) return notFound(clientUserId, { source: 'service', where: 'the service', json });
   const { user, rawJson, warnings } = result;
   // The team key decides the team; a --team that disagrees is a question about another directory.
-  if (teamId !== undefined && user.team_id !== teamId) return notFound(clientUserId, 'the service');
+  if (teamId !== undefined && user.team_id !== teamId) return notFound(clientUserId, { source: 'service', where: 'the service', json });
   print({ source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings }, json);
   storeInMirror({ user, rawJson, warnings }, config.MIRROR_DB, config.RESOLVE_WRITE_WAIT_MS, config.MIRROR_CHECKPOINTS);
   return 0;

@@ -6,11 +6,13 @@
  *   GET /healthz   liveness: 200 while the event loop answers. Never looks at
  *                  Redis: a supervisor that restarts the daemon because Redis
  *                  is down would only add a restart loop to an outage.
- *   GET /readyz    readiness: 200 when started, not stopping, Redis answers a
- *                  PING, the mirror answers a query and is not stale (a
- *                  succeeded sync within SYNC_STALE_AFTER_MS); 503
- *                  otherwise, with the failing checks (and for a stale
- *                  mirror its age and the last failure) in the JSON body.
+ *   GET /readyz    readiness, "this daemon can do its own work": 200 when
+ *                  started, not stopping, Redis answers a PING, the mirror
+ *                  answers a query and is not stale (a succeeded sync
+ *                  within SYNC_STALE_AFTER_MS); 503 otherwise, with the
+ *                  failing checks (and for a stale mirror its age and the
+ *                  last failure) in the JSON body. Removals and webhooks
+ *                  are reported in the body but never gate it.
  *   GET /metrics   Prometheus text exposition.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -114,11 +116,13 @@ async function describeLag(facts: Promise<WebhookLagFacts>): Promise<{ lag: stri
 }
 
 /**
- * Reported in /readyz but not gating it: held removals must not take the sync side out of rotation,
- * nor does a webhook's lag. A failing webhook endpoint does gate it (`webhook_endpoint`): every
- * event is held until someone fixes WEBHOOK_URL or the receiver.
+ * Reported in /readyz but not gating it. Readiness means this daemon can do its own work (sync,
+ * answer from a fresh mirror); a load balancer or orchestrator acting on it must not pull a
+ * healthy mirror out of service because of someone else's endpoint. Held removals, a webhook's
+ * lag and a failing webhook endpoint (`webhook_endpoint`: every event held until the receiver
+ * answers 2xx) show in `status` (exit 1), /metrics and the logs instead.
  */
-const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals', 'webhooks']);
+const INFORMATIONAL_CHECKS: ReadonlySet<string> = new Set(['removals', 'webhooks', 'webhook_endpoint']);
 
 export interface ReadinessSources {
   db: Db;
@@ -136,7 +140,7 @@ export interface ReadinessSources {
   mirrorLost?: () => string | undefined;
 }
 
-/** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and the removal gate, for information. */
+/** /readyz's checks: the daemon is running (not starting or stopping), the database answers, the mirror is fresh, Redis answers; and removals and webhooks, for information. */
 export function readinessOf(s: ReadinessSources, phase: () => string): () => Promise<ReadinessReport> {
   return async () => {
     const current = phase();

@@ -26,7 +26,10 @@ export function detail(status: number, message: string, headers: readonly string
   return { status, body: JSON.stringify({ detail: message }), headers };
 }
 
-export const UNAUTHORIZED = detail(401, 'Missing or invalid API key');
+/** The 401: names the header(s) the key was expected in, never what the client sent. */
+export function unauthorized(headers: readonly string[]): Answer {
+  return detail(401, `Missing or invalid API key (expected in the header ${headers.join(' or ')})`);
+}
 export const NOT_FOUND = detail(404, 'Not Found');
 export const INTERNAL_ERROR = detail(500, 'Internal Server Error');
 

@@ -9,8 +9,8 @@
  * client's slow or many connections from locking the others out
  * (./connection-guard.ts).
  *
- * Only REPLICA_API_KEY opens the data routes, in REPLICA_API_KEY_HEADER; a
- * 401 reads nothing from the mirror and carries no mirror headers. Probes
+ * Only REPLICA_API_KEY opens the data routes, in one of the headers of
+ * ./settings.ts replicaKeyHeaders (the 401 names them); a 401 reads nothing from the mirror and carries no mirror headers. Probes
  * need no key. Nothing a client sends is ever echoed in an error or a log.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -36,7 +36,7 @@ import {
   pageAnswer,
   readinessAnswer,
   resolveAnswer,
-  UNAUTHORIZED,
+  unauthorized,
 } from './answers.js';
 import type { ReplicaSettings } from './settings.js';
 import { ConnectionGuard, type Shed } from './connection-guard.js';
@@ -142,7 +142,7 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
       event: 'replica.listening',
       host: settings.host,
       port,
-      keyHeader: settings.apiKeyHeader,
+      keyHeaders: settings.apiKeyHeaders,
       maxConnections: settings.maxConnections,
       headersTimeoutMs: settings.headersTimeoutMs,
       idleTimeoutMs: settings.idleTimeoutMs,
@@ -186,6 +186,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
   const { settings, reader } = options;
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
+  const refused = unauthorized(settings.apiKeyHeaders);
   // Judged once per turn and freshness, as the reader reads once per turn (db/replica-reader.ts):
   // the headers of a busy turn's answers are one array, built once.
   let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
@@ -217,7 +218,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return detail(405, 'Method Not Allowed', ['allow', route.allow]);
       default:
     }
-    if (!offeredKeyMatches(req.headers[settings.apiKeyHeader], expectedKey)) return UNAUTHORIZED;
+    if (!settings.apiKeyHeaders.some((h) => offeredKeyMatches(req.headers[h], expectedKey))) return refused;
     switch (route.name) {
       case 'resolve': {
         const found = reader.resolve(route.clientUserId);

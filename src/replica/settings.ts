@@ -14,8 +14,8 @@ export interface ReplicaSettings {
   /** 0 picks a free port (tests). */
   port: number;
   apiKey: string;
-  /** Lowercase header name. */
-  apiKeyHeader: string;
+  /** Lowercase header names the key is read from (any of them opens the data routes). */
+  apiKeyHeaders: readonly string[];
   maxStalenessMs: number;
   /** Connections held at once (./connection-guard.ts). */
   maxConnections: number;
@@ -48,6 +48,23 @@ export function maxConnections(given: number | undefined, descriptorLimit: numbe
 
 export const SERVE_DEFAULT_PORT = 8788;
 
+/**
+ * The header the official SDK (`@tryvital/vital-node`) sends its key in, whatever the service's
+ * header is configured as. Accepted by default so that an SDK pointed at the replica works with
+ * nothing but its base URL and key changed.
+ */
+export const OFFICIAL_SDK_KEY_HEADER = 'x-vital-api-key';
+
+/**
+ * REPLICA_API_KEY_HEADER when set (then only that header); otherwise SERVICE_API_KEY_HEADER and
+ * the official SDK's header, so a client of the service (plain HTTP or the SDK) changes only
+ * its base URL and key.
+ */
+export function replicaKeyHeaders(config: Pick<ReplicaConfig, 'REPLICA_API_KEY_HEADER' | 'SERVICE_API_KEY_HEADER'>): readonly string[] {
+  if (config.REPLICA_API_KEY_HEADER !== undefined) return [config.REPLICA_API_KEY_HEADER.toLowerCase()];
+  return [...new Set([config.SERVICE_API_KEY_HEADER.toLowerCase(), OFFICIAL_SDK_KEY_HEADER])];
+}
+
 export interface SettingsSources {
   /** The service's team key, when this process knows it: the replica must never accept it. */
   serviceApiKey: string | undefined;
@@ -70,7 +87,7 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
     host: config.REPLICA_HOST,
     port: config.REPLICA_PORT ?? sources.defaultPort,
     apiKey,
-    apiKeyHeader: config.REPLICA_API_KEY_HEADER ?? config.SERVICE_API_KEY_HEADER,
+    apiKeyHeaders: replicaKeyHeaders(config),
     maxStalenessMs: config.REPLICA_MAX_STALENESS_S * 1000,
     maxConnections: maxConnections(config.REPLICA_MAX_CONNECTIONS, sources.descriptorLimit),
     headersTimeoutMs: config.REPLICA_HEADERS_TIMEOUT_MS,

@@ -139,7 +139,7 @@ export const ENV = {
   REPLICA_WORKERS: positiveInt(1, 64),
   // Required by the daemon's replica; `serve` generates one (printed once) when unset. Never the service's key.
   REPLICA_API_KEY: secret.optional(),
-  // Unset: the SERVICE_API_KEY_HEADER value, so a client of the service changes only its base URL and key.
+  // Unset: SERVICE_API_KEY_HEADER's value and the official SDK's x-vital-api-key, so a client of the service changes only its base URL and key.
   REPLICA_API_KEY_HEADER: headerName.optional(),
   // Past this age of the last succeeded sync, /readyz says 503 and answers carry a Warning header.
   REPLICA_MAX_STALENESS_S: positiveInt(3_600, 30 * 86_400),

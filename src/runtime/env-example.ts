@@ -148,7 +148,7 @@ const ABOUT: Record<EnvName, string> = {
   REPLICA_PORT: 'the replica: serve uses 8788 when unset; the daemon serves one only when set',
   REPLICA_HOST: "the replica's address",
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
-  REPLICA_API_KEY_HEADER: 'header the replica reads its key from; unset: SERVICE_API_KEY_HEADER',
+  REPLICA_API_KEY_HEADER: 'the one header the replica reads its key from; unset: SERVICE_API_KEY_HEADER or x-vital-api-key (the SDK)',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',
   REPLICA_MAX_CONNECTIONS: 'connections the replica holds at once (per process); unset: the descriptor limit less 128, at most 4096',
   REPLICA_HEADERS_TIMEOUT_MS: "a request's headers must arrive within this, or the connection is closed (408)",

@@ -13,7 +13,7 @@
 import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { Directory } from './directory.js';
-import { CHANGES } from './revision.js';
+import { CHANGES, DIRECTIONS } from './revision.js';
 import { detailReply, jsonReply, type Reply } from './reply.js';
 
 export const CONTROL_PREFIX = '_stand-in';
@@ -32,8 +32,13 @@ const MAX_BODY_BYTES = 64 * 1024;
 
 /** Bodies are optional; when sent, unknown keys are refused so a typo is not silently ignored. */
 const AddBody = z.strictObject({ count: z.int().min(1).max(10_000).default(1) });
-/** `change` is update's alone; delete and restore take no body, or `{}`. */
-const UserBody = z.strictObject({ change: z.enum(CHANGES).optional() });
+/** `change` and `direction` are update's alone; delete and restore take no body, or `{}`. */
+const UserBody = z
+  .strictObject({ change: z.enum(CHANGES).optional(), direction: z.enum(DIRECTIONS).optional() })
+  .refine((b) => b.direction === undefined || b.change === 'connected_sources', {
+    path: ['direction'],
+    message: 'only a connected_sources change takes a direction',
+  });
 
 /** Loopback peers only; IPv4-mapped IPv6 included, since a dual-stack listener reports those. */
 export function isLoopback(address: string | undefined): boolean {
@@ -83,7 +88,7 @@ function act(directory: Directory, userId: string, action: Action, raw: unknown)
   const body = parse(UserBody, raw);
   if (!body.ok) return detailReply(400, body.detail);
   const { change = 'fallback_time_zone' } = body.value;
-  if (action !== 'update' && body.value.change !== undefined)
+  if (action !== 'update' && (body.value.change !== undefined || body.value.direction !== undefined))
     return detailReply(400, `body.change: only update takes a change, not ${action}`);
   const state = directory.state(userId);
   if (state === 'unknown') return detailReply(404, `no user with user_id ${JSON.stringify(userId)} in this directory`);
@@ -98,7 +103,12 @@ function act(directory: Directory, userId: string, action: Action, raw: unknown)
     directory.delete([userId]);
     return jsonReply(200, { action: 'deleted', user });
   }
-  return jsonReply(200, { action: 'updated', change, user: directory.update(userId, change) });
+  try {
+    return jsonReply(200, { action: 'updated', change, user: directory.update(userId, change, body.value.direction) });
+  } catch (err) {
+    if (err instanceof RangeError) return detailReply(409, `user ${JSON.stringify(userId)}: ${err.message}`);
+    throw err;
+  }
 }
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; detail: string };

@@ -19,7 +19,7 @@ import {
   userKeys,
   type UserKeys,
 } from './user-generator.js';
-import { bump, reviseUser, UNREVISED, type Change, type JsonRecord, type Revision } from './revision.js';
+import { bump, reviseUser, UNREVISED, type Change, type Direction, type JsonRecord, type Revision } from './revision.js';
 import { SparseDeletions } from './sparse-deletions.js';
 
 export type { JsonRecord } from './revision.js';
@@ -106,13 +106,16 @@ export class Directory {
 
   /**
    * Changes a live user's record (see ./revision.ts): by default a new
-   * `fallback_time_zone`, or a connected source added or removed. Returns the
-   * new record, or undefined when the user is not live.
+   * `fallback_time_zone`; with `connected_sources` a source connected or
+   * disconnected (`direction`, or whichever applies), on top of every
+   * earlier update. Returns the new record, or undefined when the user is
+   * not live; a RangeError when `direction` cannot apply.
    */
-  update(ref: UserRef, change: Change = 'fallback_time_zone'): DirectoryRecord | undefined {
+  update(ref: UserRef, change: Change = 'fallback_time_zone', direction?: Direction): DirectoryRecord | undefined {
     const index = this.liveIndex(ref);
     if (index === undefined) return undefined;
-    this.revisions.set(index, bump(this.revisions.get(index) ?? UNREVISED, change));
+    const base = this.file[index] ?? generateUser(this.keys, index);
+    this.revisions.set(index, bump(base, index, this.revisions.get(index) ?? UNREVISED, change, direction));
     return this.recordAt(index);
   }
 

@@ -17,16 +17,39 @@ export type JsonRecord = Record<string, unknown>;
 export const CHANGES = ['fallback_time_zone', 'connected_sources'] as const;
 export type Change = (typeof CHANGES)[number];
 
-/** How many times each kind of change has been applied to one user. */
+/** Which way a connected-sources update goes. */
+export const DIRECTIONS = ['connect', 'disconnect'] as const;
+export type Direction = (typeof DIRECTIONS)[number];
+
+/**
+ * What was applied to one user: how many time-zone changes, and each
+ * connected-sources step in order. Steps are cumulative: each applies to the
+ * record as the steps before it left it, so a second update never undoes the first.
+ */
 export interface Revision {
   fallback_time_zone: number;
-  connected_sources: number;
+  connected_sources: readonly Direction[];
 }
 
-export const UNREVISED: Readonly<Revision> = Object.freeze({ fallback_time_zone: 0, connected_sources: 0 });
+export const UNREVISED: Readonly<Revision> = Object.freeze({ fallback_time_zone: 0, connected_sources: Object.freeze([]) });
 
-export function bump(revision: Readonly<Revision>, change: Change): Revision {
-  return { ...revision, [change]: revision[change] + 1 };
+/**
+ * `revision` with one more change. A connected-sources step takes `direction`
+ * when given; otherwise it connects when the user has no source, disconnects
+ * when every provider is connected, and alternates between the two
+ * otherwise, so churn adds and removes alike. Throws a RangeError naming the problem
+ * when the chosen direction cannot apply: nothing to disconnect, or every
+ * provider already connected.
+ */
+export function bump(record: JsonRecord, index: number, revision: Readonly<Revision>, change: Change, direction?: Direction): Revision {
+  if (change === 'fallback_time_zone') return { ...revision, fallback_time_zone: revision.fallback_time_zone + 1 };
+  const current = sourcesAfter(record, index, revision.connected_sources, 0);
+  const free = freeProviders(current).length;
+  const chosen =
+    direction ?? (current.length === 0 || (free > 0 && revision.connected_sources.length % 2 === 0) ? 'connect' : 'disconnect');
+  if (chosen === 'disconnect' && current.length === 0) throw new RangeError('the user has no connected source to disconnect');
+  if (chosen === 'connect' && free === 0) throw new RangeError('the user has every provider connected already');
+  return { ...revision, connected_sources: [...revision.connected_sources, chosen] };
 }
 
 /**
@@ -37,7 +60,8 @@ export function bump(revision: Readonly<Revision>, change: Change): Revision {
 export function reviseUser<T extends JsonRecord>(record: T, index: number, revision: Readonly<Revision>, todayMs: number): T {
   let out: T = record;
   if (revision.fallback_time_zone > 0) out = { ...out, fallback_time_zone: timeZoneAt(index, revision.fallback_time_zone, todayMs) };
-  if (revision.connected_sources > 0) out = { ...out, connected_sources: sourcesAt(record, index, revision.connected_sources, todayMs) };
+  if (revision.connected_sources.length > 0)
+    out = { ...out, connected_sources: sourcesAfter(record, index, revision.connected_sources, todayMs) };
   return out;
 }
 
@@ -48,23 +72,32 @@ function timeZoneAt(index: number, version: number, todayMs: number): JsonRecord
 }
 
 /**
- * Version v of a user's connected sources: odd versions connect one more
- * provider, even versions disconnect one of the original sources (or, for a
- * user without any, connect a different provider than the version before).
- * So consecutive versions always differ, adding and removing alike.
+ * A user's connected sources after `steps`, each applied to the list the
+ * steps before it left: step v (from 1) connects a provider not connected
+ * now, or disconnects one connected now, both picked from (index, v). So
+ * each step is visible, and steps accumulate.
  */
-function sourcesAt(record: JsonRecord, index: number, version: number, todayMs: number): unknown[] {
-  const original = Array.isArray(record.connected_sources) ? (record.connected_sources as unknown[]) : [];
-  if (version % 2 === 0 && original.length > 0) {
-    const dropped = (version / 2) % original.length;
-    return original.filter((_, at) => at !== dropped);
-  }
-  const present = new Set(original.map(slugOf));
-  const free = PROVIDERS.filter((p) => !present.has(p.slug));
-  const provider = free[(hash32(index, 0x50c) + version) % free.length];
-  if (provider === undefined) return original;
-  const descriptor = { name: provider.name, slug: provider.slug, logo: providerLogo(provider.slug) };
-  return [...original, { created_on: revisionTime(index, version, todayMs), provider: descriptor, source: descriptor }];
+function sourcesAfter(record: JsonRecord, index: number, steps: readonly Direction[], todayMs: number): unknown[] {
+  let sources = Array.isArray(record.connected_sources) ? (record.connected_sources as unknown[]) : [];
+  steps.forEach((step, at) => {
+    const version = at + 1;
+    if (step === 'disconnect') {
+      const dropped = (hash32(index, 0xd15) + version) % Math.max(sources.length, 1);
+      sources = sources.filter((_, i) => i !== dropped);
+      return;
+    }
+    const free = freeProviders(sources);
+    const provider = free[(hash32(index, 0x50c) + version) % Math.max(free.length, 1)];
+    if (provider === undefined) return;
+    const descriptor = { name: provider.name, slug: provider.slug, logo: providerLogo(provider.slug) };
+    sources = [...sources, { created_on: revisionTime(index, version, todayMs), provider: descriptor, source: descriptor }];
+  });
+  return sources;
+}
+
+function freeProviders(sources: readonly unknown[]): typeof PROVIDERS {
+  const present = new Set(sources.map(slugOf));
+  return PROVIDERS.filter((p) => !present.has(p.slug));
 }
 
 function slugOf(source: unknown): unknown {

@@ -54,6 +54,9 @@ export interface LeasedSyncParams {
 export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSummary>> {
   // Measured before the lease's own write, which lands in the WAL too.
   const leftInWal = walBytesOf(p.db);
+  // A mirror no run has written yet holds only its new schema there: copied all the same, but not
+  // reported as the retry of an earlier run's checkpoint.
+  const earlierRun = hasRunBefore(p.db);
   return withSyncLease(
     p.db,
     {
@@ -62,7 +65,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
     },
     async (signal) => {
       p.onLeased?.();
-      if (leftInWal > 0 && p.config.MIRROR_CHECKPOINTS !== 'external') retryCheckpoint(p.db, p.logger);
+      if (leftInWal > 0 && p.config.MIRROR_CHECKPOINTS !== 'external') retryCheckpoint(p.db, p.logger, earlierRun);
       const summary = await runSync({
         client: p.client,
         writer: sqliteRunWriter(p.db, undefined, { baseline: p.config.CHANGES_BASELINE }),
@@ -185,6 +188,11 @@ export function checkpointAfterSync(
   }
 }
 
+/** Whether any sync has been recorded in this mirror (a brand-new one has none). */
+function hasRunBefore(db: Db): boolean {
+  return db.prepare('SELECT EXISTS (SELECT 1 FROM sync_runs)').pluck().get() === 1;
+}
+
 /** The mirror's WAL file size: 0 when the last checkpoint emptied it (or for an in-memory database). */
 function walBytesOf(db: Db): number {
   return db.name === ':memory:' ? 0 : databaseFileSizes(db.name).walBytes;
@@ -197,11 +205,11 @@ function walBytesOf(db: Db): number {
  * checkpoint does not grow into the next run's WAL. A failure here is
  * logged and the run goes on.
  */
-function retryCheckpoint(db: Db, logger: Logger): void {
+function retryCheckpoint(db: Db, logger: Logger, earlierRun: boolean): void {
   try {
     type Row = { busy: number; log: number; checkpointed: number };
     const r = (db.pragma('wal_checkpoint(PASSIVE)') as Row[])[0];
-    if (r !== undefined && r.log > 0) {
+    if (r !== undefined && r.log > 0 && earlierRun) {
       logger.info(
         { event: 'sync.checkpoint_retried', walFrames: r.log, copiedFrames: r.checkpointed },
         'copied what was left in the WAL before this run',

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { busyMachineDeadline } from './eventually.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = `${ROOT}dist/cli.js`;
@@ -24,11 +25,12 @@ export interface CliProcess {
   exited(timeoutMs?: number): Promise<number | null>;
 }
 
-export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliProcess {
+/** `cwd`: where the command runs (default: this checkout), for relative paths as a recipe gives them. */
+export function startCli(args: readonly string[], env: NodeJS.ProcessEnv, options: { cwd?: string } = {}): CliProcess {
   // No .env: a developer's ./.env must not reach the tests (a test that wants one sets ENV_FILE).
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ENV_FILE: '/dev/null', ...env },
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -57,8 +59,9 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
       if (hit !== undefined) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)),
-          timeoutMs,
+          () =>
+            reject(new Error(`no line matching ${pattern} within ${busyMachineDeadline(timeoutMs)} ms\nstdout: ${out}\nstderr: ${err}`)),
+          busyMachineDeadline(timeoutMs),
         );
         waiters.push({
           pattern,
@@ -76,8 +79,8 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv): CliPr
     exited(timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`process still running after ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`)),
-          timeoutMs,
+          () => reject(new Error(`process still running after ${busyMachineDeadline(timeoutMs)} ms\nstdout: ${out}\nstderr: ${err}`)),
+          busyMachineDeadline(timeoutMs),
         );
         void exit.then((code) => {
           clearTimeout(timer);
@@ -93,8 +96,9 @@ export async function runCli(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   timeoutMs = 30_000,
+  options: { cwd?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const p = startCli(args, env);
+  const p = startCli(args, env, options);
   try {
     const code = await p.exited(timeoutMs);
     return { code, stdout: p.stdout(), stderr: p.stderr() };

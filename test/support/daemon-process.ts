@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FILE_SECRETS } from '../../src/runtime/secret-files.js';
 import { runCli as runCliProcess } from './cli-process.js';
+import { busyMachineDeadline } from './eventually.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = join(ROOT, 'dist', 'cli.js');
@@ -123,7 +124,7 @@ export function spawnDaemon(env: Record<string, string>): DaemonProcess {
       const timer = setTimeout(() => {
         done();
         reject(new Error(`timed out waiting for ${what}; last lines: ${JSON.stringify(logs.slice(-5))} ${other}`));
-      }, timeoutMs);
+      }, busyMachineDeadline(timeoutMs));
       const done = () => {
         clearTimeout(timer);
         waiters.delete(check);

@@ -10,8 +10,21 @@
  * costs a request or opens a file; a probe of in-process state (a receiver's
  * list, the stand-in's counters) is asked more often, so that the test acts
  * close to the moment the state is reached.
+ *
+ * A deadline a test names is what the wait takes on an idle machine; on a
+ * shared 2-core machine with other suites running, work takes several times
+ * longer, so every wait lasts at least BUSY_MACHINE_FLOOR_MS
+ * (`busyMachineDeadline`). A wait that succeeds returns at once, so the
+ * floor costs nothing; only a failing test takes longer to say so.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+
+export const BUSY_MACHINE_FLOOR_MS = 90_000;
+
+/** The deadline a wait really gets: the one the test names, but never less than BUSY_MACHINE_FLOOR_MS. */
+export function busyMachineDeadline(timeoutMs: number): number {
+  return Math.max(timeoutMs, BUSY_MACHINE_FLOOR_MS);
+}
 
 export async function eventually<T>(
   probe: () => Promise<T | false | undefined> | T | false | undefined,
@@ -19,7 +32,7 @@ export async function eventually<T>(
   what: string | (() => string) = 'condition',
   everyMs = 200,
 ): Promise<Exclude<T, false | undefined>> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + busyMachineDeadline(timeoutMs);
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {

@@ -5,15 +5,17 @@
  * `appendfsync always`, `maxmemory-policy noeviction`), so workers and
  * daemons start without ALLOW_VOLATILE_REDIS; `{ persistence: 'none' }`
  * gives the common volatile default (no RDB, no AOF) for tests of what
- * happens on such a Redis. Tests
- * never touch a Redis they did not start, so the machine's own Redis (on
- * 6379) is never flushed or written to.
+ * happens on such a Redis.
  *
- * `REDIS_URL`, when set, names a Redis the tests may use instead (CI
- * services). Tests then isolate themselves by unique queue prefixes and
- * never flush. A URL on a local 6379 is refused: that is the machine's Redis.
+ * The one rule for `REDIS_URL` in tests: it is ignored. Every test starts
+ * the servers it uses, so a test may kill, restart or inspect them, and a
+ * Redis the run did not start (the machine's own on 6379, a CI service) is
+ * never written to. test/support/no-outside-redis.ts removes `REDIS_URL`
+ * and its siblings from every test process's environment, so the children
+ * the tests spawn do not inherit them either.
  *
- * No Redis at all is an error that says what to do, never a silent skip.
+ * No `redis-server` on PATH is an error that says what to do, never a
+ * silent skip.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,8 +27,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export interface TestRedis {
   url: string;
   port: number;
-  /** False when REDIS_URL was given: it cannot be restarted or stopped. */
-  owned: boolean;
   /**
    * Restarts the server on the same port and directory. `keepData` saves
    * and reloads the dataset (a clean restart); otherwise the process is
@@ -40,7 +40,6 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '::1', '[::1]', '0.0.0.0']);
 const running = new Set<ChildProcess>();
 
 // A test process that dies must not leave Redis servers behind.
@@ -57,32 +56,6 @@ export interface TestRedisOptions {
 }
 
 export async function startTestRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
-  const given = process.env.REDIS_URL;
-  if (given !== undefined && given !== '') return externalRedis(given);
-  return ownRedis(options);
-}
-
-function externalRedis(url: string): TestRedis {
-  const parsed = new URL(url);
-  const port = Number(parsed.port || '6379');
-  if (LOCAL_HOSTS.has(parsed.hostname) && port === 6379) {
-    throw new Error(
-      'REDIS_URL points at the local Redis on 6379, which tests must not write to. ' +
-        'Unset REDIS_URL to let the tests start their own redis-server, or point it at a Redis reserved for tests.',
-    );
-  }
-  const refuse = async (): Promise<never> => {
-    throw new Error('this test needs a Redis it started itself (unset REDIS_URL)');
-  };
-  return { url, port, owned: false, restart: refuse, kill: refuse, stop: async () => undefined };
-}
-
-/** Always a server of our own, whatever REDIS_URL says (benchmarks). */
-export async function startOwnRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
-  return ownRedis(options);
-}
-
-async function ownRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-redis-'));
   const port = await freePort();
   const persistence = PERSISTENCE[options.persistence ?? 'aof'];
@@ -102,7 +75,6 @@ async function ownRedis(options: TestRedisOptions = {}): Promise<TestRedis> {
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
-    owned: true,
     async restart(options = {}) {
       if (child !== undefined) {
         if (options.keepData) {
@@ -152,7 +124,7 @@ async function launchServer(port: number, dir: string, persistence: readonly str
       const missing = (failed as NodeJS.ErrnoException).code === 'ENOENT';
       throw new Error(
         missing
-          ? 'redis-server is not on PATH: install Redis (e.g. apt-get install redis-server) or set REDIS_URL to a Redis reserved for tests'
+          ? 'redis-server is not on PATH: install Redis (e.g. apt-get install redis-server); tests start their own and ignore REDIS_URL'
           : `redis-server failed to start: ${failed.message}`,
       );
     }

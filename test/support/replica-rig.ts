@@ -59,7 +59,7 @@ export async function createReplicaRig(standIn: StandInOptions, settings: Partia
     host: '127.0.0.1',
     port: 0,
     apiKey: `rk_test_${randomBytes(12).toString('hex')}`,
-    apiKeyHeader: SDK_KEY_HEADER,
+    apiKeyHeaders: [SDK_KEY_HEADER],
     maxStalenessMs: 3_600_000,
     maxConnections: 1_024,
     headersTimeoutMs: 10_000,

@@ -182,16 +182,15 @@ export interface WebhookParts {
 }
 
 /**
- * The lifecycle webhook test files share: one Redis per file (`ownRedis`:
- * one the test started, for tests that kill it), a fresh receiver and rig
- * per test, all closed afterwards. `onReady` receives them before each test.
+ * The lifecycle webhook test files share: one Redis per file (started by the
+ * file, so a test may kill it), a fresh receiver and rig per test, all
+ * closed afterwards. `onReady` receives them before each test.
  */
-export function useWebhookRig(onReady: (parts: WebhookParts) => void, options: { ownRedis?: boolean } = {}): void {
+export function useWebhookRig(onReady: (parts: WebhookParts) => void): void {
   let redis: TestRedis | undefined;
   let parts: WebhookParts | undefined;
   beforeAll(async () => {
     redis = await startTestRedis();
-    if (options.ownRedis && !redis.owned) throw new Error('this test kills Redis: run it without REDIS_URL so it starts its own');
   });
   afterAll(async () => {
     await redis?.stop();
