@@ -47,9 +47,15 @@ beforeAll(async () => {
   // A day of life upstream: sources connected and disconnected, users added and deleted.
   const directory = rig.standIn.directory;
   const listed = directory.page(0, 40).map((u) => String(u.user_id));
-  for (const id of listed.slice(0, 20)) directory.update(id, 'connected_sources');
-  // Five of them lose one of their original sources too: the history recipes' disconnections.
-  for (const id of listed.slice(0, 5)) directory.update(id, 'connected_sources');
+  const slugs = (r: { connected_sources?: unknown } | undefined) => JSON.stringify(r?.connected_sources ?? []);
+  const before = new Map(directory.page(0, 20).map((u) => [String(u.user_id), slugs(u)]));
+  for (const id of listed.slice(0, 20)) directory.update(id, 'connected_sources', 'connect');
+  // Five of them lose a source too: the history recipes' disconnections. Updates accumulate, so a
+  // disconnection can take back the source just connected: one more connection keeps the user changed.
+  for (const id of listed.slice(0, 5)) {
+    const after = directory.update(id, 'connected_sources', 'disconnect');
+    if (slugs(after) === before.get(id)) directory.update(id, 'connected_sources', 'connect');
+  }
   directory.delete(listed.slice(20, 25));
   directory.add(5);
   expect((await rig.sync()).status).toBe('succeeded');

@@ -78,7 +78,7 @@ describe('webhook delivery', () => {
     await eventually(async () => (await rig.queue.getJobCounts('failed')).failed === 1, 10_000, 'the second event failed', 20);
     expect(receiver.requests.map((r) => [r.id, r.body])).toEqual([[kept.id, kept.body]]);
     expect((await rig.queue.getJob(gone.id))?.failedReason).toBe(
-      "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt): nothing to send",
+      "the event is no longer in the mirror's change feed (past CHANGES_RETENTION_DAYS, or the mirror was rebuilt or restored from a backup): nothing to send",
     );
   });
 
