@@ -83,17 +83,23 @@ describe('webhooks from the daemon', () => {
       for (const id of live.filter((_, i) => i % 23 === round % 23).slice(0, 6)) standIn.directory.update(id);
       if (round % 3 === 2) standIn.directory.restore(deleted.splice(0, 2));
     };
-    const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // Each round is published before the next: two syncs finish after it (the first may have started before it).
+    // A fixed pause is not enough on a busy machine, where a delete and its restore could fall in one sync.
+    const settle = async () => {
+      const finished = () => daemon?.logs.filter((l) => l.event === 'sync.finished').length ?? 0;
+      const before = finished();
+      await eventually(() => finished() >= before + 2, 120_000, 'two syncs after a round of churn');
+    };
 
     for (let round = 0; round < 4; round++) {
       churn(round);
-      await settle(2_500);
+      await settle();
     }
     // The receiver goes away for a while; changes keep coming.
     await receiver.down();
     for (let round = 4; round < 6; round++) {
       churn(round);
-      await settle(2_500);
+      await settle();
     }
     await receiver.up();
     // Killed mid-delivery: requests are in flight at the moment of the kill.
@@ -106,7 +112,7 @@ describe('webhooks from the daemon', () => {
     await daemon.ready;
     for (let round = 7; round < 9; round++) {
       churn(round);
-      await settle(2_500);
+      await settle();
     }
     flaky = false;
     receiver.latencyMs = 0;
