@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { missingSyncEnv, missingSyncFlags, SYNC_V8_FLAGS, syncEnv, syncExecArgv } from '../src/sync/process-settings.js';
+import {
+  MAX_CHECK_CONNECTIONS,
+  missingSyncEnv,
+  missingSyncFlags,
+  SYNC_V8_FLAGS,
+  syncConnections,
+  syncEnv,
+  syncExecArgv,
+} from '../src/sync/process-settings.js';
 
 describe('the sync process flags', () => {
   it("adds the sync's V8 flags to the parent's, without its debugger port", () => {
@@ -29,5 +37,15 @@ describe('the sync process environment', () => {
     expect(syncEnv({ MALLOC_ARENA_MAX: '8' })).toEqual({ MALLOC_ARENA_MAX: '8' });
     expect(missingSyncEnv({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=0:glibc.malloc.arena_max=1' })).toEqual({});
     expect(missingSyncEnv({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=0' })).toEqual({ MALLOC_ARENA_MAX: '2' });
+  });
+});
+
+describe('the connections of a sync', () => {
+  it('open one per page and per check in flight, checks sharing at most MAX_CHECK_CONNECTIONS', () => {
+    expect(syncConnections(8, 4, 16)).toBe(16);
+    expect(syncConnections(8, 32, 16)).toBe(32);
+    expect(syncConnections(100, 4, 16)).toBe(100);
+    expect(syncConnections(8, 4, 256)).toBe(MAX_CHECK_CONNECTIONS);
+    expect(MAX_CHECK_CONNECTIONS).toBe(64);
   });
 });

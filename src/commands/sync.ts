@@ -34,6 +34,7 @@ import type { LeasedOutcome } from '../../db/sync-lease.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from '../sync/exclusive-run.js';
 import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
+import { syncConnections } from '../sync/process-settings.js';
 
 const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
 const EXIT_BUSY = 5;
@@ -76,7 +77,7 @@ export default async function sync(argv: string[]): Promise<number> {
   // Every page in flight needs its own connection, or the pool queues what concurrency asked for.
   const client = serviceClientFromConfig({
     ...config,
-    HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, concurrency, config.SYNC_VERIFY_CONCURRENCY),
+    HTTP_CONNECTIONS: syncConnections(config.HTTP_CONNECTIONS, concurrency, config.SYNC_VERIFY_CONCURRENCY),
   });
   const abort = new AbortController();
   const onSignal = () => abort.abort();

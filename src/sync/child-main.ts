@@ -29,6 +29,7 @@ import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../.
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
+import { syncConnections } from './process-settings.js';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
 export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
     const db = openDaemonsMirror(config.MIRROR_DB, job.mirrorFile, config.MIRROR_CHECKPOINTS);
     const client = serviceClientFromConfig(
       // Every page in flight needs its own connection.
-      { ...config, HTTP_CONNECTIONS: Math.max(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
+      { ...config, HTTP_CONNECTIONS: syncConnections(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
       { onResponse: (event) => void post({ type: 'response', event }) },
     );
     try {

@@ -62,3 +62,16 @@ export function syncExecArgv(parent: readonly string[], nodeOptions = process.en
 function flagName(flag: string): string {
   return (flag.split('=')[0] ?? flag).replaceAll('_', '-');
 }
+
+/**
+ * Deletion checks beyond this share connections: each open connection
+ * buffers ~0.5 MB of an answer not yet given its turn to be read (undici),
+ * so 256 connections alone took a check-bomb run to 264 MB, past the 200 MB
+ * goal; 64 held it at 143 MB (bench/README.md, bench:check-bomb).
+ */
+export const MAX_CHECK_CONNECTIONS = 64;
+
+/** Connections a sync's client opens: one per page in flight, and one per deletion check up to MAX_CHECK_CONNECTIONS. */
+export function syncConnections(httpConnections: number, pagesInFlight: number, checksInFlight: number): number {
+  return Math.max(httpConnections, pagesInFlight, Math.min(checksInFlight, MAX_CHECK_CONNECTIONS));
+}
