@@ -122,6 +122,9 @@ describe('backup and restore', { timeout: 600_000 }, () => {
       moments.push(new Date().toISOString());
       await wait(5);
     }
+    // What history answers now, before the sync the backup will overlap: the restored mirror must answer the same.
+    for (const r of standIn.directory.records()) clients.push(String(r.client_user_id));
+    for (const at of moments) original.set(at, answersAt(mirror, clients, at));
     // A slow sync with churn; the backup runs while it holds the mirror's write lock.
     churn(3);
     standIn.faults.set({ latencyMs: 150 });
@@ -145,9 +148,6 @@ describe('backup and restore', { timeout: 600_000 }, () => {
     expect(copy.prepare(`SELECT count(*) FROM sync_runs WHERE status = 'running'`).pluck().get()).toBe(0);
     copy.close();
     expect(readdirSync(dir).filter((n) => n.includes('.partial-'))).toEqual([]);
-
-    for (const r of standIn.directory.records()) clients.push(String(r.client_user_id));
-    for (const at of moments) original.set(at, answersAt(mirror, clients, at));
   }, 300_000);
 
   it('is 0600 under umask 022 as a separate process writes it', async () => {

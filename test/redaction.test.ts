@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { daemonEnv, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, keysAsFiles, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';
 import { durableNodeArgs, launchRedis, stopAll, type RedisProcess } from './support/redis-process.js';
 import { startReceiver, type Receiver } from './support/webhook-rig.js';
@@ -59,7 +59,8 @@ async function traceEnv(name: string, redisUrl: string, replicaPort: number): Pr
   hook.username = 'hooks';
   hook.password = HOOK_PASSWORD;
   hook.searchParams.set('password', QUERY_PASSWORD);
-  return daemonEnv({
+  // A REDIS_URL with a password is taken from a file only (given by value it is refused): the daemon still holds it.
+  const env = daemonEnv({
     redisUrl,
     standIn,
     mirrorDb: join(dir, `${name}.db`),
@@ -78,6 +79,7 @@ async function traceEnv(name: string, redisUrl: string, replicaPort: number): Pr
       REPLICA_API_KEY_HEADER: 'x-replica-key',
     },
   });
+  return keysAsFiles(env, join(dir, `keys-${name}`));
 }
 
 /** Every secret of the test, by name, and the outputs that must hold none of them. */

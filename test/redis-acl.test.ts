@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { ROOT, daemonEnv, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { ROOT, daemonEnv, keysAsFiles, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';
 import { durableNodeArgs, launchRedis, stopAll, type RedisProcess } from './support/redis-process.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
@@ -86,17 +86,21 @@ const COMMANDS = [
 async function runAsAclUser(user: string, prefix: string): Promise<void> {
   await admin.call('ACL', 'SETUSER', ...rulesFor(user, prefix));
   await admin.call('ACL', 'LOG', 'RESET');
-  const env = daemonEnv({
-    redisUrl: `redis://${user}:${PASSWORD}@127.0.0.1:${redis.port}`,
-    standIn,
-    mirrorDb: join(dir, `${user}.db`),
-    queuePrefix: prefix,
-    mirrorId: user,
-    statusPort: await freePort(),
-    cron: '*/5 * * * * *',
-    // `status` must answer 0: on a busy machine a run may be more than three 5 s ticks old.
-    extra: { SYNC_STALE_AFTER_MS: '600000', WEBHOOK_URL: receiver.url, WEBHOOK_SECRET: SECRET, CHANGES_BASELINE: 'events' },
-  });
+  // The password-bearing REDIS_URL from a file, as the CLI requires (by value it is refused).
+  const env = keysAsFiles(
+    daemonEnv({
+      redisUrl: `redis://${user}:${PASSWORD}@127.0.0.1:${redis.port}`,
+      standIn,
+      mirrorDb: join(dir, `${user}.db`),
+      queuePrefix: prefix,
+      mirrorId: user,
+      statusPort: await freePort(),
+      cron: '*/5 * * * * *',
+      // `status` must answer 0: on a busy machine a run may be more than three 5 s ticks old.
+      extra: { SYNC_STALE_AFTER_MS: '600000', WEBHOOK_URL: receiver.url, WEBHOOK_SECRET: SECRET, CHANGES_BASELINE: 'events' },
+    }),
+    join(dir, `keys-${user}`),
+  );
   const before = receiver.delivered().length;
   // The first deliveries fail: the retry path (a delayed job) runs under the ACL too.
   receiver.answer = ({ n }) => (n - before < 2 ? { status: 503 } : { status: 204 });
