@@ -126,8 +126,4 @@ describe('scheduled backups', { timeout: 600_000 }, () => {
     },
     180_000,
   );
-
-  it.skipIf(canMount)('NOT RUN: a full backup disk (mounting a tmpfs needs root)', () => {
-    expect(canMount).toBe(false);
-  });
 });

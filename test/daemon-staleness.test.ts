@@ -80,7 +80,8 @@ describe('a mirror that goes stale', () => {
     expect(await metric(port, 'user_mirror_mirror_stale')).toBe(1);
     expect(await metric(port, 'user_mirror_mirror_age_seconds')).toBeGreaterThanOrEqual(4);
     // The last attempt failed, as status says (LAST SYNC FAILED): what UserMirrorSyncFailed alerts on.
-    expect(await metric(port, 'user_mirror_sync_last_attempt_failed')).toBe(1);
+    // Read from the same runs as /readyz but on its own scrape: a run may finish between the two, so wait for it.
+    await eventually(async () => (await metric(port, 'user_mirror_sync_last_attempt_failed')) === 1, 30_000, 'the last-attempt gauge at 1');
 
     const text = await runCli(['status'], env);
     expect(text.code, text.stderr).toBe(1);
