@@ -70,10 +70,7 @@ export function newestRunDrift(db: Db): RunDrift | undefined {
 /** The newest finished published run's id; 0 before any. Its drift rows are written with its final row. */
 export function lastFinishedRunId(db: Db): number {
   return (
-    db
-      .prepare<[], number | null>(`SELECT max(id) FROM sync_runs WHERE published_at IS NOT NULL AND status <> 'running'`)
-      .pluck()
-      .get() ?? 0
+    db.prepare<[], number | null>(`SELECT max(id) FROM sync_runs WHERE published_at IS NOT NULL AND status <> 'running'`).pluck().get() ?? 0
   );
 }
 

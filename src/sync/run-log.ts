@@ -109,7 +109,8 @@ export function logRejected(log: Logger, runId: number, count: number, kept: rea
  */
 export function logSchemaDrift(log: Logger, runId: number, fresh: readonly RunFieldWarning[]): void {
   for (const d of fresh) {
-    const what = d.rule === 'new_field' ? `records carry a field the schema does not know: ${d.field}` : `${d.field} breaks its rule (${d.rule})`;
+    const what =
+      d.rule === 'new_field' ? `records carry a field the schema does not know: ${d.field}` : `${d.field} breaks its rule (${d.rule})`;
     log.warn({ event: 'sync.schema_drift', runId, field: d.field, rule: d.rule, records: d.records }, `schema drift, first seen: ${what}`);
   }
 }

@@ -95,7 +95,16 @@ export class RunWriter {
       this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
       throw err;
     }
-    this.run = { id, duplicates: 0, ledger, broken: false, rejected: [], rejectedBytes: 0, conflicts: new IdentityConflicts(), schemaDrift: new DriftTally() };
+    this.run = {
+      id,
+      duplicates: 0,
+      ledger,
+      broken: false,
+      rejected: [],
+      rejectedBytes: 0,
+      conflicts: new IdentityConflicts(),
+      schemaDrift: new DriftTally(),
+    };
     return id;
   }
 
