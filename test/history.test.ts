@@ -331,7 +331,7 @@ describe('retention and upgrade', () => {
     db.prepare(`VACUUM INTO ?`).run(join(rig.dir, 'v9.db'));
     const up = openMirror(join(rig.dir, 'v9.db'));
     up.exec(
-      `DROP VIEW user_history; DROP VIEW source_history; DROP TABLE user_versions; DROP TABLE source_connections; DROP TABLE history_state; DROP TABLE mirror_lineage; DROP TABLE identity_conflicts; PRAGMA user_version = 8;`,
+      `DROP VIEW user_history; DROP VIEW source_history; DROP TABLE user_versions; DROP TABLE source_connections; DROP TABLE history_state; DROP TABLE mirror_lineage; DROP TABLE identity_conflicts; DROP TABLE run_field_warnings; DROP TABLE schema_drift; PRAGMA user_version = 8;`,
     );
     const before = new Date().toISOString();
     migrate(up, MIGRATIONS);
