@@ -13,20 +13,26 @@
  */
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
-import type { FieldWarning, MirroredUser } from '../../db/mirrored-user.js';
 import { isRecord } from '../runtime/is-record.js';
 import { formatIssues, formatPath } from '../runtime/zod-issues.js';
 
-/** A field dropped because it broke its rule: the mirror's own shape (db/mirrored-user.ts), stored in field_warnings. */
-export type { FieldWarning };
+/** A field dropped from a record because it broke its rule (the mirror stores them in `field_warnings`). */
+export interface FieldWarning {
+  /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
+  field: string;
+  /** The rule the value broke, and what was dropped when more than the field itself. */
+  problem: string;
+}
 
-/** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
-type Assignable<T extends U, U> = T;
-/**
- * A parsed User is what the mirror stores: db/ states that shape itself
- * (MirroredUser), and this line fails `tsc` when the wire schema and it drift apart.
- */
-type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
+/** A user record as received: the parsed user, its text exactly as received, and the fields dropped from it. */
+export interface ReceivedUser {
+  /** The parsed record: fields that broke their rule are absent. */
+  user: User;
+  /** The record's text exactly as received, unknown fields included. */
+  rawJson: string;
+  /** The fields dropped from `user`. */
+  warnings: readonly FieldWarning[];
+}
 
 export type UserParse = { ok: true; user: User; warnings: FieldWarning[] } | { ok: false; issues: string };
 

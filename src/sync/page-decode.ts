@@ -21,10 +21,23 @@
  * is not valid JSON on its own is set aside the same way.
  */
 import type { UserWrite } from '../../db/mirror-store.js';
+import type { MirroredUser, StagedRecord } from '../../db/mirrored-user.js';
 import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
-import { parseUserRecord } from '../service/user-record.js';
+import type { User } from '../service/schemas.js';
+import { parseUserRecord, type ReceivedUser } from '../service/user-record.js';
 import type { Sighting } from './run-ledger.js';
+
+/** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
+type Assignable<T extends U, U> = T;
+/**
+ * The wire and the store state their record shapes each on its own (neither
+ * imports the other); the sync hands the one to the other, so these lines
+ * fail `tsc` here when the service's parsed User and db's MirroredUser, or a
+ * received record and a staged one, drift apart.
+ */
+type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
+type _ReceivedUserIsStaged = Assignable<ReceivedUser, StagedRecord<User>>;
 
 /** A page's bytes and each record's byte range in them (the client's RecordPage is one). */
 export interface PageBytes {
