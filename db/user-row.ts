@@ -108,7 +108,7 @@ export function toUserRow(user: MirroredUser, rawJson: string, hashOfRecord: str
 
 /**
  * One row per slug. `provider` is preferred over the deprecated `source`
- * (live-service-notes). A slug listed twice keeps its first entry in list
+ * (docs/service-notes.md). A slug listed twice keeps its first entry in list
  * order, so the same record always yields the same rows.
  */
 export function toSourceRows(user: MirroredUser): SourceRow[] {
