@@ -136,15 +136,16 @@ function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
   return [...byField].map(([field, problem]) => ({ field, problem }));
 }
 
+/** One list-page record parsed: a user and its field warnings, or the reason it is not a user. */
+export type ParsedRecord =
+  { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
+
 /**
  * Validates the records of one list page one by one, so that a single bad
  * record is reported with its path (`users[37].user_id`) instead of failing
  * the page. Only a record without a valid identity is bad; other fields that
  * break their rule become field warnings (./user-record.ts). Pure: no I/O.
  */
-export type ParsedRecord =
-  { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
-
 export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);
   if (parsed.ok) return { ok: true, index, user: parsed.user, warnings: parsed.warnings };
