@@ -20,13 +20,13 @@ import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removals/worker.js';
-import { managementTarget } from '../jobs/removals/queue.js';
 import { readEstateDurability } from '../jobs/redis-durability.js';
 import { startTestCluster, type TestCluster } from './support/redis-cluster.js';
 import { freePort } from './support/redis-server.js';
 import { daemonEnv, getStatus, spawnDaemon } from './support/daemon-process.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
+import { urlTarget as managementTarget } from '../jobs/url-target.js';
 
 let cluster: TestCluster;
 let standIn: StandIn;

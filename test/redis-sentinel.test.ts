@@ -27,9 +27,9 @@ import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removals/worker.js';
-import { managementTarget } from '../jobs/removals/queue.js';
 import { startTestSentinel, type TestSentinel } from './support/redis-sentinel.js';
 import { eventually } from './support/eventually.js';
+import { urlTarget as managementTarget } from '../jobs/url-target.js';
 
 let sentinel: TestSentinel;
 let standIn: StandIn;

@@ -4,13 +4,12 @@ import {
   REMOVE_MEMBER_JOB,
   checkRemovalJob,
   checkRemovalPayload,
-  canonicalManagementUrl,
-  managementTarget,
   removalDedupId,
   removalJobOptions,
   removalQueueName,
 } from '../jobs/removals/queue.js';
 import { UnreadableJob } from '../jobs/unreadable-job.js';
+import { canonicalUrl as canonicalManagementUrl, urlTarget as managementTarget } from '../jobs/url-target.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { verifyWebhook, webhookHeaders } from '../jobs/webhooks/signature.js';
 import { decideDelivery, WEBHOOK_BACKOFF } from '../jobs/webhooks/decide-delivery.js';
 import { checkWebhookJob, webhookQueueName, webhookTarget, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
-import { managementTarget } from '../jobs/removals/queue.js';
+import { urlTarget as managementTarget } from '../jobs/url-target.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const ID = 'msg_p5jXN8AQM9LWM0D4loKWxJek';

@@ -96,8 +96,6 @@ export async function listFailedRemovals(queue: RemovalQueue, audit: RemovalAudi
   return merged;
 }
 
-export type { RetryResult };
-
 /** Re-queues a failed removal with a fresh attempt budget (the old one is spent). */
 export function retryFailedRemoval(queue: RemovalQueue, jobId: string): Promise<RetryResult> {
   return retryFailedJob(queue, jobId);

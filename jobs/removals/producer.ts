@@ -22,7 +22,6 @@ import { Queue } from 'bullmq';
 import { errorMessage } from '../../src/runtime/errors.js';
 import { RedisUnavailableError, redisReady, type RedisClient } from '../redis-connection.js';
 
-export { RedisUnavailableError };
 import {
   DEFAULT_REMOVAL_POLICY,
   REMOVE_MEMBER_JOB,

@@ -4,18 +4,18 @@
  * BullMQ cannot read (../tolerant-bullmq.ts), named after its target.
  */
 import type { Queue } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
 import {
   DEFAULT_QUEUE_PREFIX,
   REMOVE_MEMBER_JOB,
-  managementTarget,
   removalQueueName,
   type ManagementTarget,
   type RemovalPayload,
   type RemovalResult,
 } from './queue.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
+import { urlTarget as managementTarget } from '../url-target.js';
+import type { Logger } from 'pino';
 
 export type RemovalQueue = Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>;
 

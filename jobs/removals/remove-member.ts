@@ -10,13 +10,14 @@
 import { hostname } from 'node:os';
 import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
-import { logError, type Logger } from '../../src/runtime/log-error.js';
+import { logError } from '../../src/runtime/log-error.js';
 import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
 import { backoffDelay, isRetryable, retryAfterOf, type BackoffPolicy } from '../../src/service/retry.js';
+import type { Logger } from 'pino';
 
 /** The one call a removal needs; `ServiceClient` satisfies it. */
 export interface MemberRemover {

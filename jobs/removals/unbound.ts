@@ -11,12 +11,13 @@
  * `user-mirror removals adopt` on a host configured for it (adoptUnbound).
  */
 import type { Job, Queue } from 'bullmq';
-import { logError, type Logger } from '../../src/runtime/log-error.js';
+import { logError } from '../../src/runtime/log-error.js';
 import type { RedisClient } from '../redis-connection.js';
 import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
 import { enqueueMemberRemoval } from './producer.js';
 import { targetIdOf, type RemovalQueue } from './queue-handle.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
+import type { Logger } from 'pino';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;

@@ -17,10 +17,11 @@
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
+import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';
+import type { Logger } from 'pino';
 
 /**
  * The part of the sync engine's SyncSummary the worker reads (the engine is

@@ -21,10 +21,10 @@ import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import type { FeedEvent } from '../../db/change-feed.js';
 import { formatIssues } from '../../src/runtime/zod-issues.js';
-import type { Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
 import { UnreadableJob } from '../unreadable-job.js';
 import { urlTarget, type UrlTarget } from '../url-target.js';
+import type { Logger } from 'pino';
 
 export const WEBHOOK_JOB = 'webhook';
 

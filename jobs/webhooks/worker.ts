@@ -25,7 +25,7 @@
  */
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
+import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { closeWithin } from '../../src/runtime/deadline.js';
 import type { BackoffPolicy } from '../../src/service/retry.js';
 import type { RedisClient } from '../redis-connection.js';
@@ -45,6 +45,7 @@ import {
   type WebhookProgress,
   type WebhookTarget,
 } from './queue.js';
+import type { Logger } from 'pino';
 
 /** What a delivered job returns (`job.returnvalue`). */
 export interface WebhookResult {

@@ -36,9 +36,9 @@ import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removal
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { readWalIndex } from '../../db/wal-index.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/queue.js';
 import { syncQueueName } from '../../jobs/sync/queue.js';
 import {
   createWebhookQueue,
@@ -64,6 +64,8 @@ import { diskSpace } from '../../db/disk-space.js';
 import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
 import { newestRunFindings } from '../../db/run-findings.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
+import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
 const Args = z.object({
   json: z.boolean().default(false),

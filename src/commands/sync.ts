@@ -32,9 +32,9 @@ import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from '../sync/exclusive-run.js';
-import type { SyncStatus, SyncSummary } from '../sync/engine.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 import { syncConnections } from '../sync/process-settings.js';
+import type { SyncStatus, SyncSummary } from '../sync/run-summary.js';
 
 const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
 const EXIT_BUSY = 5;

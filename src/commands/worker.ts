@@ -14,16 +14,19 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { createLogger, humanLog, type Logger } from '../runtime/log.js';
+import { createLogger, humanLog } from '../runtime/log.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { type RedisClient, createRedisConnection, describeRedis, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removals/worker.js';
-import { managementTarget, removalQueueName } from '../../jobs/removals/queue.js';
+import { removalQueueName } from '../../jobs/removals/queue.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
+import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import type { Logger } from 'pino';
 
 const Args = z.object({
   positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {

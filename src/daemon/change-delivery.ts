@@ -40,8 +40,9 @@ import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhook
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { webhookLag } from './status-report.js';
+import type { Logger } from 'pino';
 
 /** Events read and added per round trip. */
 const DISPATCH_BATCH = 500;

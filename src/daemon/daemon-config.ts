@@ -15,7 +15,8 @@ import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
 /** Every variable the daemon reads but the management pair (DAEMON_MANAGEMENT_ENV), which it reads only when given. */
 export const DAEMON_ENV = [

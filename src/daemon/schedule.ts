@@ -11,10 +11,11 @@
  * apart still name the same job.
  */
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { nodeCron } from '../runtime/node-cron.js';
 import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
+import type { Logger } from 'pino';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
 

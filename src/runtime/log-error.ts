@@ -8,8 +8,6 @@
 import type { Logger } from 'pino';
 import { errorMessage, MESSAGE_MAX_CHARS } from './errors.js';
 
-export type { Logger };
-
 /** The fields of a line about an error: `err` is the error as caught. */
 export interface ErrorFields {
   err: unknown;

@@ -22,7 +22,7 @@
  */
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
-import { createLogger, type Logger } from '../runtime/log.js';
+import { createLogger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
@@ -30,6 +30,7 @@ import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../
 import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 import { syncConnections } from './process-settings.js';
+import type { Logger } from 'pino';
 
 /** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
 export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;

@@ -33,7 +33,7 @@ import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './scan.js';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import type { Logger } from '../runtime/log.js';
+import type { Logger } from 'pino';
 
 export interface ScanOutcome {
   /** Pages that still failed after all their attempts. */

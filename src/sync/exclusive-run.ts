@@ -4,7 +4,6 @@
  * (./child-main.ts) runs, so the two cannot drift apart.
  */
 import type { Config } from '../runtime/config.js';
-import type { Logger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { checkpointMirror, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import {
@@ -15,10 +14,12 @@ import {
   type AttemptFailure,
 } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
-import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
+import { runSync, type SyncOptions } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
 import { purgeChangeLog, purgeDeletedUsers, purgeHistory } from '../../db/purge.js';
+import type { SyncSummary } from './run-summary.js';
+import type { Logger } from 'pino';
 
 export const LEASED_SYNC_ENV = [
   'SYNC_CONCURRENCY',

@@ -20,13 +20,13 @@
  * user keeps the row it had and is never a deletion candidate. A record that
  * is not valid JSON on its own is set aside the same way.
  */
-import type { UserWrite } from '../../db/mirror-store.js';
 import type { MirroredUser, StagedRecord } from '../../db/mirrored-user.js';
 import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import type { User } from '../service/schemas.js';
 import { parseUserRecord, type ReceivedUser } from '../service/user-record.js';
 import type { Sighting } from './run-ledger.js';
+import type { UserWrite } from '../../db/user-writes.js';
 
 /** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
 type Assignable<T extends U, U> = T;

@@ -7,9 +7,10 @@
  * per (team_id, client_user_id), the newer record winning. Whether the
  * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
  */
-import type { MirrorStore, PriorRow, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
+import type { MirrorStore, PublishDeletions, PublishResult } from '../../db/mirror-store.js';
 import type { FinishRunInput } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
+import type { PriorRow, UserWrite } from '../../db/user-writes.js';
 
 export interface MemoryUser {
   userId: string;

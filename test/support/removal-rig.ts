@@ -10,18 +10,20 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import type { Job } from 'bullmq';
 import type { Db } from '../../db/open.js';
-import { auditPathFor, openAudit } from '../../db/open-audit.js';
+import { openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { silentLogger } from '../../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/queue.js';
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
 import { eventually } from './eventually.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
+import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { auditPathFor } from '../../db/audit-location.js';
 
 export interface Shared {
   redis: TestRedis;
