@@ -301,11 +301,6 @@ export function isGiven(name: EnvName, env: NodeJS.ProcessEnv = process.env): bo
   return isFileSecret(name) ? secretGiven(name, env) : (env[name] ?? '') !== '';
 }
 
-/** A secret that is required when used but optional here: read only when one of its sources is given. */
-export function readOptionalSecret(name: 'SERVICE_API_KEY' | 'MANAGEMENT_KEY', env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return secretGiven(name, env) ? readConfig([name], env)[name] : undefined;
-}
-
 /** The variable sets commands ask for. */
 export const SERVICE_ENV = [
   'SERVICE_BASE_URL',

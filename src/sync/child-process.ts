@@ -239,4 +239,3 @@ export const ParentMessageSchema = z.discriminatedUnion('type', [
   /** Stop the run: it is recorded as failed ('aborted') and nothing is published. */
   z.object({ type: z.literal('abort') }),
 ]);
-export type ParentMessage = z.infer<typeof ParentMessageSchema>;

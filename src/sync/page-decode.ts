@@ -63,12 +63,6 @@ export interface PageTally {
   duplicates: number;
 }
 
-/** A page decoded whole: its writes and its tally. */
-export interface DecodedPage extends PageTally {
-  /** New, changed or reappearing users, and repeat listings (the directory moved under the scan). */
-  writes: UserWrite[];
-}
-
 export type Sight = (userId: string, digest: string) => Sighting;
 
 export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
@@ -101,13 +95,6 @@ export function* pageWrites(
     const write = listRecord(body, span, index, offset, sight, maxRecordBytes, tally);
     if (write !== undefined) yield write;
   }
-}
-
-/** The whole page at once (pageWrites, collected). */
-export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): DecodedPage {
-  const tally = emptyTally();
-  const writes = [...pageWrites(page, offset, sight, tally, maxRecordBytes)];
-  return { writes, ...tally };
 }
 
 function listRecord(
