@@ -18,6 +18,7 @@ import { enqueueMemberRemoval } from './producer.js';
 import { targetIdOf, type RemovalQueue } from './queue-handle.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
 import type { Logger } from 'pino';
+import { isRecord } from '../../src/runtime/is-record.js';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;
@@ -96,7 +97,7 @@ export async function adoptUnbound(
       continue;
     }
     const data: unknown = job.data;
-    const named = typeof data === 'object' && data !== null ? (data as Record<string, unknown>).target : undefined;
+    const named = isRecord(data) ? data.target : undefined;
     if (named !== undefined && named !== into) {
       results.push({
         jobId,
@@ -105,7 +106,7 @@ export async function adoptUnbound(
       });
       continue;
     }
-    const checked = checkRemovalPayload(typeof data === 'object' && data !== null ? { ...data, target: into } : data);
+    const checked = checkRemovalPayload(isRecord(data) ? { ...data, target: into } : data);
     if (!checked.ok) {
       results.push({ jobId, result: 'invalid', reason: checked.reason });
       continue;

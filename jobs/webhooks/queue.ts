@@ -25,6 +25,7 @@ import type { RedisClient } from '../redis-connection.js';
 import { UnreadableJob } from '../unreadable-job.js';
 import { urlTarget, type UrlTarget } from '../url-target.js';
 import type { Logger } from 'pino';
+import { isRecord } from '../../src/runtime/is-record.js';
 
 export const WEBHOOK_JOB = 'webhook';
 
@@ -75,8 +76,8 @@ export interface WebhookProgress {
 }
 
 export function attemptsOf(progress: unknown): number {
-  if (typeof progress !== 'object' || progress === null) return 0;
-  const n = (progress as Record<string, unknown>).attempts;
+  if (!isRecord(progress)) return 0;
+  const n = progress.attempts;
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 

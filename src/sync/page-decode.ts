@@ -27,6 +27,7 @@ import type { User } from '../service/schemas.js';
 import { parseUserRecord, type ReceivedUser } from '../service/user-record.js';
 import type { Sighting } from './run-ledger.js';
 import type { UserWrite } from '../../db/user-writes.js';
+import { isRecord } from '../runtime/is-record.js';
 
 /** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
 type Assignable<T extends U, U> = T;
@@ -154,9 +155,9 @@ function jsonOrUndefined(text: string): unknown {
 
 function idsOf(raw: unknown): Record<string, string> {
   const out: Record<string, string> = {};
-  if (typeof raw !== 'object' || raw === null) return out;
+  if (!isRecord(raw)) return out;
   for (const key of ['user_id', 'client_user_id']) {
-    const value: unknown = (raw as Record<string, unknown>)[key];
+    const value = raw[key];
     if (typeof value === 'string' && value.length <= MAX_KEPT_ID) out[key] = value;
   }
   return out;

@@ -29,6 +29,7 @@ import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
 import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
+import { isRecord } from '../runtime/is-record.js';
 
 export interface StagePageResult {
   /** Records listed and readable: every record of the page but the rejected ones. */
@@ -236,8 +237,8 @@ function reservoirSample<T>(items: Iterable<T>, k: number): T[] {
 }
 
 function stringField(raw: unknown, key: string): string | undefined {
-  if (typeof raw !== 'object' || raw === null) return undefined;
-  const value: unknown = (raw as Record<string, unknown>)[key];
+  if (!isRecord(raw)) return undefined;
+  const value = raw[key];
   return typeof value === 'string' ? value : undefined;
 }
 
