@@ -41,7 +41,7 @@ import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
 import { logError } from '../runtime/log-error.js';
-import { webhookLag } from './status-report.js';
+import { webhookLag } from './webhook-lag.js';
 import type { Logger } from 'pino';
 
 /** Events read and added per round trip. */
