@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { createRedisConnection } from '../jobs/redis-connection.js';
-import { createWebhookQueue, enqueueEvents, webhookTarget } from '../jobs/webhooks/queue.js';
+import { createWebhookQueue, enqueueEvents, webhookTarget } from '../jobs/webhooks/contract.js';
 import { webhookHeaders } from '../jobs/webhooks/signature.js';
 import { verifyWebhook } from '../test/support/doc-verifier.js';
 import { startWebhookWorker } from '../jobs/webhooks/worker.js';

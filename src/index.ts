@@ -25,7 +25,7 @@ export {
   type RemovalRequest,
   type RemovalResult,
   type RemovalJobPolicy,
-} from '../jobs/removals/queue.js';
+} from '../jobs/removals/contract.js';
 // The public name for a queue's management target; jobs/url-target.ts serves the webhook queue too.
 export { urlTarget as managementTarget } from '../jobs/url-target.js';
 export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removals/worker.js';

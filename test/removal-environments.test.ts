@@ -26,7 +26,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
-import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, removalQueueName, type ManagementTarget } from '../jobs/removals/queue.js';
+import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, removalQueueName, type ManagementTarget } from '../jobs/removals/contract.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../jobs/removals/worker.js';
 import { countUnbound } from '../jobs/removals/unbound.js';
 import { deleteRequests, standInManagementClient } from './support/removal-rig.js';

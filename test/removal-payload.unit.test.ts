@@ -7,7 +7,7 @@ import {
   removalDedupId,
   removalJobOptions,
   removalQueueName,
-} from '../jobs/removals/queue.js';
+} from '../jobs/removals/contract.js';
 import { UnreadableJob } from '../jobs/unreadable-job.js';
 import { canonicalUrl as canonicalManagementUrl, urlTarget as managementTarget } from '../jobs/url-target.js';
 

@@ -6,7 +6,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
+import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/contract.js';
 import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
 import type { TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';

@@ -18,7 +18,7 @@ import { lastCursor } from '../db/lineage.js';
 import { openMirror } from '../db/open.js';
 import { markRestore } from '../db/restore.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookQueue } from '../jobs/webhooks/queue.js';
+import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookQueue } from '../jobs/webhooks/contract.js';
 import { dispatchNewEvents } from '../src/daemon/change-delivery.js';
 import { changesAnswer } from '../src/replica/answers.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';

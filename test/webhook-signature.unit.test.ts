@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhookHeaders } from '../jobs/webhooks/signature.js';
 import { verifyWebhook } from './support/doc-verifier.js';
 import { decideDelivery, WEBHOOK_BACKOFF } from '../jobs/webhooks/decide-delivery.js';
-import { checkWebhookJob, webhookQueueName, webhookTarget, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
+import { checkWebhookJob, webhookQueueName, webhookTarget, WEBHOOK_JOB } from '../jobs/webhooks/contract.js';
 import { urlTarget as managementTarget } from '../jobs/url-target.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';

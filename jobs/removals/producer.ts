@@ -31,7 +31,7 @@ import {
   type RemovalJobPolicy,
   type RemovalPayload,
   type RemovalRequest,
-} from './queue.js';
+} from './contract.js';
 import { createRemovalQueue, targetIdOf, type RemovalQueue, type RemovalQueueOptions } from './queue-handle.js';
 
 /** Where to enqueue: a queue you keep open, or a connection for one enqueue. */

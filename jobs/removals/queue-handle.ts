@@ -12,7 +12,7 @@ import {
   type ManagementTarget,
   type RemovalPayload,
   type RemovalResult,
-} from './queue.js';
+} from './contract.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
 import { urlTarget as managementTarget } from '../url-target.js';
 import type { Logger } from 'pino';

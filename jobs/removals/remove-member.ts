@@ -14,7 +14,7 @@ import { logError } from '../../src/runtime/log-error.js';
 import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
-import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
+import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './contract.js';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
 import { backoffDelay, isRetryable, retryAfterOf, type BackoffPolicy } from '../../src/service/retry.js';
 import { removalBackoffPolicy } from './backoff.js';

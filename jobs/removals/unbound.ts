@@ -13,7 +13,7 @@
 import type { Job, Queue } from 'bullmq';
 import { logError } from '../../src/runtime/log-error.js';
 import type { RedisClient } from '../redis-connection.js';
-import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
+import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './contract.js';
 import { enqueueMemberRemoval } from './producer.js';
 import { targetIdOf, type RemovalQueue } from './queue-handle.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';

@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
 import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
-import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
+import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './contract.js';
 import { createRemovalBackoff } from './backoff.js';
 import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';

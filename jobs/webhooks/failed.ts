@@ -6,7 +6,7 @@
  */
 import type { Job } from 'bullmq';
 import { retryAllFailedJobs, retryFailedJob, type RetryOptions, type RetryResult } from '../retry-failed.js';
-import { attemptsOf, type WebhookQueue } from './queue.js';
+import { attemptsOf, type WebhookQueue } from './contract.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 
 export interface FailedWebhook {

@@ -4,7 +4,7 @@
  * summed up has nothing to do with how an event is delivered.
  */
 import { logError } from '../../src/runtime/log-error.js';
-import type { WebhookTarget } from './queue.js';
+import type { WebhookTarget } from './contract.js';
 import type { Logger } from 'pino';
 
 export interface WebhookOutcome {

@@ -44,7 +44,7 @@ import {
   webhookQueueName,
   type WebhookProgress,
   type WebhookTarget,
-} from './queue.js';
+} from './contract.js';
 import type { Logger } from 'pino';
 
 /** What a delivered job returns (`job.returnvalue`). */

@@ -31,7 +31,7 @@ import { whyNotWritable } from '../runtime/writable-file.js';
 import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
-import { removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { removalQueueName, type ManagementTarget } from '../../jobs/removals/contract.js';
 import { echoId } from '../runtime/echo-id.js';
 import {
   adoptUnbound,

@@ -18,7 +18,7 @@ import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
-import { RemovalResultSchema, checkRemovalPayload } from '../../jobs/removals/queue.js';
+import { RemovalResultSchema, checkRemovalPayload } from '../../jobs/removals/contract.js';
 import { urlTarget as managementTarget } from '../../jobs/url-target.js';
 
 const Args = z

@@ -38,8 +38,8 @@ import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { readWalIndex } from '../../db/wal-index.js';
 import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
-import { type ManagementTarget } from '../../jobs/removals/queue.js';
-import { syncQueueName } from '../../jobs/sync/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/contract.js';
+import { syncQueueName } from '../../jobs/sync/contract.js';
 import {
   createWebhookQueue,
   readDispatched,
@@ -48,7 +48,7 @@ import {
   readSettled,
   webhookTarget,
   type WebhookTarget,
-} from '../../jobs/webhooks/queue.js';
+} from '../../jobs/webhooks/contract.js';
 import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';

@@ -2,7 +2,7 @@
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
  * Needs Redis (REDIS_URL, or REDIS_CLUSTER_NODES, or REDIS_SENTINELS), MANAGEMENT_URL
- * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removals/queue.ts);
+ * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removals/contract.ts);
  * writes the audit to
  * AUDIT_DB (default: next to MIRROR_DB, see db/audit-location.ts).
  * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
@@ -21,7 +21,7 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { type RedisClient, createRedisConnection, describeRedis, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removals/worker.js';
-import { removalQueueName } from '../../jobs/removals/queue.js';
+import { removalQueueName } from '../../jobs/removals/contract.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
 import { urlTarget as managementTarget } from '../../jobs/url-target.js';

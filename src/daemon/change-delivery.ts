@@ -34,7 +34,7 @@ import {
   writeDispatched,
   type WebhookQueue,
   type WebhookTarget,
-} from '../../jobs/webhooks/queue.js';
+} from '../../jobs/webhooks/contract.js';
 import type { WebhookOutcome } from '../../jobs/webhooks/outcomes.js';
 import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';

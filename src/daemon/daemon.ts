@@ -54,7 +54,7 @@ import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
-import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
+import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/contract.js';
 import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics } from './metrics.js';

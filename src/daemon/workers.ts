@@ -7,7 +7,7 @@
 import type { RemovalAudit } from '../../db/removal-audit.js';
 import type { FileIdentity } from '../../db/file-identity.js';
 import { createRedisConnection, type RedisEndpoint } from '../../jobs/redis-connection.js';
-import type { ManagementTarget } from '../../jobs/removals/queue.js';
+import type { ManagementTarget } from '../../jobs/removals/contract.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import type { ServiceClient } from '../service/client.js';

@@ -16,7 +16,7 @@ import { silentLogger } from '../../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { type ManagementTarget } from '../../jobs/removals/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/contract.js';
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
