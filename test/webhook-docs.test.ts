@@ -24,7 +24,7 @@ beforeAll(async () => {
   const rig = await createWebhookRig(redis.url, receiver);
   try {
     await rig.startWorker();
-    const { enqueueEvents } = await import('../jobs/webhooks/contract.js');
+    const { enqueueEvents } = await import('../jobs/webhooks/queue-handle.js');
     await enqueueEvents(rig.queue, feedEvents(1, 1), 30);
     delivered = await eventually(() => receiver.requests.find((r) => r.status === 204), 20_000, 'a delivery');
   } finally {

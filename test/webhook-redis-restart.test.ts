@@ -8,11 +8,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../db/change-feed.js';
-import { enqueueEvents } from '../jobs/webhooks/contract.js';
 import type { TestRedis } from './support/redis-server.js';
 import { requireBuiltCli } from './support/cli-process.js';
 import { feedEvents, firstDeliveries, SECRET, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 import { eventually } from './support/eventually.js';
+import { enqueueEvents } from '../jobs/webhooks/queue-handle.js';
 
 let redis: TestRedis;
 let receiver: Receiver;

@@ -6,8 +6,9 @@
  */
 import type { Job } from 'bullmq';
 import { retryAllFailedJobs, retryFailedJob, type RetryOptions, type RetryResult } from '../retry-failed.js';
-import { attemptsOf, type WebhookQueue } from './contract.js';
+import { attemptsOf } from './contract.js';
 import { isRecord } from '../../src/runtime/is-record.js';
+import type { WebhookQueue } from './queue-handle.js';
 
 export interface FailedWebhook {
   event_id: string;

@@ -38,14 +38,12 @@ import {
   KEEP_COMPLETED_WEBHOOKS,
   attemptsOf,
   checkWebhookJob,
-  clearEndpointFailure,
-  markEndpointFailing,
-  raiseSettled,
   webhookQueueName,
   type WebhookProgress,
   type WebhookTarget,
 } from './contract.js';
 import type { Logger } from 'pino';
+import { clearEndpointFailure, markEndpointFailing, raiseSettled } from './delivery-state.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
 export interface WebhookResult {

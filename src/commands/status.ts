@@ -40,15 +40,7 @@ import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { type ManagementTarget } from '../../jobs/removals/contract.js';
 import { syncQueueName } from '../../jobs/sync/contract.js';
-import {
-  createWebhookQueue,
-  readDispatched,
-  readEndpointFailure,
-  readRetrying,
-  readSettled,
-  webhookTarget,
-  type WebhookTarget,
-} from '../../jobs/webhooks/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
@@ -66,6 +58,8 @@ import { newestRunFindings } from '../../db/run-findings.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { urlTarget as managementTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
 
 const Args = z.object({
   json: z.boolean().default(false),

@@ -22,19 +22,7 @@
  */
 import { ChangeFeed } from '../../db/change-feed.js';
 import { isBusy } from '../../db/busy-retry.js';
-import {
-  createWebhookQueue,
-  enqueueEvents,
-  readDispatched,
-  readEndpointFailure,
-  readSettled,
-  type EndpointFailure,
-  resetCursors,
-  webhookTarget,
-  writeDispatched,
-  type WebhookQueue,
-  type WebhookTarget,
-} from '../../jobs/webhooks/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import type { WebhookOutcome } from '../../jobs/webhooks/outcomes.js';
 import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
@@ -43,6 +31,15 @@ import { ConfigError, type Config } from '../runtime/config.js';
 import { logError } from '../runtime/log-error.js';
 import { webhookLag } from './webhook-lag.js';
 import type { Logger } from 'pino';
+import { createWebhookQueue, enqueueEvents, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import {
+  readDispatched,
+  readEndpointFailure,
+  readSettled,
+  type EndpointFailure,
+  resetCursors,
+  writeDispatched,
+} from '../../jobs/webhooks/delivery-state.js';
 
 /** Events read and added per round trip. */
 const DISPATCH_BATCH = 500;

@@ -54,7 +54,7 @@ import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
-import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/contract.js';
+import { syncQueueName, type SyncJobData } from '../../jobs/sync/contract.js';
 import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics } from './metrics.js';
@@ -80,6 +80,7 @@ import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
 import type { SyncSummary } from '../sync/run-summary.js';
 import { urlTarget as managementTarget } from '../../jobs/url-target.js';
 import type { Logger } from 'pino';
+import { createSyncQueue } from '../../jobs/sync/queue-handle.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -222,7 +223,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const start = async (): Promise<void> => {
     if (!(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return;
 
-    syncQueue = openSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
+    syncQueue = createSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
     if (target !== undefined) removalQueue = createRemovalQueue(control, { target, prefix });
     unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));

@@ -14,8 +14,9 @@ import type { Queue } from 'bullmq';
 import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { nodeCron } from '../runtime/node-cron.js';
-import { enqueueSync, type SyncJobData } from '../../jobs/sync/contract.js';
+import { type SyncJobData } from '../../jobs/sync/contract.js';
 import type { Logger } from 'pino';
+import { enqueueSync } from '../../jobs/sync/queue-handle.js';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
 

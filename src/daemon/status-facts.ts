@@ -9,9 +9,9 @@ import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
-import type { EndpointFailure } from '../../jobs/webhooks/contract.js';
 import type { RunTrouble } from './staleness.js';
 import type { RunFindings } from '../../db/run-findings.js';
+import type { EndpointFailure } from '../../jobs/webhooks/delivery-state.js';
 
 export interface RunFacts {
   id: number;

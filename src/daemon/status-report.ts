@@ -7,7 +7,6 @@
  */
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
-import type { EndpointFailure } from '../../jobs/webhooks/contract.js';
 import { assessStaleness } from './staleness.js';
 import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
@@ -22,6 +21,7 @@ import {
   type RejectedReport,
   type WebhookLagVerdict,
 } from './status-findings.js';
+import type { EndpointFailure } from '../../jobs/webhooks/delivery-state.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it

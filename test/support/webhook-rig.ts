@@ -9,10 +9,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FeedEvent } from '../../db/change-feed.js';
 import { silentLogger } from '../../src/runtime/log.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { createWebhookQueue, webhookTarget, type WebhookQueue, type WebhookTarget } from '../../jobs/webhooks/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import { startWebhookWorker, type WebhookWorkerHandle, type WebhookWorkerOptions } from '../../jobs/webhooks/worker.js';
 import { verifyWebhook } from './doc-verifier.js';
 import { freePort, startTestRedis, type TestRedis } from './redis-server.js';
+import { createWebhookQueue, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 
 export const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
