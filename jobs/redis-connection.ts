@@ -67,7 +67,7 @@ export interface QueueSettings {
   prefix: string;
 }
 
-export const REDIS_ENV = [
+const REDIS_ENV = [
   'REDIS_URL',
   'REDIS_CLUSTER_NODES',
   'REDIS_SENTINELS',
