@@ -73,6 +73,40 @@ function imports(path: string): string[] {
   );
 }
 
+const ENTRY_POINTS = ['src/index.ts', 'src/producer.ts'];
+
+/** Names a file exports that it did not define: `export … from`, or `export { x }` of an imported x. Entry points may. */
+function reExports(path: string): string[] {
+  if (ENTRY_POINTS.includes(path) || path.endsWith('/index.ts')) return [];
+  const text = readFileSync(path, 'utf8');
+  const imported = new Set(
+    [...text.matchAll(/^import\s+(?:type\s+)?\{([^}]*)\}\s*from/gm)].flatMap((m) =>
+      (m[1] ?? '').split(',').map(
+        (part) =>
+          part
+            .replace(/^\s*type\s+/, '')
+            .split(/\s+as\s+/)
+            .pop()
+            ?.trim() ?? '',
+      ),
+    ),
+  );
+  return [...text.matchAll(/^export\s+(?:type\s+)?(\*|\{[^}]*\})\s*(from\s*'[^']+')?/gm)].flatMap((m) => {
+    if (m[2] !== undefined) return [`${path}: ${m[0]}`];
+    const names = (m[1] ?? '')
+      .replace(/[{}]/g, '')
+      .split(',')
+      .map(
+        (part) =>
+          part
+            .replace(/^\s*type\s+/, '')
+            .split(/\s+as\s+/)[0]
+            ?.trim() ?? '',
+      );
+    return names.filter((name) => imported.has(name)).map((name) => `${path}: re-exports ${name}`);
+  });
+}
+
 /** Why `from` may not import `to`, or undefined when it may. */
 function violation(from: string, to: string): string | undefined {
   const a = folderOf(from);
@@ -112,6 +146,10 @@ describe('architecture', () => {
       .filter((folder) => folder.startsWith('src'));
     expect(borrowed.length).toBeGreaterThan(0);
     expect([...new Set(borrowed)].filter((folder) => !SHARED_BASE.includes(folder))).toEqual([]);
+  });
+
+  it('has one import path per name: no pass-through re-export outside the entry points', () => {
+    expect(files.flatMap(reExports)).toEqual([]);
   });
 
   it('has no two files that import each other', () => {
