@@ -33,7 +33,7 @@ import { deleteRequests, standInManagementClient } from './support/removal-rig.j
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
-import { urlTarget as managementTarget } from '../jobs/url-target.js';
+import { urlTarget } from '../jobs/url-target.js';
 import { auditPathFor } from '../db/audit-location.js';
 
 /** One management service and the host that removes members from it. */
@@ -85,7 +85,7 @@ async function openEnvironment(name: string, seed: number): Promise<Environment>
   // A few users, so `sync --once` can give this host a fresh mirror (test 3's `status`).
   const standIn = await startStandIn({ users: 5, orgs: 0, membersPerOrg: 0, seed });
   cleanups.push(() => standIn.close());
-  const target = managementTarget(standIn.managementUrl);
+  const target = urlTarget(standIn.managementUrl);
   mkdirSync(join(dir, name));
   const mirrorPath = join(dir, name, 'mirror.db');
   const db = openAudit(auditPathFor(mirrorPath));

@@ -8,7 +8,7 @@ import { webhookHeaders } from '../jobs/webhooks/signature.js';
 import { verifyWebhook } from './support/doc-verifier.js';
 import { decideDelivery, WEBHOOK_BACKOFF } from '../jobs/webhooks/decide-delivery.js';
 import { checkWebhookJob, webhookQueueName, webhookTarget, WEBHOOK_JOB } from '../jobs/webhooks/contract.js';
-import { urlTarget as managementTarget } from '../jobs/url-target.js';
+import { urlTarget } from '../jobs/url-target.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const ID = 'msg_p5jXN8AQM9LWM0D4loKWxJek';
@@ -94,7 +94,7 @@ describe('delivery decisions', () => {
 describe('webhook queue contract', () => {
   it('names the receiver like a management target, without its query', () => {
     const t = webhookTarget('HTTPS://Hooks.Example.com:443/in/?token=s3cret');
-    expect(t).toEqual({ ...managementTarget('https://hooks.example.com/in'), endpoint: 'HTTPS://Hooks.Example.com:443/in/?token=s3cret' });
+    expect(t).toEqual({ ...urlTarget('https://hooks.example.com/in'), endpoint: 'HTTPS://Hooks.Example.com:443/in/?token=s3cret' });
     expect(t.url).toBe('https://hooks.example.com/in');
     expect(webhookQueueName('mirror-a', t.id)).toBe(`webhooks-mirror-a-${t.id}`);
   });

@@ -50,7 +50,7 @@ import {
   type FailedRemoval,
   type HostOutcomes,
 } from '../../jobs/removals/failed.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
 const Args = z
@@ -85,7 +85,7 @@ export default async function main(argv: string[]): Promise<number> {
   } = readWithQueueSettings([...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS'], process.env, (pass) =>
     pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
   );
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);
   const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:removals' });

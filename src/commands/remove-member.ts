@@ -19,7 +19,7 @@ import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-c
 import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { RemovalResultSchema, checkRemovalPayload } from '../../jobs/removals/contract.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 
 const Args = z
   .object({
@@ -46,7 +46,7 @@ export default async function main(argv: string[]): Promise<number> {
     config,
     queue: { endpoint, prefix },
   } = readWithQueueSettings(['MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   const [orgId, memberId] = args.positionals;
   const timeoutS = args.timeout ?? DEFAULT_WAIT_S;
 

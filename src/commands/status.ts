@@ -56,7 +56,7 @@ import { diskSpace } from '../../db/disk-space.js';
 import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
 import { newestRunFindings } from '../../db/run-findings.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
@@ -93,7 +93,7 @@ export default async function status(argv: string[]): Promise<number> {
   pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
   const config = pass.done();
   const settings = queueSettingsFromConfig(config);
-  const target = config.MANAGEMENT_URL === undefined ? undefined : managementTarget(config.MANAGEMENT_URL);
+  const target = config.MANAGEMENT_URL === undefined ? undefined : urlTarget(config.MANAGEMENT_URL);
   const hook = config.WEBHOOK_URL === undefined ? undefined : webhookTarget(config.WEBHOOK_URL);
   const auditPath = auditLocation(config);
 

@@ -24,7 +24,7 @@ import { startRemovalWorker } from '../../jobs/removals/worker.js';
 import { removalQueueName } from '../../jobs/removals/contract.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import type { Logger } from 'pino';
 
@@ -54,7 +54,7 @@ export default async function main(argv: string[]): Promise<number> {
     process.env,
     (pass) => pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
   );
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
   const logger = createLogger(config, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
   const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });

@@ -78,7 +78,7 @@ import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
 import type { SyncSummary } from '../sync/run-summary.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 import type { Logger } from 'pino';
 import { createSyncQueue } from '../../jobs/sync/queue-handle.js';
 
@@ -110,7 +110,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const where = describeRedis(endpoint);
   const management = managementOf(config);
-  const target = management === undefined ? undefined : managementTarget(management.MANAGEMENT_URL);
+  const target = management === undefined ? undefined : urlTarget(management.MANAGEMENT_URL);
   const webhooks = webhookSettings(config);
 
   log.info(

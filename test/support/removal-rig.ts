@@ -22,7 +22,7 @@ import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
 import { eventually } from './eventually.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
-import { urlTarget as managementTarget } from '../../jobs/url-target.js';
+import { urlTarget } from '../../jobs/url-target.js';
 import { auditPathFor } from '../../db/audit-location.js';
 
 export interface Shared {
@@ -76,7 +76,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
   const db = openAudit(auditPath);
   const audit = createRemovalAudit(db);
   const producer = createRedisConnection(redis.url, { role: 'producer' });
-  const target = managementTarget(standIn.managementUrl);
+  const target = urlTarget(standIn.managementUrl);
   const queue = createRemovalQueue(producer, { target, prefix });
   const workers: Array<{ handle: RemovalWorkerHandle; redis: RedisClient; client: ServiceClient }> = [];
 
