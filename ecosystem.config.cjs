@@ -51,6 +51,7 @@ else if (process.env.ENV_FILE) throw new Error(`user-mirror: ENV_FILE: ${envFile
 /**
  * Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step),
  * the secrets by their `_FILE` form only (see SECRETS), and systemd's CREDENTIALS_DIRECTORY.
+ * Written out, not derived: pm2 loads this plain CommonJS file itself, built or not, so it cannot import the registry.
  */
 const DAEMON_VARIABLES = [
   'SERVICE_BASE_URL',

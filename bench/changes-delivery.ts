@@ -11,13 +11,15 @@ import { createServer, type Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { createRedisConnection } from '../jobs/redis-connection.js';
-import { createWebhookQueue, enqueueEvents, webhookTarget } from '../jobs/webhooks/queue.js';
-import { webhookHeaders, verifyWebhook } from '../jobs/webhooks/signature.js';
+import { webhookTarget } from '../jobs/webhooks/contract.js';
+import { webhookHeaders } from '../jobs/webhooks/signature.js';
+import { verifyWebhook } from '../test/support/doc-verifier.js';
 import { startWebhookWorker } from '../jobs/webhooks/worker.js';
 import type { FeedEvent } from '../db/change-feed.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { startTestRedis } from '../test/support/redis-server.js';
 import { wireUser } from '../test/support/mirror-fixtures.js';
+import { createWebhookQueue, enqueueEvents } from '../jobs/webhooks/queue-handle.js';
 
 const EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
 const SECRET = `whsec_${Buffer.alloc(24, 42).toString('base64')}`;
@@ -57,7 +59,7 @@ async function startReceiver(): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      if (!verifyWebhook(SECRET, req.headers, body).ok) r.bad++;
+      if (!verifyWebhook(SECRET, req.headers, Buffer.from(body))) r.bad++;
       r.ids.push(String(req.headers['webhook-id']));
       res.writeHead(204).end();
       if (waiter !== undefined && r.ids.length >= waiter.n) waiter.resolve();

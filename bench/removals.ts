@@ -33,7 +33,7 @@ import { startTestCluster, type TestCluster } from '../test/support/redis-cluste
 import { createRedisConnection, readQueueSettings } from '../jobs/redis-connection.js';
 import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue, type RemovalQueue } from '../jobs/removals/queue-handle.js';
-import type { RemovalRequest } from '../jobs/removals/queue.js';
+import type { RemovalRequest } from '../jobs/removals/contract.js';
 import type { FaultPlan } from '../src/stand-in/index.js';
 import type { CheckReport, StandInReply, StandInRequest } from './removals-stand-in.js';
 

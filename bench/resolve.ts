@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openMirror } from '../db/open.js';
-import type { StagedRecord } from '../db/user-writes.js';
+import type { StagedRecord } from '../db/mirrored-user.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { closeResolvers, resolveOffline, resolveOfflineMany, type ResolveOptions } from '../src/replica/resolve.js';

@@ -22,7 +22,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkpointMirror, openMirror, type Db } from '../db/open.js';
 import { MIGRATIONS } from '../db/migrations.js';
-import type { StagedRecord } from '../db/user-writes.js';
+import type { StagedRecord } from '../db/mirrored-user.js';
 import { parseUserRecord } from '../src/service/user-record.js';
 import { clientIdLookupsPerSecond } from './client-id-lookups.js';
 import { generateUserJson, userKeys, type UserKeys } from '../src/stand-in/user-generator.js';

@@ -12,6 +12,7 @@
  *   record took the user's key.
  * - The record is embedded as the bytes the mirror holds, never re-serialised.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 
 export const CHANGE_EVENT_TYPES = [
@@ -129,12 +130,15 @@ export function describeChange(c: ChangeInput): { type: ChangeEventType; data: s
 export function diffRecords(beforeRaw: string | null, afterRaw: string): { fields: string[]; added: string[]; removed: string[] } {
   const before = objectOrEmpty(beforeRaw);
   const after = objectOrEmpty(afterRaw);
-  const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => !deepEqual(before[k], after[k])).sort();
+  const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => !isDeepStrictEqual(before[k], after[k]))
+    .sort();
   const was = slugsOf(before);
   const now = slugsOf(after);
   return { fields, added: [...now].filter((s) => !was.has(s)).sort(), removed: [...was].filter((s) => !now.has(s)).sort() };
 }
 
+// The object checks here are written out: db/ imports nothing from src/, where isRecord lives (src/runtime/is-record.ts).
 function objectOrEmpty(raw: string | null): Record<string, unknown> {
   if (raw === null) return {};
   try {
@@ -163,19 +167,6 @@ function slugOf(descriptor: unknown): string | undefined {
   if (typeof descriptor !== 'object' || descriptor === null) return undefined;
   const slug = (descriptor as Record<string, unknown>)['slug'];
   return typeof slug === 'string' && slug !== '' ? slug : undefined;
-}
-
-/** Structural equality of JSON values; key order does not matter. */
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v, i) => deepEqual(v, b[i]));
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  const ob = b as Record<string, unknown>;
-  return ka.every((k) => Object.hasOwn(ob, k) && deepEqual((a as Record<string, unknown>)[k], ob[k]));
 }
 
 /** The stored body: the envelope around `data`, with the id the cursor makes. */

@@ -25,8 +25,6 @@ import type { Db } from './open.js';
 import { describeChange, envelope, type Before, type ChangeEventType, type ChangeInput } from './change-event.js';
 import { readRestores, restoreCovering, type RestoreMark } from './lineage.js';
 
-export type { BaselineMode, ChangeEvent, ChangeEventType } from './change-event.js';
-
 /** A stored event: its cursor, id, user and the body as delivered. */
 export interface FeedEvent {
   cursor: number;

@@ -22,15 +22,14 @@
  * file (db/open-audit.ts), so a scan never blocks them.
  */
 import type { Db } from './open.js';
-import { ChangeFeed, type BaselineMode } from './change-feed.js';
+import { ChangeFeed } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
 import type { IdentityConflict } from './identity-conflicts.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
 import type { RunFieldWarning } from './schema-drift.js';
 import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
 import { MirrorKeys } from './mirror-keys.js';
-
-export type { PriorRow, UserWrite } from './user-writes.js';
+import type { BaselineMode } from './change-event.js';
 
 export interface PublishResult extends ChangeCounts {
   /** Listings of a user already listed in the run, found by the publish: a first sync finds them only then. */

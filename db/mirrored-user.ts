@@ -3,8 +3,8 @@
  * fields dropped from it, and the record as handed to a write. db/ states
  * this shape itself so that it depends on nothing above; the service's
  * parsed User (src/service/schemas.ts, inferred from the wire schemas) must
- * be assignable to MirroredUser, and src/service/user-record.ts fails `tsc`
- * when the two drift apart. Types only: no code.
+ * be assignable to MirroredUser, and src/sync/page-decode.ts (which imports
+ * both) fails `tsc` when the two drift apart. Types only: no code.
  */
 
 /** A `provider` (current) or `source` (deprecated) descriptor of a connected source. */

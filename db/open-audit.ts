@@ -25,8 +25,6 @@ import type { Migration } from './migrate.js';
 import { memberRemovals } from './migrations/002-member-removals.js';
 import { auditPathOf, samePath } from './audit-location.js';
 
-export { AUDIT_LOCATION_ENV, auditPathFor, samePath } from './audit-location.js';
-
 export const AUDIT_BUSY_TIMEOUT_MS = 250;
 
 export interface OpenAuditOptions {

@@ -6,7 +6,8 @@
  */
 import { ChangeFeed } from './change-feed.js';
 import type { Db } from './open.js';
-import { needsWrite, sameContent } from './user-row.js';
+import { isDeepStrictEqual } from 'node:util';
+import { needsWrite } from './user-row.js';
 import type { StagedRecord } from './mirrored-user.js';
 import { UserWrites } from './user-writes.js';
 
@@ -48,7 +49,8 @@ export class UserRefresh {
       .transaction((): RefreshResult => {
         const live = this.writes.live(record.user.user_id);
         if (!needsWrite(live, digest)) return { change: 'unchanged', superseded: [] };
-        if (live !== undefined && live.deleted_at === null && sameContent(JSON.parse(live.raw), JSON.parse(record.rawJson))) {
+        // The same content in other bytes (key order, spacing): the client's answer need not match the listing's text.
+        if (live !== undefined && live.deleted_at === null && isDeepStrictEqual(JSON.parse(live.raw), JSON.parse(record.rawJson))) {
           return { change: 'unchanged', superseded: [] };
         }
         const created = live === undefined || live.deleted_at !== null;

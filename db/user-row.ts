@@ -65,26 +65,6 @@ export function needsWrite(live: LiveState | undefined, hashOfRecord: string): b
   return live === undefined || live.deleted_at !== null || live.content_hash !== hashOfRecord;
 }
 
-/**
- * Whether a stored record and a freshly parsed one carry the same content,
- * regardless of key order. For the online resolve, whose client returns the
- * parsed object rather than the received text, so its hash cannot match the
- * listing's even when nothing changed. Keys whose value is undefined count
- * as absent, as in JSON.
- */
-export function sameContent(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameContent(v, b[i]));
-  }
-  const ra = a as Record<string, unknown>;
-  const rb = b as Record<string, unknown>;
-  const keys = (r: Record<string, unknown>) => Object.keys(r).filter((k) => r[k] !== undefined);
-  const ka = keys(ra);
-  return ka.length === keys(rb).length && ka.every((k) => Object.hasOwn(rb, k) && sameContent(ra[k], rb[k]));
-}
-
 export function toUserRow(user: MirroredUser, rawJson: string, hashOfRecord: string): UserRow {
   const tz = user.fallback_time_zone ?? undefined;
   const birth = user.fallback_birth_date ?? undefined;
@@ -108,7 +88,7 @@ export function toUserRow(user: MirroredUser, rawJson: string, hashOfRecord: str
 
 /**
  * One row per slug. `provider` is preferred over the deprecated `source`
- * (live-service-notes). A slug listed twice keeps its first entry in list
+ * (docs/service-notes.md). A slug listed twice keeps its first entry in list
  * order, so the same record always yields the same rows.
  */
 export function toSourceRows(user: MirroredUser): SourceRow[] {

@@ -24,9 +24,6 @@ import type { Db } from './open.js';
 import type { MirroredUser, StagedRecord } from './mirrored-user.js';
 import { SOURCE_COLUMNS, toSourceRows, toUserRow, USER_COLUMNS, type LiveState } from './user-row.js';
 
-// Callers outside db/ that still import the staged record from here (src/commands/resolve.ts, bench/): its home is ./mirrored-user.ts.
-export type { StagedRecord };
-
 /** One listing a sync run writes. */
 export interface UserWrite {
   record: StagedRecord;

@@ -34,10 +34,10 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ConfigError, ConfigPass, type Config, type EnvName } from '../src/runtime/config.js';
 import type { HostPort } from '../src/runtime/config-schemas.js';
-import { logError, type Logger } from '../src/runtime/log-error.js';
+import { logError } from '../src/runtime/log-error.js';
+import type { Logger } from 'pino';
 
 export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
-export type { HostPort };
 /** What every queue module accepts: a single node (or a Sentinel-managed master) or a cluster. */
 export type RedisClient = Redis | Cluster;
 
@@ -67,7 +67,7 @@ export interface QueueSettings {
   prefix: string;
 }
 
-export const REDIS_ENV = [
+const REDIS_ENV = [
   'REDIS_URL',
   'REDIS_CLUSTER_NODES',
   'REDIS_SENTINELS',

@@ -19,7 +19,7 @@
  */
 import { Cluster, type Redis } from 'ioredis';
 import type { RedisClient } from './redis-connection.js';
-import type { Logger } from '../src/runtime/log.js';
+import type { Logger } from 'pino';
 
 export interface RedisDurabilityFacts {
   /** `INFO persistence` → aof_enabled; undefined when not reported. */

@@ -1,5 +1,5 @@
 /**
- * BullMQ classes for the removal queue that survive a job hash BullMQ
+ * BullMQ classes for the removal and webhook queues that survive a job hash BullMQ
  * cannot read. BullMQ 6.7 parses a job's `opts`, `progress` and `parent`
  * while it moves the job to active, and its `data` in `Job.fromJSON`. When
  * either throws inside the worker's fetch, the job is already active under

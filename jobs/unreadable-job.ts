@@ -3,6 +3,7 @@
  * that recognise such a job. Pure: the queue contracts read the marker without
  * loading the BullMQ classes that put it there (./tolerant-bullmq.ts).
  */
+import { isRecord } from '../src/runtime/is-record.js';
 
 /**
  * What a job's data is when BullMQ cannot read the job: its `data`
@@ -60,8 +61,8 @@ export function unreadableFromData(raw: string | undefined): UnreadableJob | und
   } catch {
     return new UnreadableJob([unreadableField('data', raw)]);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-  const problems = (parsed as Record<string, unknown>)[QUARANTINE_KEY];
+  if (!isRecord(parsed)) return undefined;
+  const problems = parsed[QUARANTINE_KEY];
   if (Object.keys(parsed).length === 1 && Array.isArray(problems) && problems.every((p) => typeof p === 'string')) {
     return new UnreadableJob(problems);
   }

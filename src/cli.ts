@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './runtime/config.js';
 import { errorMessage } from './runtime/errors.js';
+import { isRecord } from './runtime/is-record.js';
 import { loadEnvFile } from './runtime/env-file.js';
 import { applyFilePolicy } from './runtime/file-policy.js';
 import { UsageError } from './commands/args.js';
@@ -125,7 +126,7 @@ function usage(): string {
 /** From the package.json shipped beside dist/ (the same file in a checkout and in the packed artefact). */
 function version(): string {
   const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-  return typeof pkg === 'object' && pkg !== null && 'version' in pkg && typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  return isRecord(pkg) && typeof pkg.version === 'string' ? pkg.version : 'unknown';
 }
 
 /**

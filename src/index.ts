@@ -9,7 +9,6 @@ export {
   InvalidRemovalRequest,
   type EnqueuedRemoval,
   type EnqueueOptions,
-  RedisUnavailableError,
   PRODUCER_WAIT_MS,
   type RemovalQueueTarget,
 } from '../jobs/removals/producer.js';
@@ -17,7 +16,6 @@ export { createRemovalQueue, type RemovalQueue, type RemovalQueueOptions } from 
 export {
   UNBOUND_REMOVAL_QUEUE,
   REMOVE_MEMBER_JOB,
-  managementTarget,
   removalQueueName,
   type ManagementTarget,
   RemovalPayloadSchema,
@@ -27,13 +25,16 @@ export {
   type RemovalRequest,
   type RemovalResult,
   type RemovalJobPolicy,
-} from '../jobs/removals/queue.js';
+} from '../jobs/removals/contract.js';
+// The public name for a queue's management target; jobs/url-target.ts serves the webhook queue too.
+export { urlTarget as managementTarget } from '../jobs/url-target.js';
 export { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions, type RemovalCounters } from '../jobs/removals/worker.js';
 export type { RemovalOutcome, MemberRemover } from '../jobs/removals/remove-member.js';
 export {
   createRedisConnection,
   readQueueSettings,
   type QueueSettings,
+  RedisUnavailableError,
   type RedisClient,
   type RedisEndpoint,
 } from '../jobs/redis-connection.js';

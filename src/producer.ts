@@ -8,7 +8,6 @@ export {
   enqueueMemberRemovals,
   InvalidRemovalRequestError,
   InvalidRemovalRequest,
-  RedisUnavailableError,
   PRODUCER_WAIT_MS,
   type EnqueuedRemoval,
   type EnqueueOptions,
@@ -19,7 +18,6 @@ export {
   REMOVE_MEMBER_JOB,
   RemovalPayloadSchema,
   checkRemovalPayload,
-  managementTarget,
   removalDedupId,
   removalQueueName,
   type ManagementTarget,
@@ -27,11 +25,14 @@ export {
   type RemovalRequest,
   type RemovalResult,
   type RemovalJobPolicy,
-} from '../jobs/removals/queue.js';
+} from '../jobs/removals/contract.js';
+// The public name for a queue's management target; jobs/url-target.ts serves the webhook queue too.
+export { urlTarget as managementTarget } from '../jobs/url-target.js';
 export {
   createRedisConnection,
   readQueueSettings,
   type QueueSettings,
+  RedisUnavailableError,
   type RedisClient,
   type RedisEndpoint,
 } from '../jobs/redis-connection.js';

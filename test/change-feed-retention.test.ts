@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChangeFeed } from '../db/change-feed.js';
 import { createRedisConnection, redisReady } from '../jobs/redis-connection.js';
-import { webhookTarget } from '../jobs/webhooks/queue.js';
+import { webhookTarget } from '../jobs/webhooks/contract.js';
 import { startChangeDelivery, type ChangeDelivery } from '../src/daemon/change-delivery.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { sqliteRunWriter } from '../src/sync/run-writer.js';

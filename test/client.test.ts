@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, type PageParams } from '../src/service/client.js';
 import type { User } from '../src/service/schemas.js';
 import { parseUserRecord } from '../src/service/user-record.js';
-import { decodePage } from '../src/sync/page-decode.js';
+import { decodePage } from './support/decode-page.js';
 import {
   HttpError,
   NetworkError,

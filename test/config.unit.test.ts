@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigPass, readConfig, SERVICE_ENV } from '../src/runtime/config.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../src/runtime/audit-location-check.js';
+import { checkAuditLocation } from '../src/runtime/audit-location-check.js';
 import { problemsOf } from './support/config-problems.js';
+import { AUDIT_LOCATION_ENV } from '../db/audit-location.js';
 
 describe('readConfig', () => {
   it('applies defaults', () => {

@@ -24,7 +24,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../db/migrate.js';
 import { MIGRATIONS } from '../db/migrations.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { syncQueueName } from '../jobs/sync/queue.js';
+import { syncQueueName } from '../jobs/sync/contract.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
 import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';

@@ -5,7 +5,7 @@
 import { webhookSettings } from '../src/daemon/change-delivery.js';
 import { readConfig } from '../src/runtime/config.js';
 import { describe, expect, it } from 'vitest';
-import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync/queue.js';
+import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync/contract.js';
 import { leaseIsFree, type LeaseRow } from '../db/sync-lease.js';
 import { decideStartupSync } from '../src/daemon/schedule.js';
 import { decideWatchdog, INITIAL_WATCHDOG_STATE, type WorkerSample } from '../src/daemon/watchdog.js';

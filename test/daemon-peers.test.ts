@@ -14,7 +14,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
-import { syncQueueName } from '../jobs/sync/queue.js';
+import { syncQueueName } from '../jobs/sync/contract.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
 import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';

@@ -11,11 +11,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditPathFor, openAudit } from '../db/open-audit.js';
+import { openAudit } from '../db/open-audit.js';
 import { openMirror, type Db } from '../db/open.js';
 import { createRemovalAudit } from '../db/removal-audit.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 import { ROOT } from './support/mirror-fixtures.js';
+import { auditPathFor } from '../db/audit-location.js';
 
 function sqlStatements(file: string, section?: string): string[] {
   let text = readFileSync(join(ROOT, file), 'utf8');

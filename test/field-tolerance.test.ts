@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseUser } from '../src/service/user-record.js';
 import { parseUserRecord } from '../src/service/user-record.js';
-import { decodePage } from '../src/sync/page-decode.js';
+import { decodePage } from './support/decode-page.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { ServiceClient } from '../src/service/client.js';
 import { ResponseValidationError } from '../src/service/errors.js';

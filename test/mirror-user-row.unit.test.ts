@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { needsWrite, sameContent, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
+import { needsWrite, toSourceRows, toUserRow, toUtcTimestamp } from '../db/user-row.js';
 import { contentHash } from '../db/user-row.js';
 import { UserSchema } from '../src/service/schemas.js';
 import { userId, wireUser } from './support/mirror-fixtures.js';
@@ -133,16 +133,5 @@ describe('contentHash and needsWrite', () => {
     expect(needsWrite({ content_hash: h, deleted_at: null }, h)).toBe(false);
     expect(needsWrite({ content_hash: 'other', deleted_at: null }, h)).toBe(true);
     expect(needsWrite({ content_hash: h, deleted_at: '2026-01-01T00:00:00.000Z' }, h)).toBe(true);
-  });
-});
-
-describe('sameContent', () => {
-  it('ignores key order and undefined-valued keys, nothing else', () => {
-    expect(sameContent({ a: 1, b: [1, { c: null }] }, { b: [1, { c: null }], a: 1 })).toBe(true);
-    expect(sameContent({ a: 1, x: undefined }, { a: 1 })).toBe(true);
-    expect(sameContent({ a: 1 }, { a: 1, b: null })).toBe(false);
-    expect(sameContent({ a: [1, 2] }, { a: [2, 1] })).toBe(false);
-    expect(sameContent({ a: '1' }, { a: 1 })).toBe(false);
-    expect(sameContent([], {})).toBe(false);
   });
 });

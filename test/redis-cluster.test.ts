@@ -20,13 +20,13 @@ import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removals/worker.js';
-import { managementTarget } from '../jobs/removals/queue.js';
 import { readEstateDurability } from '../jobs/redis-durability.js';
 import { startTestCluster, type TestCluster } from './support/redis-cluster.js';
 import { freePort } from './support/redis-server.js';
 import { daemonEnv, getStatus, spawnDaemon } from './support/daemon-process.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
+import { urlTarget } from '../jobs/url-target.js';
 
 let cluster: TestCluster;
 let standIn: StandIn;
@@ -65,7 +65,7 @@ function members(n: number): Array<{ org_id: string; member_id: string }> {
 describe('removals on a Redis Cluster', () => {
   it('performs each queued removal exactly once', async () => {
     const prefix = `{um${randomUUID().slice(0, 6)}}`;
-    const target = managementTarget(standIn.managementUrl);
+    const target = urlTarget(standIn.managementUrl);
     const queue = createRemovalQueue(connect(prefix, 'producer'), { target, prefix });
     const client = standInManagementClient(standIn);
     const worker = startRemovalWorker({

@@ -27,9 +27,9 @@ import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
 import { standInManagementClient } from './support/removal-rig.js';
 import { startRemovalWorker } from '../jobs/removals/worker.js';
-import { managementTarget } from '../jobs/removals/queue.js';
 import { startTestSentinel, type TestSentinel } from './support/redis-sentinel.js';
 import { eventually } from './support/eventually.js';
+import { urlTarget } from '../jobs/url-target.js';
 
 let sentinel: TestSentinel;
 let standIn: StandIn;
@@ -60,7 +60,7 @@ describe('removals under Sentinel', () => {
   it('completes every removal exactly once across a failover in the middle of a burst', async () => {
     const N = 200;
     const prefix = `s${randomUUID().slice(0, 6)}`;
-    const target = managementTarget(standIn.managementUrl);
+    const target = urlTarget(standIn.managementUrl);
     const producer = connect('producer');
     const queue = createRemovalQueue(producer, { target, prefix });
     const members = Array.from({ length: N }, () => {

@@ -6,12 +6,13 @@ import { createGroupCommit } from '../db/group-commit.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { auditLocation, auditPathFor, openAudit } from '../db/open-audit.js';
+import { auditLocation, openAudit } from '../db/open-audit.js';
 import { busyRetryDelay, retryWhileBusy } from '../db/busy-retry.js';
+import { auditPathFor } from '../db/audit-location.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
-/** The worker's management target (jobs/removals/queue.ts). */
+/** The worker's management target (jobs/removals/contract.ts). */
 const T = '0123456789abcdef';
 const ref = { jobId: 'job-1', enqueuedAt: Date.parse('2026-01-01T00:00:00Z') };
 const at = (s: number) => new Date(ref.enqueuedAt + s * 1000);

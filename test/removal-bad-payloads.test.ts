@@ -7,7 +7,7 @@
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { InvalidRemovalRequestError, enqueueMemberRemoval } from '../jobs/removals/producer.js';
-import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removals/queue.js';
+import { REMOVE_MEMBER_JOB, type RemovalRequest } from '../jobs/removals/contract.js';
 import { createRedisConnection } from '../jobs/redis-connection.js';
 import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 

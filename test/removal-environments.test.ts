@@ -19,26 +19,22 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { auditPathFor, openAudit } from '../db/open-audit.js';
+import { openAudit } from '../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../db/removal-audit.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
 import { enqueueMemberRemovals } from '../jobs/removals/producer.js';
 import { createRemovalQueue } from '../jobs/removals/queue-handle.js';
-import {
-  REMOVE_MEMBER_JOB,
-  UNBOUND_REMOVAL_QUEUE,
-  managementTarget,
-  removalQueueName,
-  type ManagementTarget,
-} from '../jobs/removals/queue.js';
+import { REMOVE_MEMBER_JOB, UNBOUND_REMOVAL_QUEUE, removalQueueName, type ManagementTarget } from '../jobs/removals/contract.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../jobs/removals/worker.js';
 import { countUnbound } from '../jobs/removals/unbound.js';
 import { deleteRequests, standInManagementClient } from './support/removal-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
+import { urlTarget } from '../jobs/url-target.js';
+import { auditPathFor } from '../db/audit-location.js';
 
 /** One management service and the host that removes members from it. */
 interface Environment {
@@ -89,7 +85,7 @@ async function openEnvironment(name: string, seed: number): Promise<Environment>
   // A few users, so `sync --once` can give this host a fresh mirror (test 3's `status`).
   const standIn = await startStandIn({ users: 5, orgs: 0, membersPerOrg: 0, seed });
   cleanups.push(() => standIn.close());
-  const target = managementTarget(standIn.managementUrl);
+  const target = urlTarget(standIn.managementUrl);
   mkdirSync(join(dir, name));
   const mirrorPath = join(dir, name, 'mirror.db');
   const db = openAudit(auditPathFor(mirrorPath));

@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HttpError, NetworkError, RequestValidationError, ResponseValidationError, TimeoutError } from '../src/service/errors.js';
-import {
-  MAX_RATE_LIMITED_RUNS,
-  classifyRemovalFailure,
-  createRemovalBackoff,
-  removalBackoffPolicy,
-} from '../jobs/removals/remove-member.js';
+import { MAX_RATE_LIMITED_RUNS, classifyRemovalFailure } from '../jobs/removals/remove-member.js';
+import { createRemovalBackoff, removalBackoffPolicy } from '../jobs/removals/backoff.js';
 import type { MinimalJob } from 'bullmq';
 
 const path = '/v1/org/o/member/m';

@@ -4,18 +4,17 @@ import {
   REMOVE_MEMBER_JOB,
   checkRemovalJob,
   checkRemovalPayload,
-  canonicalManagementUrl,
-  managementTarget,
   removalDedupId,
   removalJobOptions,
   removalQueueName,
-} from '../jobs/removals/queue.js';
+} from '../jobs/removals/contract.js';
 import { UnreadableJob } from '../jobs/unreadable-job.js';
+import { canonicalUrl, urlTarget } from '../jobs/url-target.js';
 
 const ORG = '3f6c1a52-8a3e-4b8e-9d2a-0c6f7e1b2a90';
 const MEMBER = '9b2d4e61-1c7f-4a0b-8e3d-5f6a7b8c9d0e';
-const PRODUCTION = managementTarget('https://management.example.com');
-const SANDBOX = managementTarget('https://management.sandbox.example.com');
+const PRODUCTION = urlTarget('https://management.example.com');
+const SANDBOX = urlTarget('https://management.sandbox.example.com');
 const T = PRODUCTION.id;
 
 describe('management target', () => {
@@ -25,10 +24,10 @@ describe('management target', () => {
       'https://management.example.com:443/',
       'https://ops:s3cret@management.example.com/?x=1#y',
     ];
-    for (const url of spellings) expect(managementTarget(url)).toEqual(PRODUCTION);
+    for (const url of spellings) expect(urlTarget(url)).toEqual(PRODUCTION);
     expect(PRODUCTION.id).toMatch(/^[0-9a-f]{16}$/);
     expect(PRODUCTION.url).toBe('https://management.example.com');
-    expect(canonicalManagementUrl('https://ops:s3cret@m.example.com/base//')).toBe('https://m.example.com/base');
+    expect(canonicalUrl('https://ops:s3cret@m.example.com/base//')).toBe('https://m.example.com/base');
   });
 
   it('differs between environments, ports and paths', () => {
@@ -39,7 +38,7 @@ describe('management target', () => {
         'https://management.example.com:8443',
         'https://management.example.com/eu',
         'http://management.example.com',
-      ].map((u) => managementTarget(u).id),
+      ].map((u) => urlTarget(u).id),
     );
     expect(ids.size).toBe(5);
   });

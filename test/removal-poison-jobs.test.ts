@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { REMOVE_MEMBER_JOB } from '../jobs/removals/queue.js';
+import { REMOVE_MEMBER_JOB } from '../jobs/removals/contract.js';
 import { listFailedRemovals } from '../jobs/removals/failed.js';
 import { deleteRequests, type Rig, useRemovalRig } from './support/removal-rig.js';
 import { enqueueMemberRemoval } from '../jobs/removals/producer.js';

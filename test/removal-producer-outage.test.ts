@@ -22,8 +22,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { PRODUCER_WAIT_MS, RedisUnavailableError, enqueueMemberRemoval } from '../jobs/removals/producer.js';
+import { createRedisConnection, type RedisClient, RedisUnavailableError } from '../jobs/redis-connection.js';
+import { PRODUCER_WAIT_MS, enqueueMemberRemoval } from '../jobs/removals/producer.js';
 import { createRemovalQueue, type RemovalQueue } from '../jobs/removals/queue-handle.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 

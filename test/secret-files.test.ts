@@ -8,7 +8,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readConfig, readOptionalSecret } from '../src/runtime/config.js';
+import { readConfig } from '../src/runtime/config.js';
 import { problemsOf } from './support/config-problems.js';
 import { FILE_SECRETS } from '../src/runtime/secret-files.js';
 import { readQueueSettings } from '../jobs/redis-connection.js';
@@ -127,10 +127,5 @@ describe('a secret from a file', () => {
       const problems = problemsOf(() => readConfig([name], { [name]: `app:${REDIS_URL_PASSWORD}@10.0.0.5:26379` }));
       expect(problems, name).toEqual([`${name}: must be a comma-separated list of host:port (item 1 is not)`]);
     }
-  });
-
-  it('an optional read is undefined with no source and reads the file when one is given', () => {
-    expect(readOptionalSecret('SERVICE_API_KEY', {})).toBeUndefined();
-    expect(readOptionalSecret('SERVICE_API_KEY', { SERVICE_API_KEY_FILE: file('opt', KEY) })).toBe(KEY);
   });
 });

@@ -7,7 +7,7 @@ import { PagePlan, pagesFor } from '../src/sync/scan.js';
 import { MAX_PAGE_LIMIT } from '../src/service/schemas.js';
 import { planDeletions, type ScanOutcome } from '../src/sync/deletions.js';
 import { nextRetryStep, refusalOf } from '../src/service/retry.js';
-import { decodePage } from '../src/sync/page-decode.js';
+import { decodePage } from './support/decode-page.js';
 import { scanRecordSpans } from '../src/service/page-spans.js';
 import type { RecordPage } from '../src/service/client.js';
 import { verdictOf } from '../src/sync/deletions.js';

@@ -6,12 +6,14 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { enqueueEvents, readDispatched, readEndpointFailure, writeDispatched, WEBHOOK_JOB } from '../jobs/webhooks/queue.js';
+import { WEBHOOK_JOB } from '../jobs/webhooks/contract.js';
 import { listFailedWebhooks, retryFailedWebhook } from '../jobs/webhooks/failed.js';
 import type { TestRedis } from './support/redis-server.js';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { dropFeedBody, feedEvents, firstDeliveries, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 import { eventually } from './support/eventually.js';
+import { enqueueEvents } from '../jobs/webhooks/queue-handle.js';
+import { readDispatched, readEndpointFailure, writeDispatched } from '../jobs/webhooks/delivery-state.js';
 
 let redis: TestRedis;
 let receiver: Receiver;

@@ -5,21 +5,14 @@
  * accept it, and refuse it with one byte of the body or the secret changed.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookRig, feedEvents, SECRET, startReceiver, type Received } from './support/webhook-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { eventually } from './support/eventually.js';
-
-const DOC = readFileSync(new URL('../docs/changes.md', import.meta.url), 'utf8');
-
-function codeBlock(lang: string): string {
-  const m = new RegExp('```' + lang + '\\n([\\s\\S]*?)```').exec(DOC);
-  if (m?.[1] === undefined) throw new Error(`docs/changes.md has no ${lang} block`);
-  return m[1];
-}
+import { docBlock } from './support/doc-verifier.js';
 
 let redis: TestRedis;
 let delivered: Received;
@@ -31,7 +24,7 @@ beforeAll(async () => {
   const rig = await createWebhookRig(redis.url, receiver);
   try {
     await rig.startWorker();
-    const { enqueueEvents } = await import('../jobs/webhooks/queue.js');
+    const { enqueueEvents } = await import('../jobs/webhooks/queue-handle.js');
     await enqueueEvents(rig.queue, feedEvents(1, 1), 30);
     delivered = await eventually(() => receiver.requests.find((r) => r.status === 204), 20_000, 'a delivery');
   } finally {
@@ -53,14 +46,14 @@ function check(lang: 'js' | 'python', secret: string, body: string): boolean {
     const file = join(dir, 'verify.mjs');
     writeFileSync(
       file,
-      `${codeBlock('js')}\nconst i = JSON.parse(process.argv[2]);\nprocess.stdout.write(String(verifyWebhook(i.secret, i.headers, Buffer.from(i.body))));\n`,
+      `${docBlock('js')}\nconst i = JSON.parse(process.argv[2]);\nprocess.stdout.write(String(verifyWebhook(i.secret, i.headers, Buffer.from(i.body))));\n`,
     );
     return execFileSync(process.execPath, [file, input], { encoding: 'utf8' }) === 'true';
   }
   const file = join(dir, 'verify.py');
   writeFileSync(
     file,
-    `${codeBlock('python')}\nimport json, sys\ni = json.loads(sys.argv[1])\nprint(verify_webhook(i["secret"], i["headers"], i["body"].encode()), end="")\n`,
+    `${docBlock('python')}\nimport json, sys\ni = json.loads(sys.argv[1])\nprint(verify_webhook(i["secret"], i["headers"], i["body"].encode()), end="")\n`,
   );
   return execFileSync('python3', [file, input], { encoding: 'utf8' }) === 'True';
 }

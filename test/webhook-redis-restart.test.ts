@@ -8,11 +8,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../db/change-feed.js';
-import { enqueueEvents } from '../jobs/webhooks/queue.js';
 import type { TestRedis } from './support/redis-server.js';
 import { requireBuiltCli } from './support/cli-process.js';
 import { feedEvents, firstDeliveries, SECRET, useWebhookRig, type Receiver, type WebhookRig } from './support/webhook-rig.js';
 import { eventually } from './support/eventually.js';
+import { enqueueEvents } from '../jobs/webhooks/queue-handle.js';
 
 let redis: TestRedis;
 let receiver: Receiver;
@@ -64,7 +64,7 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 function startWorkerProcess(rig: WebhookRig, url: string, redisUrl: string, events: readonly FeedEvent[]): ChildProcess {
   const script = `
     const { startWebhookWorker } = await import('./dist/jobs/webhooks/worker.js');
-    const { webhookTarget } = await import('./dist/jobs/webhooks/queue.js');
+    const { webhookTarget } = await import('./dist/jobs/webhooks/contract.js');
     const { createRedisConnection } = await import('./dist/jobs/redis-connection.js');
     const { silentLogger } = await import('./dist/src/runtime/log.js');
     const connection = createRedisConnection(process.env.REDIS_URL, { role: 'worker' });

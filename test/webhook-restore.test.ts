@@ -18,11 +18,13 @@ import { lastCursor } from '../db/lineage.js';
 import { openMirror } from '../db/open.js';
 import { markRestore } from '../db/restore.js';
 import { createRedisConnection, type RedisClient } from '../jobs/redis-connection.js';
-import { createWebhookQueue, readDispatched, readSettled, webhookTarget, type WebhookQueue } from '../jobs/webhooks/queue.js';
+import { webhookTarget } from '../jobs/webhooks/contract.js';
 import { dispatchNewEvents } from '../src/daemon/change-delivery.js';
 import { changesAnswer } from '../src/replica/answers.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
+import { createWebhookQueue, type WebhookQueue } from '../jobs/webhooks/queue-handle.js';
+import { readDispatched, readSettled } from '../jobs/webhooks/delivery-state.js';
 
 let redis: TestRedis;
 let rig: SyncRig;

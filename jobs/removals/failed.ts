@@ -7,7 +7,7 @@ import type { Job } from 'bullmq';
 import type { RemovalAudit, RemovalAuditRow } from '../../db/removal-audit.js';
 import type { RemovalQueue } from './queue-handle.js';
 import { retryAllFailedJobs, retryFailedJob, type RetryResult } from '../retry-failed.js';
-import { checkRemovalPayload } from './queue.js';
+import { checkRemovalPayload } from './contract.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 
 export interface FailedRemoval {
@@ -95,8 +95,6 @@ export async function listFailedRemovals(queue: RemovalQueue, audit: RemovalAudi
   }
   return merged;
 }
-
-export type { RetryResult };
 
 /** Re-queues a failed removal with a fresh attempt budget (the old one is spent). */
 export function retryFailedRemoval(queue: RemovalQueue, jobId: string): Promise<RetryResult> {

@@ -22,7 +22,6 @@ import { Queue } from 'bullmq';
 import { errorMessage } from '../../src/runtime/errors.js';
 import { RedisUnavailableError, redisReady, type RedisClient } from '../redis-connection.js';
 
-export { RedisUnavailableError };
 import {
   DEFAULT_REMOVAL_POLICY,
   REMOVE_MEMBER_JOB,
@@ -32,7 +31,7 @@ import {
   type RemovalJobPolicy,
   type RemovalPayload,
   type RemovalRequest,
-} from './queue.js';
+} from './contract.js';
 import { createRemovalQueue, targetIdOf, type RemovalQueue, type RemovalQueueOptions } from './queue-handle.js';
 
 /** Where to enqueue: a queue you keep open, or a connection for one enqueue. */

@@ -4,18 +4,18 @@
  * BullMQ cannot read (../tolerant-bullmq.ts), named after its target.
  */
 import type { Queue } from 'bullmq';
-import type { Logger } from '../../src/runtime/log.js';
 import type { RedisClient } from '../redis-connection.js';
 import {
   DEFAULT_QUEUE_PREFIX,
   REMOVE_MEMBER_JOB,
-  managementTarget,
   removalQueueName,
   type ManagementTarget,
   type RemovalPayload,
   type RemovalResult,
-} from './queue.js';
+} from './contract.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
+import { urlTarget } from '../url-target.js';
+import type { Logger } from 'pino';
 
 export type RemovalQueue = Queue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>;
 
@@ -35,7 +35,7 @@ export interface RemovalQueueOptions {
  * only keeps BullMQ from printing each one to stderr during an outage.
  */
 export function createRemovalQueue(connection: RedisClient, options: RemovalQueueOptions): RemovalQueue {
-  const target = typeof options.target === 'string' ? managementTarget(options.target) : options.target;
+  const target = typeof options.target === 'string' ? urlTarget(options.target) : options.target;
   // Tolerant: `getJob`/`getFailed` must be able to show a job whose data is not JSON (see ../tolerant-bullmq.ts).
   const queue = new TolerantQueue<RemovalPayload, RemovalResult, typeof REMOVE_MEMBER_JOB>(removalQueueName(target.id), {
     connection,

@@ -8,15 +8,17 @@
  * written before the DELETE, so no removal happens unrecorded.
  */
 import { hostname } from 'node:os';
-import { type BackoffStrategy, type Job, type MinimalJob, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
-import { logError, type Logger } from '../../src/runtime/log-error.js';
+import { logError } from '../../src/runtime/log-error.js';
 import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
-import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './queue.js';
+import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './contract.js';
 import { HttpError, RequestValidationError, ResponseValidationError } from '../../src/service/errors.js';
 import { backoffDelay, isRetryable, retryAfterOf, type BackoffPolicy } from '../../src/service/retry.js';
+import { removalBackoffPolicy } from './backoff.js';
+import type { Logger } from 'pino';
 
 /** The one call a removal needs; `ServiceClient` satisfies it. */
 export interface MemberRemover {
@@ -225,7 +227,7 @@ function rateLimitedRuns(job: RemovalJob): number {
  *   401, 403, 422, other 4xx, a request we refused to send
  *                         final: fail now, with the service's `detail` in the reason
  *
- * And how long a retry waits: the `removal` backoff type, below.
+ * And how long a retry waits: the `removal` backoff type (./backoff.ts).
  */
 export type FailureDecision =
   { kind: 'rate_limited'; waitMs: number; reason: string } | { kind: 'retry'; reason: string } | { kind: 'final'; reason: string };
@@ -264,46 +266,4 @@ export function classifyRemovalFailure(err: unknown, ctx: FailureContext): Failu
 /** The server's Retry-After when it sent one (capped), else our own backoff for this streak. */
 export function rateLimitWait(err: unknown, ctx: FailureContext): number {
   return backoffDelay(ctx.rateLimitedRuns + 1, ctx.policy, retryAfterOf(err), ctx.random);
-}
-
-/*
- * The `removal` backoff type, installed on the worker as
- * `settings.backoffStrategy`: exponential with equal jitter from the job's
- * own `backoff.delay`, and the server's Retry-After (carried by the error the
- * processor threw) as a floor. Pure apart from the random source.
- */
-export interface RemovalBackoffOptions {
-  /** Used when a job carries no `backoff.delay` (REMOVAL_BACKOFF_MS of the worker). */
-  defaultBaseMs: number;
-  /** Ceiling of the exponential part; a removal may wait out a long outage. */
-  maxMs?: number;
-  /** Ceiling on an honoured Retry-After. */
-  maxRetryAfterMs?: number;
-  random?: () => number;
-}
-
-export const REMOVAL_MAX_BACKOFF_MS = 5 * 60_000;
-export const REMOVAL_MAX_RETRY_AFTER_MS = 60_000;
-
-export function removalBackoffPolicy(baseMs: number, options: Omit<RemovalBackoffOptions, 'defaultBaseMs' | 'random'> = {}): BackoffPolicy {
-  return {
-    baseMs,
-    maxMs: Math.max(baseMs, options.maxMs ?? REMOVAL_MAX_BACKOFF_MS),
-    maxRetryAfterMs: options.maxRetryAfterMs ?? REMOVAL_MAX_RETRY_AFTER_MS,
-  };
-}
-
-/** `attemptsMade` is BullMQ's: 1 after the first failure, so it is also the retry number. */
-export function createRemovalBackoff(options: RemovalBackoffOptions): BackoffStrategy {
-  return (attemptsMade: number, _type?: string, err?: Error, job?: MinimalJob): number => {
-    const policy = removalBackoffPolicy(jobBaseDelay(job) ?? options.defaultBaseMs, options);
-    return backoffDelay(attemptsMade, policy, retryAfterOf(err), options.random);
-  };
-}
-
-function jobBaseDelay(job: MinimalJob | undefined): number | undefined {
-  const backoff = job?.opts.backoff;
-  if (typeof backoff === 'number') return backoff > 0 ? backoff : undefined;
-  const delay = backoff?.delay;
-  return typeof delay === 'number' && Number.isFinite(delay) && delay > 0 ? delay : undefined;
 }

@@ -11,12 +11,14 @@
  * `user-mirror removals adopt` on a host configured for it (adoptUnbound).
  */
 import type { Job, Queue } from 'bullmq';
-import { logError, type Logger } from '../../src/runtime/log-error.js';
+import { logError } from '../../src/runtime/log-error.js';
 import type { RedisClient } from '../redis-connection.js';
-import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './queue.js';
+import { UNBOUND_REMOVAL_QUEUE, checkRemovalPayload, type RemovalJobPolicy } from './contract.js';
 import { enqueueMemberRemoval } from './producer.js';
 import { targetIdOf, type RemovalQueue } from './queue-handle.js';
 import { TolerantQueue } from '../tolerant-bullmq.js';
+import type { Logger } from 'pino';
+import { isRecord } from '../../src/runtime/is-record.js';
 
 export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;
@@ -95,7 +97,7 @@ export async function adoptUnbound(
       continue;
     }
     const data: unknown = job.data;
-    const named = typeof data === 'object' && data !== null ? (data as Record<string, unknown>).target : undefined;
+    const named = isRecord(data) ? data.target : undefined;
     if (named !== undefined && named !== into) {
       results.push({
         jobId,
@@ -104,7 +106,7 @@ export async function adoptUnbound(
       });
       continue;
     }
-    const checked = checkRemovalPayload(typeof data === 'object' && data !== null ? { ...data, target: into } : data);
+    const checked = checkRemovalPayload(isRecord(data) ? { ...data, target: into } : data);
     if (!checked.ok) {
       results.push({ jobId, result: 'invalid', reason: checked.reason });
       continue;

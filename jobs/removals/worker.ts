@@ -14,14 +14,16 @@
  */
 import { hostname } from 'node:os';
 import { QueueEvents, type RateLimiterOptions, type Worker } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
+import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { groupCommittedAudit, type RemovalAudit } from '../../db/removal-audit.js';
-import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './queue.js';
-import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
+import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type ManagementTarget, type RemovalResult } from './contract.js';
+import { createRemovalBackoff } from './backoff.js';
+import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker } from '../tolerant-bullmq.js';
 import { UnreadableJob } from '../unreadable-job.js';
 import type { RedisClient } from '../redis-connection.js';
+import type { Logger } from 'pino';
 
 export interface RemovalWorkerOptions {
   /** An ioredis client (or cluster) created in the `worker` role (see ../redis-connection.ts). */

@@ -13,14 +13,15 @@
  *
  * Failures do not crash anything: the engine records the run (sync_runs),
  * the job fails with the engine's reason, and the next tick is the retry
- * (attempts 1, see ./queue.ts). A `partial` run completes the job: the
+ * (attempts 1, see ./contract.ts). A `partial` run completes the job: the
  * mirror did get every record that was read.
  */
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
+import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
-import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './queue.js';
+import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './contract.js';
+import type { Logger } from 'pino';
 
 /**
  * The part of the sync engine's SyncSummary the worker reads (the engine is

@@ -6,7 +6,9 @@
  */
 import type { Job } from 'bullmq';
 import { retryAllFailedJobs, retryFailedJob, type RetryOptions, type RetryResult } from '../retry-failed.js';
-import { attemptsOf, type WebhookQueue } from './queue.js';
+import { attemptsOf } from './contract.js';
+import { isRecord } from '../../src/runtime/is-record.js';
+import type { WebhookQueue } from './queue-handle.js';
 
 export interface FailedWebhook {
   event_id: string;
@@ -22,11 +24,12 @@ export interface FailedWebhook {
 export async function listFailedWebhooks(queue: WebhookQueue, limit: number): Promise<FailedWebhook[]> {
   const jobs: Job[] = await queue.getFailed(0, limit - 1);
   return jobs.map((job) => {
-    const data = typeof job.data === 'object' && job.data !== null ? (job.data as Record<string, unknown>) : {};
+    const data: unknown = job.data;
+    const fields: Record<string, unknown> = isRecord(data) ? data : {};
     return {
       event_id: job.id ?? '',
-      cursor: typeof data.cursor === 'number' ? data.cursor : null,
-      user_id: typeof data.user_id === 'string' ? data.user_id : null,
+      cursor: typeof fields.cursor === 'number' ? fields.cursor : null,
+      user_id: typeof fields.user_id === 'string' ? fields.user_id : null,
       attempts: Math.max(attemptsOf(job.progress), job.attemptsMade),
       failed_at: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
       reason: job.failedReason ?? null,

@@ -3,8 +3,9 @@
  * the log. Kept out of the worker because how outcomes are counted and
  * summed up has nothing to do with how an event is delivered.
  */
-import { logError, type Logger } from '../../src/runtime/log-error.js';
-import type { WebhookTarget } from './queue.js';
+import { logError } from '../../src/runtime/log-error.js';
+import type { WebhookTarget } from './contract.js';
+import type { Logger } from 'pino';
 
 export interface WebhookOutcome {
   outcome: 'delivered' | 'retrying' | 'failed';

@@ -7,7 +7,7 @@
  */
 import { Agent, request } from 'undici';
 import type { DeliveryAttempt } from './decide-delivery.js';
-import type { WebhookTarget } from './queue.js';
+import type { WebhookTarget } from './contract.js';
 import { webhookHeaders } from './signature.js';
 
 /** Sends events to one receiver over one connection pool. */

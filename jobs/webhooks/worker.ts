@@ -25,7 +25,7 @@
  */
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { logError, throttledErrorLog, type Logger } from '../../src/runtime/log-error.js';
+import { logError, throttledErrorLog } from '../../src/runtime/log-error.js';
 import { closeWithin } from '../../src/runtime/deadline.js';
 import type { BackoffPolicy } from '../../src/service/retry.js';
 import type { RedisClient } from '../redis-connection.js';
@@ -38,13 +38,12 @@ import {
   KEEP_COMPLETED_WEBHOOKS,
   attemptsOf,
   checkWebhookJob,
-  clearEndpointFailure,
-  markEndpointFailing,
-  raiseSettled,
   webhookQueueName,
   type WebhookProgress,
   type WebhookTarget,
-} from './queue.js';
+} from './contract.js';
+import type { Logger } from 'pino';
+import { clearEndpointFailure, markEndpointFailing, raiseSettled } from './delivery-state.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
 export interface WebhookResult {

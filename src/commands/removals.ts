@@ -25,13 +25,13 @@ import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import type { Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
-import { managementTarget, removalQueueName, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { removalQueueName, type ManagementTarget } from '../../jobs/removals/contract.js';
 import { echoId } from '../runtime/echo-id.js';
 import {
   adoptUnbound,
@@ -50,6 +50,8 @@ import {
   type FailedRemoval,
   type HostOutcomes,
 } from '../../jobs/removals/failed.js';
+import { urlTarget } from '../../jobs/url-target.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
 const Args = z
   .object({
@@ -83,7 +85,7 @@ export default async function main(argv: string[]): Promise<number> {
   } = readWithQueueSettings([...AUDIT_LOCATION_ENV, 'MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS'], process.env, (pass) =>
     pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
   );
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);
   const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:removals' });

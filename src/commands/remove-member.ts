@@ -18,7 +18,8 @@ import { errorMessage } from '../runtime/errors.js';
 import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
-import { RemovalResultSchema, checkRemovalPayload, managementTarget } from '../../jobs/removals/queue.js';
+import { RemovalResultSchema, checkRemovalPayload } from '../../jobs/removals/contract.js';
+import { urlTarget } from '../../jobs/url-target.js';
 
 const Args = z
   .object({
@@ -45,7 +46,7 @@ export default async function main(argv: string[]): Promise<number> {
     config,
     queue: { endpoint, prefix },
   } = readWithQueueSettings(['MANAGEMENT_URL', 'REMOVAL_ATTEMPTS', 'REMOVAL_BACKOFF_MS']);
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   const [orgId, memberId] = args.positionals;
   const timeoutS = args.timeout ?? DEFAULT_WAIT_S;
 

@@ -31,7 +31,7 @@
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig, SERVICE_ENV } from '../runtime/config.js';
-import type { StagedRecord } from '../../db/user-writes.js';
+import type { StagedRecord } from '../../db/mirrored-user.js';
 import type { CheckpointMode } from '../../db/open.js';
 import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';

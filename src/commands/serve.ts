@@ -20,12 +20,13 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { ConfigPass, isGiven, REPLICA_ENV } from '../runtime/config.js';
-import { createLogger, type Logger } from '../runtime/log.js';
+import { createLogger } from '../runtime/log.js';
 import { replicaSettings, SERVE_DEFAULT_PORT, type ReplicaConfig, type ReplicaSettings } from '../replica/settings.js';
 import { startReplica } from '../replica/start.js';
 import { untilStopSignal } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { openFileLimit } from '../runtime/descriptor-limit.js';
+import type { Logger } from 'pino';
 
 const Args = z.object({ positionals: z.array(z.string()).max(0, 'takes no arguments') });
 

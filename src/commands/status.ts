@@ -36,19 +36,11 @@ import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removal
 import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { readWalIndex } from '../../db/wal-index.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
-import { syncQueueName } from '../../jobs/sync/queue.js';
-import {
-  createWebhookQueue,
-  readDispatched,
-  readEndpointFailure,
-  readRetrying,
-  readSettled,
-  webhookTarget,
-  type WebhookTarget,
-} from '../../jobs/webhooks/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/contract.js';
+import { syncQueueName } from '../../jobs/sync/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
@@ -65,6 +57,10 @@ import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
 import { newestRunFindings } from '../../db/run-findings.js';
 import { newestRunDrift } from '../../db/schema-drift.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
+import { urlTarget } from '../../jobs/url-target.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -98,7 +94,7 @@ export default async function status(argv: string[]): Promise<number> {
   pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
   const config = pass.done();
   const settings = queueSettingsFromConfig(config);
-  const target = config.MANAGEMENT_URL === undefined ? undefined : managementTarget(config.MANAGEMENT_URL);
+  const target = config.MANAGEMENT_URL === undefined ? undefined : urlTarget(config.MANAGEMENT_URL);
   const hook = config.WEBHOOK_URL === undefined ? undefined : webhookTarget(config.WEBHOOK_URL);
   const auditPath = auditLocation(config);
 

@@ -26,15 +26,15 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { readConfig, SERVICE_ENV } from '../runtime/config.js';
+import { readConfig } from '../runtime/config.js';
 import { createLogger, humanLog } from '../runtime/log.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';
-import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from '../sync/exclusive-run.js';
-import type { SyncStatus, SyncSummary } from '../sync/engine.js';
+import { checkpointAfterSync, keepFailure, reserveRecord, runLeasedSync, SYNC_RUN_ENV } from '../sync/exclusive-run.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 import { syncConnections } from '../sync/process-settings.js';
+import type { SyncStatus, SyncSummary } from '../sync/run-summary.js';
 
 const EXIT: Record<SyncStatus, number> = { succeeded: 0, partial: 4, failed: 1 };
 const EXIT_BUSY = 5;
@@ -47,11 +47,9 @@ const Args = z.object({
   positionals: z.array(z.string()).max(0, 'takes no arguments'),
 });
 
-const ENV_NAMES = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
-
 export default async function sync(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { once: { type: 'boolean' }, concurrency: { type: 'string' } }, Args);
-  const config = readConfig(ENV_NAMES);
+  const config = readConfig(SYNC_RUN_ENV);
   const concurrency = args.concurrency ?? config.SYNC_CONCURRENCY;
   const interactive = process.stderr.isTTY === true;
 

@@ -15,8 +15,10 @@ import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import { ConfigError, ConfigPass, type Config } from '../runtime/config.js';
 import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
-import { createWebhookQueue, readDispatched, webhookTarget, type WebhookQueue } from '../../jobs/webhooks/queue.js';
+import { webhookTarget } from '../../jobs/webhooks/contract.js';
 import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
+import { createWebhookQueue, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import { readDispatched } from '../../jobs/webhooks/delivery-state.js';
 
 const Args = z
   .object({

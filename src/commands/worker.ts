@@ -2,7 +2,7 @@
  * `user-mirror worker removals`: runs the member-removal worker on its own.
  *
  * Needs Redis (REDIS_URL, or REDIS_CLUSTER_NODES, or REDIS_SENTINELS), MANAGEMENT_URL
- * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removals/queue.ts);
+ * and MANAGEMENT_KEY; takes jobs from MANAGEMENT_URL's queue only (jobs/removals/contract.ts);
  * writes the audit to
  * AUDIT_DB (default: next to MIRROR_DB, see db/audit-location.ts).
  * Takes no job from a Redis that can lose it (AOF off, or an eviction policy
@@ -14,16 +14,19 @@
  */
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { createLogger, humanLog, type Logger } from '../runtime/log.js';
+import { createLogger, humanLog } from '../runtime/log.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { type RedisClient, createRedisConnection, describeRedis, readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { MANAGEMENT_CLIENT_ENV, managementClientFromConfig } from '../service/client-from-config.js';
 import { startRemovalWorker } from '../../jobs/removals/worker.js';
-import { managementTarget, removalQueueName } from '../../jobs/removals/queue.js';
+import { removalQueueName } from '../../jobs/removals/contract.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
+import { urlTarget } from '../../jobs/url-target.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import type { Logger } from 'pino';
 
 const Args = z.object({
   positionals: z.tuple([z.literal('removals', { error: "must be 'removals' (the only worker there is)" })], {
@@ -51,7 +54,7 @@ export default async function main(argv: string[]): Promise<number> {
     process.env,
     (pass) => pass.check(AUDIT_LOCATION_ENV, checkAuditLocation),
   );
-  const target = managementTarget(config.MANAGEMENT_URL);
+  const target = urlTarget(config.MANAGEMENT_URL);
   // A person at a terminal reads sentences; pm2 and log shippers get JSON lines.
   const logger = createLogger(config, process.stdout.isTTY === true ? humanLog(process.stdout) : process.stdout);
   const db = openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB });

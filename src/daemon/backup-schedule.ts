@@ -10,10 +10,11 @@
  */
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { nodeCron } from '../runtime/node-cron.js';
 import { readLastBackup } from './backup-folder.js';
 import { SCHEDULE_TIMEZONE } from './schedule.js';
+import type { Logger } from 'pino';
 
 const ENTRY = fileURLToPath(new URL('../entry.js', import.meta.url));
 

@@ -22,26 +22,24 @@
  */
 import { ChangeFeed } from '../../db/change-feed.js';
 import { isBusy } from '../../db/busy-retry.js';
-import {
-  createWebhookQueue,
-  enqueueEvents,
-  readDispatched,
-  readEndpointFailure,
-  readSettled,
-  type EndpointFailure,
-  resetCursors,
-  webhookTarget,
-  writeDispatched,
-  type WebhookQueue,
-  type WebhookTarget,
-} from '../../jobs/webhooks/queue.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import type { WebhookOutcome } from '../../jobs/webhooks/outcomes.js';
 import { startWebhookWorker, type WebhookWorkerHandle } from '../../jobs/webhooks/worker.js';
 import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../../jobs/redis-connection.js';
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
-import { logError, type Logger } from '../runtime/log-error.js';
-import { webhookLag } from './status-report.js';
+import { logError } from '../runtime/log-error.js';
+import { webhookLag } from './webhook-lag.js';
+import type { Logger } from 'pino';
+import { createWebhookQueue, enqueueEvents, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import {
+  readDispatched,
+  readEndpointFailure,
+  readSettled,
+  type EndpointFailure,
+  resetCursors,
+  writeDispatched,
+} from '../../jobs/webhooks/delivery-state.js';
 
 /** Events read and added per round trip. */
 const DISPATCH_BATCH = 500;

@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 /**
  * Conditions the daemon watches between syncs and logs once each: when one
  * begins (at warn, with why) and when it ends (at info), never on every
@@ -10,7 +11,6 @@
  * A sync's own findings (rejected records, identity conflicts) are logged
  * by the sync itself, once per run (src/sync/run-log.ts).
  */
-import type { Logger } from '../runtime/log-error.js';
 
 export interface WatchedCondition {
   /** The log event when it begins; `<event>_cleared` when it ends. */

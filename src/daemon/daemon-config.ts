@@ -10,14 +10,15 @@
  * removal worker. Half of the pair is a mistake, not a choice, so it is an
  * error naming the half that is missing.
  */
-import { ConfigPass, isGiven, REPLICA_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
+import { ConfigPass, isGiven, MANAGEMENT_ENV, REPLICA_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
 import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
-import { AUDIT_LOCATION_ENV, checkAuditLocation } from '../runtime/audit-location-check.js';
+import { checkAuditLocation } from '../runtime/audit-location-check.js';
+import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
-/** Every variable the daemon reads but the management pair (DAEMON_MANAGEMENT_ENV), which it reads only when given. */
+/** Every variable the daemon reads but the management pair (MANAGEMENT_ENV), which it reads only when given. */
 export const DAEMON_ENV = [
   // The service and the HTTP client: the sync child's, checked here so a bad value stops the daemon at start.
   ...SERVICE_ENV,
@@ -59,17 +60,15 @@ export const DAEMON_ENV = [
   'LOG_LEVEL',
 ] as const;
 
-/** The removal worker's pair: both set, removals run; neither, they are off. */
-export const DAEMON_MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const;
-
-type Management = Config<(typeof DAEMON_MANAGEMENT_ENV)[number]>;
+/** The removal worker's pair (MANAGEMENT_ENV): both set, removals run; neither, they are off. */
+type Management = Config<(typeof MANAGEMENT_ENV)[number]>;
 export type DaemonConfig = Config<(typeof DAEMON_ENV)[number]> & Partial<Management>;
 
 /** Reads the daemon's whole configuration; throws one ConfigError with every problem. */
 export function readDaemonConfig(env: NodeJS.ProcessEnv = process.env, warn?: (line: string) => void): DaemonConfig {
-  const given = DAEMON_MANAGEMENT_ENV.filter((name) => isGiven(name, env));
+  const given = MANAGEMENT_ENV.filter((name) => isGiven(name, env));
   const pass = new ConfigPass([...DAEMON_ENV, ...given], env, warn);
-  const missing = DAEMON_MANAGEMENT_ENV.find((name) => !given.includes(name));
+  const missing = MANAGEMENT_ENV.find((name) => !given.includes(name));
   if (given.length === 1 && missing !== undefined)
     pass.add(`${missing}: is required when ${given[0] ?? ''} is set (removals need both; unset both to run without removals)`);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);

@@ -43,7 +43,7 @@
  * the HTTP pools and SQLite.
  */
 import { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
@@ -51,13 +51,11 @@ import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../service/client-from-config.js';
 import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
-import { managementTarget } from '../../jobs/removals/queue.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
-import { openSyncQueue, syncQueueName, type SyncJobData } from '../../jobs/sync/queue.js';
+import { syncQueueName, type SyncJobData } from '../../jobs/sync/contract.js';
 import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
-import type { SyncSummary } from '../sync/engine.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics } from './metrics.js';
 import { queueDepths } from './scrape-gauges.js';
@@ -79,6 +77,10 @@ import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
+import type { SyncSummary } from '../sync/run-summary.js';
+import { urlTarget } from '../../jobs/url-target.js';
+import type { Logger } from 'pino';
+import { createSyncQueue } from '../../jobs/sync/queue-handle.js';
 
 type Phase = 'starting' | 'running' | 'stopping';
 
@@ -108,7 +110,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const where = describeRedis(endpoint);
   const management = managementOf(config);
-  const target = management === undefined ? undefined : managementTarget(management.MANAGEMENT_URL);
+  const target = management === undefined ? undefined : urlTarget(management.MANAGEMENT_URL);
   const webhooks = webhookSettings(config);
 
   log.info(
@@ -221,7 +223,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const start = async (): Promise<void> => {
     if (!(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return;
 
-    syncQueue = openSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
+    syncQueue = createSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
     if (target !== undefined) removalQueue = createRemovalQueue(control, { target, prefix });
     unboundQueue = openUnboundQueue(control, prefix);
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));

@@ -16,12 +16,12 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
-import type { SyncSummary } from '../sync/engine.js';
 import { registerMirrorGauges, registerRedisGauges, type MetricSources } from './scrape-gauges.js';
 import { registerFindingGauges } from './finding-gauges.js';
 import { registerDriftMetrics } from './drift-metrics.js';
 import { registerWebhookLagGauges } from './webhook-gauges.js';
 import { registerBackupGauges } from './backup-gauges.js';
+import type { SyncSummary } from '../sync/run-summary.js';
 
 export interface DaemonMetrics {
   registry: Registry;

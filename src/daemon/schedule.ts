@@ -7,14 +7,16 @@
  *
  * node-cron hands each execution the scheduled slot (`context.date`), not the
  * moment the timer happened to fire; that slot is what the job id is made of
- * (see jobs/sync/queue.ts), so daemons whose timers fire a few milliseconds
+ * (see jobs/sync/contract.ts), so daemons whose timers fire a few milliseconds
  * apart still name the same job.
  */
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { nodeCron } from '../runtime/node-cron.js';
-import { enqueueSync, type SyncJobData } from '../../jobs/sync/queue.js';
+import { type SyncJobData } from '../../jobs/sync/contract.js';
+import type { Logger } from 'pino';
+import { enqueueSync } from '../../jobs/sync/queue-handle.js';
 
 export const SCHEDULE_TIMEZONE = 'Etc/UTC';
 

@@ -16,7 +16,8 @@
  * margin, so the process never outlives pm2's kill_timeout by waiting on a
  * dead socket; pm2's SIGKILL would otherwise be the one to end it.
  */
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
+import type { Logger } from 'pino';
 
 export const SECOND_SIGNAL_EXIT_CODE = 130;
 const BACKSTOP_MARGIN_MS = 5_000;

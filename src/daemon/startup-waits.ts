@@ -5,11 +5,12 @@
  * Redis's durability, asked again until it answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logError, RepeatThrottle, type Logger } from '../runtime/log-error.js';
+import { logError, RepeatThrottle } from '../runtime/log-error.js';
 import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
 import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
+import type { Logger } from 'pino';
 
 /**
  * The removal gate (jobs/redis-durability.ts), read once Redis answers; undefined when stopped first. Redis may drop

@@ -9,10 +9,10 @@ import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
-import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
 import type { RunFindings } from '../../db/run-findings.js';
 import type { RunDrift } from '../../db/schema-drift.js';
+import type { EndpointFailure } from '../../jobs/webhooks/delivery-state.js';
 
 export interface RunFacts {
   id: number;
@@ -66,7 +66,7 @@ export interface WebhookQueueFacts {
   retrying?: RetryingDelivery | null;
 }
 
-/** A webhook delivery being retried, from its job's progress (jobs/webhooks/queue.ts `WebhookProgress`). */
+/** A webhook delivery being retried, from its job's progress (jobs/webhooks/contract.ts `WebhookProgress`). */
 export interface RetryingDelivery {
   eventId: string;
   cursor: number;

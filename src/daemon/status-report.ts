@@ -7,11 +7,11 @@
  */
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
-import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
 import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
 import type { RunDrift } from '../../db/schema-drift.js';
+import { webhookLag } from './webhook-lag.js';
 import {
   auditReport,
   conflictReport,
@@ -22,6 +22,7 @@ import {
   type RejectedReport,
   type WebhookLagVerdict,
 } from './status-findings.js';
+import type { EndpointFailure } from '../../jobs/webhooks/delivery-state.js';
 
 /**
  * The last sync attempt, if it failed (pure): the newest run row when it
@@ -52,13 +53,6 @@ function newerAttempt(a: SyncJobFacts | null | undefined, b: SyncJobFacts | unde
 /** A failed job whose reason names the run row itself (`sync run N failed: …`) is that run's failure, not another attempt. */
 function jobOfRun(job: SyncJobFacts, run: { id: number } | undefined): boolean {
   return run !== undefined && (job.failedReason ?? '').startsWith(`sync run ${run.id} failed`);
-}
-
-/** 1.5 MB, 433 MB: sizes for a status line. */
-export function formatBytes(n: number): string {
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
-  if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MB`;
-  return `${(n / 1024 / 1024 / 1024).toFixed(2)} GB`;
 }
 
 /** What a removal worker started with this environment would do on this Redis. */
@@ -218,23 +212,6 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     webhooksConfigured: f.webhooksConfigured ?? false,
     backups: f.backups ?? null,
   };
-}
-
-/**
- * How far webhook delivery is behind, from the feed's newest cursor, the
- * settled cursor and when the first unsettled event was published: what
- * `status`, /metrics and /readyz all say (src/daemon/change-delivery.ts).
- */
-export function webhookLag(
-  latest: number,
-  settled: number,
-  oldestUnsettledAt: string | undefined,
-  now: Date,
-): { settled: number; eventsBehind: number; secondsBehind: number } {
-  const upTo = Math.min(settled, latest);
-  const secondsBehind =
-    latest > upTo && oldestUnsettledAt !== undefined ? Math.max(0, Math.round((now.getTime() - Date.parse(oldestUnsettledAt)) / 1000)) : 0;
-  return { settled: upTo, eventsBehind: latest - upTo, secondsBehind };
 }
 
 function webhookReport(f: StatusFacts): StatusReport['webhooks'] {

@@ -17,7 +17,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
@@ -27,6 +27,7 @@ import type { RedisClient } from '../../jobs/redis-connection.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness, mirrorFreshness } from './staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
+import type { Logger } from 'pino';
 
 export interface ReadinessReport {
   ready: boolean;

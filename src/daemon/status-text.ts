@@ -5,10 +5,17 @@
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
 import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
-import { formatBytes, type RemovalQueueReport, type StatusReport } from './status-report.js';
+import type { RemovalQueueReport, StatusReport } from './status-report.js';
 import type { WalVerdict } from './wal-verdict.js';
 import { fullDiskWords } from '../../db/disk-space.js';
 import type { DiskVerdict } from './disk-verdict.js';
+
+/** 1.5 MB, 433 MB: sizes for a status line. */
+function formatBytes(n: number): string {
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
+  if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  return `${(n / 1024 / 1024 / 1024).toFixed(2)} GB`;
+}
 
 export function formatStatusReport(r: StatusReport): string {
   const lines: string[] = [];

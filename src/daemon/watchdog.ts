@@ -20,8 +20,9 @@
  * once per `stallMs` for the same stuck queue.
  */
 import type { Queue } from 'bullmq';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { settleWithin } from '../runtime/deadline.js';
+import type { Logger } from 'pino';
 
 export interface WorkerSample {
   /** `worker.isRunning()`: the main loop is alive. */

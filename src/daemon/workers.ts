@@ -7,16 +7,16 @@
 import type { RemovalAudit } from '../../db/removal-audit.js';
 import type { FileIdentity } from '../../db/file-identity.js';
 import { createRedisConnection, type RedisEndpoint } from '../../jobs/redis-connection.js';
-import type { ManagementTarget } from '../../jobs/removals/queue.js';
+import type { ManagementTarget } from '../../jobs/removals/contract.js';
 import { startRemovalWorker, type RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { startSyncWorker, type SyncWorkerHandle } from '../../jobs/sync/worker.js';
-import type { Logger } from '../runtime/log.js';
 import type { ServiceClient } from '../service/client.js';
 import { syncInChildProcess, type LeasedSyncRunner } from '../sync/child-process.js';
-import type { SyncSummary } from '../sync/engine.js';
 import type { DaemonConfig } from './daemon-config.js';
 import type { DaemonMetrics } from './metrics.js';
 import { restartableWorker, type RestartableWorker } from './watchdog.js';
+import type { SyncSummary } from '../sync/run-summary.js';
+import type { Logger } from 'pino';
 
 /**
  * How long an aborted sync process may take to record its run before it is

@@ -17,7 +17,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment } from '../service/path-segment.js';
 import { keyDigest, offeredKeyMatches } from '../service/server-wire.js';
@@ -41,6 +41,7 @@ import {
 import type { ReplicaSettings } from './settings.js';
 import { ConnectionGuard, type Shed } from './connection-guard.js';
 import { createReplicaMetrics } from './metrics.js';
+import type { Logger } from 'pino';
 
 export interface ReplicaServerOptions {
   settings: ReplicaSettings;

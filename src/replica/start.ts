@@ -7,9 +7,9 @@ import { openMirror } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type LossKind } from '../../db/file-identity.js';
 import { ReplicaReader } from '../../db/replica-reader.js';
 import type { Registry } from 'prom-client';
-import type { Logger } from '../runtime/log.js';
 import { startReplicaServer } from './server.js';
 import type { ReplicaSettings } from './settings.js';
+import type { Logger } from 'pino';
 
 export interface Replica {
   port: number;

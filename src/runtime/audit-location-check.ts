@@ -5,10 +5,8 @@
  * own when the audit is opened. Not in config.ts: the producer reads its
  * configuration there and must load nothing of db/ (test/release.test.ts).
  */
-import { auditPathOf, AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import { auditPathOf } from '../../db/audit-location.js';
 import { ConfigError } from './config.js';
-
-export { AUDIT_LOCATION_ENV };
 
 /** The audit's path; a ConfigError when it is the mirror file. */
 export function checkAuditLocation(config: { MIRROR_DB: string; AUDIT_DB?: string | undefined }): string {

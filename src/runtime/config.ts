@@ -301,20 +301,20 @@ export function isGiven(name: EnvName, env: NodeJS.ProcessEnv = process.env): bo
   return isFileSecret(name) ? secretGiven(name, env) : (env[name] ?? '') !== '';
 }
 
-/** A secret that is required when used but optional here: read only when one of its sources is given. */
-export function readOptionalSecret(name: 'SERVICE_API_KEY' | 'MANAGEMENT_KEY', env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return secretGiven(name, env) ? readConfig([name], env)[name] : undefined;
-}
-
-/** The variable sets commands ask for. */
-export const SERVICE_ENV = [
-  'SERVICE_BASE_URL',
-  'SERVICE_API_KEY',
-  'SERVICE_API_KEY_HEADER',
+// The variable sets commands ask for. Kept per command, composed from these shared sets, because
+// each command reports the problems of what it reads only (one pass); the registry is the one list of names.
+/** The undici client's bounds, for the service and the management service alike. */
+export const HTTP_CLIENT_ENV = [
   'HTTP_CONNECTIONS',
   'HTTP_HEADERS_TIMEOUT_MS',
   'HTTP_BODY_TIMEOUT_MS',
   'HTTP_REQUEST_TIMEOUT_MS',
+] as const satisfies readonly EnvName[];
+export const SERVICE_ENV = [
+  'SERVICE_BASE_URL',
+  'SERVICE_API_KEY',
+  'SERVICE_API_KEY_HEADER',
+  ...HTTP_CLIENT_ENV,
 ] as const satisfies readonly EnvName[];
 export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
 export const REPLICA_ENV = [

@@ -10,6 +10,7 @@
 import { ENV, SECRET_ENV, type EnvName } from './config.js';
 import { isFileSecret } from './secret-files.js';
 
+/** The registry's names in the reader's groups: a grouping, not a second registry (ungrouped() names any left out). */
 const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
   ['The service (sync, resolve --online)', ['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER']],
   ['The management service (removals)', ['MANAGEMENT_URL', 'MANAGEMENT_KEY']],

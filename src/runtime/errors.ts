@@ -1,8 +1,8 @@
 /**
  * An error caught as `unknown`, as the one line of text a log field, a
- * failure reason or a terminal message carries. Everything that turns an
- * error into text goes through here; log lines go through `logError`
- * (./log.ts), which also keeps the whole error (stack, causes) at debug.
+ * failure reason or a terminal message carries, cut to a readable size.
+ * Log lines about an error go through `logError` (./log-error.ts), which
+ * uses this and also keeps the whole error (stack, causes) at debug.
  */
 
 /**

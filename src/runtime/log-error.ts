@@ -3,12 +3,10 @@
  * throttles for errors that repeat (a Redis outage must not write a line per
  * retry). No pino here, only its type: a module that writes to a logger it
  * is handed imports this file, not log.ts, so a command that never makes a
- * logger (`status`) never loads pino. log.ts re-exports all of it.
+ * logger (`status`) never loads pino.
  */
 import type { Logger } from 'pino';
 import { errorMessage, MESSAGE_MAX_CHARS } from './errors.js';
-
-export type { Logger };
 
 /** The fields of a line about an error: `err` is the error as caught. */
 export interface ErrorFields {

@@ -11,8 +11,6 @@ import { pino, type Logger, type LevelWithSilent } from 'pino';
 import { Writable } from 'node:stream';
 import { CENSOR, redactionFor, scrubLine, type RedactionConfig } from './redaction.js';
 
-export type { Logger };
-
 /**
  * The process logger for `config` (its LOG_LEVEL, and what it holds that must not be logged:
  * see redaction.ts); on `destination`, stdout when unset.

@@ -120,14 +120,7 @@ export async function readAnswerBody(response: Dispatcher.ResponseData, bound: B
   }
 }
 
-/**
- * Reads a response body as bytes, but stops at `maxBytes`: a body that
- * grows past it is destroyed (the connection is dropped) instead of being
- * buffered, so one oversized or endless answer cannot take the process's
- * memory with it. `bytes` of a body too large is its first `maxBytes` when
- * `keepHead`, else empty: a copy nobody reads is garbage that many checks
- * in flight pile up faster than it is collected (bench/check-bomb.ts).
- */
+/** A body read up to its bound: `tooLarge` when it grew past it (readBoundedBody). */
 export type BoundedBody = { ok: true; bytes: Buffer } | { ok: false; tooLarge: true; bytes: Buffer };
 
 /** Destroys a body not read to its end (its connection goes with it); one already ended or destroyed is left alone. */
@@ -138,6 +131,14 @@ function dropUnread(body: Readable): void {
   body.destroy();
 }
 
+/**
+ * Reads a response body as bytes, but stops at `maxBytes`: a body that
+ * grows past it is destroyed (the connection is dropped) instead of being
+ * buffered, so one oversized or endless answer cannot take the process's
+ * memory with it. `bytes` of a body too large is its first `maxBytes` when
+ * `keepHead`, else empty: a copy nobody reads is garbage that many checks
+ * in flight pile up faster than it is collected (bench/check-bomb.ts).
+ */
 export async function readBoundedBody(body: Readable, maxBytes: number, keepHead = false): Promise<BoundedBody> {
   const chunks: Buffer[] = [];
   let size = 0;

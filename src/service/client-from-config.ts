@@ -4,7 +4,7 @@
  * so no team key is needed and none can be sent.
  */
 import { ServiceClient, type ServiceClientOptions } from './client.js';
-import type { Config } from '../runtime/config.js';
+import { HTTP_CLIENT_ENV, MANAGEMENT_ENV, type Config } from '../runtime/config.js';
 
 /** Any mix of the team half, the management half and the HTTP tuning variables. */
 type ServiceConfig = Partial<
@@ -41,14 +41,7 @@ export function serviceClientFromConfig(config: ServiceConfig, extra: Pick<Servi
 }
 
 /** What a removal worker reads to talk to the management service. */
-export const MANAGEMENT_CLIENT_ENV = [
-  'MANAGEMENT_URL',
-  'MANAGEMENT_KEY',
-  'HTTP_CONNECTIONS',
-  'HTTP_HEADERS_TIMEOUT_MS',
-  'HTTP_BODY_TIMEOUT_MS',
-  'HTTP_REQUEST_TIMEOUT_MS',
-] as const;
+export const MANAGEMENT_CLIENT_ENV = [...MANAGEMENT_ENV, ...HTTP_CLIENT_ENV] as const;
 
 /**
  * The management half, with a socket per removal in flight: fewer would

@@ -30,11 +30,10 @@ import {
 import { settleWithin, startDeadline, type Deadline } from '../runtime/deadline.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
-import type { StagedRecord } from '../../db/mirrored-user.js';
-import { parseUser } from './user-record.js';
+import { parseUser, type ReceivedUser } from './user-record.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
-import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
+import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema } from './schemas.js';
 import { ACCEPT_ENCODING } from './content-encoding.js';
 import { BodyCodingError, DETAIL_BOUND, fittedBound, pageBound, readAnswerBody, recordBound, type BodyBound } from './body-bounds.js';
 
@@ -97,11 +96,11 @@ export interface RecordPage {
 
 /**
  * 404 on resolve is a result, not an error: the id is simply unknown upstream.
- * A found user is a staged record (db/mirrored-user.ts): `rawJson` is the body
+ * A found user is a received record (./user-record.ts): `rawJson` is the body
  * as received (what the mirror stores); `warnings` name the fields dropped
  * from `user` because they broke their rule.
  */
-export type ResolveResult = ({ found: true } & StagedRecord<User>) | { found: false };
+export type ResolveResult = ({ found: true } & ReceivedUser) | { found: false };
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };

@@ -10,6 +10,13 @@
  * A list page of 500 users is ~408 KB of JSON and ~49 KB gzipped: against a
  * service across the internet, the bytes on the wire are most of a re-sync.
  * The official SDK's `fetch` asks for compression by itself.
+ *
+ * Not undici's `interceptors.decompress` (checked in undici 8.13): it passes a
+ * coding it does not know through undecoded and decodes `deflate`, which this
+ * client did not offer, where this client refuses both by name; and its
+ * `maxSize` is one limit per dispatcher that fails the answer, where this
+ * client bounds each answer by what it carries (a page, a record, an error's
+ * detail, whose head it keeps: ./body-bounds.ts).
  */
 import { pipeline, type Readable } from 'node:stream';
 import * as zlib from 'node:zlib';

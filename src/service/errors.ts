@@ -13,6 +13,7 @@
  * in ./retry.ts.
  */
 import type { ErrorDetail } from './schemas.js';
+import { isRecord } from '../runtime/is-record.js';
 
 export type HttpMethod = 'GET' | 'DELETE';
 
@@ -137,13 +138,13 @@ export function describeDetail(detail: ErrorDetail | undefined, bodyKind?: Error
 function describeValue(detail: unknown): string {
   if (typeof detail === 'string') return detail === '' ? '(empty detail)' : detail;
   if (Array.isArray(detail)) return detail.length === 0 ? '(empty detail list)' : detail.map(describeItem).join('; ');
-  if (typeof detail === 'object' && detail !== null) return describeObject(detail as Record<string, unknown>);
+  if (isRecord(detail)) return describeObject(detail);
   return `detail ${String(detail)}`;
 }
 
 function describeItem(item: unknown): string {
-  if (typeof item !== 'object' || item === null || Array.isArray(item)) return describeValue(item);
-  const { loc, msg, type } = item as Record<string, unknown>;
+  if (!isRecord(item)) return describeValue(item);
+  const { loc, msg, type } = item;
   const where = Array.isArray(loc) ? loc.map((part) => String(part)).join('.') : '';
   const what = typeof msg === 'string' ? msg : typeof type === 'string' ? type : undefined;
   if (what === undefined) return where === '' ? toJson(item) : `${where}: invalid`;

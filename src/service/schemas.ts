@@ -88,7 +88,6 @@ export const UserPageEnvelopeSchema = z.looseObject({
   offset: z.number().int().min(0),
   limit: z.number().int().min(0),
 });
-export type UserPageEnvelope = z.infer<typeof UserPageEnvelopeSchema>;
 
 /**
  * The largest `limit` the list endpoint takes (1..500, default 100). The
@@ -105,7 +104,6 @@ export const ValidationErrorItemSchema = z.looseObject({
   input: z.unknown().optional(),
   ctx: z.record(z.string(), z.unknown()).optional(),
 });
-export type ValidationErrorItem = z.infer<typeof ValidationErrorItemSchema>;
 
 /**
  * `detail` comes as a list, a string or an object, and odd services send
@@ -116,6 +114,3 @@ export const ErrorDetailSchema = z.union([z.array(z.union([ValidationErrorItemSc
 export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
 
 export const ErrorBodySchema = z.looseObject({ detail: ErrorDetailSchema.optional() });
-
-/** Success body of the member delete is unspecified upstream: keep whatever JSON came. */
-export const DeleteMemberResponseSchema = z.unknown();

@@ -13,28 +13,31 @@
  */
 import { z } from 'zod';
 import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
-import type { FieldWarning, MirroredUser } from '../../db/mirrored-user.js';
 import { isRecord } from '../runtime/is-record.js';
 import { formatIssues, formatPath } from '../runtime/zod-issues.js';
 import { ruleOfIssueCode, type WarningRule } from './warning-rules.js';
 
-/** A field dropped because it broke its rule: the mirror's own shape (db/mirrored-user.ts), stored in field_warnings. */
-export type { FieldWarning };
-
-/** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
-type Assignable<T extends U, U> = T;
-/**
- * A parsed User is what the mirror stores: db/ states that shape itself
- * (MirroredUser), and this line fails `tsc` when the wire schema and it drift apart.
- */
-type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
-
-/** A field warning as the parser emits it: with the fixed name of the rule broken (./warning-rules.ts), for counting. */
-export interface RuleWarning extends FieldWarning {
+/** A field dropped from a record because it broke its rule (the mirror stores them in `field_warnings`). */
+export interface FieldWarning {
+  /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
+  field: string;
+  /** The rule the value broke, and what was dropped when more than the field itself: text for people. */
+  problem: string;
+  /** The rule's fixed name (./warning-rules.ts): a label an alert can be written against. */
   rule: WarningRule;
 }
 
-export type UserParse = { ok: true; user: User; warnings: RuleWarning[] } | { ok: false; issues: string };
+/** A user record as received: the parsed user, its text exactly as received, and the fields dropped from it. */
+export interface ReceivedUser {
+  /** The parsed record: fields that broke their rule are absent. */
+  user: User;
+  /** The record's text exactly as received, unknown fields included. */
+  rawJson: string;
+  /** The fields dropped from `user`. */
+  warnings: readonly FieldWarning[];
+}
+
+export type UserParse = { ok: true; user: User; warnings: FieldWarning[] } | { ok: false; issues: string };
 
 type Path = PropertyKey[];
 type Outcome<T> = { ok: true; value: T } | { ok: false; path: Path; message: string; code: string | undefined };
@@ -52,13 +55,13 @@ export function parseUser(raw: unknown, prefix = ''): UserParse {
   if (whole.success) return { ok: true, user: whole.data, warnings: [] };
   const identity = UserIdentitySchema.safeParse(raw);
   if (!identity.success) return { ok: false, issues: formatIssues(identity.error.issues, prefix) };
-  const warnings: RuleWarning[] = [];
+  const warnings: FieldWarning[] = [];
   const cleaned = cleanObject(UserSchema, identity.data, [], warnings, USER_FALLBACKS);
   if (!cleaned.ok) return { ok: false, issues: `${formatPath(cleaned.path, prefix)}: ${cleaned.message}` };
   return { ok: true, user: cleaned.value, warnings: mergeByField(warnings) };
 }
 
-function clean(schema: z.ZodType, value: unknown, path: Path, warnings: RuleWarning[]): Outcome<unknown> {
+function clean(schema: z.ZodType, value: unknown, path: Path, warnings: FieldWarning[]): Outcome<unknown> {
   const direct = schema.safeParse(value);
   if (direct.success) return { ok: true, value: direct.data };
   const inner = unwrap(schema);
@@ -73,7 +76,7 @@ function cleanObject<S extends z.ZodObject>(
   schema: S,
   value: Record<string, unknown>,
   path: Path,
-  warnings: RuleWarning[],
+  warnings: FieldWarning[],
   fallbacks: Readonly<Record<string, unknown>> = {},
 ): Outcome<z.output<S>> {
   const out: Record<string, unknown> = { ...value };
@@ -98,7 +101,7 @@ function cleanObject<S extends z.ZodObject>(
   return whole.success ? { ok: true, value: whole.data } : failure(whole.error, path);
 }
 
-function cleanArray(element: z.ZodType, items: readonly unknown[], path: Path, warnings: RuleWarning[]): unknown[] {
+function cleanArray(element: z.ZodType, items: readonly unknown[], path: Path, warnings: FieldWarning[]): unknown[] {
   const out: unknown[] = [];
   items.forEach((item, i) => {
     const at = [...path, i];
@@ -120,7 +123,7 @@ function failure(error: z.ZodError, path: Path): Outcome<never> {
   return { ok: false, path: [...path, ...(issue?.path ?? [])], message: issue?.message ?? 'invalid', code: issue?.code };
 }
 
-function warningFor(failed: { path: Path; message: string; code: string | undefined }, dropped: Path): RuleWarning {
+function warningFor(failed: { path: Path; message: string; code: string | undefined }, dropped: Path): FieldWarning {
   const field = formatPath(failed.path);
   const wider = failed.path.length > dropped.length ? ` (${formatPath(dropped)} dropped)` : '';
   return { field, problem: `${failed.message}${wider}`, rule: ruleOfIssueCode(failed.code) };
@@ -130,8 +133,8 @@ function warningFor(failed: { path: Path; message: string; code: string | undefi
  * One warning per field (the mirror keys them so): a source that lost its `provider` and has no `source` says both.
  * The first rule broken names the warning's rule.
  */
-function mergeByField(warnings: readonly RuleWarning[]): RuleWarning[] {
-  const byField = new Map<string, RuleWarning>();
+function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
+  const byField = new Map<string, FieldWarning>();
   for (const w of warnings) {
     const before = byField.get(w.field);
     byField.set(w.field, before === undefined ? { ...w } : { ...before, problem: `${before.problem}; ${w.problem}` });
@@ -139,15 +142,16 @@ function mergeByField(warnings: readonly RuleWarning[]): RuleWarning[] {
   return [...byField.values()];
 }
 
+/** One list-page record parsed: a user and its field warnings, or the reason it is not a user. */
+export type ParsedRecord =
+  { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
+
 /**
  * Validates the records of one list page one by one, so that a single bad
  * record is reported with its path (`users[37].user_id`) instead of failing
  * the page. Only a record without a valid identity is bad; other fields that
  * break their rule become field warnings (./user-record.ts). Pure: no I/O.
  */
-export type ParsedRecord =
-  { ok: true; index: number; user: User; warnings: RuleWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
-
 export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);
   if (parsed.ok) return { ok: true, index, user: parsed.user, warnings: parsed.warnings };

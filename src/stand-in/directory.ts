@@ -22,8 +22,6 @@ import {
 import { bump, reviseUser, UNREVISED, type Change, type Direction, type JsonRecord, type Revision } from './revision.js';
 import { SparseDeletions } from './sparse-deletions.js';
 
-export type { JsonRecord } from './revision.js';
-
 export type DirectoryRecord = JsonRecord;
 
 export interface DirectoryOptions {

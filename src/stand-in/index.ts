@@ -7,7 +7,7 @@
  */
 import { listen } from '../runtime/lifecycle.js';
 import { Churn } from './churn.js';
-import { Directory, type JsonRecord } from './directory.js';
+import { Directory } from './directory.js';
 import { resolveKeys, type KeyOrigins } from './keys.js';
 import { Faults, type FaultPlan } from './faults.js';
 import { Members } from './members.js';
@@ -16,6 +16,7 @@ import { createStandInServer } from './server.js';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { Link } from './link.js';
+import type { JsonRecord } from './revision.js';
 
 export { Directory, type DirectoryRecord, type UserRef, type UserState } from './directory.js';
 export { CHANGES, type Change } from './revision.js';
@@ -25,10 +26,10 @@ export { Members, type OrgMember } from './members.js';
 export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
 export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
 export { generateUser, startOfUtcDay, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
-export { DEFAULT_LIMIT } from './routes.js';
+export { DEFAULT_LIMIT } from '../service/server-wire.js';
 export { MAX_PAGE_LIMIT } from '../service/schemas.js';
 export { MANAGEMENT_KEY_HEADER } from './routes.js';
-export type { JsonRecord } from './directory.js';
+export type { JsonRecord } from './revision.js';
 
 export interface StandInOptions {
   /** 0 (the default) picks a free port. */

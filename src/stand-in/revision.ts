@@ -10,6 +10,7 @@
  */
 import { DAY_MS, isoSeconds, PROVIDERS, providerLogo, TIME_ZONES } from './catalog.js';
 import { hash32, Prng } from './random.js';
+import { isRecord } from '../runtime/is-record.js';
 
 export type JsonRecord = Record<string, unknown>;
 
@@ -101,7 +102,7 @@ function freeProviders(sources: readonly unknown[]): typeof PROVIDERS {
 }
 
 function slugOf(source: unknown): unknown {
-  if (typeof source !== 'object' || source === null) return undefined;
+  if (!isRecord(source)) return undefined;
   const { provider, source: legacy } = source as { provider?: { slug?: unknown }; source?: { slug?: unknown } };
   return provider?.slug ?? legacy?.slug;
 }

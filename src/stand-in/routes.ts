@@ -88,7 +88,6 @@ function areaOf(first: string | undefined): Area {
   return first === 'v1' ? 'management' : 'none';
 }
 
-export { DEFAULT_LIMIT } from '../service/server-wire.js';
 /** Generated users average about 800 bytes; sizing the buffer up front avoids regrowing it. */
 const BYTES_PER_USER_GUESS = 1024;
 

@@ -20,19 +20,17 @@
  * whole process group, and the daemon decides when its sync stops. If the
  * daemon goes away (the channel closes) the run is aborted too.
  */
-import { readConfig, SERVICE_ENV } from '../runtime/config.js';
+import { readConfig } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
-import { createLogger, type Logger } from '../runtime/log.js';
+import { createLogger } from '../runtime/log.js';
 import { errorMessage } from '../runtime/errors.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';
-import { checkpointAfterSync, keepFailure, LEASED_SYNC_ENV, reserveRecord, runLeasedSync } from './exclusive-run.js';
+import { checkpointAfterSync, keepFailure, reserveRecord, runLeasedSync, SYNC_RUN_ENV } from './exclusive-run.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 import { syncConnections } from './process-settings.js';
-
-/** What the daemon's sync reads; the daemon reads these too (DAEMON_ENV). */
-export const SYNC_PROCESS_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
+import type { Logger } from 'pino';
 
 function post(message: ChildMessage): Promise<void> {
   return new Promise((resolve) => {
@@ -77,7 +75,7 @@ async function main(): Promise<void> {
   let logger: Logger | undefined;
   try {
     applyFilePolicy();
-    const config = readConfig(SYNC_PROCESS_ENV);
+    const config = readConfig(SYNC_RUN_ENV);
     mirrorPath = config.MIRROR_DB;
     const job = SyncJobContextSchema.parse(JSON.parse(process.argv[2] ?? '{}'));
     const log = createLogger(config).child({ role: 'sync' });

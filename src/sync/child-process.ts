@@ -22,11 +22,11 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ResponseEvent } from '../service/client.js';
-import type { SyncSummary } from './engine.js';
 import { z } from 'zod';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { syncEnv, syncExecArgv } from './process-settings.js';
-import type { Logger } from '../runtime/log.js';
+import type { SyncSummary } from './run-summary.js';
+import type { Logger } from 'pino';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
@@ -239,4 +239,3 @@ export const ParentMessageSchema = z.discriminatedUnion('type', [
   /** Stop the run: it is recorded as failed ('aborted') and nothing is published. */
   z.object({ type: z.literal('abort') }),
 ]);
-export type ParentMessage = z.infer<typeof ParentMessageSchema>;

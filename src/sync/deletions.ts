@@ -33,7 +33,7 @@ import type { ResolveResult } from '../service/client.js';
 import type { DirectorySource } from './scan.js';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
-import type { Logger } from '../runtime/log.js';
+import type { Logger } from 'pino';
 
 export interface ScanOutcome {
   /** Pages that still failed after all their attempts. */
@@ -82,24 +82,7 @@ function hold(kind: HoldKind, reason: string): DeletionPlan {
   return { verify: false, kind, reason };
 }
 
-/**
- * Asks the service about the users a scan did not list, before any of them
- * is deleted: a deletion is a fact only when the service confirms it.
- * Resolving a candidate by client_user_id settles it:
- *
- * - 404, or the client_user_id now names another user_id: the user is gone;
- * - the same user_id: the user is alive and the listing skipped it (an
- *   offset listing shifts when users are deleted behind the cursor), so it
- *   is kept as it is; the next run's listing brings any change to it;
- * - the resolve still fails after its retries: not deleted, checked again on
- *   a later run;
- * - the key is refused (401/403): the check stops and the refusal is thrown,
- *   since no other check could succeed either.
- *
- * When `abandonAfter` checks in a row fail with none settled in between, the
- * service is taken to be down and the rest are left for a later run instead
- * of walking each through its full retry budget.
- */
+/** A user the scan did not list: a deletion only once the service confirms it (checkCandidates). */
 export interface DeletionCandidate {
   user_id: string;
   client_user_id: string;
@@ -121,6 +104,24 @@ export function verdictOf(candidate: DeletionCandidate, result: ResolveResult): 
   return result.found && result.user.user_id.toLowerCase() === candidate.user_id.toLowerCase() ? 'alive' : 'gone';
 }
 
+/**
+ * Asks the service about the users a scan did not list, before any of them
+ * is deleted: a deletion is a fact only when the service confirms it.
+ * Resolving a candidate by client_user_id settles it:
+ *
+ * - 404, or the client_user_id now names another user_id: the user is gone;
+ * - the same user_id: the user is alive and the listing skipped it (an
+ *   offset listing shifts when users are deleted behind the cursor), so it
+ *   is kept as it is; the next run's listing brings any change to it;
+ * - the resolve still fails after its retries: not deleted, checked again on
+ *   a later run;
+ * - the key is refused (401/403): the check stops and the refusal is thrown,
+ *   since no other check could succeed either.
+ *
+ * When `abandonAfter` checks in a row fail with none settled in between, the
+ * service is taken to be down and the rest are left for a later run instead
+ * of walking each through its full retry budget.
+ */
 export async function checkCandidates(
   source: DirectorySource,
   candidates: readonly DeletionCandidate[],

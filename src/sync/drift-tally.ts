@@ -11,8 +11,9 @@
  * it looks like a field name and only for the first MAX_NEW_FIELDS distinct
  * ones of a run; the rest count under `other`. Pure.
  */
+import { isRecord } from '../runtime/is-record.js';
 import { UserSchema } from '../service/schemas.js';
-import type { RuleWarning } from '../service/user-record.js';
+import type { FieldWarning } from '../service/user-record.js';
 import type { WarningRule } from '../service/warning-rules.js';
 
 /** Distinct new top-level names a run keeps as labels; more fold into `other`. */
@@ -41,7 +42,7 @@ export class DriftTally {
   private readonly newNames = new Set<string>();
 
   /** One parsed record: its warnings, and the top-level keys of its raw object the schema does not know. */
-  addRecord(raw: unknown, warnings: readonly RuleWarning[]): void {
+  addRecord(raw: unknown, warnings: readonly FieldWarning[]): void {
     // One count per (field, rule) per record: two bad sources are one record with a warning.
     let seen: Set<string> | undefined;
     for (const w of warnings) {
@@ -51,7 +52,7 @@ export class DriftTally {
       (seen ??= new Set()).add(key);
       this.bump(field, w.rule);
     }
-    if (typeof raw !== 'object' || raw === null) return;
+    if (!isRecord(raw)) return;
     for (const name in raw) if (!KNOWN_FIELDS.has(name)) this.bump(this.newFieldLabel(name), 'new_field');
   }
 

@@ -42,7 +42,7 @@ import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
-import { silentLogger, type Logger } from '../runtime/log.js';
+import { silentLogger } from '../runtime/log.js';
 import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
@@ -52,9 +52,9 @@ import { planDeletions, settleCandidates } from './deletions.js';
 import type { ProgressSnapshot } from './progress.js';
 import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
 import { finishFailed, finishPublished, partialReason, type SyncStatus, type SyncSummary } from './run-summary.js';
+import type { Logger } from 'pino';
 
 // The run's result, for the callers that import it with runSync (src/daemon, src/commands, bench/): its home is ./run-summary.ts.
-export type { SyncStatus, SyncSummary };
 
 /** What runSync needs: the service, the mirror's writer, and the SYNC_* settings (unset: SYNC_DEFAULTS). */
 export interface SyncOptions {

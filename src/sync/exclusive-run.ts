@@ -3,8 +3,7 @@
  * configuration: what `sync --once` runs, and what the daemon's sync process
  * (./child-main.ts) runs, so the two cannot drift apart.
  */
-import type { Config } from '../runtime/config.js';
-import type { Logger } from '../runtime/log.js';
+import { SERVICE_ENV, type Config } from '../runtime/config.js';
 import { errorMessage } from '../runtime/errors.js';
 import { checkpointMirror, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import {
@@ -15,10 +14,12 @@ import {
   type AttemptFailure,
 } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
-import { runSync, type SyncOptions, type SyncSummary } from './engine.js';
+import { runSync, type SyncOptions } from './engine.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
 import { purgeChangeLog, purgeDeletedUsers, purgeHistory } from '../../db/purge.js';
+import type { SyncSummary } from './run-summary.js';
+import type { Logger } from 'pino';
 
 export const LEASED_SYNC_ENV = [
   'SYNC_CONCURRENCY',
@@ -37,6 +38,9 @@ export const LEASED_SYNC_ENV = [
   'HISTORY_RETENTION_DAYS',
   'MIRROR_CHECKPOINTS',
 ] as const;
+
+/** What a sync run reads, in `sync --once` and in the daemon's sync child alike (the daemon checks these too: DAEMON_ENV). */
+export const SYNC_RUN_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
 
 export interface LeasedSyncParams {
   config: Config<(typeof LEASED_SYNC_ENV)[number]>;

@@ -20,12 +20,26 @@
  * user keeps the row it had and is never a deletion candidate. A record that
  * is not valid JSON on its own is set aside the same way.
  */
-import type { UserWrite } from '../../db/mirror-store.js';
+import type { MirroredUser, StagedRecord } from '../../db/mirrored-user.js';
 import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
-import { parseUserRecord } from '../service/user-record.js';
+import type { User } from '../service/schemas.js';
+import { parseUserRecord, type ReceivedUser } from '../service/user-record.js';
 import type { Sighting } from './run-ledger.js';
 import type { DriftTally } from './drift-tally.js';
+import type { UserWrite } from '../../db/user-writes.js';
+import { isRecord } from '../runtime/is-record.js';
+
+/** Holds when T is assignable to U; otherwise `tsc` fails where it is used. */
+type Assignable<T extends U, U> = T;
+/**
+ * The wire and the store state their record shapes each on its own (neither
+ * imports the other); the sync hands the one to the other, so these lines
+ * fail `tsc` here when the service's parsed User and db's MirroredUser, or a
+ * received record and a staged one, drift apart.
+ */
+type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
+type _ReceivedUserIsStaged = Assignable<ReceivedUser, StagedRecord<User>>;
 
 /** A page's bytes and each record's byte range in them (the client's RecordPage is one). */
 export interface PageBytes {
@@ -51,12 +65,6 @@ export interface PageTally {
   duplicates: number;
   /** Where the warnings and unknown keys of the records written are counted: the run's (./drift-tally.ts). */
   schemaDrift?: DriftTally;
-}
-
-/** A page decoded whole: its writes and its tally. */
-export interface DecodedPage extends PageTally {
-  /** New, changed or reappearing users, and repeat listings (the directory moved under the scan). */
-  writes: UserWrite[];
 }
 
 export type Sight = (userId: string, digest: string) => Sighting;
@@ -91,13 +99,6 @@ export function* pageWrites(
     const write = listRecord(body, span, index, offset, sight, maxRecordBytes, tally);
     if (write !== undefined) yield write;
   }
-}
-
-/** The whole page at once (pageWrites, collected). */
-export function decodePage(page: PageBytes, offset: number, sight: Sight, maxRecordBytes: number = DEFAULT_MAX_RECORD_BYTES): DecodedPage {
-  const tally = emptyTally();
-  const writes = [...pageWrites(page, offset, sight, tally, maxRecordBytes)];
-  return { writes, ...tally };
 }
 
 function listRecord(
@@ -158,9 +159,9 @@ function jsonOrUndefined(text: string): unknown {
 
 function idsOf(raw: unknown): Record<string, string> {
   const out: Record<string, string> = {};
-  if (typeof raw !== 'object' || raw === null) return out;
+  if (!isRecord(raw)) return out;
   for (const key of ['user_id', 'client_user_id']) {
-    const value: unknown = (raw as Record<string, unknown>)[key];
+    const value = raw[key];
     if (typeof value === 'string' && value.length <= MAX_KEPT_ID) out[key] = value;
   }
   return out;

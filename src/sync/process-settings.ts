@@ -33,12 +33,12 @@ export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
  * by other C libraries (musl). An operator's own setting wins:
  * MALLOC_ARENA_MAX, or `glibc.malloc.arena_max` in GLIBC_TUNABLES.
  */
-export const SYNC_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+const SYNC_ENV_SETTINGS: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
 
 /** The sync's environment settings the process was started without: those to add (none of an operator's choosing is overridden). */
 export function missingSyncEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
   if (env.MALLOC_ARENA_MAX !== undefined || (env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.arena_max')) return {};
-  return { ...SYNC_ENV };
+  return { ...SYNC_ENV_SETTINGS };
 }
 
 /** The sync process's environment: the parent's, and the sync's settings it lacks. */

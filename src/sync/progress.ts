@@ -7,7 +7,7 @@
  * every N pages, because a redrawn line in a log file is noise.
  */
 import { Writable } from 'node:stream';
-import type { Logger } from '../runtime/log.js';
+import type { Logger } from 'pino';
 
 export interface ProgressSnapshot {
   pagesDone: number;

@@ -9,9 +9,10 @@ import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RejectedRow } from '../../db/sync-runs.js';
 import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { truncated } from '../runtime/truncated.js';
-import { logError, type Logger } from '../runtime/log-error.js';
+import { logError } from '../runtime/log-error.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import type { PassResult } from './scan.js';
+import type { Logger } from 'pino';
 
 /** Everything the scan met on the way that is not a record: failures, oddities of the listing. */
 export function logScan(log: Logger, scan: PassResult): void {

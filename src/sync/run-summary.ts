@@ -7,10 +7,10 @@
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import { errorMessage } from '../runtime/errors.js';
-import type { Logger } from '../runtime/log.js';
 import type { RunWriter } from './run-writer.js';
 import type { PassResult } from './scan.js';
 import { logRejected, logSchemaDrift } from './run-log.js';
+import type { Logger } from 'pino';
 
 /** A run's outcome; what each means, and why: ./engine.ts's header. */
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';

@@ -31,6 +31,7 @@ import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
 import { DriftTally } from './drift-tally.js';
 import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
+import { isRecord } from '../runtime/is-record.js';
 
 export interface StagePageResult {
   /** Records listed and readable: every record of the page but the rejected ones. */
@@ -254,8 +255,8 @@ function reservoirSample<T>(items: Iterable<T>, k: number): T[] {
 }
 
 function stringField(raw: unknown, key: string): string | undefined {
-  if (typeof raw !== 'object' || raw === null) return undefined;
-  const value: unknown = (raw as Record<string, unknown>)[key];
+  if (!isRecord(raw)) return undefined;
+  const value = raw[key];
   return typeof value === 'string' ? value : undefined;
 }
 

@@ -8,9 +8,10 @@
  * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
  */
 import type { RunFieldWarning } from '../../db/schema-drift.js';
-import type { MirrorStore, PriorRow, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
+import type { MirrorStore, PublishDeletions, PublishResult } from '../../db/mirror-store.js';
 import type { FinishRunInput } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
+import type { PriorRow, UserWrite } from '../../db/user-writes.js';
 
 export interface MemoryUser {
   userId: string;

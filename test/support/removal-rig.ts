@@ -10,18 +10,20 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import type { Job } from 'bullmq';
 import type { Db } from '../../db/open.js';
-import { auditPathFor, openAudit } from '../../db/open-audit.js';
+import { openAudit } from '../../db/open-audit.js';
 import { createRemovalAudit, type RemovalAudit } from '../../db/removal-audit.js';
 import { silentLogger } from '../../src/runtime/log.js';
 import { startStandIn, type StandIn } from '../../src/stand-in/index.js';
 import type { ServiceClient } from '../../src/service/client.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { managementTarget, type ManagementTarget } from '../../jobs/removals/queue.js';
+import { type ManagementTarget } from '../../jobs/removals/contract.js';
 import { managementClientFromConfig } from '../../src/service/client-from-config.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { startRemovalWorker, type RemovalWorkerHandle, type RemovalWorkerOptions } from '../../jobs/removals/worker.js';
 import { eventually } from './eventually.js';
 import { startTestRedis, type TestRedis, type TestRedisOptions } from './redis-server.js';
+import { urlTarget } from '../../jobs/url-target.js';
+import { auditPathFor } from '../../db/audit-location.js';
 
 export interface Shared {
   redis: TestRedis;
@@ -74,7 +76,7 @@ export async function createRig(shared: Shared): Promise<Rig> {
   const db = openAudit(auditPath);
   const audit = createRemovalAudit(db);
   const producer = createRedisConnection(redis.url, { role: 'producer' });
-  const target = managementTarget(standIn.managementUrl);
+  const target = urlTarget(standIn.managementUrl);
   const queue = createRemovalQueue(producer, { target, prefix });
   const workers: Array<{ handle: RemovalWorkerHandle; redis: RedisClient; client: ServiceClient }> = [];
 

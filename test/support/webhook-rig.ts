@@ -9,10 +9,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { FeedEvent } from '../../db/change-feed.js';
 import { silentLogger } from '../../src/runtime/log.js';
 import { createRedisConnection, type RedisClient } from '../../jobs/redis-connection.js';
-import { createWebhookQueue, webhookTarget, type WebhookQueue, type WebhookTarget } from '../../jobs/webhooks/queue.js';
-import { verifyWebhook } from '../../jobs/webhooks/signature.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import { startWebhookWorker, type WebhookWorkerHandle, type WebhookWorkerOptions } from '../../jobs/webhooks/worker.js';
+import { verifyWebhook } from './doc-verifier.js';
 import { freePort, startTestRedis, type TestRedis } from './redis-server.js';
+import { createWebhookQueue, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 
 export const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
@@ -25,7 +26,7 @@ export interface Received {
   status: number | 'destroyed';
   /** The three Standard Webhooks headers as sent. */
   signed: { 'webhook-id': string; 'webhook-timestamp': string; 'webhook-signature': string };
-  /** verifyWebhook's verdict, with the content type checked too. */
+  /** docs/changes.md's verifyWebhook's verdict, with the content type checked too. */
   verified: boolean;
 }
 
@@ -74,7 +75,7 @@ export async function startReceiver(): Promise<Receiver> {
     const body = Buffer.concat(chunks).toString('utf8');
     const id = String(req.headers['webhook-id'] ?? '');
     const verified =
-      req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, body).ok;
+      req.method === 'POST' && req.headers['content-type'] === 'application/json' && verifyWebhook(SECRET, req.headers, Buffer.from(body));
     if (receiver.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.latencyMs));
     const answer = receiver.answer({ id, body, n: receiver.requests.length });
     const header = (name: string) => String(req.headers[name] ?? '');

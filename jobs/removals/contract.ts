@@ -22,7 +22,7 @@ import { z } from 'zod';
 import type { JobsOptions } from 'bullmq';
 import { formatIssues } from '../../src/runtime/zod-issues.js';
 import { UnreadableJob } from '../unreadable-job.js';
-import { canonicalUrl, urlTarget, type UrlTarget } from '../url-target.js';
+import type { UrlTarget } from '../url-target.js';
 
 /**
  * The queue of jobs written before removals named their target. No worker
@@ -133,7 +133,6 @@ export function checkRemovalJob(
 
 /** A management service as the queue names it (its URL's fingerprint, jobs/url-target.ts): never its key. */
 export type ManagementTarget = UrlTarget;
-export { canonicalUrl as canonicalManagementUrl, urlTarget as managementTarget };
 
 /** BullMQ queue names may not contain ':'. */
 export function removalQueueName(targetId: string): string {

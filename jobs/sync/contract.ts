@@ -26,10 +26,10 @@
  * is the retry. Retrying a full directory scan at once rarely helps (the
  * service was just down) and would compete with the next tick.
  */
-import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 
-export const SYNC_JOB_NAME = 'sync';
+export const SYNC_JOB = 'sync';
 
 /** Keep finished jobs long enough that a late duplicate add of the same tick still finds them. */
 const KEEP_FINISHED = { age: 24 * 3600, count: 1000 } as const;
@@ -64,41 +64,4 @@ export function syncJobId(reason: SyncJobData['reason'], tick: Date): string {
     .replace(/\.\d{3}Z$/, 'Z')
     .replace(/[-:]/g, '');
   return `${reason === 'schedule' ? 'tick' : 'catchup'}-${stamp}`;
-}
-
-export interface SyncQueueOptions {
-  connection: ConnectionOptions;
-  prefix: string;
-  mirrorId: string;
-}
-
-export function openSyncQueue(options: SyncQueueOptions): Queue<SyncJobData> {
-  return new Queue<SyncJobData>(syncQueueName(options.mirrorId), {
-    connection: options.connection,
-    prefix: options.prefix,
-    defaultJobOptions: SYNC_JOB_OPTIONS,
-  });
-}
-
-export type EnqueueOutcome =
-  /** This job is in the queue (added now, or by a peer that saw the same tick). */
-  | { outcome: 'enqueued'; jobId: string }
-  /** Another sync job was already waiting; this tick folded into it (`into`). */
-  | { outcome: 'coalesced'; jobId: string; into: string };
-
-/** Jobs that have not started: the ones a new tick would only queue behind. */
-const NOT_STARTED = ['wait', 'prioritized', 'delayed'] as const;
-
-/**
- * Adds the job for `tick`, unless another sync job is already waiting (the
- * tick folds into it). An add whose id already exists is a no-op (a peer saw
- * the same tick first); BullMQ does not tell that apart from adding it, so
- * neither does this.
- */
-export async function enqueueSync(queue: Queue<SyncJobData>, data: SyncJobData): Promise<EnqueueOutcome> {
-  const jobId = syncJobId(data.reason, new Date(data.tick));
-  const [waiting] = await queue.getJobs([...NOT_STARTED], 0, 0, true);
-  if (waiting?.id !== undefined && waiting.id !== jobId) return { outcome: 'coalesced', jobId, into: waiting.id };
-  await queue.add(SYNC_JOB_NAME, data, { ...SYNC_JOB_OPTIONS, jobId });
-  return { outcome: 'enqueued', jobId };
 }
