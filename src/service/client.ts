@@ -15,19 +15,20 @@
  * - Every response is parsed with the zod schemas in ./schemas.ts; failures
  *   become the typed errors of ./errors.ts, never crashes.
  */
-import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { z } from 'zod';
+import type { IncomingHttpHeaders } from 'node:http';
 import {
   HttpError,
-  NetworkError,
   RequestValidationError,
   ResponseTooLargeError,
   ResponseValidationError,
-  TimeoutError,
   type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
-import { settleWithin, startDeadline, type Deadline } from '../runtime/deadline.js';
+import { settleWithin, startDeadline } from '../runtime/deadline.js';
+import { transportError } from './transport-error.js';
+import { sourceFreshnessOf, type SourceFreshness } from './source-freshness.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import type { StagedRecord } from '../../db/mirrored-user.js';
@@ -93,6 +94,8 @@ export interface RecordPage {
   body: Buffer;
   spans: RecordSpan[];
   unknownKeys: string[];
+  /** A leader mirror's freshness headers (./source-freshness.ts); undefined from the service itself. */
+  source?: SourceFreshness;
 }
 
 /**
@@ -124,6 +127,7 @@ interface ByteResponse {
   /** The body went past its bound and `bytes` is its head (only where the bound keeps a head). */
   truncated: boolean;
   retryAfter: string | undefined;
+  headers: IncomingHttpHeaders;
 }
 
 interface RawResponse {
@@ -172,7 +176,9 @@ export class ServiceClient {
     const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
-    return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans };
+    const source = sourceFreshnessOf(res.headers);
+    if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', path);
+    return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans, ...(source && { source }) };
   }
 
   async resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult> {
@@ -280,7 +286,14 @@ export class ServiceClient {
       report(status);
       if (!body.ok && !fitted.keepHead) throw new ResponseTooLargeError(fitted.bytes, fitted.setting, method, path);
       const retryAfter = response.headers['retry-after'];
-      return { status, bytes: body.bytes, truncated: !body.ok, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+      const headers = response.headers;
+      return {
+        status,
+        bytes: body.bytes,
+        truncated: !body.ok,
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+        headers,
+      };
     } finally {
       deadline.clear();
     }
@@ -331,16 +344,4 @@ function parseJson(text: string, status: number, method: HttpMethod, path: strin
     if (status >= 200 && status < 300) throw new ResponseValidationError('body is not valid JSON', method, path);
     return { body: text.length > 200 ? text.slice(0, 200) : text, json: false };
   }
-}
-
-function transportError(err: unknown, method: HttpMethod, path: string, deadline: Deadline): Error {
-  if (deadline.expired) return new TimeoutError('total', method, path, { cause: err });
-  if (err instanceof undiciErrors.HeadersTimeoutError) return new TimeoutError('headers', method, path, { cause: err });
-  if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
-  if (err instanceof undiciErrors.ConnectTimeoutError) return new TimeoutError('connect', method, path, { cause: err });
-  if (err instanceof undiciErrors.RequestAbortedError || (err instanceof Error && err.name === 'AbortError')) {
-    return err;
-  }
-  const code = (err as { code?: unknown } | null)?.code;
-  return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });
 }

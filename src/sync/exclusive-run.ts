@@ -76,6 +76,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         maxDurationMs: p.config.SYNC_MAX_DURATION_MS,
         maxRecordBytes: p.config.SYNC_MAX_RECORD_BYTES,
         maxVerify: p.config.SYNC_MAX_VERIFY,
+        leaderMaxAgeMs: p.config.SYNC_LEADER_MAX_AGE_MS,
         verifyConcurrency: p.config.SYNC_VERIFY_CONCURRENCY,
         logger: p.logger,
         signal,
