@@ -104,6 +104,15 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       if (s !== undefined) age.set(s.ageSeconds ?? Number.POSITIVE_INFINITY);
     },
   });
+  const sourceAge = new Gauge({
+    name: 'user_mirror_source_data_age_seconds',
+    help: "On a follower (docs/followers.md): seconds since its data was read from the service by the leader, as of its last succeeded sync. Absent on a mirror that reads the service itself.",
+    registers,
+    collect() {
+      const s = readStaleness();
+      if (s?.sourceAgeSeconds != null) sourceAge.set(s.sourceAgeSeconds);
+    },
+  });
   const staleAfter = new Gauge({
     name: 'user_mirror_mirror_stale_after_seconds',
     help: 'SYNC_STALE_AFTER_MS in seconds: the age beyond which the mirror counts as stale.',
