@@ -106,7 +106,7 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
   });
   const sourceAge = new Gauge({
     name: 'user_mirror_source_data_age_seconds',
-    help: "On a follower (docs/followers.md): seconds since its data was read from the service by the leader, as of its last succeeded sync. Absent on a mirror that reads the service itself.",
+    help: 'On a follower (docs/followers.md): seconds since its data was read from the service by the leader, as of its last succeeded sync. Absent on a mirror that reads the service itself.',
     registers,
     collect() {
       const s = readStaleness();

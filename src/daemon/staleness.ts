@@ -137,9 +137,7 @@ function freshnessOf(stats: RunHistory): MirrorFreshness {
   const finished = stats.lastSucceededRun?.finishedAt ?? null;
   // The older of what the data was copied from and what the latest run found at the leader: a run refused
   // for a stale or restored leader (src/sync/leader-check.ts) tells the follower its leader went back in time.
-  const sourceAt = [stats.lastSucceededRun?.source?.at, stats.lastRun?.source?.at]
-    .filter((a): a is string => a != null)
-    .sort()[0];
+  const sourceAt = [stats.lastSucceededRun?.source?.at, stats.lastRun?.source?.at].filter((a): a is string => a != null).sort()[0];
   const sinceSuccess = (run: SyncRun | undefined) => run !== undefined && run.id > (stats.lastSucceededRun?.id ?? 0);
   const problem = stats.lastProblemRun;
   const last = stats.lastRun;

@@ -129,7 +129,7 @@ const ABOUT: Record<EnvName, string> = {
   SYNC_MAX_RECORD_BYTES: 'largest user record stored; bigger ones go to rejected_records',
   SYNC_MAX_RESOLVE_BYTES: 'largest resolve answer read (one record): deletion checks, resolve --online',
   SYNC_MAX_VERIFY: 'users missing from the listing checked upstream per run',
-  SYNC_LEADER_MAX_AGE_MS: "a follower publishes nothing from a leader mirror whose data is older than this (docs/followers.md)",
+  SYNC_LEADER_MAX_AGE_MS: 'a follower publishes nothing from a leader mirror whose data is older than this (docs/followers.md)',
   SYNC_VERIFY_CONCURRENCY: "deletion checks in flight (they hold the run's write transaction while they wait)",
   SYNC_STALE_AFTER_MS: 'age of the last succeeded sync past which the mirror is stale; unset: three SYNC_CRON intervals',
   RESOLVE_WRITE_WAIT_MS: "how long resolve --online waits for the mirror's write lock to store its answer",
