@@ -106,11 +106,17 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
   });
   const sourceAge = new Gauge({
     name: 'user_mirror_source_data_age_seconds',
-    help: 'On a follower (docs/followers.md): seconds since its data was read from the service by the leader, as of its last succeeded sync. Absent on a mirror that reads the service itself.',
+    help:
+      'On a follower (docs/followers.md): seconds since its data was read from the service, at its source (the leader), ' +
+      "labelled with the leader's epoch. No series on a mirror that reads the service itself.",
+    labelNames: ['epoch'] as const,
     registers,
     collect() {
+      // Labelled so that a mirror that is no follower has no series at all, not a misleading 0.
+      sourceAge.reset();
       const s = readStaleness();
-      if (s?.sourceAgeSeconds != null) sourceAge.set(s.sourceAgeSeconds);
+      const epoch = readMirror()?.sourceEpoch;
+      if (s?.sourceAgeSeconds != null && epoch !== undefined) sourceAge.set({ epoch }, s.sourceAgeSeconds);
     },
   });
   const staleAfter = new Gauge({

@@ -120,6 +120,8 @@ export interface MirrorFigures {
   running: RunTrouble | undefined;
   /** On a follower: when the data of its last succeeded run was read from the service (db/run-source.ts). */
   sourceAt?: Date;
+  /** On a follower: the leader's epoch its latest run saw. */
+  sourceEpoch?: string;
 }
 
 export type MirrorFreshness = Omit<MirrorFigures, 'activeUsers' | 'deletedUsers'>;
@@ -138,12 +140,14 @@ function freshnessOf(stats: RunHistory): MirrorFreshness {
   // The older of what the data was copied from and what the latest run found at the leader: a run refused
   // for a stale or restored leader (src/sync/leader-check.ts) tells the follower its leader went back in time.
   const sourceAt = [stats.lastSucceededRun?.source?.at, stats.lastRun?.source?.at].filter((a): a is string => a != null).sort()[0];
+  const epoch = (stats.lastRun?.source ?? stats.lastSucceededRun?.source)?.epoch;
   const sinceSuccess = (run: SyncRun | undefined) => run !== undefined && run.id > (stats.lastSucceededRun?.id ?? 0);
   const problem = stats.lastProblemRun;
   const last = stats.lastRun;
   return {
     lastSucceededAt: finished === null ? undefined : new Date(finished),
     ...(sourceAt === undefined ? {} : { sourceAt: new Date(sourceAt) }),
+    ...(epoch == null ? {} : { sourceEpoch: epoch }),
     lastProblem:
       problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
     running: last?.status === 'running' ? trouble(last, 'running') : undefined,
