@@ -14,6 +14,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { openMirror } from '../db/open.js';
+import { MirrorReader } from '../db/mirror-reader.js';
+import { createMetrics } from '../src/daemon/metrics.js';
+import { mirrorFigures } from '../src/daemon/staleness.js';
 import { requireBuiltCli, runCli, startCli, type CliProcess } from './support/cli-process.js';
 import { keysAsFiles } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';
@@ -103,6 +107,18 @@ function expectFollowersEqualLeader(): void {
   expect(activeUsers('f2')).toEqual(leader);
 }
 
+/** The daemon's gauges, read from a mirror file as the daemon reads it on a scrape. */
+async function scrape(name: string): Promise<string> {
+  const db = openMirror(path(name), { readonly: true });
+  try {
+    const metrics = createMetrics({ defaultMetrics: false });
+    metrics.setSources({ mirror: () => mirrorFigures(new MirrorReader(db)), staleAfterMs: Number(LEADER_MAX_AGE_MS) });
+    return await metrics.registry.metrics();
+  } finally {
+    db.close();
+  }
+}
+
 async function control(route: string, body?: unknown): Promise<void> {
   const res = await fetch(`${standIn.baseUrl}/_stand-in/${route}`, {
     method: 'POST',
@@ -165,6 +181,12 @@ describe('a leader and two followers (docs/followers.md)', () => {
     const status = await cli(['status'], followerEnv('f1'));
     expect(status.code, status.stdout).toBe(0);
     expect(status.stdout).toMatch(/source\s+leader published at \S+ \(age \d+s\)/);
+    const epoch = (
+      await fetch(`http://127.0.0.1:${replicaPort}/v2/user?limit=1`, { headers: { 'x-service-api-key': REPLICA_KEY } })
+    ).headers.get('x-mirror-epoch');
+    expect(await scrape('f1')).toMatch(new RegExp(`^user_mirror_source_data_age_seconds\\{epoch="${epoch ?? ''}"\\} \\d+$`, 'm'));
+    // The leader reads the service itself: no series at all.
+    expect(await scrape('leader')).not.toMatch(/^user_mirror_source_data_age_seconds/m);
   }, 600_000);
 
   it('a stale leader: followers refuse it, delete nothing, and report stale (exit 1) naming the leader', async () => {
