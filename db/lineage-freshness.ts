@@ -23,6 +23,8 @@ export interface LineageFreshness {
   epoch: string;
   /** The last restore from a backup, if any. */
   restoredAt: string | undefined;
+  /** The change feed's last issued cursor: a follower that listed this state tails the feed after it. */
+  cursor: number | undefined;
 }
 
 export interface LineageRow {
@@ -30,6 +32,7 @@ export interface LineageRow {
   source_at?: string | null;
   epoch?: string | null;
   restored_at?: string | null;
+  cursor?: number | null;
 }
 
 const LAST_PUBLISHED = `FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id DESC LIMIT 1`;
@@ -45,6 +48,7 @@ export function lineageColumns(db: Db): string {
   const parts = [`(SELECT published_at ${LAST_PUBLISHED}) AS published_at`, `(SELECT ${source} ${LAST_PUBLISHED}) AS source_at`];
   if (has(db, 'change_feed')) parts.push(`(SELECT epoch FROM change_feed WHERE id = 1) AS epoch`);
   if (has(db, 'mirror_lineage')) parts.push(`(SELECT max(at) FROM mirror_lineage WHERE event = 'restore') AS restored_at`);
+  if (has(db, 'sqlite_sequence')) parts.push(`(SELECT seq FROM sqlite_sequence WHERE name = 'change_events') AS cursor`);
   return ', ' + parts.join(', ');
 }
 
@@ -56,5 +60,6 @@ export function lineageOf(row: LineageRow): LineageFreshness | undefined {
     sourceAt: row.source_at ?? row.published_at,
     epoch: row.epoch ?? '0',
     restoredAt: row.restored_at ?? undefined,
+    cursor: row.cursor ?? undefined,
   };
 }

@@ -12,6 +12,8 @@ export interface RecordedSource {
   sourceAt: string;
   epoch: string;
   restoredAt?: string | undefined;
+  /** The leader's change-feed cursor this state reaches. */
+  cursor?: number | undefined;
 }
 
 export class RunSources {
@@ -19,9 +21,17 @@ export class RunSources {
 
   constructor(db: Db) {
     this.s = {
-      record: db.prepare<{ run: number; runId: number; publishedAt: string; sourceAt: string; epoch: string; restoredAt: string | null }>(
+      record: db.prepare<{
+        run: number;
+        runId: number;
+        publishedAt: string;
+        sourceAt: string;
+        epoch: string;
+        restoredAt: string | null;
+        cursor: number | null;
+      }>(
         `UPDATE sync_runs SET source_run_id = @runId, source_published_at = @publishedAt, source_at = @sourceAt,
-           source_epoch = @epoch, source_restored_at = @restoredAt WHERE id = @run`,
+           source_epoch = @epoch, source_restored_at = @restoredAt, source_cursor = @cursor WHERE id = @run`,
       ),
       last: db.prepare<
         [],
@@ -30,11 +40,24 @@ export class RunSources {
         `SELECT source_run_id, source_published_at, source_at, source_epoch, source_restored_at
          FROM sync_runs WHERE source_epoch IS NOT NULL ORDER BY id DESC LIMIT 1`,
       ),
+      followFrom: db.prepare<[], { source_cursor: number; source_epoch: string }>(
+        `SELECT source_cursor, source_epoch FROM sync_runs WHERE status = 'succeeded' AND source_cursor IS NOT NULL
+         ORDER BY id DESC LIMIT 1`,
+      ),
     };
   }
 
   record(runId: number, source: RecordedSource): void {
-    this.s.record.run({ run: runId, ...source, restoredAt: source.restoredAt ?? null });
+    this.s.record.run({ run: runId, ...source, restoredAt: source.restoredAt ?? null, cursor: source.cursor ?? null });
+  }
+
+  /**
+   * Where an incremental run may read the leader's feed from: the cursor and epoch of the latest succeeded
+   * run (a failed one applied nothing); undefined without one, or when that run's leader sent no cursor.
+   */
+  followFrom(): { cursor: number; epoch: string } | undefined {
+    const r = this.s.followFrom.get();
+    return r === undefined ? undefined : { cursor: r.source_cursor, epoch: r.source_epoch };
   }
 
   /** The leader the latest run recorded, refused or not; undefined for a mirror that reads the service itself. */

@@ -60,13 +60,17 @@ async function cli(args: string[], env: Record<string, string>) {
   return runCli(args, env, 120_000);
 }
 
-async function syncAll(): Promise<void> {
+/** The leader's sync, then each follower's; the followers' outputs, by name. */
+async function syncAll(): Promise<Record<string, string>> {
   const leader = await cli(['sync', '--once'], leaderEnv());
   expect(leader.code, leader.stderr).toBe(0);
+  const out: Record<string, string> = {};
   for (const name of ['f1', 'f2']) {
     const r = await cli(['sync', '--once'], followerEnv(name));
     expect(r.code, `${name}: ${r.stdout}${r.stderr}`).toBe(0);
+    out[name] = r.stdout + r.stderr;
   }
+  return out;
 }
 
 async function startServe(): Promise<void> {
@@ -174,8 +178,10 @@ describe('a leader and two followers (docs/followers.md)', () => {
     const deleted: string[] = [];
     for (let round = 0; round < 4; round++) {
       await churn(round, deleted);
-      await syncAll();
+      const out = await syncAll();
       expectFollowersEqualLeader();
+      // The first follower runs list the whole leader; each later one tails its change feed (src/sync/follow-feed.ts).
+      if (round > 0) for (const name of ['f1', 'f2']) expect(out[name]).toMatch(/"event":"sync.followed_feed"/);
     }
     // A follower's status gives the age of its data at the source, and /metrics' gauge has it too.
     const status = await cli(['status'], followerEnv('f1'));
@@ -234,7 +240,13 @@ describe('a leader and two followers (docs/followers.md)', () => {
       expect(r.stdout + r.stderr).toMatch(/leader's epoch changed \(\w+ → \w+\): it was restored at/);
     }
     expect((await cli(['sync', '--once'], leaderEnv())).code).toBe(0);
-    await syncAll();
+    // The restore is noticed on the feed too: the cursor is from another epoch, so the followers list the leader.
+    const out = await syncAll();
+    for (const name of ['f1', 'f2']) expect(out[name]).toMatch(/"event":"sync.feed_fallback"/);
+    expectFollowersEqualLeader();
+    await churn(6, []);
+    const again = await syncAll();
+    for (const name of ['f1', 'f2']) expect(again[name]).toMatch(/"event":"sync.followed_feed"/);
     expectFollowersEqualLeader();
   }, 600_000);
 });

@@ -16,6 +16,8 @@ ALTER TABLE sync_runs ADD COLUMN source_published_at TEXT;
 ALTER TABLE sync_runs ADD COLUMN source_at TEXT;
 ALTER TABLE sync_runs ADD COLUMN source_epoch TEXT;
 ALTER TABLE sync_runs ADD COLUMN source_restored_at TEXT;
+-- The leader's change-feed cursor the run's data reaches: an incremental run (src/sync/follow-feed.ts) reads after it.
+ALTER TABLE sync_runs ADD COLUMN source_cursor INTEGER;
 `;
 
 export const runSource: Migration = { version: 12, name: 'run-source', sql: v12sql };

@@ -173,5 +173,6 @@ function lineageHeaders(l: LineageFreshness | undefined): string[] {
   if (l === undefined) return [];
   const h = [SOURCE_HEADERS.publishedAt, l.publishedAt, SOURCE_HEADERS.sourceAt, l.sourceAt, SOURCE_HEADERS.epoch, l.epoch];
   if (l.restoredAt !== undefined) h.push(SOURCE_HEADERS.restoredAt, l.restoredAt);
+  if (l.cursor !== undefined) h.push(SOURCE_HEADERS.cursor, String(l.cursor));
   return h;
 }

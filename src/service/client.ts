@@ -16,7 +16,6 @@
  *   become the typed errors of ./errors.ts, never crashes.
  */
 import { Pool, type Dispatcher } from 'undici';
-import { z } from 'zod';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   HttpError,
@@ -28,6 +27,7 @@ import {
 } from './errors.js';
 import { settleWithin, startDeadline } from '../runtime/deadline.js';
 import { transportError } from './transport-error.js';
+import { pageQuery, requireId } from './request-params.js';
 import { sourceFreshnessOf, type SourceFreshness } from './source-freshness.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
@@ -35,7 +35,7 @@ import type { StagedRecord } from '../../db/mirrored-user.js';
 import { parseUser } from './user-record.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
-import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema, type User } from './schemas.js';
+import { ErrorBodySchema, UserPageEnvelopeSchema, type User } from './schemas.js';
 import { ACCEPT_ENCODING } from './content-encoding.js';
 import { BodyCodingError, DETAIL_BOUND, fittedBound, pageBound, readAnswerBody, recordBound, type BodyBound } from './body-bounds.js';
 
@@ -98,6 +98,13 @@ export interface RecordPage {
   source?: SourceFreshness;
 }
 
+/** A leader's feed page: its body as received (`{"events":[...],"next":N}`, or a 410's), and its freshness. */
+export interface FeedBytes {
+  gone: boolean;
+  body: Buffer;
+  source?: SourceFreshness;
+}
+
 /**
  * 404 on resolve is a result, not an error: the id is simply unknown upstream.
  * A found user is a staged record (db/mirrored-user.ts): `rawJson` is the body
@@ -108,11 +115,6 @@ export type ResolveResult = ({ found: true } & StagedRecord<User>) | { found: fa
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
-
-const PageParamsSchema = z.object({
-  offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
-  limit: z.number().int('must be an integer').min(1, 'must be >= 1').max(MAX_PAGE_LIMIT, `must be <= ${MAX_PAGE_LIMIT}`),
-});
 
 interface Target {
   pool: Pool;
@@ -179,6 +181,20 @@ export class ServiceClient {
     const source = sourceFreshnessOf(res.headers);
     if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', path);
     return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans, ...(source && { source }) };
+  }
+
+  /**
+   * One page of a leader mirror's change feed (src/replica, GET /mirror/v1/changes), as bytes with its
+   * freshness: what a follower tails (src/sync/follow-feed.ts). A 410 (cursor gone) is a result.
+   */
+  async leaderFeedPage(after: number, limit: number, signal?: AbortSignal): Promise<FeedBytes> {
+    const route = '/mirror/v1/changes';
+    const path = `${route}?after=${Math.max(0, Math.floor(after))}&limit=${Math.floor(limit)}`;
+    const res = await this.sendBytes(this.teamTarget('GET', route), 'GET', route, path, signal, pageBound(this.options.maxBodyBytes));
+    if (res.status !== 200 && res.status !== 410) throw this.httpError(asJson(res, 'GET', route), 'GET', route);
+    const source = sourceFreshnessOf(res.headers);
+    if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', route);
+    return { gone: res.status === 410, body: res.bytes, ...(source && { source }) };
   }
 
   async resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult> {
@@ -307,26 +323,11 @@ export class ServiceClient {
   }
 }
 
-function pageQuery(params: PageParams, path: string): string {
-  const checked = PageParamsSchema.safeParse(params);
-  if (!checked.success) {
-    const issue = checked.error.issues[0];
-    throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
-  }
-  return `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
-}
-
 function asJson(res: ByteResponse, method: HttpMethod, path: string): RawResponse {
   const text = res.bytes.toString('utf8');
   // A head cut at its bound is not JSON, nor meant to be parsed: kept as text for the message.
   const parsed = res.truncated ? { body: text.slice(0, 200), json: false } : parseJson(text, res.status, method, path);
   return { status: res.status, ...parsed, retryAfter: res.retryAfter };
-}
-
-function requireId(field: string, value: string, method: HttpMethod, route: string): void {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw new RequestValidationError(field, 'must be a non-empty string', method, route);
-  }
 }
 
 function bodyKindOf(res: RawResponse, isObject: boolean): ErrorBodyKind {

@@ -10,6 +10,7 @@
  *                          a chain passes the oldest time down)
  *   x-mirror-epoch         the leader's change-feed epoch: another one after a restore
  *   x-mirror-restored-at   when the leader was last restored from a backup (absent: never)
+ *   x-mirror-cursor        the leader's last change-feed cursor (absent: no feed yet)
  *
  * The real service sends none of them: `undefined`, the mirror reads the
  * service itself. A replica that sends some but not all, or malformed ones,
@@ -24,6 +25,7 @@ export const SOURCE_HEADERS = {
   sourceAt: 'x-mirror-source-at',
   epoch: 'x-mirror-epoch',
   restoredAt: 'x-mirror-restored-at',
+  cursor: 'x-mirror-cursor',
 } as const;
 
 const isoTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 time' });
@@ -34,6 +36,7 @@ export const SourceFreshnessSchema = z.object({
   sourceAt: isoTime,
   epoch: z.string().regex(/^[0-9A-Za-z_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
   restoredAt: isoTime.optional(),
+  cursor: z.coerce.number().int().nonnegative().optional(),
 });
 
 /** A leader's freshness, as one page's headers gave it. */
