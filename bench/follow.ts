@@ -7,9 +7,10 @@
  * same sitting, is the figure to read.
  *
  * Rows: a first sync into an empty file; a re-sync after 1% of the users
- * changed (updated, deleted, created in equal parts). Each follower run
- * reads the whole leader (the full-listing path), and its bytes are what
- * the replica sent.
+ * changed (updated, deleted, created in equal parts), by each path: one
+ * follower lists the whole leader again, the other tails the leader's change
+ * feed after the cursor its first sync reached (src/sync/follow-feed.ts).
+ * Bytes are what the replica sent the follower (bodies as read).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,7 @@ const dir = mkdtempSync(join(tmpdir(), 'bench-follow-'));
 const standIn = await startStandIn({ users, seed: 44, orgs: 0, membersPerOrg: 0, requestLogSize: 1 });
 const leaderDb = openMirror(join(dir, 'leader.db'));
 const followerDb = openMirror(join(dir, 'follower.db'));
+const feedFollowerDb = openMirror(join(dir, 'feed-follower.db'));
 const replica = await startReplicaServer({
   settings: {
     host: '127.0.0.1',
@@ -48,6 +50,7 @@ const service = new ServiceClient({ baseUrl: standIn.baseUrl, apiKey: standIn.ap
 const leaderReplica = new ServiceClient({ baseUrl: `http://127.0.0.1:${replica.port}`, apiKey: 'rk_bench_follow' });
 const leaderWriter = sqliteRunWriter(leaderDb);
 const followerWriter = sqliteRunWriter(followerDb);
+const feedFollowerWriter = sqliteRunWriter(feedFollowerDb);
 // Counts what the replica sent a follower: the pages' bodies as the client read them.
 const counting = {
   listUserRecords: async (...args: Parameters<ServiceClient['listUserRecords']>) => {
@@ -56,6 +59,15 @@ const counting = {
     return page;
   },
   resolveUser: (...args: Parameters<ServiceClient['resolveUser']>) => leaderReplica.resolveUser(...args),
+};
+// The same, and the leader's change feed: this follower's re-syncs tail it.
+const tailing = {
+  ...counting,
+  leaderFeedPage: async (...args: Parameters<ServiceClient['leaderFeedPage']>) => {
+    const page = await leaderReplica.leaderFeedPage(...args);
+    replicaBytes += page.body.length;
+    return page;
+  },
 };
 
 async function timed(run: () => Promise<{ status: string }>): Promise<number> {
@@ -85,14 +97,22 @@ try {
   const leaderFirst = await timed(() => runSync({ client: service, writer: leaderWriter }));
   replicaBytes = 0;
   const followerFirst = await timed(() => runSync({ client: counting, writer: followerWriter }));
-  row('first sync', leaderFirst, followerFirst, replicaBytes);
+  row('first sync (lists the leader)', leaderFirst, followerFirst, replicaBytes);
+  await timed(() => runSync({ client: tailing, writer: feedFollowerWriter }));
   const changed = churn(0.01);
   const leaderResync = await timed(() => runSync({ client: service, writer: leaderWriter }));
   replicaBytes = 0;
   const followerResync = await timed(() => runSync({ client: counting, writer: followerWriter }));
-  row(`re-sync after ${changed.toLocaleString('en')} changes (1%)`, leaderResync, followerResync, replicaBytes);
-  const same = (db: typeof leaderDb) => db.prepare(`SELECT count(*) FROM users WHERE deleted_at IS NULL`).pluck().get();
-  if (same(leaderDb) !== same(followerDb)) throw new Error('the follower does not hold what the leader holds');
+  const what = `re-sync after ${changed.toLocaleString('en')} changes (1%)`;
+  row(`${what}, listing the leader`, leaderResync, followerResync, replicaBytes);
+  replicaBytes = 0;
+  const feedResync = await timed(() => runSync({ client: tailing, writer: feedFollowerWriter }));
+  row(`${what}, tailing its feed`, leaderResync, feedResync, replicaBytes);
+  const held = (db: typeof leaderDb) =>
+    db.prepare(`SELECT count(*) || ' ' || total(length(raw)) FROM users WHERE deleted_at IS NULL`).pluck().get();
+  if (held(leaderDb) !== held(followerDb) || held(leaderDb) !== held(feedFollowerDb)) {
+    throw new Error('a follower does not hold what the leader holds');
+  }
   console.log(`bench:follow, ${users.toLocaleString('en')} users, Node ${process.version}\n`);
   console.log(
     '| run | leader from the service (s) | follower from the leader (s) | follower ÷ leader | replica bytes to the follower (MB) |',
@@ -103,6 +123,7 @@ try {
   await Promise.all([service.close(), leaderReplica.close(), replica.close()]);
   leaderDb.close();
   followerDb.close();
+  feedFollowerDb.close();
   await standIn.close();
   rmSync(dir, { recursive: true, force: true });
 }
