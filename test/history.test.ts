@@ -92,7 +92,7 @@ afterAll(async () => {
 });
 
 /** Migration 12's columns, dropped to make a mirror of version 8 again. */
-const DROP_RUN_SOURCE = ['source_run_id', 'source_published_at', 'source_at', 'source_epoch', 'source_restored_at']
+const DROP_RUN_SOURCE = ['source_run_id', 'source_published_at', 'source_at', 'source_epoch', 'source_restored_at', 'source_cursor']
   .map((c) => `ALTER TABLE sync_runs DROP COLUMN ${c};`)
   .join(' ');
 

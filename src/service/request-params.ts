@@ -2,14 +2,13 @@
 import { z } from 'zod';
 import { RequestValidationError, type HttpMethod } from './errors.js';
 import { MAX_PAGE_LIMIT } from './schemas.js';
-import type { PageParams } from './client.js';
 
 const PageParamsSchema = z.object({
   offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
   limit: z.number().int('must be an integer').min(1, 'must be >= 1').max(MAX_PAGE_LIMIT, `must be <= ${MAX_PAGE_LIMIT}`),
 });
 
-export function pageQuery(params: PageParams, path: string): string {
+export function pageQuery(params: { offset: number; limit: number }, path: string): string {
   const checked = PageParamsSchema.safeParse(params);
   if (!checked.success) {
     const issue = checked.error.issues[0];
