@@ -6,7 +6,7 @@
  *
  * `source_at` is the oldest time along a chain: a mirror that reads the
  * service gives its own publish time; a follower gives the time its leader
- * gave (sync_runs.source_at, migration 12), so a follower of a follower
+ * gave (sync_runs.source_at, migration 13), so a follower of a follower
  * still knows how old the data is where it was read.
  *
  * The columns come from migrations 7, 10 and 12; a file its writer has not

@@ -20,7 +20,8 @@ import { runAnomalies } from './migrations/008-run-anomalies.js';
 import { history } from './migrations/009-history.js';
 import { lineage } from './migrations/010-lineage.js';
 import { identityConflictIds } from './migrations/011-identity-conflicts.js';
-import { runSource } from './migrations/012-run-source.js';
+import { schemaDrift } from './migrations/012-schema-drift.js';
+import { runSource } from './migrations/013-run-source.js';
 
 /** Every migration, in order. Append; never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -35,5 +36,6 @@ export const MIGRATIONS: readonly Migration[] = [
   history,
   lineage,
   identityConflictIds,
+  schemaDrift,
   runSource,
 ];

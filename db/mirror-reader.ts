@@ -61,7 +61,7 @@ const SyncRunRowSchema = z.object({
   identity_conflicts: z.number().int().default(0),
   oversize_pages: z.number().int().default(0),
   total_lowest: z.number().int().nullable().default(null),
-  // Migration 12: the leader a follower's run read (db/run-source.ts); null on a mirror that reads the service.
+  // Migration 13: the leader a follower's run read (db/run-source.ts); null on a mirror that reads the service.
   source_run_id: z.number().int().nullable().default(null),
   source_at: z.string().nullable().default(null),
   source_epoch: z.string().nullable().default(null),

@@ -27,6 +27,7 @@ import { ChangeFeed, type BaselineMode } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
 import type { IdentityConflict } from './identity-conflicts.js';
 import { RunRecords, type ChangeCounts, type FinishRunInput } from './sync-runs.js';
+import type { RunFieldWarning } from './schema-drift.js';
 import { UserWrites, type PriorRow, type UserWrite } from './user-writes.js';
 import { MirrorKeys } from './mirror-keys.js';
 
@@ -75,7 +76,8 @@ export interface MirrorStore {
   /** Applies the confirmed deletions, counts the run's changes and makes the run visible. */
   publish(runId: number, deletions: PublishDeletions): PublishResult;
   /** Records how the run ended; an unpublished run is rolled back first. */
-  finishRun(runId: number, result: FinishRunInput): void;
+  /** Returns the schema drift pairs the run met for the first time (db/schema-drift.ts). */
+  finishRun(runId: number, result: FinishRunInput): RunFieldWarning[];
 }
 
 export interface SqliteMirrorStoreOptions {
@@ -254,13 +256,13 @@ export class SqliteMirrorStore implements MirrorStore {
   }
 
   /** An unpublished run open on this store is rolled back: nothing of it reaches the mirror. */
-  finishRun(runId: number, result: FinishRunInput): void {
+  finishRun(runId: number, result: FinishRunInput): RunFieldWarning[] {
     if (this.run?.id === runId) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
       this.run = undefined;
     }
     const now = this.now();
-    this.db.transaction(() => this.records.finish(runId, now, result)).immediate();
+    return this.db.transaction(() => this.records.finish(runId, now, result)).immediate();
   }
 
   private openRun(runId: number): OpenRun {

@@ -40,7 +40,7 @@ export function purgeDeletedUsers(db: Db, cutoff: string, limit = PURGE_BATCH, w
 }
 
 /**
- * Removes `user_changes`, `rejected_records` and `identity_conflicts` rows written before `cutoff`,
+ * Removes `user_changes`, `rejected_records`, `identity_conflicts` and `run_field_warnings` rows written before `cutoff`,
  * at most `limit` of each, oldest first. Rows are written in time order, so
  * only the oldest `limit` rows by id are looked at: no scan of the whole log
  * when nothing is old enough. Returns how many rows were removed.
@@ -48,7 +48,7 @@ export function purgeDeletedUsers(db: Db, cutoff: string, limit = PURGE_BATCH, w
 export function purgeChangeLog(db: Db, cutoff: string, limit = PURGE_BATCH, waitMs = 200): number {
   return briefly(db, waitMs, () => {
     let removed = 0;
-    for (const table of ['user_changes', 'rejected_records', 'identity_conflicts']) {
+    for (const table of ['user_changes', 'rejected_records', 'identity_conflicts', 'run_field_warnings']) {
       removed += db
         .prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} ORDER BY id LIMIT ?) AND at < ?`)
         .run(limit, cutoff).changes;

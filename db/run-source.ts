@@ -1,5 +1,5 @@
 /**
- * A follower's runs and the leader they read (migration 12, sync_runs.source_*):
+ * A follower's runs and the leader they read (migration 13, sync_runs.source_*):
  * recorded as soon as a run's first page came, in a commit of its own, so that
  * a run refused for its leader (src/sync/leader-check.ts) still says what it saw.
  */

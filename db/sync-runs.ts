@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import type { Db } from './open.js';
 import type { Cell } from './user-writes.js';
 import type { IdentityConflict } from './identity-conflicts.js';
+import { recordRunDrift, type RunFieldWarning } from './schema-drift.js';
 
 type Bind = Record<string, Cell>;
 
@@ -64,6 +65,8 @@ export interface FinishRunInput {
   rejectedRecords?: readonly RejectedRow[];
   /** The identity conflicts kept with their ids (db/identity-conflicts.ts), stored with the run's final row (migration 11). */
   conflictIds?: readonly IdentityConflict[];
+  /** A published run's schema drift (db/schema-drift.ts, migration 12), stored with its final row. */
+  fieldWarnings?: readonly RunFieldWarning[];
 }
 
 /** A published run's changes, as its user_changes rows count them. */
@@ -79,7 +82,7 @@ export interface ChangeCounts {
 export class RunRecords {
   private readonly s;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.s = {
       interruptRuns: db.prepare<Bind>(
         `UPDATE sync_runs SET status = 'failed', finished_at = @now,
@@ -167,8 +170,8 @@ export class RunRecords {
     return { ...counts, superseded };
   }
 
-  /** The run's final row and its rejected records. Call inside a transaction. */
-  finish(runId: number, now: string, result: FinishRunInput): void {
+  /** The run's final row, its rejected records and its drift; returns the pairs met for the first time. Call inside a transaction. */
+  finish(runId: number, now: string, result: FinishRunInput): RunFieldWarning[] {
     for (const r of result.rejectedRecords ?? []) this.s.insertRejected.run({ run: runId, ...r });
     for (const c of result.conflictIds ?? []) {
       const ids =
@@ -196,5 +199,6 @@ export class RunRecords {
       oversizePages: result.oversizePages ?? 0,
       totalLowest: result.totalLowest ?? null,
     });
+    return result.status === 'failed' ? [] : recordRunDrift(this.db, runId, now, result.fieldWarnings ?? []);
   }
 }

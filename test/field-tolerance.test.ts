@@ -59,8 +59,8 @@ describe('parseUser', () => {
     expect(r.user.fallback_time_zone?.id).toBe('Europe/London');
     expect(r.user.connected_sources).toHaveLength(1);
     expect(r.warnings).toEqual([
-      { field: 'ingestion_start', problem: 'must be a date YYYY-MM-DD' },
-      { field: 'ingestion_end', problem: 'must be a date YYYY-MM-DD' },
+      { field: 'ingestion_start', problem: 'must be a date YYYY-MM-DD', rule: 'bad_format' },
+      { field: 'ingestion_end', problem: 'must be a date YYYY-MM-DD', rule: 'bad_format' },
     ]);
   });
 

@@ -63,6 +63,7 @@ import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js'
 import { diskSpace } from '../../db/disk-space.js';
 import { diskVerdict, type DiskVerdict } from '../daemon/disk-verdict.js';
 import { newestRunFindings } from '../../db/run-findings.js';
+import { newestRunDrift } from '../../db/schema-drift.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 
 const Args = z.object({
@@ -196,6 +197,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       failedRemovalsInAudit: failedInAudit(auditPath),
       fieldWarnings: reader.fieldWarningStats(),
       findings: newestRunFindings(db),
+      schemaDrift: newestRunDrift(db),
       feed: feedOf(db),
       files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db), walIndex: readWalIndex(path) },
     };

@@ -19,6 +19,7 @@ import type { SyncJobResult } from '../../jobs/sync/worker.js';
 import type { SyncSummary } from '../sync/engine.js';
 import { registerMirrorGauges, registerRedisGauges, type MetricSources } from './scrape-gauges.js';
 import { registerFindingGauges } from './finding-gauges.js';
+import { registerDriftMetrics } from './drift-metrics.js';
 import { registerWebhookLagGauges } from './webhook-gauges.js';
 import { registerBackupGauges } from './backup-gauges.js';
 
@@ -70,6 +71,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
   registerMirrorGauges(registers, current);
   registerBackupGauges(registers, current);
   registerFindingGauges(registers, current);
+  registerDriftMetrics(registers, current);
   const httpResponses = new Counter({
     name: 'user_mirror_http_responses_total',
     help: 'Responses from the service by method, route template and status (0 = no response: network error or timeout).',

@@ -8,6 +8,7 @@ import { diskSpace } from '../../db/disk-space.js';
 import type { MirrorReader } from '../../db/mirror-reader.js';
 import { auditLocation } from '../../db/open-audit.js';
 import { newestRunFindings } from '../../db/run-findings.js';
+import { driftPairs, driftSince, lastFinishedRunId } from '../../db/schema-drift.js';
 import { readWalIndex } from '../../db/wal-index.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
@@ -37,6 +38,11 @@ export function mirrorSources(
     ...(path === ':memory:' ? {} : { diskFree: () => diskSpace(path)?.freeBytes }),
     ...(watch === undefined ? {} : { mirrorLost: () => watch.check()?.what }),
     findings: () => newestRunFindings(m.db),
+    schemaDrift: {
+      startRunId: lastFinishedRunId(m.db),
+      since: (after) => driftSince(m.db, after),
+      pairs: (limit) => driftPairs(m.db, limit),
+    },
     audit: () => whyNotWritable(auditLocation(config)),
     webhookLagWarnSeconds: config.WEBHOOK_LAG_WARN_SECONDS,
   };

@@ -18,6 +18,7 @@ import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RunFindings } from '../../db/run-findings.js';
+import type { DriftSource } from './drift-metrics.js';
 import { walVerdict } from './wal-verdict.js';
 
 export interface QueueDepth {
@@ -53,6 +54,8 @@ export interface MetricSources {
   mirrorLost?: () => 'deleted' | 'replaced' | undefined;
   /** The newest published run's rejected records and standing identity conflicts (db/run-findings.ts). */
   findings?: () => RunFindings | undefined;
+  /** Schema drift in the mirror (drift-metrics.ts). */
+  schemaDrift?: DriftSource;
   /** Why the removal audit cannot be written now, or undefined (src/runtime/writable-file.ts). */
   audit?: () => string | undefined;
   /** WEBHOOK_LAG_WARN_SECONDS. */

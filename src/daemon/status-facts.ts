@@ -12,6 +12,7 @@ import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import type { RunTrouble } from './staleness.js';
 import type { RunFindings } from '../../db/run-findings.js';
+import type { RunDrift } from '../../db/schema-drift.js';
 
 export interface RunFacts {
   id: number;
@@ -131,6 +132,8 @@ export type MirrorFacts =
       feed?: FeedFacts | null;
       /** What the newest published run could not make agree with the listing (db/run-findings.ts); undefined before one. */
       findings?: RunFindings | undefined;
+      /** The newest published run's schema drift (db/schema-drift.ts); undefined before one or on an older mirror. */
+      schemaDrift?: RunDrift | undefined;
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;

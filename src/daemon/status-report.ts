@@ -11,6 +11,7 @@ import type { EndpointFailure } from '../../jobs/webhooks/queue.js';
 import { assessStaleness } from './staleness.js';
 import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
+import type { RunDrift } from '../../db/schema-drift.js';
 import {
   auditReport,
   conflictReport,
@@ -112,6 +113,8 @@ export interface StatusReport {
     rejectedRecords?: RejectedReport | null;
     /** The newest published run's identity conflicts, and those whose losing id the mirror does not answer as listed; null when none. */
     identityConflicts?: ConflictReport | null;
+    /** The newest published run's field warnings by rule, and the (field, rule) pairs it met first; null when none. Not a failure: tolerance. */
+    schemaDrift?: RunDrift | null;
   };
   /** The removal audit (AUDIT_DB): whether it can be written now; null when not looked at. */
   audit: AuditReport | null;
@@ -186,6 +189,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         fieldWarnings: m.fieldWarnings === undefined ? null : summarizeWarnings(m.fieldWarnings),
         rejectedRecords: rejectedReport(m.findings),
         identityConflicts: conflictReport(m.findings),
+        schemaDrift: m.schemaDrift === undefined || m.schemaDrift.byRule.length === 0 ? null : m.schemaDrift,
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes, f.checkpoints) }),
         ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
       }

@@ -168,6 +168,12 @@ function formatFindings(r: StatusReport): string[] {
       );
     if (c.standing > c.conflicts.length) lines.push(`    … ${c.standing - c.conflicts.length} more in identity_conflicts`);
   }
+  const d = r.mirror.schemaDrift;
+  if (d != null) {
+    const rules = d.byRule.map((x) => `${x.rule} ${x.records}`).join(', ');
+    lines.push(`  schema drift  run #${d.runId} wrote records with warnings: ${rules} (docs/operations.md#schema-drift)`);
+    for (const x of d.newPairs) lines.push(`    first seen: ${x.field} ${x.rule} (${x.records} record(s))`);
+  }
   return lines;
 }
 

@@ -16,6 +16,7 @@ import { UserIdentitySchema, UserSchema, type User } from './schemas.js';
 import type { FieldWarning, MirroredUser } from '../../db/mirrored-user.js';
 import { isRecord } from '../runtime/is-record.js';
 import { formatIssues, formatPath } from '../runtime/zod-issues.js';
+import { ruleOfIssueCode, type WarningRule } from './warning-rules.js';
 
 /** A field dropped because it broke its rule: the mirror's own shape (db/mirrored-user.ts), stored in field_warnings. */
 export type { FieldWarning };
@@ -28,10 +29,15 @@ type Assignable<T extends U, U> = T;
  */
 type _ParsedUserIsMirrored = Assignable<User, MirroredUser>;
 
-export type UserParse = { ok: true; user: User; warnings: FieldWarning[] } | { ok: false; issues: string };
+/** A field warning as the parser emits it: with the fixed name of the rule broken (./warning-rules.ts), for counting. */
+export interface RuleWarning extends FieldWarning {
+  rule: WarningRule;
+}
+
+export type UserParse = { ok: true; user: User; warnings: RuleWarning[] } | { ok: false; issues: string };
 
 type Path = PropertyKey[];
-type Outcome<T> = { ok: true; value: T } | { ok: false; path: Path; message: string };
+type Outcome<T> = { ok: true; value: T } | { ok: false; path: Path; message: string; code: string | undefined };
 
 /**
  * Required upstream yet not identity: what a user gets when the field is
@@ -46,13 +52,13 @@ export function parseUser(raw: unknown, prefix = ''): UserParse {
   if (whole.success) return { ok: true, user: whole.data, warnings: [] };
   const identity = UserIdentitySchema.safeParse(raw);
   if (!identity.success) return { ok: false, issues: formatIssues(identity.error.issues, prefix) };
-  const warnings: FieldWarning[] = [];
+  const warnings: RuleWarning[] = [];
   const cleaned = cleanObject(UserSchema, identity.data, [], warnings, USER_FALLBACKS);
   if (!cleaned.ok) return { ok: false, issues: `${formatPath(cleaned.path, prefix)}: ${cleaned.message}` };
   return { ok: true, user: cleaned.value, warnings: mergeByField(warnings) };
 }
 
-function clean(schema: z.ZodType, value: unknown, path: Path, warnings: FieldWarning[]): Outcome<unknown> {
+function clean(schema: z.ZodType, value: unknown, path: Path, warnings: RuleWarning[]): Outcome<unknown> {
   const direct = schema.safeParse(value);
   if (direct.success) return { ok: true, value: direct.data };
   const inner = unwrap(schema);
@@ -67,7 +73,7 @@ function cleanObject<S extends z.ZodObject>(
   schema: S,
   value: Record<string, unknown>,
   path: Path,
-  warnings: FieldWarning[],
+  warnings: RuleWarning[],
   fallbacks: Readonly<Record<string, unknown>> = {},
 ): Outcome<z.output<S>> {
   const out: Record<string, unknown> = { ...value };
@@ -92,7 +98,7 @@ function cleanObject<S extends z.ZodObject>(
   return whole.success ? { ok: true, value: whole.data } : failure(whole.error, path);
 }
 
-function cleanArray(element: z.ZodType, items: readonly unknown[], path: Path, warnings: FieldWarning[]): unknown[] {
+function cleanArray(element: z.ZodType, items: readonly unknown[], path: Path, warnings: RuleWarning[]): unknown[] {
   const out: unknown[] = [];
   items.forEach((item, i) => {
     const at = [...path, i];
@@ -111,23 +117,26 @@ function unwrap(schema: z.ZodType): z.ZodType {
 
 function failure(error: z.ZodError, path: Path): Outcome<never> {
   const issue = error.issues[0];
-  return { ok: false, path: [...path, ...(issue?.path ?? [])], message: issue?.message ?? 'invalid' };
+  return { ok: false, path: [...path, ...(issue?.path ?? [])], message: issue?.message ?? 'invalid', code: issue?.code };
 }
 
-function warningFor(failed: { path: Path; message: string }, dropped: Path): FieldWarning {
+function warningFor(failed: { path: Path; message: string; code: string | undefined }, dropped: Path): RuleWarning {
   const field = formatPath(failed.path);
   const wider = failed.path.length > dropped.length ? ` (${formatPath(dropped)} dropped)` : '';
-  return { field, problem: `${failed.message}${wider}` };
+  return { field, problem: `${failed.message}${wider}`, rule: ruleOfIssueCode(failed.code) };
 }
 
-/** One warning per field (the mirror keys them so): a source that lost its `provider` and has no `source` says both. */
-function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
-  const byField = new Map<string, string>();
+/**
+ * One warning per field (the mirror keys them so): a source that lost its `provider` and has no `source` says both.
+ * The first rule broken names the warning's rule.
+ */
+function mergeByField(warnings: readonly RuleWarning[]): RuleWarning[] {
+  const byField = new Map<string, RuleWarning>();
   for (const w of warnings) {
     const before = byField.get(w.field);
-    byField.set(w.field, before === undefined ? w.problem : `${before}; ${w.problem}`);
+    byField.set(w.field, before === undefined ? { ...w } : { ...before, problem: `${before.problem}; ${w.problem}` });
   }
-  return [...byField].map(([field, problem]) => ({ field, problem }));
+  return [...byField.values()];
 }
 
 /**
@@ -137,7 +146,7 @@ function mergeByField(warnings: readonly FieldWarning[]): FieldWarning[] {
  * break their rule become field warnings (./user-record.ts). Pure: no I/O.
  */
 export type ParsedRecord =
-  { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
+  { ok: true; index: number; user: User; warnings: RuleWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
 
 export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);

@@ -25,6 +25,7 @@ import { contentHash } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import { parseUserRecord } from '../service/user-record.js';
 import type { Sighting } from './run-ledger.js';
+import type { DriftTally } from './drift-tally.js';
 
 /** A page's bytes and each record's byte range in them (the client's RecordPage is one). */
 export interface PageBytes {
@@ -48,6 +49,8 @@ export interface PageTally {
   changed: number;
   /** Records whose user_id was already listed in this run, this page included: drift. */
   duplicates: number;
+  /** Where the warnings and unknown keys of the records written are counted: the run's (./drift-tally.ts). */
+  schemaDrift?: DriftTally;
 }
 
 /** A page decoded whole: its writes and its tally. */
@@ -139,6 +142,7 @@ function listRecord(
   const repeat = sighting === 'repeat-write' || sighting === 'repeat-unchanged';
   if (repeat) out.duplicates++;
   if (sighting === 'unchanged') return undefined;
+  out.schemaDrift?.addRecord(raw, parsed.warnings);
   const sameAsStart = sighting === 'repeat-unchanged';
   if (!sameAsStart) out.changed++;
   return { record: { user: parsed.user, rawJson, warnings: parsed.warnings }, digest, repeat, sameAsStart };

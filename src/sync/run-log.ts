@@ -7,6 +7,7 @@
  */
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RejectedRow } from '../../db/sync-runs.js';
+import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { truncated } from '../runtime/truncated.js';
 import { logError, type Logger } from '../runtime/log-error.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
@@ -99,4 +100,17 @@ export function logRejected(log: Logger, runId: number, count: number, kept: rea
       { event: 'sync.rejected_records', runId, count, logged: Math.min(count, REJECTED_LOGGED) },
       'more rejected records than logged one by one',
     );
+}
+
+/**
+ * Schema drift the mirror meets for the first time: one warn line per new
+ * (field, rule) pair, with counts only (a record's values and ids stay out).
+ * Later runs count the pair in `user_mirror_field_warnings_total` silently.
+ */
+export function logSchemaDrift(log: Logger, runId: number, fresh: readonly RunFieldWarning[]): void {
+  for (const d of fresh) {
+    const what =
+      d.rule === 'new_field' ? `records carry a field the schema does not know: ${d.field}` : `${d.field} breaks its rule (${d.rule})`;
+    log.warn({ event: 'sync.schema_drift', runId, field: d.field, rule: d.rule, records: d.records }, `schema drift, first seen: ${what}`);
+  }
 }

@@ -10,7 +10,7 @@ import { errorMessage } from '../runtime/errors.js';
 import type { Logger } from '../runtime/log.js';
 import type { RunWriter } from './run-writer.js';
 import type { PassResult } from './scan.js';
-import { logRejected } from './run-log.js';
+import { logRejected, logSchemaDrift } from './run-log.js';
 
 /** A run's outcome; what each means, and why: ./engine.ts's header. */
 export type SyncStatus = 'succeeded' | 'partial' | 'failed';
@@ -66,7 +66,7 @@ export function finishPublished(
 ): SyncSummary {
   const { status, reason } = summary;
   logRejected(log, summary.runId, summary.rejected, writer.rejectedOf(summary.runId));
-  writer.finishRun(summary.runId, {
+  const fresh = writer.finishRun(summary.runId, {
     status,
     totalAtEnd: summary.totalAtEnd,
     pages: summary.pages,
@@ -84,6 +84,7 @@ export function finishPublished(
     totalLowest: summary.totalLowest,
     conflictIds: conflicts,
   });
+  logSchemaDrift(log, summary.runId, fresh);
   if (status === 'succeeded') log.info({ event: 'sync.finished', ...summary }, 'sync succeeded');
   else log.warn({ event: 'sync.finished', ...summary }, `sync partial: ${reason ?? ''}`);
   return summary;

@@ -28,6 +28,8 @@ import {
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
 import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
+import { DriftTally } from './drift-tally.js';
+import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
 
 export interface StagePageResult {
@@ -55,6 +57,8 @@ interface OpenRun {
   rejectedBytes: number;
   /** Repeat listings under another client_user_id, found here; the store adds those it finds (db/identity-conflicts.ts). */
   conflicts: IdentityConflicts;
+  /** The warnings and unknown keys of the records written (./drift-tally.ts), stored with the run's row. */
+  schemaDrift: DriftTally;
 }
 
 export class RunWriter {
@@ -91,7 +95,16 @@ export class RunWriter {
       this.store.finishRun(id, { status: 'failed', pages: 0, usersSeen: 0, error: `could not read the mirror's users: ${String(err)}` });
       throw err;
     }
-    this.run = { id, duplicates: 0, ledger, broken: false, rejected: [], rejectedBytes: 0, conflicts: new IdentityConflicts() };
+    this.run = {
+      id,
+      duplicates: 0,
+      ledger,
+      broken: false,
+      rejected: [],
+      rejectedBytes: 0,
+      conflicts: new IdentityConflicts(),
+      schemaDrift: new DriftTally(),
+    };
     return id;
   }
 
@@ -105,7 +118,7 @@ export class RunWriter {
    */
   stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
     const { run, ledger } = this.openLedger(runId);
-    const tally = emptyTally();
+    const tally = { ...emptyTally(), schemaDrift: run.schemaDrift };
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
     try {
@@ -189,15 +202,20 @@ export class RunWriter {
     return this.run?.id === runId ? this.run.rejected : [];
   }
 
-  /** Records how the run ended, with its rejected records; an unpublished run is rolled back. */
-  finishRun(runId: number, result: FinishRunInput): void {
+  /**
+   * Records how the run ended, with its rejected records and its schema drift; an unpublished run is rolled back.
+   * Returns the drift pairs the mirror met for the first time (none for a failed run).
+   */
+  finishRun(runId: number, result: FinishRunInput): RunFieldWarning[] {
     const run = this.run?.id === runId ? this.run : undefined;
-    this.store.finishRun(runId, {
+    const fresh = this.store.finishRun(runId, {
       ...result,
       duplicates: result.duplicates ?? run?.duplicates ?? 0,
       rejectedRecords: run?.rejected ?? [],
+      fieldWarnings: run?.schemaDrift.counted() ?? [],
     });
     if (run !== undefined) this.run = undefined;
+    return fresh;
   }
 
   private openLedger(runId: number): { run: OpenRun; ledger: Ledger } {

@@ -7,6 +7,7 @@
  * per (team_id, client_user_id), the newer record winning. Whether the
  * SQLite store keeps it is tested against SQLite (test/mirror-store.test.ts).
  */
+import type { RunFieldWarning } from '../../db/schema-drift.js';
 import type { MirrorStore, PriorRow, PublishDeletions, PublishResult, UserWrite } from '../../db/mirror-store.js';
 import type { FinishRunInput } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
@@ -157,11 +158,18 @@ export class MemoryMirrorStore implements MirrorStore {
     return { ...counts, superseded: counts.deleted - swept, repeats, conflicts: conflicts.snapshot() };
   }
 
-  finishRun(runId: number, result: FinishRunInput): void {
+  /** Pairs met first, as the SQLite store decides them: those not in an earlier finished run. */
+  finishRun(runId: number, result: FinishRunInput): RunFieldWarning[] {
     if (this.open?.id === runId) this.open = undefined;
     const run = this.runs[runId - 1];
     if (run !== undefined) run.finished = result;
+    if (result.status === 'failed') return [];
+    const fresh = (result.fieldWarnings ?? []).filter((w) => !this.driftSeen.has(`${w.field}\t${w.rule}`));
+    for (const w of fresh) this.driftSeen.add(`${w.field}\t${w.rule}`);
+    return fresh;
   }
+
+  private readonly driftSeen = new Set<string>();
 
   /** Active users as client_user_id → user_id, for comparisons. */
   activeByClientId(): Map<string, string> {
