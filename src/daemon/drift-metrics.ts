@@ -10,19 +10,10 @@
  * MAX_PAIRS pairs, the newest, are exported.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { DriftPair, RunFieldWarning } from '../../db/schema-drift.js';
 import type { CurrentSources } from './scrape-gauges.js';
 
 /** Pairs exported at most: a mirror meets a handful over its life; the bound only stops a runaway. */
 export const MAX_PAIRS = 100;
-
-/** What the drift metrics read: plugged in by the daemon once its mirror is open (mirror-sources.ts). */
-export interface DriftSource {
-  /** The newest published run when the daemon opened the mirror: runs up to it are not counted. */
-  startRunId: number;
-  since(afterRunId: number): { lastRunId: number; counts: RunFieldWarning[] };
-  pairs(limit: number): DriftPair[];
-}
 
 export function registerDriftMetrics(registers: Registry[], current: CurrentSources): void {
   let counted: number | undefined;

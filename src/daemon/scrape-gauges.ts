@@ -18,7 +18,7 @@ import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
 import type { RunFindings } from '../../db/run-findings.js';
-import type { DriftSource } from './drift-metrics.js';
+import type { DriftPair, RunFieldWarning } from '../../db/schema-drift.js';
 import { walVerdict } from './wal-verdict.js';
 
 export interface QueueDepth {
@@ -60,6 +60,14 @@ export interface MetricSources {
   audit?: () => string | undefined;
   /** WEBHOOK_LAG_WARN_SECONDS. */
   webhookLagWarnSeconds?: number;
+}
+
+/** What the schema drift metrics read (drift-metrics.ts): plugged in by the daemon once its mirror is open (mirror-sources.ts). */
+export interface DriftSource {
+  /** The newest published run when the daemon opened the mirror: runs up to it are not counted. */
+  startRunId: number;
+  since(afterRunId: number): { lastRunId: number; counts: RunFieldWarning[] };
+  pairs(limit: number): DriftPair[];
 }
 
 /** The sources as they are now: the daemon plugs more in after the gauges exist. */
