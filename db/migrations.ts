@@ -21,6 +21,7 @@ import { history } from './migrations/009-history.js';
 import { lineage } from './migrations/010-lineage.js';
 import { identityConflictIds } from './migrations/011-identity-conflicts.js';
 import { schemaDrift } from './migrations/012-schema-drift.js';
+import { runSource } from './migrations/013-run-source.js';
 
 /** Every migration, in order. Append; never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -36,4 +37,5 @@ export const MIGRATIONS: readonly Migration[] = [
   lineage,
   identityConflictIds,
   schemaDrift,
+  runSource,
 ];

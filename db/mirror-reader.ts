@@ -61,6 +61,10 @@ const SyncRunRowSchema = z.object({
   identity_conflicts: z.number().int().default(0),
   oversize_pages: z.number().int().default(0),
   total_lowest: z.number().int().nullable().default(null),
+  // Migration 13: the leader a follower's run read (db/run-source.ts); null on a mirror that reads the service.
+  source_run_id: z.number().int().nullable().default(null),
+  source_at: z.string().nullable().default(null),
+  source_epoch: z.string().nullable().default(null),
 });
 
 export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
@@ -90,6 +94,7 @@ export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
   sweepSkippedReason: r.sweep_skipped_reason,
   error: r.error,
   anomalies: { identityConflicts: r.identity_conflicts, oversizePages: r.oversize_pages, totalLowest: r.total_lowest },
+  source: r.source_at === null ? null : { runId: r.source_run_id, at: r.source_at, epoch: r.source_epoch },
 }));
 export type SyncRun = z.output<typeof SyncRunSchema>;
 

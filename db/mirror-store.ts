@@ -21,6 +21,7 @@
  * this connection, inside the transaction. Removal audits live in their own
  * file (db/open-audit.ts), so a scan never blocks them.
  */
+import { RunSources } from './run-source.js';
 import type { Db } from './open.js';
 import { ChangeFeed } from './change-feed.js';
 import { FirstSyncLoad, type BulkLoad } from './first-sync-load.js';
@@ -51,6 +52,8 @@ export interface MirrorStore {
   recordRun(): number;
   /** The listing's `total` as the last published run last saw it; undefined before any. */
   lastListedTotal(): number | undefined;
+  /** A follower's leader, recorded with a run and read back (./run-source.ts); absent on stores that keep none. */
+  sources?: RunSources;
   /** Opens the write transaction of `recorded` (from recordRun), or of a new run. Returns the run id. */
   beginRun(totalAtStart?: number, recorded?: number): number;
   /** [user_id, content_hash] of every active user, in user_id order, streamed. */
@@ -112,6 +115,7 @@ export class SqliteMirrorStore implements MirrorStore {
   private readonly feed: ChangeFeed;
   private readonly baseline: BaselineMode;
   private readonly s;
+  readonly sources: RunSources;
 
   constructor(
     private readonly db: Db,
@@ -126,6 +130,7 @@ export class SqliteMirrorStore implements MirrorStore {
     // the result is out (checkpointMirror in db/open.ts): on a first sync it is the size of the mirror.
     db.pragma('wal_autocheckpoint = 0');
     this.records = new RunRecords(db);
+    this.sources = new RunSources(db);
     this.keys = new MirrorKeys(db);
     this.writes = new UserWrites(db);
     this.load = new FirstSyncLoad(db, this.writes);

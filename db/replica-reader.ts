@@ -27,12 +27,15 @@
 import { openChangeFeed, type ChangeFeed, type FeedPage } from './change-feed.js';
 import type { Db } from './open.js';
 import { MirrorNotReadyError } from './mirror-reader.js';
+import { lineageColumns, lineageOf, type LineageFreshness, type LineageRow } from './lineage-freshness.js';
 
 export interface Freshness {
   /** The latest run that published (succeeded or partial): what the answer reflects. */
   runId: number | null;
   /** When the latest succeeded (complete) run finished. */
   syncedAt: string | null;
+  /** The leader's side of a chain of mirrors (db/lineage-freshness.ts), read in the same statement. */
+  lineage?: LineageFreshness;
 }
 
 export interface ResolveAnswer extends Freshness {
@@ -47,7 +50,7 @@ export interface PageAnswer extends Freshness {
   total: number;
 }
 
-interface FreshnessRow {
+interface FreshnessRow extends LineageRow {
   run_id: number | null;
   synced_at: string | null;
 }
@@ -55,6 +58,12 @@ interface FreshnessRow {
 const FRESHNESS = `
   (SELECT id FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id DESC LIMIT 1) AS run_id,
   (SELECT finished_at FROM sync_runs WHERE status = 'succeeded' ORDER BY id DESC LIMIT 1) AS synced_at`;
+
+function freshnessOf(row: FreshnessRow | undefined): Freshness {
+  if (row === undefined) return { runId: null, syncedAt: null };
+  const lineage = lineageOf(row);
+  return { runId: row.run_id, syncedAt: row.synced_at, ...(lineage && { lineage }) };
+}
 
 /**
  * Every write that changes which users are active, or adds one, also writes
@@ -103,6 +112,7 @@ export class ReplicaReader {
     if (typeof version !== 'number' || version < SCHEMA_VERSION) {
       throw new MirrorNotReadyError(`${db.name} holds no mirror yet (schema version ${String(version)}); run a sync first`);
     }
+    const lineage = lineageColumns(db);
     this.s = {
       begin: db.prepare('BEGIN'),
       commit: db.prepare('COMMIT'),
@@ -111,8 +121,8 @@ export class ReplicaReader {
           `SELECT CAST(raw AS BLOB) FROM users INDEXED BY users_client_user_id WHERE client_user_id = ? AND deleted_at IS NULL LIMIT 1`,
         )
         .pluck(),
-      freshness: db.prepare<[], FreshnessRow>(`SELECT ${FRESHNESS}`),
-      head: db.prepare<[], FreshnessRow & { change_key: number | null }>(`SELECT ${FRESHNESS}, ${CHANGE_KEY}`),
+      freshness: db.prepare<[], FreshnessRow>(`SELECT ${FRESHNESS}${lineage}`),
+      head: db.prepare<[], FreshnessRow & { change_key: number | null }>(`SELECT ${FRESHNESS}${lineage}, ${CHANGE_KEY}`),
       activeCount: db
         .prepare<[], number>(`SELECT count(*) FROM users INDEXED BY users_active_client_user WHERE deleted_at IS NULL`)
         .pluck(),
@@ -141,8 +151,7 @@ export class ReplicaReader {
       this.s.begin.run();
       setImmediate(this.endTurn);
     }
-    const row = this.s.freshness.get() ?? { run_id: null, synced_at: null };
-    this.turn = { runId: row.run_id, syncedAt: row.synced_at };
+    this.turn = freshnessOf(this.s.freshness.get());
     return this.turn;
   }
 
@@ -153,7 +162,7 @@ export class ReplicaReader {
 
   private readPage(offset: number, limit: number): PageAnswer {
     const head = this.s.head.get() ?? { run_id: null, synced_at: null, change_key: null };
-    const freshness = { runId: head.run_id, syncedAt: head.synced_at };
+    const freshness = freshnessOf(head);
     if (head.change_key !== this.index.key) this.rebuildIndex(head.change_key);
     this.options.midRead?.();
     let slice = this.slice(offset, limit);

@@ -397,6 +397,7 @@ describe('staleness', () => {
       stale: true,
       ageSeconds: null,
       staleAfterSeconds: 60,
+      sourceAgeSeconds: null,
       reason:
         'never synced successfully; last partial run #1 (2025-01-01T00:10:00.000Z): listing incomplete; run #2 running since 2025-01-01T00:20:00.000Z',
     });

@@ -106,7 +106,7 @@ const ADAPTED: Array<{ pattern: RegExp; why: string; change: (statement: string)
 /** The removal audit's tables live in AUDIT_DB, not in the mirror: their statements read the audit file. */
 const AUDIT_TABLE = /\bmember_removals\b/;
 
-describe.each(['docs/sql.md', 'db/SCHEMA.md'])('the SQL examples in %s', (file) => {
+describe.each(['docs/sql.md', 'db/SCHEMA.md', 'docs/followers.md'])('the SQL examples in %s', (file) => {
   const statements = sqlStatements(file);
   it('are there to check', () => expect(statements.length).toBeGreaterThan(0));
   it.each(statements.map((s) => [s.split('\n')[0] ?? s, s]))('%s', (_first, statement) => {
@@ -129,7 +129,7 @@ describe.each(['docs/sql.md', 'db/SCHEMA.md'])('the SQL examples in %s', (file) 
 });
 
 describe('the adapted statements', () => {
-  const all = ['docs/sql.md', 'db/SCHEMA.md'].flatMap((file) => sqlStatements(file));
+  const all = ['docs/sql.md', 'db/SCHEMA.md', 'docs/followers.md'].flatMap((file) => sqlStatements(file));
   it.each(ADAPTED.map((a) => [String(a.pattern), a]))('%s still names a statement in the docs', (_name, { pattern }) => {
     expect(all.filter((s) => pattern.test(s))).toHaveLength(1);
   });

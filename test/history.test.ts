@@ -91,6 +91,11 @@ afterAll(async () => {
   await rig?.close();
 });
 
+/** Migration 13's columns, dropped to make a mirror of version 8 again. */
+const DROP_RUN_SOURCE = ['source_run_id', 'source_published_at', 'source_at', 'source_epoch', 'source_restored_at', 'source_cursor']
+  .map((c) => `ALTER TABLE sync_runs DROP COLUMN ${c};`)
+  .join(' ');
+
 describe('as of each noted time', () => {
   it('every user that ever existed is found exactly when the stand-in served it, as it served it, with its sources then', () => {
     const reader = new HistoryReader(db);
@@ -331,7 +336,7 @@ describe('retention and upgrade', () => {
     db.prepare(`VACUUM INTO ?`).run(join(rig.dir, 'v9.db'));
     const up = openMirror(join(rig.dir, 'v9.db'));
     up.exec(
-      `DROP VIEW user_history; DROP VIEW source_history; DROP TABLE user_versions; DROP TABLE source_connections; DROP TABLE history_state; DROP TABLE mirror_lineage; DROP TABLE identity_conflicts; DROP TABLE run_field_warnings; DROP TABLE schema_drift; PRAGMA user_version = 8;`,
+      `DROP VIEW user_history; DROP VIEW source_history; DROP TABLE user_versions; DROP TABLE source_connections; DROP TABLE history_state; DROP TABLE mirror_lineage; DROP TABLE identity_conflicts; DROP TABLE run_field_warnings; DROP TABLE schema_drift; ${DROP_RUN_SOURCE} PRAGMA user_version = 8;`,
     );
     const before = new Date().toISOString();
     migrate(up, MIGRATIONS);

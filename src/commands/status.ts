@@ -175,6 +175,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       lastSucceededAt: figures.lastSucceededAt,
       lastProblem: figures.lastProblem,
       running: figures.running,
+      sourceAt: figures.sourceAt,
       lastRuns: reader.lastRuns(RUNS_SHOWN).map((r) => ({
         id: r.id,
         status: r.status,

@@ -115,6 +115,21 @@ export function registerMirrorGauges(registers: Registry[], current: CurrentSour
       if (s !== undefined) age.set(s.ageSeconds ?? Number.POSITIVE_INFINITY);
     },
   });
+  const sourceAge = new Gauge({
+    name: 'user_mirror_source_data_age_seconds',
+    help:
+      'On a follower (docs/followers.md): seconds since its data was read from the service, at its source (the leader), ' +
+      "labelled with the leader's epoch. No series on a mirror that reads the service itself.",
+    labelNames: ['epoch'] as const,
+    registers,
+    collect() {
+      // Labelled so that a mirror that is no follower has no series at all, not a misleading 0.
+      sourceAge.reset();
+      const s = readStaleness();
+      const epoch = readMirror()?.sourceEpoch;
+      if (s?.sourceAgeSeconds != null && epoch !== undefined) sourceAge.set({ epoch }, s.sourceAgeSeconds);
+    },
+  });
   const staleAfter = new Gauge({
     name: 'user_mirror_mirror_stale_after_seconds',
     help: 'SYNC_STALE_AFTER_MS in seconds: the age beyond which the mirror counts as stale.',

@@ -37,6 +37,8 @@ export interface StalenessFacts {
   lastProblem: RunTrouble | undefined;
   /** The newest run, if it is still marked running. */
   running: RunTrouble | undefined;
+  /** On a follower: when its last succeeded run's data was read from the service, at the source (docs/followers.md). */
+  sourceAt?: Date | undefined;
   now: Date;
   staleAfterMs: number;
 }
@@ -45,6 +47,8 @@ export interface Staleness {
   stale: boolean;
   /** Since the last succeeded run finished; null if there never was one. */
   ageSeconds: number | null;
+  /** On a follower: the age of its data at the source (the leader's read of the service); null elsewhere. */
+  sourceAgeSeconds: number | null;
   staleAfterSeconds: number;
   /** One line on why, when stale; null when fresh. */
   reason: string | null;
@@ -54,15 +58,26 @@ export function assessStaleness(f: StalenessFacts): Staleness {
   const ageMs = f.lastSucceededAt === undefined ? undefined : Math.max(0, f.now.getTime() - f.lastSucceededAt.getTime());
   const staleAfterSeconds = Math.round(f.staleAfterMs / 1000);
   const ageSeconds = ageMs === undefined ? null : Math.round(ageMs / 1000);
-  const stale = ageMs === undefined || ageMs > f.staleAfterMs;
-  if (!stale) return { stale, ageSeconds, staleAfterSeconds, reason: null };
+  const sourceAgeMs = f.sourceAt === undefined ? undefined : Math.max(0, f.now.getTime() - f.sourceAt.getTime());
+  const sourceAgeSeconds = sourceAgeMs === undefined ? null : Math.round(sourceAgeMs / 1000);
+  const ownStale = ageMs === undefined || ageMs > f.staleAfterMs;
+  const sourceStale = sourceAgeMs !== undefined && sourceAgeMs > f.staleAfterMs;
+  const stale = ownStale || sourceStale;
+  if (!stale) return { stale, ageSeconds, staleAfterSeconds, sourceAgeSeconds, reason: null };
+  if (!ownStale && f.sourceAt !== undefined) {
+    // The follower ran, but what it copied was already old: the staleness comes from its leader.
+    const at = f.sourceAt.toISOString();
+    const why = `source: the leader's data was read from the service at ${at}, ${formatAge(sourceAgeSeconds ?? 0)} ago, more than SYNC_STALE_AFTER_MS (${formatAge(staleAfterSeconds)}): the leader at SERVICE_BASE_URL is stale`;
+    const trouble = [describeTrouble(f.lastProblem), describeTrouble(f.running)].filter((x): x is string => x !== undefined);
+    return { stale, ageSeconds, staleAfterSeconds, sourceAgeSeconds, reason: [why, ...trouble].join('; ') };
+  }
   const age =
     ageSeconds === null
       ? 'never synced successfully'
       : `last successful sync ${formatAge(ageSeconds)} ago, more than SYNC_STALE_AFTER_MS (${formatAge(staleAfterSeconds)})`;
   const why = [age, describeTrouble(f.lastProblem), describeTrouble(f.running)].filter((x): x is string => x !== undefined);
   if (f.lastProblem === undefined && f.running === undefined) why.push('no sync has run since');
-  return { stale, ageSeconds, staleAfterSeconds, reason: why.join('; ') };
+  return { stale, ageSeconds, staleAfterSeconds, sourceAgeSeconds, reason: why.join('; ') };
 }
 
 function describeTrouble(t: RunTrouble | undefined): string | undefined {
@@ -103,6 +118,10 @@ export interface MirrorFigures {
   lastProblem: RunTrouble | undefined;
   /** The newest run, while it is marked running. */
   running: RunTrouble | undefined;
+  /** On a follower: when the data of its last succeeded run was read from the service (db/run-source.ts). */
+  sourceAt?: Date;
+  /** On a follower: the leader's epoch its latest run saw. */
+  sourceEpoch?: string;
 }
 
 export type MirrorFreshness = Omit<MirrorFigures, 'activeUsers' | 'deletedUsers'>;
@@ -118,11 +137,17 @@ export function mirrorFreshness(reader: MirrorReader): MirrorFreshness {
 
 function freshnessOf(stats: RunHistory): MirrorFreshness {
   const finished = stats.lastSucceededRun?.finishedAt ?? null;
+  // The older of what the data was copied from and what the latest run found at the leader: a run refused
+  // for a stale or restored leader (src/sync/leader-check.ts) tells the follower its leader went back in time.
+  const sourceAt = [stats.lastSucceededRun?.source?.at, stats.lastRun?.source?.at].filter((a): a is string => a != null).sort()[0];
+  const epoch = (stats.lastRun?.source ?? stats.lastSucceededRun?.source)?.epoch;
   const sinceSuccess = (run: SyncRun | undefined) => run !== undefined && run.id > (stats.lastSucceededRun?.id ?? 0);
   const problem = stats.lastProblemRun;
   const last = stats.lastRun;
   return {
     lastSucceededAt: finished === null ? undefined : new Date(finished),
+    ...(sourceAt === undefined ? {} : { sourceAt: new Date(sourceAt) }),
+    ...(epoch == null ? {} : { sourceEpoch: epoch }),
     lastProblem:
       problem !== undefined && problem.status !== 'succeeded' && sinceSuccess(problem) ? trouble(problem, problem.status) : undefined,
     running: last?.status === 'running' ? trouble(last, 'running') : undefined,

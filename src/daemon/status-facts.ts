@@ -137,6 +137,8 @@ export type MirrorFacts =
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
+      /** On a follower: when its last succeeded run's data was read from the service (docs/followers.md). */
+      sourceAt?: Date | undefined;
       /**
        * Sizes of the mirror's file and WAL (undefined for an in-memory mirror); `freeBytes`: the file's
        * free pages, reused by later syncs; `walIndex`: the WAL's frames and those not yet in the file.

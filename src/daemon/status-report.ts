@@ -78,6 +78,8 @@ export interface StatusReport {
     deletedUsers?: number;
     lastSucceededAt?: string | null;
     ageSeconds?: number | null;
+    /** On a follower: when the data was read from the service at its source, and its age (docs/followers.md). */
+    source?: { at: string; ageSeconds: number };
     /** No succeeded run within SYNC_STALE_AFTER_MS (or none at all). */
     stale?: boolean;
     staleAfterSeconds?: number;
@@ -151,6 +153,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         lastSucceededAt: m.lastSucceededAt,
         lastProblem: m.lastProblem,
         running: m.running,
+        sourceAt: m.sourceAt,
         now: f.now,
         staleAfterMs: f.staleAfterMs,
       })
@@ -166,6 +169,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         deletedUsers: m.deletedUsers,
         lastSucceededAt: m.lastSucceededAt?.toISOString() ?? null,
         ageSeconds: staleness?.ageSeconds ?? null,
+        ...(m.sourceAt === undefined ? {} : { source: { at: m.sourceAt.toISOString(), ageSeconds: staleness?.sourceAgeSeconds ?? 0 } }),
         stale: staleness?.stale ?? true,
         staleAfterSeconds: staleness?.staleAfterSeconds ?? 0,
         staleReason: staleness?.reason ?? null,

@@ -34,6 +34,7 @@ export function formatStatusReport(r: StatusReport): string {
         ? 'never synced successfully'
         : `${formatAge(m.ageSeconds)} ago (${m.lastSucceededAt ?? ''})`;
     lines.push(`  last success  ${age}`);
+    if (m.source !== undefined) lines.push(`  source        leader published at ${m.source.at} (age ${formatAge(m.source.ageSeconds)})`);
     if (m.stale === true) lines.push(`  STALE         ${oneLine(m.staleReason ?? 'no succeeded sync', 400)}`);
     const failed = m.lastAttemptFailed;
     if (failed !== null && failed !== undefined) {

@@ -8,6 +8,8 @@ import type { FeedPage } from '../../db/change-feed.js';
 import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
 import { failedItems, parseListQuery, queryInt, validationErrorBody, type ValidationItem } from '../service/server-wire.js';
 import { clipEchoed } from '../runtime/echo-id.js';
+import type { LineageFreshness } from '../../db/lineage-freshness.js';
+import { SOURCE_HEADERS } from '../service/source-freshness.js';
 
 export interface Answer {
   status: number;
@@ -127,6 +129,9 @@ export function readinessAnswer(verdict: FreshnessVerdict, maxStalenessMs: numbe
  *   X-Mirror-Synced-At  when the latest succeeded (complete) sync finished
  *   X-Mirror-Run-Id     the latest run that published (succeeded or partial):
  *                       the state of the mirror the answer was read from
+ *   X-Mirror-Published-At, -Source-At, -Epoch, -Restored-At
+ *                       what a follower mirror needs of its leader
+ *                       (src/service/source-freshness.ts, docs/followers.md)
  *   Warning             `110 - "Response is Stale"` (RFC 7234) when that
  *                       succeeded sync is older than REPLICA_MAX_STALENESS_S
  *
@@ -151,7 +156,7 @@ export function judgeFreshness(f: Freshness, nowMs: number, maxStalenessMs: numb
     return { serving: false, ready: false, headers: [], ageSeconds: undefined, reason: 'the mirror has not completed a sync yet' };
   }
   const ageMs = Math.max(0, nowMs - Date.parse(f.syncedAt));
-  const headers = ['x-mirror-synced-at', f.syncedAt, 'x-mirror-run-id', String(f.runId)];
+  const headers = ['x-mirror-synced-at', f.syncedAt, 'x-mirror-run-id', String(f.runId), ...lineageHeaders(f.lineage)];
   const stale = !(ageMs <= maxStalenessMs);
   if (stale) headers.push('warning', STALE_WARNING);
   return {
@@ -161,4 +166,13 @@ export function judgeFreshness(f: Freshness, nowMs: number, maxStalenessMs: numb
     ageSeconds: Math.round(ageMs / 1000),
     reason: stale ? `the last succeeded sync is older than ${Math.round(maxStalenessMs / 1000)} s` : 'ok',
   };
+}
+
+/** The headers a follower reads (src/service/source-freshness.ts); none before the first publish. */
+function lineageHeaders(l: LineageFreshness | undefined): string[] {
+  if (l === undefined) return [];
+  const h = [SOURCE_HEADERS.publishedAt, l.publishedAt, SOURCE_HEADERS.sourceAt, l.sourceAt, SOURCE_HEADERS.epoch, l.epoch];
+  if (l.restoredAt !== undefined) h.push(SOURCE_HEADERS.restoredAt, l.restoredAt);
+  if (l.cursor !== undefined) h.push(SOURCE_HEADERS.cursor, String(l.cursor));
+  return h;
 }

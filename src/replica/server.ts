@@ -193,7 +193,13 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
   let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
   const forget = () => (judged = undefined);
   const judge = (f: Freshness): FreshnessVerdict => {
-    if (judged !== undefined && judged.f.runId === f.runId && judged.f.syncedAt === f.syncedAt) return judged.verdict;
+    if (
+      judged !== undefined &&
+      judged.f.runId === f.runId &&
+      judged.f.syncedAt === f.syncedAt &&
+      judged.f.lineage?.epoch === f.lineage?.epoch
+    )
+      return judged.verdict;
     if (judged === undefined) setImmediate(forget);
     judged = { f, verdict: judgeFreshness(f, now(), settings.maxStalenessMs) };
     return judged.verdict;
@@ -236,7 +242,11 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
       }
       case 'changes': {
         const q = changesQueryOrAnswer(route.query);
-        return 'status' in q ? q : changesAnswer(reader.changes(q.after, q.limit));
+        if ('status' in q) return q;
+        // The turn's snapshot first, so the feed page and its freshness headers agree.
+        const fresh = judge(reader.freshness()).headers;
+        const a = changesAnswer(reader.changes(q.after, q.limit));
+        return { ...a, headers: [...a.headers, ...fresh] };
       }
       default:
         return NOT_FOUND;

@@ -103,6 +103,8 @@ export const ENV = {
   SYNC_MAX_RESOLVE_BYTES: positiveInt(256 * 1024, 256 * 1024 * 1024),
   // Deletion candidates checked upstream per run; the rest wait for a later run.
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
+  // A follower (SERVICE_BASE_URL another mirror's replica, docs/followers.md) publishes nothing from a leader whose data is older.
+  SYNC_LEADER_MAX_AGE_MS: positiveInt(1_800_000, 90 * 24 * 3_600_000),
   // Deletion checks in flight. They run inside the run's write transaction (a run publishes whole), so every
   // check waiting on a slow service holds the mirror's write lock longer: more in flight, shorter hold.
   SYNC_VERIFY_CONCURRENCY: positiveInt(16, 256),

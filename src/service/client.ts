@@ -15,25 +15,26 @@
  * - Every response is parsed with the zod schemas in ./schemas.ts; failures
  *   become the typed errors of ./errors.ts, never crashes.
  */
-import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
-import { z } from 'zod';
+import { Pool, type Dispatcher } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
 import {
   HttpError,
-  NetworkError,
   RequestValidationError,
   ResponseTooLargeError,
   ResponseValidationError,
-  TimeoutError,
   type ErrorBodyKind,
   type HttpMethod,
 } from './errors.js';
-import { settleWithin, startDeadline, type Deadline } from '../runtime/deadline.js';
+import { settleWithin, startDeadline } from '../runtime/deadline.js';
+import { transportError } from './transport-error.js';
+import { pageQuery, requireId } from './request-params.js';
+import { sourceFreshnessOf, type SourceFreshness } from './source-freshness.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUser, type ReceivedUser } from './user-record.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { scanRecordSpans, type RecordSpan } from './page-spans.js';
-import { ErrorBodySchema, MAX_PAGE_LIMIT, UserPageEnvelopeSchema } from './schemas.js';
+import { ErrorBodySchema, UserPageEnvelopeSchema } from './schemas.js';
 import { ACCEPT_ENCODING } from './content-encoding.js';
 import { BodyCodingError, DETAIL_BOUND, fittedBound, pageBound, readAnswerBody, recordBound, type BodyBound } from './body-bounds.js';
 
@@ -92,6 +93,15 @@ export interface RecordPage {
   body: Buffer;
   spans: RecordSpan[];
   unknownKeys: string[];
+  /** A leader mirror's freshness headers (./source-freshness.ts); undefined from the service itself. */
+  source?: SourceFreshness;
+}
+
+/** A leader's feed page: its body as received (`{"events":[...],"next":N}`, or a 410's), and its freshness. */
+export interface FeedBytes {
+  gone: boolean;
+  body: Buffer;
+  source?: SourceFreshness;
 }
 
 /**
@@ -104,11 +114,6 @@ export type ResolveResult = ({ found: true } & ReceivedUser) | { found: false };
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
-
-const PageParamsSchema = z.object({
-  offset: z.number().int('must be an integer').min(0, 'must be >= 0'),
-  limit: z.number().int('must be an integer').min(1, 'must be >= 1').max(MAX_PAGE_LIMIT, `must be <= ${MAX_PAGE_LIMIT}`),
-});
 
 interface Target {
   pool: Pool;
@@ -123,6 +128,7 @@ interface ByteResponse {
   /** The body went past its bound and `bytes` is its head (only where the bound keeps a head). */
   truncated: boolean;
   retryAfter: string | undefined;
+  headers: IncomingHttpHeaders;
 }
 
 interface RawResponse {
@@ -171,7 +177,23 @@ export class ServiceClient {
     const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
-    return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans };
+    const source = sourceFreshnessOf(res.headers);
+    if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', path);
+    return { total, offset, limit, unknownKeys: Object.keys(rest), body: res.bytes, spans: scan.spans, ...(source && { source }) };
+  }
+
+  /**
+   * One page of a leader mirror's change feed (src/replica, GET /mirror/v1/changes), as bytes with its
+   * freshness: what a follower tails (src/sync/follow-feed.ts). A 410 (cursor gone) is a result.
+   */
+  async leaderFeedPage(after: number, limit: number, signal?: AbortSignal): Promise<FeedBytes> {
+    const route = '/mirror/v1/changes';
+    const path = `${route}?after=${Math.max(0, Math.floor(after))}&limit=${Math.floor(limit)}`;
+    const res = await this.sendBytes(this.teamTarget('GET', route), 'GET', route, path, signal, pageBound(this.options.maxBodyBytes));
+    if (res.status !== 200 && res.status !== 410) throw this.httpError(asJson(res, 'GET', route), 'GET', route);
+    const source = sourceFreshnessOf(res.headers);
+    if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', route);
+    return { gone: res.status === 410, body: res.bytes, ...(source && { source }) };
   }
 
   async resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult> {
@@ -279,7 +301,14 @@ export class ServiceClient {
       report(status);
       if (!body.ok && !fitted.keepHead) throw new ResponseTooLargeError(fitted.bytes, fitted.setting, method, path);
       const retryAfter = response.headers['retry-after'];
-      return { status, bytes: body.bytes, truncated: !body.ok, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+      const headers = response.headers;
+      return {
+        status,
+        bytes: body.bytes,
+        truncated: !body.ok,
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+        headers,
+      };
     } finally {
       deadline.clear();
     }
@@ -293,26 +322,11 @@ export class ServiceClient {
   }
 }
 
-function pageQuery(params: PageParams, path: string): string {
-  const checked = PageParamsSchema.safeParse(params);
-  if (!checked.success) {
-    const issue = checked.error.issues[0];
-    throw new RequestValidationError(String(issue?.path[0] ?? 'params'), issue?.message ?? 'invalid', 'GET', path);
-  }
-  return `?offset=${checked.data.offset}&limit=${checked.data.limit}`;
-}
-
 function asJson(res: ByteResponse, method: HttpMethod, path: string): RawResponse {
   const text = res.bytes.toString('utf8');
   // A head cut at its bound is not JSON, nor meant to be parsed: kept as text for the message.
   const parsed = res.truncated ? { body: text.slice(0, 200), json: false } : parseJson(text, res.status, method, path);
   return { status: res.status, ...parsed, retryAfter: res.retryAfter };
-}
-
-function requireId(field: string, value: string, method: HttpMethod, route: string): void {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw new RequestValidationError(field, 'must be a non-empty string', method, route);
-  }
 }
 
 function bodyKindOf(res: RawResponse, isObject: boolean): ErrorBodyKind {
@@ -330,16 +344,4 @@ function parseJson(text: string, status: number, method: HttpMethod, path: strin
     if (status >= 200 && status < 300) throw new ResponseValidationError('body is not valid JSON', method, path);
     return { body: text.length > 200 ? text.slice(0, 200) : text, json: false };
   }
-}
-
-function transportError(err: unknown, method: HttpMethod, path: string, deadline: Deadline): Error {
-  if (deadline.expired) return new TimeoutError('total', method, path, { cause: err });
-  if (err instanceof undiciErrors.HeadersTimeoutError) return new TimeoutError('headers', method, path, { cause: err });
-  if (err instanceof undiciErrors.BodyTimeoutError) return new TimeoutError('body', method, path, { cause: err });
-  if (err instanceof undiciErrors.ConnectTimeoutError) return new TimeoutError('connect', method, path, { cause: err });
-  if (err instanceof undiciErrors.RequestAbortedError || (err instanceof Error && err.name === 'AbortError')) {
-    return err;
-  }
-  const code = (err as { code?: unknown } | null)?.code;
-  return new NetworkError(typeof code === 'string' ? code : 'UNKNOWN', method, path, { cause: err });
 }

@@ -49,6 +49,8 @@ import { startDeadline } from '../runtime/deadline.js';
 import { type DirectorySource, Prefetch, prefetchOffsets, scanPass } from './scan.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { planDeletions, settleCandidates } from './deletions.js';
+import { checkLeader } from './leader-check.js';
+import { followFeed } from './follow-feed.js';
 import type { ProgressSnapshot } from './progress.js';
 import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
 import { finishFailed, finishPublished, partialReason, type SyncStatus, type SyncSummary } from './run-summary.js';
@@ -75,6 +77,8 @@ export interface SyncOptions {
   pageRetryBudgetMs?: number;
   /** The run fails, publishing nothing, when still going after this (SYNC_MAX_DURATION_MS). */
   maxDurationMs?: number;
+  /** A follower refuses a leader whose data is older than this (SYNC_LEADER_MAX_AGE_MS; ./leader-check.ts). */
+  leaderMaxAgeMs?: number;
   /** Largest user record stored (SYNC_MAX_RECORD_BYTES). */
   maxRecordBytes?: number;
   backoff?: BackoffPolicy;
@@ -92,6 +96,7 @@ export const SYNC_DEFAULTS = {
   pageAttempts: 5,
   pageRetryBudgetMs: 120_000,
   maxDurationMs: 7_200_000,
+  leaderMaxAgeMs: 1_800_000,
 } as const;
 
 /**
@@ -148,6 +153,17 @@ async function runUntil(
   log.info({ event: 'sync.start', runId, concurrency, maxDeleteRatio, maxVerify }, 'sync started');
   // What the run has read, for its record if it fails: a failed run still says how far it got.
   const read = { pages: 0, usersSeen: 0 };
+  const leaderMaxAgeMs = options.leaderMaxAgeMs ?? SYNC_DEFAULTS.leaderMaxAgeMs;
+  const feed = options.client.leaderFeedPage?.bind(options.client);
+  if (feed !== undefined) {
+    const follow = { source: { leaderFeedPage: feed }, writer, runId, retry, leaderMaxAgeMs, log, started };
+    try {
+      const followed = await followFeed({ ...follow, maxRecordBytes: options.maxRecordBytes });
+      if (followed !== undefined) return followed;
+    } catch (err) {
+      return finishFailed(writer, log, runId, started, undefined, stopReason(err) ?? errorMessage(err), read);
+    }
+  }
   // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
   // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
   const prefetch = new Prefetch(
@@ -164,6 +180,11 @@ async function runUntil(
     return finishFailed(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
 
+  const refused = first.source && checkLeader(writer, runId, first.source, leaderMaxAgeMs, log);
+  if (refused !== undefined) {
+    await prefetch.drop();
+    return finishFailed(writer, log, runId, started, first.total, refused, read);
+  }
   try {
     // A mirror that cannot be read here throws, its run already recorded failed by beginRun.
     writer.beginRun(first.total, runId);

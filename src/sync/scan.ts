@@ -16,6 +16,7 @@
  * A page refused with 401/403 is not such a failure: the key is refused, so
  * every page would be. It stops the pass and is rethrown (see retry.ts).
  */
+import type { FeedSource } from './follow-feed.js';
 import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
@@ -314,4 +315,6 @@ export function pagesFor(total: number, limit: number = MAX_PAGE_LIMIT): number 
 export interface DirectorySource {
   listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage>;
   resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult>;
+  /** A leader mirror's change feed, for a follower's incremental run (./follow-feed.ts); absent: always list. */
+  leaderFeedPage?: FeedSource['leaderFeedPage'];
 }
