@@ -20,6 +20,7 @@ import { DEFAULT_QUEUE_PREFIX, KEEP_COMPLETED, removalQueueName, type Management
 import { createRemovalBackoff, createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker } from '../tolerant-bullmq.js';
+import { traceAttempt } from './removal-spans.js';
 import { UnreadableJob } from '../unreadable-job.js';
 import type { RedisClient } from '../redis-connection.js';
 
@@ -123,19 +124,23 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
   });
 
   // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
-  worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, processor.process, {
-    connection: options.connection,
-    prefix,
-    name: options.name ?? `${hostname()}:${process.pid}`,
-    concurrency: options.concurrency,
-    lockDuration,
-    stalledInterval: options.stalledIntervalMs ?? lockDuration,
-    maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED,
-    limiter: options.limiter ?? DEFAULT_LIMITER,
-    settings: { backoffStrategy: createRemovalBackoff({ defaultBaseMs: backoffMs }) },
-    // Only for producers that send no removeOnComplete; failed jobs are always kept.
-    removeOnComplete: KEEP_COMPLETED,
-  });
+  worker = new TolerantWorker<unknown, RemovalResult, string>(
+    queueName,
+    (job, token, signal) => traceAttempt(queueName, job, () => processor.process(job, token, signal)),
+    {
+      connection: options.connection,
+      prefix,
+      name: options.name ?? `${hostname()}:${process.pid}`,
+      concurrency: options.concurrency,
+      lockDuration,
+      stalledInterval: options.stalledIntervalMs ?? lockDuration,
+      maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED,
+      limiter: options.limiter ?? DEFAULT_LIMITER,
+      settings: { backoffStrategy: createRemovalBackoff({ defaultBaseMs: backoffMs }) },
+      // Only for producers that send no removeOnComplete; failed jobs are always kept.
+      removeOnComplete: KEEP_COMPLETED,
+    },
+  );
 
   worker.on('failed', (job, err) => {
     if (processor.handled(err)) return;
