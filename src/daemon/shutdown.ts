@@ -17,6 +17,7 @@
  * dead socket; pm2's SIGKILL would otherwise be the one to end it.
  */
 import { logError, type Logger } from '../runtime/log-error.js';
+import { stopTracing } from '../runtime/tracing.js';
 
 export const SECOND_SIGNAL_EXIT_CODE = 130;
 const BACKSTOP_MARGIN_MS = 5_000;
@@ -52,8 +53,11 @@ export function handleShutdownSignals(options: ShutdownOptions): () => void {
     backstop.unref();
     options.stop(signal).then(
       (code) => {
-        clearTimeout(backstop);
-        exit(code);
+        // Spans not yet exported go out first (src/runtime/tracing.ts; nothing when off); the backstop bounds the wait.
+        void stopTracing().finally(() => {
+          clearTimeout(backstop);
+          exit(code);
+        });
       },
       (err: unknown) => {
         clearTimeout(backstop);

@@ -7,7 +7,7 @@
  * W3C trace context, and AsyncLocalStorage so a span started in a call is
  * the parent of the spans started under it.
  */
-import { context, propagation, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context } from '@opentelemetry/api';
+import { context, propagation, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -53,15 +53,33 @@ export async function startSdkTracer(options: { serviceName: string; register: b
     return headers === undefined ? undefined : propagation.extract(ROOT_CONTEXT, headers);
   };
 
+  const start = (name: string, spanOptions: SpanOptions): { span: Span; handle: TraceSpan; inSpan: Context } => {
+    const parent = parentOf(spanOptions.parent) ?? context.active();
+    const span = tracer.startSpan(name, { kind: KINDS[spanOptions.kind ?? 'internal'], attributes: spanOptions.attributes }, parent);
+    const handle: TraceSpan = {
+      setAttributes: (attributes) => span.setAttributes(attributes),
+      recordError: (err) => span.setStatus({ code: SpanStatusCode.ERROR, message: errorText(err) }),
+    };
+    return { span, handle, inSpan: trace.setSpan(parent, span) };
+  };
+
   return {
+    withSpanSync<T>(name: string, spanOptions: SpanOptions, fn: (span: TraceSpan) => T): T {
+      const { span, handle, inSpan } = start(name, spanOptions);
+      return context.with(inSpan, () => {
+        try {
+          return fn(handle);
+        } catch (err) {
+          handle.recordError(err);
+          throw err;
+        } finally {
+          span.end();
+        }
+      });
+    },
     withSpan<T>(name: string, spanOptions: SpanOptions, fn: (span: TraceSpan) => Promise<T>): Promise<T> {
-      const parent = parentOf(spanOptions.parent) ?? context.active();
-      const span = tracer.startSpan(name, { kind: KINDS[spanOptions.kind ?? 'internal'], attributes: spanOptions.attributes }, parent);
-      const handle: TraceSpan = {
-        setAttributes: (attributes) => span.setAttributes(attributes),
-        recordError: (err) => span.setStatus({ code: SpanStatusCode.ERROR, message: errorText(err) }),
-      };
-      return context.with(trace.setSpan(parent, span), async () => {
+      const { span, handle, inSpan } = start(name, spanOptions);
+      return context.with(inSpan, async () => {
         try {
           return await fn(handle);
         } catch (err) {

@@ -22,6 +22,8 @@ export interface SpanOptions {
 /** The implementation behind the API; ./tracing-sdk.ts provides the live one. */
 export interface Tracer {
   withSpan<T>(name: string, options: SpanOptions, fn: (span: TraceSpan) => Promise<T>): Promise<T>;
+  /** The same for synchronous work (a SQLite transaction, a checkpoint): no await added. */
+  withSpanSync<T>(name: string, options: SpanOptions, fn: (span: TraceSpan) => T): T;
   /** The active context as a carrier, or undefined when there is none. */
   carrier(): string | undefined;
   shutdown(): Promise<void>;

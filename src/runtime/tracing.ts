@@ -23,6 +23,7 @@ import type { SpanOptions, TraceSpan, Tracer } from './tracing-types.js';
 const NOOP_SPAN: TraceSpan = { setAttributes: () => undefined, recordError: () => undefined };
 const NOOP: Tracer = {
   withSpan: (_name, _options, fn) => fn(NOOP_SPAN),
+  withSpanSync: (_name, _options, fn) => fn(NOOP_SPAN),
   carrier: () => undefined,
   shutdown: async () => undefined,
 };
@@ -88,6 +89,11 @@ export async function stopTracing(): Promise<void> {
 /** Runs `fn` inside a span (ended when `fn` settles; a throw is recorded on it). Off: just runs `fn`. */
 export function withSpan<T>(name: string, options: SpanOptions, fn: (span: TraceSpan) => Promise<T>): Promise<T> {
   return tracer.withSpan(name, options, fn);
+}
+
+/** `withSpan` for synchronous work. */
+export function withSpanSync<T>(name: string, options: SpanOptions, fn: (span: TraceSpan) => T): T {
+  return tracer.withSpanSync(name, options, fn);
 }
 
 /** The active trace context as a carrier for a job or a child process, or undefined (off, or no active span). */

@@ -26,6 +26,7 @@ import type { SyncSummary } from './engine.js';
 import { z } from 'zod';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { syncEnv, syncExecArgv } from './process-settings.js';
+import { syncTraceEnv } from './sync-spans.js';
 import type { Logger } from '../runtime/log.js';
 
 export interface SyncProcessOptions {
@@ -57,7 +58,7 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         execArgv: syncExecArgv(process.execArgv),
-        env: syncEnv(),
+        env: { ...syncEnv(), ...syncTraceEnv() },
       });
       let outcome: LeasedOutcome<SyncSummary> | undefined;
       let failure: string | undefined;
