@@ -158,7 +158,8 @@ describe('tracing (OTEL_* variables)', () => {
     });
 
   it('remove-member loads nothing of OpenTelemetry when the variables are unset, nor with OTEL_SDK_DISABLED=true', async () => {
-    for (const env of [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' }]) {
+    const unset: Record<string, string> = {};
+    for (const env of [unset, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' }]) {
       const r = await removal(env);
       expect(r.code, r.stdout + r.stderr).toBe(0);
       expect(r.packages.has('bullmq')).toBe(true);

@@ -8,11 +8,10 @@
  *
  * With tracing off (src/runtime/tracing.ts) each of these only runs its function.
  */
-import type { JobsOptions } from 'bullmq';
+import type { Job, JobsOptions } from 'bullmq';
 import { startTracing, traceCarrier, withSpan } from '../../src/runtime/tracing.js';
 import { HttpError } from '../../src/service/errors.js';
 import type { DeleteMemberResult } from '../../src/service/client.js';
-import type { RemovalJob } from './remove-member.js';
 
 interface Enqueue<P> {
   jobId: string;
@@ -39,7 +38,7 @@ export async function traceEnqueue<P, R>(queueName: string, jobs: Enqueue<P>[], 
 }
 
 /** One attempt of a job, a consumer span in the producer's trace (a job without a valid carrier starts its own). */
-export function traceAttempt<T>(queueName: string, job: RemovalJob, run: () => Promise<T>): Promise<T> {
+export function traceAttempt<T>(queueName: string, job: Pick<Job, 'id' | 'opts' | 'attemptsMade'>, run: () => Promise<T>): Promise<T> {
   return withSpan(
     `${queueName} process`,
     {
