@@ -123,24 +123,23 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
   });
 
+  // Each run of a job is a span in the trace its producer started (./removal-spans.ts; nothing when tracing is off).
+  const traced: typeof processor.process = (job, token, signal) =>
+    traceAttempt(queueName, job, () => processor.process(job, token, signal));
   // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
-  worker = new TolerantWorker<unknown, RemovalResult, string>(
-    queueName,
-    (job, token, signal) => traceAttempt(queueName, job, () => processor.process(job, token, signal)),
-    {
-      connection: options.connection,
-      prefix,
-      name: options.name ?? `${hostname()}:${process.pid}`,
-      concurrency: options.concurrency,
-      lockDuration,
-      stalledInterval: options.stalledIntervalMs ?? lockDuration,
-      maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED,
-      limiter: options.limiter ?? DEFAULT_LIMITER,
-      settings: { backoffStrategy: createRemovalBackoff({ defaultBaseMs: backoffMs }) },
-      // Only for producers that send no removeOnComplete; failed jobs are always kept.
-      removeOnComplete: KEEP_COMPLETED,
-    },
-  );
+  worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, traced, {
+    connection: options.connection,
+    prefix,
+    name: options.name ?? `${hostname()}:${process.pid}`,
+    concurrency: options.concurrency,
+    lockDuration,
+    stalledInterval: options.stalledIntervalMs ?? lockDuration,
+    maxStalledCount: options.maxStalledCount ?? DEFAULT_MAX_STALLED,
+    limiter: options.limiter ?? DEFAULT_LIMITER,
+    settings: { backoffStrategy: createRemovalBackoff({ defaultBaseMs: backoffMs }) },
+    // Only for producers that send no removeOnComplete; failed jobs are always kept.
+    removeOnComplete: KEEP_COMPLETED,
+  });
 
   worker.on('failed', (job, err) => {
     if (processor.handled(err)) return;
