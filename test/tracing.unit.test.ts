@@ -53,7 +53,7 @@ describe('parseTraceCarrier', () => {
       JSON.stringify({ traceparent: `${TP}\n` }),
       JSON.stringify({ traceparent: TP, pad: 'x'.repeat(2_000) }),
     ]) {
-      expect(parseTraceCarrier(bad), String(bad)).toBeUndefined();
+      expect(parseTraceCarrier(bad), JSON.stringify(bad)).toBeUndefined();
     }
   });
 });
