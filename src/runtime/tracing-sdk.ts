@@ -13,7 +13,21 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { settleWithin } from './deadline.js';
 import { parseTraceCarrier, type SpanKindName, type SpanOptions, type TraceSpan, type Tracer } from './tracing-types.js';
+
+/** How long a stop waits for the last spans to be exported. */
+const SHUTDOWN_MS = 3_000;
+
+/**
+ * An export, its retries included, gives up after SHUTDOWN_MS unless the standard
+ * OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT says otherwise: the exporter's own 10 s of retries
+ * against a receiver that is down would keep a finished command alive that long.
+ */
+function exportTimeout(): { timeoutMillis?: number } {
+  const set = process.env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT ?? process.env.OTEL_EXPORTER_OTLP_TIMEOUT;
+  return set !== undefined && set.trim() !== '' ? {} : { timeoutMillis: SHUTDOWN_MS };
+}
 
 const KINDS: Record<SpanKindName, SpanKind> = {
   internal: SpanKind.INTERNAL,
@@ -35,7 +49,7 @@ export async function startSdkTracer(options: { serviceName: string; register: b
   if (options.register) {
     provider = new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': options.serviceName }),
-      spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter() })],
+      spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(exportTimeout()) })],
     });
     // Each set* is refused (false) when the process already has one: then that one serves.
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -96,9 +110,15 @@ export async function startSdkTracer(options: { serviceName: string; register: b
       return headers.traceparent === undefined ? undefined : JSON.stringify(headers);
     },
     async shutdown() {
-      await provider?.shutdown().catch((err: unknown) => {
-        process.stderr.write(`user-mirror: traces not flushed: ${errorText(err)}\n`);
+      if (provider === undefined) return;
+      let failed = false;
+      const flushed = provider.shutdown().catch(() => {
+        failed = true;
       });
+      // A receiver that is down must not hold a command's exit or a daemon's stop for the exporter's retries (~10 s).
+      if (!(await settleWithin(flushed, SHUTDOWN_MS)) || failed) {
+        process.stderr.write(`user-mirror: traces not flushed: the OTLP receiver did not take them within ${SHUTDOWN_MS} ms\n`);
+      }
     },
   };
 }
