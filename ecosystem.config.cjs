@@ -140,6 +140,15 @@ const DAEMON_VARIABLES = [
   'LOG_LEVEL',
   'NODE_ENV',
   'CREDENTIALS_DIRECTORY',
+  // OpenTelemetry's own variables (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS,
+  // which may hold a backend's token that `pm2 save` would write in clear.
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_SERVICE_NAME',
+  'OTEL_SDK_DISABLED',
 ];
 
 /**

@@ -13,6 +13,7 @@ import { errorMessage } from './runtime/errors.js';
 import { isRecord } from './runtime/is-record.js';
 import { loadEnvFile } from './runtime/env-file.js';
 import { applyFilePolicy } from './runtime/file-policy.js';
+import { startTracing, stopTracing } from './runtime/tracing.js';
 import { UsageError } from './commands/args.js';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
@@ -170,11 +171,15 @@ async function main(argv: string[]): Promise<number> {
     // Before any command creates a file: the mirror's end users are this account's alone (or MIRROR_GROUP's).
     // A bad MIRROR_GROUP leaves them private and is named by the command's own configuration pass, with the rest.
     applyFilePolicy();
+    // Only when OTEL_* variables ask for traces is any of OpenTelemetry loaded (src/runtime/tracing.ts).
+    await startTracing();
     const mod = await command.load();
     return await mod.default(rest);
   } catch (err) {
     process.stderr.write(`user-mirror ${name}: ${errorMessage(err)}\n`);
     return err instanceof UsageError || err instanceof ConfigError || (await isDbSettingError(err)) ? 2 : 1;
+  } finally {
+    await stopTracing();
   }
 }
 

@@ -139,6 +139,14 @@ type How = { run: Run } | { syntax: string } | { by: string };
 const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   {
     page: 'docs/operations.md',
+    snippet: 'OTEL_SERVICE_NAME=removal-worker npx user-mirror worker removals &',
+    how: {
+      syntax:
+        "a host's removal traced to its OTLP receiver (Jaeger, a Collector); test/removal-trace.test.ts runs the same two commands with the same variables against a real OTLP/HTTP receiver",
+    },
+  },
+  {
+    page: 'docs/operations.md',
     snippet: 'user-mirror backup /srv/backups/mirror-before-upgrade.db',
     how: { by: 'test/backup-restore.test.ts' },
   },

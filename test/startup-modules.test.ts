@@ -6,7 +6,9 @@
  * loads only what it uses: an offline `resolve` no HTTP client and no
  * Redis, `status` no logger, `sync --once` no Redis and no cron library.
  * The online resolve is the control: it shows the hook sees what a command
- * does load.
+ * does load. And nothing of OpenTelemetry unless the OTEL_* variables ask
+ * for traces (src/runtime/tracing.ts); `remove-member` with them set is that
+ * control.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -16,6 +18,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { runCli } from './support/cli-process.js';
 import { ensureBuilt, tempDir, type TempDir } from './support/mirror-fixtures.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
+import { startOtlpReceiver, type OtlpReceiver } from './support/otlp-receiver.js';
 
 const HOOK = `import { registerHooks } from 'node:module';
 import { writeFileSync } from 'node:fs';
@@ -43,6 +46,9 @@ let hookFile: string;
 let mirror: string;
 let clientUserId: string;
 let runs = 0;
+let receiver: OtlpReceiver;
+
+const otel = (l: Loaded): string[] => [...l.packages].filter((p) => p.startsWith('@opentelemetry/'));
 
 async function runLoading(args: string[], extraEnv: Record<string, string> = {}): Promise<Loaded> {
   const list = dir.file(`modules-${++runs}.txt`);
@@ -76,6 +82,7 @@ beforeAll(async () => {
   mirror = dir.file('mirror.db');
   standIn = await startStandIn({ port: 0, users: 20, seed: 41 });
   redis = await startTestRedis({ persistence: 'none' });
+  receiver = await startOtlpReceiver();
   sync = await runLoading(['sync', '--once'], serviceEnv());
   const db = new Database(mirror, { readonly: true });
   try {
@@ -88,6 +95,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await standIn?.close();
   await redis?.stop();
+  await receiver?.close();
   dir?.remove();
 });
 
@@ -96,6 +104,7 @@ describe('sync --once', () => {
     expect(sync.code, sync.stderr).toBe(0);
     expect([...sync.packages]).toEqual(expect.arrayContaining(['undici', 'pino', 'better-sqlite3']));
     for (const p of ['bullmq', 'ioredis', 'node-cron']) expect(sync.packages.has(p), p).toBe(false);
+    expect(otel(sync)).toEqual([]);
   });
 });
 
@@ -105,6 +114,7 @@ describe('resolve', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ client_user_id: clientUserId });
     for (const p of ['undici', 'bullmq', 'ioredis', 'pino', 'node-cron']) expect(r.packages.has(p), p).toBe(false);
+    expect(otel(r)).toEqual([]);
     for (const m of ['src/service/client.js', 'db/user-refresh.js', 'db/user-writes.js', 'db/history-reader.js']) {
       expect(r.own.has(m), m).toBe(false);
     }
@@ -134,5 +144,36 @@ describe('status', () => {
     expect([...r.packages]).toEqual(expect.arrayContaining(['bullmq', 'ioredis']));
     expect(r.nodeCronEntries).toHaveLength(1);
     for (const p of ['pino', 'undici']) expect(r.packages.has(p), p).toBe(false);
+    expect(otel(r)).toEqual([]);
+  });
+});
+
+describe('tracing (OTEL_* variables)', () => {
+  const removal = (extraEnv: Record<string, string>) =>
+    runLoading(['remove-member', '00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'], {
+      REDIS_URL: redis.url,
+      QUEUE_PREFIX: 'startup-modules',
+      MANAGEMENT_URL: 'http://127.0.0.1:9/',
+      ...extraEnv,
+    });
+
+  it('remove-member loads nothing of OpenTelemetry when the variables are unset, nor with OTEL_SDK_DISABLED=true', async () => {
+    const unset: Record<string, string> = {};
+    for (const env of [unset, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' }]) {
+      const r = await removal(env);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.packages.has('bullmq')).toBe(true);
+      expect(otel(r)).toEqual([]);
+      expect(r.own.has('src/runtime/tracing-sdk.js')).toBe(false);
+    }
+  });
+
+  it('loads the SDK and the exporter when they ask for traces (the control)', async () => {
+    const r = await removal({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(otel(r)).toEqual(
+      expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http']),
+    );
+    expect(r.own.has('src/runtime/tracing-sdk.js')).toBe(true);
   });
 });

@@ -33,6 +33,7 @@ import {
   type RemovalRequest,
 } from './contract.js';
 import { createRemovalQueue, targetIdOf, type RemovalQueue, type RemovalQueueOptions } from './queue-handle.js';
+import { traceEnqueue } from './removal-spans.js';
 
 /** Where to enqueue: a queue you keep open, or a connection for one enqueue. */
 export type RemovalQueueTarget = RemovalQueue | ({ connection: RedisClient } & RemovalQueueOptions);
@@ -96,10 +97,11 @@ export async function enqueueMemberRemovals(
   try {
     if (jobs.length === 0) return [];
     await connected(queue);
-    const added =
-      jobs.length === 1 && jobs[0] !== undefined
-        ? [await queue.add(REMOVE_MEMBER_JOB, jobs[0].payload, jobs[0].opts)]
-        : await queue.addBulk(jobs.map((j) => ({ name: REMOVE_MEMBER_JOB, data: j.payload, opts: j.opts })));
+    const added = await traceEnqueue(queue.name, jobs, async (traced) =>
+      traced.length === 1 && traced[0] !== undefined
+        ? [await queue.add(REMOVE_MEMBER_JOB, traced[0].payload, traced[0].opts)]
+        : await queue.addBulk(traced.map((j) => ({ name: REMOVE_MEMBER_JOB, data: j.payload, opts: j.opts }))),
+    );
     return jobs.map((j, i) => {
       const jobId = added[i]?.id ?? j.jobId;
       return { jobId, deduplicated: jobId !== j.jobId, dedupId: removalDedupId(j.payload), payload: j.payload };

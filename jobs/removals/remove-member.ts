@@ -19,6 +19,7 @@ import { HttpError, RequestValidationError, ResponseValidationError } from '../.
 import { backoffDelay, isRetryable, retryAfterOf, type BackoffPolicy } from '../../src/service/retry.js';
 import { removalBackoffPolicy } from './backoff.js';
 import type { Logger } from 'pino';
+import { traceAudit, traceDelete } from './removal-spans.js';
 
 /** The one call a removal needs; `ServiceClient` satisfies it. */
 export interface MemberRemover {
@@ -60,7 +61,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
 
   const audit = async (what: string, write: () => Promise<void> | undefined, mustSucceed: boolean): Promise<void> => {
     try {
-      await write();
+      await traceAudit(what, async () => write());
     } catch (err) {
       logError(deps.logger, 'error', { err, audit: what }, 'removal audit write failed');
       if (mustSucceed) throw err;
@@ -101,7 +102,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
 
     let result: DeleteMemberResult;
     try {
-      result = await deps.client.deleteOrgMember(org_id, member_id, signal);
+      result = await traceDelete(deps.target.url, () => deps.client.deleteOrgMember(org_id, member_id, signal));
     } catch (err) {
       const decision = classifyRemovalFailure(err, {
         rateLimitedRuns: rateLimitedRuns(job),
@@ -152,7 +153,7 @@ export function createRemoveMemberProcessor(deps: RemoveMemberDeps): RemoveMembe
     member_id: string,
   ): Promise<RemovalResult> {
     try {
-      await deps.audit?.finished(ref, status);
+      await traceAudit('finished', async () => deps.audit?.finished(ref, status));
     } catch (err) {
       await job.updateProgress({ performed: status } satisfies PerformedProgress).catch((kept: unknown) => {
         logError(

@@ -21,6 +21,7 @@ import { createRemovalBackoff } from './backoff.js';
 import { createRemoveMemberProcessor, jobRef, type MemberRemover, type RemovalOutcome } from './remove-member.js';
 import { closeWithin, settleWithin } from '../../src/runtime/deadline.js';
 import { TolerantWorker } from '../tolerant-bullmq.js';
+import { traceAttempt } from './removal-spans.js';
 import { UnreadableJob } from '../unreadable-job.js';
 import type { RedisClient } from '../redis-connection.js';
 import type { Logger } from 'pino';
@@ -124,8 +125,11 @@ export function startRemovalWorker(options: RemovalWorkerOptions): RemovalWorker
     },
   });
 
+  // Each run of a job is a span in the trace its producer started (./removal-spans.ts; nothing when tracing is off).
+  const traced: typeof processor.process = (job, token, signal) =>
+    traceAttempt(queueName, job, () => processor.process(job, token, signal));
   // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
-  worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, processor.process, {
+  worker = new TolerantWorker<unknown, RemovalResult, string>(queueName, traced, {
     connection: options.connection,
     prefix,
     name: options.name ?? `${hostname()}:${process.pid}`,

@@ -22,6 +22,7 @@ import { settleWithin } from '../../src/runtime/deadline.js';
 import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { SyncJobDataSchema, syncQueueName, type SyncJobData } from './contract.js';
 import type { Logger } from 'pino';
+import { withSpan } from '../../src/runtime/tracing.js';
 
 /**
  * The part of the sync engine's SyncSummary the worker reads (the engine is
@@ -87,7 +88,12 @@ export function startSyncWorker<S extends SyncSummaryCore>(options: SyncWorkerOp
     inFlightSince = Date.now();
     let outcome: LeasedOutcome<S>;
     try {
-      outcome = await options.run(controller.signal, { jobId: job.id, reason: data.data.reason, tick: data.data.tick });
+      // A span for the job: the sync process it starts continues its trace (src/sync/sync-spans.ts).
+      outcome = await withSpan(
+        'sync job',
+        { kind: 'consumer', attributes: { 'messaging.system': 'bullmq', 'messaging.message.id': job.id ?? '' } },
+        () => options.run(controller.signal, { jobId: job.id, reason: data.data.reason, tick: data.data.tick }),
+      );
     } finally {
       inFlight = undefined;
       inFlightSince = undefined;

@@ -44,6 +44,7 @@ import {
 } from './contract.js';
 import type { Logger } from 'pino';
 import { clearEndpointFailure, markEndpointFailing, raiseSettled } from './delivery-state.js';
+import { traceDelivery, tracedPoster } from './delivery-spans.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
 export interface WebhookResult {
@@ -115,7 +116,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   const policy: BackoffPolicy = { ...WEBHOOK_BACKOFF, ...options.backoff };
   const lockDuration = options.lockDurationMs ?? DEFAULT_LOCK_MS;
   const queueName = webhookQueueName(options.mirrorId, target.id);
-  const poster = eventPoster(target, secret, timeoutMs);
+  const poster = tracedPoster(eventPoster(target, secret, timeoutMs), target.endpoint);
   if (secret === undefined)
     logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');
 
@@ -244,7 +245,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   };
 
   // Tolerant: a job whose data is not JSON reaches the processor and fails once (see ../tolerant-bullmq.ts).
-  worker = new TolerantWorker<unknown, WebhookResult, string>(queueName, processor, {
+  worker = new TolerantWorker<unknown, WebhookResult, string>(queueName, (job) => traceDelivery(queueName, job.id, () => processor(job)), {
     connection: options.connection,
     prefix: options.prefix,
     name: options.name ?? `${hostname()}:${process.pid}`,

@@ -32,6 +32,7 @@ import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type Db } from '../../db/open.js';
 import type { LeasedOutcome } from '../../db/sync-lease.js';
 import { checkpointAfterSync, keepFailure, reserveRecord, runLeasedSync, SYNC_RUN_ENV } from '../sync/exclusive-run.js';
+import { traceCheckpoint, traceSyncRun } from '../sync/sync-spans.js';
 import { formatCount, formatDuration, LogProgress, TerminalProgress, type ProgressSink } from '../sync/progress.js';
 import { syncConnections } from '../sync/process-settings.js';
 import type { SyncStatus, SyncSummary } from '../sync/run-summary.js';
@@ -82,18 +83,30 @@ export default async function sync(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let outcome: LeasedOutcome<SyncSummary> | undefined;
-  try {
-    outcome = await runLeasedSync({ config, db, client, logger, concurrency, signal: abort.signal, onProgress: (s) => progress.update(s) });
-  } catch (err) {
-    throw failed(err);
-  } finally {
-    progress.finish();
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await client.close();
-    checkpointAfterSync(db, logger, outcome, config.MIRROR_CHECKPOINTS);
-    db.close();
-  }
+  await traceSyncRun(async (done) => {
+    try {
+      outcome = await runLeasedSync({
+        config,
+        db,
+        client,
+        logger,
+        concurrency,
+        signal: abort.signal,
+        onProgress: (s) => progress.update(s),
+      });
+      done(outcome.ran ? outcome.value : undefined);
+    } catch (err) {
+      throw failed(err);
+    } finally {
+      progress.finish();
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await client.close();
+      traceCheckpoint(() => checkpointAfterSync(db, logger, outcome, config.MIRROR_CHECKPOINTS));
+      db.close();
+    }
+  });
+  if (outcome === undefined) throw new Error('sync ended without an outcome');
   if (!outcome.ran) {
     const { pid, host } = outcome.heldBy;
     process.stderr.write(`user-mirror sync: a sync is already running on this mirror (pid ${pid} on host ${host}); not starting another\n`);

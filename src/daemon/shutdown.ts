@@ -18,6 +18,7 @@
  */
 import { logError } from '../runtime/log-error.js';
 import type { Logger } from 'pino';
+import { stopTracing } from '../runtime/tracing.js';
 
 export const SECOND_SIGNAL_EXIT_CODE = 130;
 const BACKSTOP_MARGIN_MS = 5_000;
@@ -53,8 +54,11 @@ export function handleShutdownSignals(options: ShutdownOptions): () => void {
     backstop.unref();
     options.stop(signal).then(
       (code) => {
-        clearTimeout(backstop);
-        exit(code);
+        // Spans not yet exported go out first (src/runtime/tracing.ts; nothing when off); the backstop bounds the wait.
+        void stopTracing().finally(() => {
+          clearTimeout(backstop);
+          exit(code);
+        });
       },
       (err: unknown) => {
         clearTimeout(backstop);

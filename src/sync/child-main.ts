@@ -28,6 +28,8 @@ import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';
 import { checkpointAfterSync, keepFailure, reserveRecord, runLeasedSync, SYNC_RUN_ENV } from './exclusive-run.js';
+import { traceCheckpoint, traceSyncRun } from './sync-spans.js';
+import { startTracing, stopTracing } from '../runtime/tracing.js';
 import { ParentMessageSchema, SyncJobContextSchema, type ChildMessage } from './child-process.js';
 import { syncConnections } from './process-settings.js';
 import type { Logger } from 'pino';
@@ -87,21 +89,26 @@ async function main(): Promise<void> {
       { ...config, HTTP_CONNECTIONS: syncConnections(config.HTTP_CONNECTIONS, config.SYNC_CONCURRENCY, config.SYNC_VERIFY_CONCURRENCY) },
       { onResponse: (event) => void post({ type: 'response', event }) },
     );
-    try {
-      const outcome = await runLeasedSync({
-        config,
-        db,
-        client,
-        logger: log,
-        signal: abort.signal,
-        onLeased: () => log.info({ event: 'sync.job_started', ...job }, 'sync job started'),
-      });
-      await post({ type: 'done', outcome });
-      checkpointAfterSync(db, log, outcome, config.MIRROR_CHECKPOINTS);
-    } finally {
-      await client.close().catch(() => undefined);
-      db.close();
-    }
+    // Only when OTEL_* variables ask for traces is any of OpenTelemetry loaded (src/runtime/tracing.ts).
+    await startTracing();
+    await traceSyncRun(async (done) => {
+      try {
+        const outcome = await runLeasedSync({
+          config,
+          db,
+          client,
+          logger: log,
+          signal: abort.signal,
+          onLeased: () => log.info({ event: 'sync.job_started', ...job }, 'sync job started'),
+        });
+        done(outcome.ran ? outcome.value : undefined);
+        await post({ type: 'done', outcome });
+        traceCheckpoint(() => checkpointAfterSync(db, log, outcome, config.MIRROR_CHECKPOINTS));
+      } finally {
+        await client.close().catch(() => undefined);
+        db.close();
+      }
+    });
   } catch (err) {
     const named = mirrorPath === undefined ? err : withDatabasePath(err, mirrorPath);
     // Besides the failed job in Redis: `status` on this host reads it without Redis.
@@ -109,6 +116,7 @@ async function main(): Promise<void> {
     await post({ type: 'error', message: errorMessage(named) });
     process.exitCode = 1;
   }
+  await stopTracing();
   if (process.connected) process.disconnect();
   exitIfStillAlive(logger);
 }

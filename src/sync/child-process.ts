@@ -27,6 +27,7 @@ import type { LeasedOutcome, LeaseRow } from '../../db/sync-lease.js';
 import { syncEnv, syncExecArgv } from './process-settings.js';
 import type { SyncSummary } from './run-summary.js';
 import type { Logger } from 'pino';
+import { syncTraceEnv } from './sync-spans.js';
 
 export interface SyncProcessOptions {
   onResponse?: (event: ResponseEvent) => void;
@@ -57,7 +58,7 @@ export function syncInChildProcess(options: SyncProcessOptions = {}): LeasedSync
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'json',
         execArgv: syncExecArgv(process.execArgv),
-        env: syncEnv(),
+        env: { ...syncEnv(), ...syncTraceEnv() },
       });
       let outcome: LeasedOutcome<SyncSummary> | undefined;
       let failure: string | undefined;

@@ -55,6 +55,7 @@ import type { ProgressSnapshot } from './progress.js';
 import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
 import { finishFailed, finishPublished, partialReason, type SyncStatus, type SyncSummary } from './run-summary.js';
 import type { Logger } from 'pino';
+import { tracedPages, tracePublish } from './sync-spans.js';
 
 // The run's result, for the callers that import it with runSync (src/daemon, src/commands, bench/): its home is ./run-summary.ts.
 
@@ -107,7 +108,7 @@ export async function runSync(options: SyncOptions): Promise<SyncSummary> {
   const maxDurationMs = options.maxDurationMs ?? SYNC_DEFAULTS.maxDurationMs;
   const deadline = startDeadline(maxDurationMs, options.signal);
   try {
-    return await runUntil({ ...options, signal: deadline.signal }, (err) => {
+    return await runUntil({ ...options, client: tracedPages(options.client), signal: deadline.signal }, (err) => {
       if (deadline.expired) {
         return `run deadline passed: not finished within SYNC_MAX_DURATION_MS (${maxDurationMs} ms); nothing was published`;
       }
@@ -231,7 +232,9 @@ async function runUntil(
     const reason = plan.verify ? undefined : partialReason(plan.reason, scan);
     // Past the deadline nothing may be published; after this line nothing waits, so nothing can pass it.
     signal.throwIfAborted();
-    const { repeats, conflicts, ...published } = writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone });
+    const { repeats, conflicts, ...published } = tracePublish(() =>
+      writer.publish(runId, { deletionsChecked: plan.verify, deletions: outcome.gone }),
+    );
     // A first sync's repeat listings are found by its publish, the others' by the scan.
     if (repeats > 0) logListingMoved(log, { ...scan, duplicates: repeats });
     logConflicts(log, runId, conflicts);
