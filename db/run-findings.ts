@@ -6,6 +6,7 @@
  * (`resolve` of the earlier client_user_id exits 3; the earlier user is
  * stored deleted). Read-only; a mirror written before a table reads as none.
  */
+import { hasTable } from './has-table.js';
 import type { Db } from './open.js';
 
 /** Rows shown per kind: enough to act on, short enough for a status page. */
@@ -43,10 +44,6 @@ interface ConflictRow {
   client_user_id: string | null;
   earlier: string;
   later: string;
-}
-
-function hasTable(db: Db, name: string): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
 }
 
 /** The newest published run's findings; undefined before any run published. */

@@ -6,6 +6,7 @@
  * published run's, and the daemon's counter adds up the runs it has not
  * counted yet. Read paths treat a mirror without the tables as having none.
  */
+import { hasTable } from './has-table.js';
 import type { Db } from './open.js';
 
 /** Records of one run that carried one (field, rule) warning; `field` is a top-level name. */
@@ -22,10 +23,6 @@ export interface RunDrift {
   byRule: Array<{ rule: string; records: number }>;
   /** Pairs this run met first. */
   newPairs: RunFieldWarning[];
-}
-
-function hasDriftTables(db: Db): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_drift'").get() !== undefined;
 }
 
 /**
@@ -46,12 +43,9 @@ export function recordRunDrift(db: Db, runId: number, now: string, counts: reado
 
 /** The newest published run's drift; undefined before any run published or on a mirror without the tables. */
 export function newestRunDrift(db: Db): RunDrift | undefined {
-  if (!hasDriftTables(db)) return undefined;
-  const runId = db
-    .prepare<[], number>(`SELECT id FROM sync_runs WHERE published_at IS NOT NULL AND status <> 'running' ORDER BY id DESC LIMIT 1`)
-    .pluck()
-    .get();
-  if (runId === undefined) return undefined;
+  if (!hasTable(db, 'schema_drift')) return undefined;
+  const runId = lastFinishedRunId(db);
+  if (runId === 0) return undefined;
   const byRule = db
     .prepare<[number], { rule: string; records: number }>(
       `SELECT rule, sum(records) AS records FROM run_field_warnings WHERE run_id = ? GROUP BY rule ORDER BY records DESC, rule`,
@@ -77,7 +71,7 @@ export function lastFinishedRunId(db: Db): number {
 /** Counts of finished published runs after `afterRunId`, and the newest run id among them: what a counter has not added yet. */
 export function driftSince(db: Db, afterRunId: number): { lastRunId: number; counts: RunFieldWarning[] } {
   const lastRunId = lastFinishedRunId(db);
-  if (lastRunId <= afterRunId || !hasDriftTables(db)) return { lastRunId: Math.max(lastRunId, afterRunId), counts: [] };
+  if (lastRunId <= afterRunId || !hasTable(db, 'schema_drift')) return { lastRunId: Math.max(lastRunId, afterRunId), counts: [] };
   const counts = db
     .prepare<[number, number], RunFieldWarning>(
       `SELECT field, rule, sum(records) AS records FROM run_field_warnings WHERE run_id > ? AND run_id <= ? GROUP BY field, rule`,
@@ -95,7 +89,7 @@ export interface DriftPair {
 
 /** The `limit` pairs met most recently; none on a mirror without the tables. */
 export function driftPairs(db: Db, limit: number): DriftPair[] {
-  if (!hasDriftTables(db)) return [];
+  if (!hasTable(db, 'schema_drift')) return [];
   return db
     .prepare<[number], DriftPair>(
       `SELECT field, rule, first_seen_at AS firstSeenAt FROM schema_drift ORDER BY first_seen_at DESC, field, rule LIMIT ?`,

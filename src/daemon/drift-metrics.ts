@@ -10,12 +10,22 @@
  * MAX_PAIRS pairs, the newest, are exported.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { CurrentSources } from './scrape-gauges.js';
+import type { CurrentSources, DriftSource } from './scrape-gauges.js';
 
 /** Pairs exported at most: a mirror meets a handful over its life; the bound only stops a runaway. */
 export const MAX_PAIRS = 100;
 
 export function registerDriftMetrics(registers: Registry[], current: CurrentSources): void {
+  // An unreadable mirror shows in user_mirror_mirror_up and status, not as a failed scrape.
+  const read = (use: (source: DriftSource) => void): void => {
+    const source = current().schemaDrift;
+    if (source === undefined) return;
+    try {
+      use(source);
+    } catch {
+      // The metrics keep their last values.
+    }
+  };
   let counted: number | undefined;
   const labelled = new Set<string>();
   const label = (field: string, rule: string): boolean => {
@@ -31,9 +41,7 @@ export function registerDriftMetrics(registers: Registry[], current: CurrentSour
     labelNames: ['field', 'rule'] as const,
     registers,
     collect() {
-      const source = current().schemaDrift;
-      if (source === undefined) return;
-      try {
+      read((source) => {
         if (counted === undefined) {
           counted = source.startRunId;
           // Pairs met before start at 0, so that increase() sees their next records.
@@ -42,9 +50,7 @@ export function registerDriftMetrics(registers: Registry[], current: CurrentSour
         const next = source.since(counted);
         for (const c of next.counts) if (label(c.field, c.rule)) warnings.inc({ field: c.field, rule: c.rule }, c.records);
         counted = next.lastRunId;
-      } catch {
-        // An unreadable mirror shows in user_mirror_mirror_up and status; the counter keeps its value.
-      }
+      });
     },
   });
   const firstSeen = new Gauge({
@@ -53,15 +59,11 @@ export function registerDriftMetrics(registers: Registry[], current: CurrentSour
     labelNames: ['field', 'rule'] as const,
     registers,
     collect() {
-      const source = current().schemaDrift;
-      if (source === undefined) return;
-      try {
+      read((source) => {
         const pairs = source.pairs(MAX_PAIRS);
         firstSeen.reset();
         for (const p of pairs) firstSeen.set({ field: p.field, rule: p.rule }, Date.parse(p.firstSeenAt) / 1000);
-      } catch {
-        // As above: the gauge keeps its last values.
-      }
+      });
     },
   });
 }
