@@ -41,8 +41,6 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const COMMA = 0x2c;
 const COLON = 0x3a;
-/** `user_id` as bytes, for a compare without decoding every key. */
-const USER_ID_KEY = Buffer.from('user_id');
 
 class Malformed extends Error {}
 
@@ -143,7 +141,7 @@ function scanRecord(b: Buffer, i: number): { end: number; userId: string | undef
       if (i >= n) throw new Malformed(`unterminated string at byte ${start - 1}`);
       if (depth === 1) {
         if (expectName) {
-          nextIsUserId = !escaped && i - start === USER_ID_KEY.length && b.compare(USER_ID_KEY, 0, USER_ID_KEY.length, start, i) === 0;
+          nextIsUserId = !escaped && i - start === 7 && isUserIdKey(b, start);
           expectName = false;
         } else if (afterColon && nextIsUserId) {
           // An escaped id would need decoding: leave it to the parse.
@@ -176,6 +174,17 @@ function scanRecord(b: Buffer, i: number): { end: number; userId: string | undef
     }
   }
   throw new Malformed('unterminated record');
+}
+
+/**
+ * Whether the 7 bytes at `s` spell `user_id`. Compared in line: a native
+ * Buffer.compare per member name cost more than the rest of the record's
+ * scan of those bytes (~0.2 µs of ~1.5 per record, measured).
+ */
+function isUserIdKey(b: Buffer, s: number): boolean {
+  return (
+    b[s] === 0x75 && b[s + 1] === 0x73 && b[s + 2] === 0x65 && b[s + 3] === 0x72 && b[s + 4] === 0x5f && b[s + 5] === 0x69 && b[s + 6] === 0x64
+  );
 }
 
 /** The index of the quote closing the string whose opening quote is at `i`. */
