@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { FingerprintTable, homeSlot } from '../src/sync/fingerprint-table.js';
 import { fingerprint64 } from '../src/sync/fingerprint.js';
 
-const fp = (s: string): [number, number] => {
+const fp = (s: string, from = 0): [number, number] => {
   const out = new Uint32Array(2);
-  fingerprint64(s, out);
+  fingerprint64(s, out, 0, 0, from);
   return [out[0] ?? 0, out[1] ?? 0];
 };
 
@@ -114,6 +114,19 @@ describe('fingerprint64', () => {
     expect(fp(id)).not.toEqual(fp(`${id.slice(0, -1)}c`));
     expect(fp('a')).not.toEqual(fp('a\u0000'));
     expect(fp('')).not.toEqual(fp('\u0000'));
+  });
+
+  it('reads a string from `from` on as the rest of it', () => {
+    expect(fp('v3:abcdef', 3)).toEqual(fp('abcdef'));
+    expect(fp('v3:abcdef', 3)).not.toEqual(fp('v3:abcdef'));
+    expect(fp('\u0100xyz', 1)).toEqual(fp('xyz'));
+  });
+
+  it('tells apart characters that differ above their low byte (a byte a character only when every one fits)', () => {
+    expect(fp('xA')).not.toEqual(fp('x\u0141'));
+    expect(fp('\u0100')).not.toEqual(fp('\u0000\u0001'));
+    expect(fp('abcd\u00e9')).not.toEqual(fp('abcd\u01e9'));
+    expect(fp('é-1')).toEqual(fp('é-1'));
   });
 
   it('has no collision, on either half, over 200,000 sequential uuids', () => {

@@ -21,7 +21,7 @@
  * is not valid JSON on its own is set aside the same way.
  */
 import type { MirroredUser, StagedRecord } from '../../db/mirrored-user.js';
-import { contentHash } from '../../db/user-row.js';
+import { contentDigest, contentHashOfDigest, type ContentDigest } from '../../db/user-row.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import type { User } from '../service/schemas.js';
 import { parseUserRecord, type ReceivedUser } from '../service/user-record.js';
@@ -67,7 +67,7 @@ export interface PageTally {
   schemaDrift?: DriftTally;
 }
 
-export type Sight = (userId: string, digest: string) => Sighting;
+export type Sight = (userId: string, digest: ContentDigest) => Sighting;
 
 export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
 
@@ -116,7 +116,7 @@ function listRecord(
     out.rejected.push({ offset, index, reason, raw: idsOf(jsonOrUndefined(body.toString('utf8', span.start, span.end))) });
     return undefined;
   }
-  const digest = contentHash(body.subarray(span.start, span.end));
+  const digest = contentDigest(body.subarray(span.start, span.end));
   let sighting = span.userId === undefined ? undefined : sight(span.userId, digest);
   if (sighting === 'unchanged') {
     out.seen++;
@@ -146,7 +146,7 @@ function listRecord(
   out.schemaDrift?.addRecord(raw, parsed.warnings);
   const sameAsStart = sighting === 'repeat-unchanged';
   if (!sameAsStart) out.changed++;
-  return { record: { user: parsed.user, rawJson, warnings: parsed.warnings }, digest, repeat, sameAsStart };
+  return { record: { user: parsed.user, rawJson, warnings: parsed.warnings }, digest: contentHashOfDigest(digest), repeat, sameAsStart };
 }
 
 function jsonOrUndefined(text: string): unknown {

@@ -1,9 +1,10 @@
 /**
  * What one scan pass has seen, kept in memory: which users were active when
  * the run began, with what content, and which of them the pass has listed.
- * Pure: no I/O. It is what makes an unchanged user cheap to re-sync (two
- * string hashes and a table probe, no SQLite call), and what the deletion
- * candidates and the mass-delete breaker count from.
+ * Pure: no I/O. It is what makes an unchanged user cheap to re-sync (a
+ * fingerprint of its user_id, one of its content's digest, and a table
+ * probe; no SQLite call), and what the deletion candidates and the
+ * mass-delete breaker count from.
  *
  * Two sets of fingerprints (64-bit, of which the sets keep 59 bits), no strings:
  * - `active`: one fingerprint of (user_id, content hash) per user active at
@@ -26,8 +27,20 @@
  * unchanged earlier in the pass (a repeat). The candidates are read back from
  * the mirror with their stored content (`isUnseenActive`).
  *
- * Fingerprint collisions: the fingerprints are seeded per run, so that any
- * collision lasts one run. All err on the safe side but one:
+ * The content is fingerprinted by its SHA-256 digest alone (db/user-row.ts's
+ * ContentDigest: 43 base64url characters, read a byte each, all 256 bits),
+ * not by its tagged text: a listing's digest is what node's hash returns,
+ * no tag prepended (a copy per record), and a stored hash's is found in
+ * place (digestStart). A stored hash of another ROW_FORMAT has no digest
+ * and is fingerprinted whole, with a constant flipped in (OTHER_FORMAT),
+ * so that no text of its equals a digest but by a collision, as below:
+ * the run rewrites it.
+ *
+ * Fingerprint collisions: the fingerprints are seeded per run (the user_id's,
+ * the digest's, and so the pair's), so that any collision lasts one run. Two
+ * different digests are two different 256-bit inputs to the seeded mixer,
+ * so two records sharing a prefix of their SHA-256 do not collide for it.
+ * All err on the safe side but one:
  * - a listing whose (user_id, content) pair collides with another user's
  *   start entry (about n/2⁵⁹ per listing, 5·10⁻¹² for a directory of 3
  *   million) is taken for unchanged: that user is not written in this run,
@@ -42,6 +55,7 @@
 
 import { FingerprintTable } from './fingerprint-table.js';
 import { combine64, seededFingerprint64, type Fingerprint64 } from './fingerprint.js';
+import { digestStart, type ContentDigest } from '../../db/user-row.js';
 
 export type Sighting =
   /** First listing of a user active at the start, with the same content: nothing to write. */
@@ -54,7 +68,7 @@ export type Sighting =
 
 /** What a run writer asks of its ledger. */
 export interface Ledger {
-  sight(userId: string, hash: string): Sighting;
+  sight(userId: string, digest: ContentDigest): Sighting;
   settle(userId: string, priorHash: string | undefined): boolean;
   sightUnparsed(userId: string, stored: () => string | undefined): void;
   readonly unseenActiveCount: number;
@@ -84,6 +98,13 @@ const SEEN = 2;
 const SHARED = 4;
 /** Seen, and the user counted once for good: a `settle` leaves it alone. */
 const SETTLED = 8;
+
+/**
+ * Flipped into the content fingerprint of a stored hash of another
+ * ROW_FORMAT: even a text that spells a digest's characters is then not
+ * that digest's content.
+ */
+const OTHER_FORMAT = 0x5bd1e995;
 
 /** How many users each set should expect, so that it is sized once (growing holds old and new arrays at once). */
 export interface LedgerSizes {
@@ -115,13 +136,14 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Records one listing of `userId` with content `hash` and says what to do.
+   * Records one listing of `userId` with content `digest` and says what to do.
    * For a repeat, whatever an earlier listing staged is stale: drop it, then
    * write only if this listing differs from the mirror. A 'write' is to be
    * settled (`settle`) once the writer knows what the mirror held.
    */
-  sight(userId: string, hash: string): Sighting {
-    this.pairOf(userId, hash);
+  sight(userId: string, digest: ContentDigest): Sighting {
+    this.fingerprint(digest, this.content);
+    this.pairWithContent(userId);
     const listed = this.listed.find(this.key[0] ?? 0, this.key[1] ?? 0) >= 0;
     const slot = this.active.find(this.pair[0] ?? 0, this.pair[1] ?? 0);
     if (slot < 0) {
@@ -207,10 +229,20 @@ export class RunLedger implements Ledger {
     this.active.setFlagsAt(this.active.add(this.pair[0] ?? 0, this.pair[1] ?? 0), ACTIVE);
   }
 
-  /** `key` := fingerprint of the user_id, `pair` := fingerprint of (user_id, content). */
+  /** `key` := fingerprint of the user_id, `pair` := fingerprint of (user_id, stored content hash `hash`). */
   private pairOf(userId: string, hash: string): void {
+    const digest = digestStart(hash);
+    if (digest >= 0) this.fingerprint(hash, this.content, digest);
+    else {
+      this.fingerprint(hash, this.content);
+      this.content[1] = (this.content[1] ?? 0) ^ OTHER_FORMAT;
+    }
+    this.pairWithContent(userId);
+  }
+
+  /** `key` := fingerprint of the user_id, `pair` := fingerprint of (user_id, `content`). */
+  private pairWithContent(userId: string): void {
     this.fingerprint(userId, this.key);
-    this.fingerprint(hash, this.content);
     combine64(this.key, this.content, this.pair);
   }
 
