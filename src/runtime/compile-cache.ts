@@ -78,31 +78,31 @@ export function cacheDirProblem(dir: string, uid: number | undefined = process.g
 
 /**
  * Turns the cache on, in this account's folder, unless the operator chose
- * otherwise (above); the folder in use, or undefined when off. The folder
- * goes into NODE_COMPILE_CACHE, so that the processes this one starts (the
- * `sync` re-exec, the daemon's sync process) start with it, from their
- * first module on.
+ * otherwise (above); whether a cache is on. The folder goes into
+ * NODE_COMPILE_CACHE, so that the processes this one starts (the `sync`
+ * re-exec, the daemon's sync process) start with it, from their first
+ * module on.
  */
-export function enableOwnCompileCache(env: Env = process.env): string | undefined {
-  if (env.NODE_DISABLE_COMPILE_CACHE !== undefined) return undefined;
+export function enableOwnCompileCache(env: Env = process.env): boolean {
+  if (env.NODE_DISABLE_COMPILE_CACHE !== undefined) return false;
   // Absent before Node 22.1 (refused anyway, after this).
-  if (typeof nodeModule.enableCompileCache !== 'function') return undefined;
-  const already = nodeModule.getCompileCacheDir();
-  if (already !== undefined || env.NODE_COMPILE_CACHE !== undefined) return already;
+  if (typeof nodeModule.enableCompileCache !== 'function') return false;
+  if (nodeModule.getCompileCacheDir() !== undefined) return true;
+  if (env.NODE_COMPILE_CACHE !== undefined) return false;
   const dir = compileCacheDir(env);
-  if (dir === undefined) return undefined;
+  if (dir === undefined) return false;
   // Node creates a folder per Node version inside: 0700 too, whatever the umask.
   const umask = process.umask(0o077);
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (cacheDirProblem(dir) !== undefined) return undefined;
-    if (nodeModule.enableCompileCache(dir).status !== nodeModule.constants.compileCacheStatus.ENABLED) return undefined;
+    if (cacheDirProblem(dir) !== undefined) return false;
+    if (nodeModule.enableCompileCache(dir).status !== nodeModule.constants.compileCacheStatus.ENABLED) return false;
   } catch {
     // No home, a read-only one (systemd's ProtectHome): no cache.
-    return undefined;
+    return false;
   } finally {
     process.umask(umask);
   }
   env.NODE_COMPILE_CACHE = dir;
-  return dir;
+  return true;
 }
