@@ -140,6 +140,10 @@ const DAEMON_VARIABLES = [
   'LOG_LEVEL',
   'NODE_ENV',
   'CREDENTIALS_DIRECTORY',
+  // Node's compile cache (src/runtime/compile-cache.ts): its folder, or an operator's own, or off.
+  'XDG_CACHE_HOME',
+  'NODE_COMPILE_CACHE',
+  'NODE_DISABLE_COMPILE_CACHE',
   // OpenTelemetry's own variables (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS,
   // which may hold a backend's token that `pm2 save` would write in clear.
   'OTEL_TRACES_EXPORTER',
@@ -254,6 +258,9 @@ const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
       'CREDENTIALS_DIRECTORY',
       'LOG_LEVEL',
       'NODE_ENV',
+      'XDG_CACHE_HOME',
+      'NODE_COMPILE_CACHE',
+      'NODE_DISABLE_COMPILE_CACHE',
     ].includes(name),
 );
 

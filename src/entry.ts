@@ -4,9 +4,12 @@
  * parsed (better-sqlite3 13 would segfault on Node 20, undici 8 throw).
  */
 import { refuseUnsupportedNode } from './runtime/supported-node.js';
+import { enableOwnCompileCache } from './runtime/compile-cache.js';
 import { missingSyncEnv, missingSyncFlags, syncEnv } from './sync/process-settings.js';
 
 refuseUnsupportedNode();
+// Before the re-exec: it passes the cache folder on, so the next image starts with it.
+enableOwnCompileCache();
 reexecWithSyncFlags();
 await import('./cli.js');
 
@@ -18,7 +21,14 @@ await import('./cli.js');
  * them: process.execve keeps the pid, the standard streams and so the
  * signals a supervisor sends; the environment passes on, with the setting
  * added. It costs one more start of Node, before any module of ours is
- * loaded.
+ * loaded: 34-37 ms of CPU, about 3% of a 100,000-user re-sync's (paired whole
+ * processes, bench/README.md, "Start-up"). Kept, as nothing cheaper keeps
+ * the memory: `v8.setFlagsFromString('--max-semi-space-size=2')` at start
+ * does not bound the young generation (V8 sized it when the heap was set
+ * up; measured, it still grew to 128 MB of semi-spaces against 4 MB with
+ * the flag at start), and glibc reads MALLOC_ARENA_MAX before any
+ * JavaScript runs. The daemon's sync process is started with both
+ * (./sync/child-process.ts) and never re-executes.
  */
 function reexecWithSyncFlags(): void {
   if (process.argv[2] !== 'sync' || process.execve === undefined) return;

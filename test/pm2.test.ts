@@ -9,7 +9,7 @@
  * machine's /usr/bin/node when the suite runs on another Node.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -273,6 +273,14 @@ describe('under pm2', () => {
     ).toEqual([process.version]);
     // Ready once the start-up sync has made the new mirror fresh.
     await eventually(async () => (await getStatus(statusPort, '/readyz')).status === 200, 30_000, '/readyz 200');
+    // Node's compile cache, in this account's folder under HOME, 0700: the sync processes fill it as they exit.
+    const cacheDir = join(dir, '.cache', 'user-mirror', 'compile-cache');
+    await eventually(
+      () => existsSync(cacheDir) && readdirSync(cacheDir, { recursive: true }).length > 1,
+      30_000,
+      'compile cache files under HOME',
+    );
+    expect(statSync(cacheDir).mode & 0o777).toBe(0o700);
 
     // The real service goes away; the official SDK, pointed at the replica, still resolves users.
     const someone = [...standIn.directory.records()][7];

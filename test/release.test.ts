@@ -159,9 +159,12 @@ describe('the production flow', () => {
         SERVICE_API_KEY: standIn.apiKey,
         SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
         MIRROR_DB: mirror,
+        XDG_CACHE_HOME: join(dir, 'xdg'),
       },
     });
     expect(stdout).toMatch(/succeeded/);
+    // Node's compile cache works from the artefact too: the account's folder holds the sync's modules.
+    expect(readdirSync(join(dir, 'xdg', 'user-mirror', 'compile-cache'), { recursive: true }).length).toBeGreaterThan(1);
     const db = new Database(mirror, { readonly: true });
     try {
       expect(db.prepare('SELECT count(*) AS n FROM users WHERE deleted_at IS NULL').get()).toEqual({ n: 700 });

@@ -5,25 +5,33 @@
  * an operator: they are in effect in the process that syncs, it is the same
  * process (the pid a supervisor or a shell holds; its exit code and its
  * signals), and an operator's own settings win. A hook given by
- * NODE_OPTIONS writes each process image's pid, flags and arena setting at
- * its start: the replaced image leaves one line, the syncing image another.
+ * NODE_OPTIONS writes each process image's pid, flags, arena setting and
+ * compile cache folder at its start: the replaced image leaves one line,
+ * the syncing image another. The daemon's sync process
+ * (src/sync/child-process.ts) is started with them and leaves one line:
+ * it never re-executes.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
+import { dirname, join } from 'node:path';
 import { startCli } from './support/cli-process.js';
+import { runDaemonSyncChild } from './support/sync-child.js';
 import { ensureBuilt, tempDir, type TempDir } from './support/mirror-fixtures.js';
 
 const HOOK = `import { appendFileSync } from 'node:fs';
-appendFileSync(process.env.IMAGE_LOG, JSON.stringify({ pid: process.pid, execArgv: process.execArgv, arenas: process.env.MALLOC_ARENA_MAX ?? null }) + '\\n');
+import { getCompileCacheDir } from 'node:module';
+const image = { pid: process.pid, execArgv: process.execArgv, arenas: process.env.MALLOC_ARENA_MAX ?? null, cache: getCompileCacheDir() ?? null };
+appendFileSync(process.env.IMAGE_LOG, JSON.stringify(image) + '\\n');
 `;
 
 interface Image {
   pid: number;
   execArgv: string[];
   arenas: string | null;
+  cache: string | null;
 }
 
 let dir: TempDir;
@@ -46,14 +54,18 @@ async function syncOnce(
     SERVICE_BASE_URL: standIn.baseUrl,
     SERVICE_API_KEY: standIn.apiKey,
     SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+    XDG_CACHE_HOME: dir.file('xdg-cache'),
     ...extraEnv,
   });
   const code = await cli.exited(60_000);
-  const images = readFileSync(log, 'utf8')
+  return { code, pid: cli.child.pid, images: readImages(log), mirror };
+}
+
+function readImages(log: string): Image[] {
+  return readFileSync(log, 'utf8')
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as Image);
-  return { code, pid: cli.child.pid, images, mirror };
 }
 
 beforeAll(() => {
@@ -82,6 +94,9 @@ describe('sync --once under the sync V8 flags', () => {
     expect(first?.arenas).toBeNull();
     expect(syncing?.execArgv).toContain('--max-semi-space-size=2');
     expect(syncing?.arenas).toBe('2');
+    // The cache folder src/entry.ts enabled is passed on: the syncing image starts with it.
+    // (Node's folder for this Node version, inside it.)
+    expect(dirname(syncing?.cache ?? '')).toBe(join(dir.file('xdg-cache'), 'user-mirror', 'compile-cache'));
     // One pid throughout: the child the caller spawned is the one that synced.
     expect(first?.pid).toBe(r.pid);
     expect(syncing?.pid).toBe(r.pid);
@@ -108,5 +123,31 @@ describe('sync --once under the sync V8 flags', () => {
     expect(r.images).toHaveLength(1);
     expect(r.images[0]?.execArgv).not.toContain('--max-semi-space-size=2');
     expect(r.images[0]?.arenas).toBe('4');
+  });
+});
+
+describe("the daemon's sync process", () => {
+  it('is started with the flags, the arena limit and the compile cache, and does not re-execute', async () => {
+    const log = dir.file('images-daemon-child.jsonl');
+    writeFileSync(log, '');
+    const cache = dir.file('daemon-cache');
+    const env: Record<string, string> = {
+      NODE_OPTIONS: `--import=${pathToFileURL(hookFile).href}`,
+      IMAGE_LOG: log,
+      MIRROR_DB: dir.file('mirror-daemon-child.db'),
+      SERVICE_BASE_URL: standIn.baseUrl,
+      SERVICE_API_KEY: standIn.apiKey,
+      SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
+      // As src/entry.ts leaves it in the daemon once it has enabled the cache.
+      NODE_COMPILE_CACHE: cache,
+      LOG_LEVEL: 'warn',
+    };
+    const outcome = await runDaemonSyncChild(env, ['MALLOC_ARENA_MAX']);
+    expect(outcome.ran && outcome.value.status).toBe('succeeded');
+    const images = readImages(log);
+    expect(images).toHaveLength(1);
+    expect(images[0]?.execArgv).toContain('--max-semi-space-size=2');
+    expect(images[0]?.arenas).toBe('2');
+    expect(dirname(images[0]?.cache ?? '')).toBe(cache);
   });
 });

@@ -15,7 +15,8 @@
  * - Every response is parsed with the zod schemas in ./schemas.ts; failures
  *   become the typed errors of ./errors.ts, never crashes.
  */
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Pool } from './undici-parts.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   HttpError,
