@@ -16,7 +16,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
-import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
+import type { ReplicaReader } from '../../db/replica-reader.js';
 import { logError } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment } from '../service/path-segment.js';
@@ -35,6 +35,7 @@ import {
   notServing,
   pageAnswer,
   readinessAnswer,
+  rememberedJudge,
   resolveAnswer,
   unauthorized,
 } from './answers.js';
@@ -188,22 +189,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
   const refused = unauthorized(settings.apiKeyHeaders);
-  // Judged once per turn and freshness, as the reader reads once per turn (db/replica-reader.ts):
-  // the headers of a busy turn's answers are one array, built once.
-  let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
-  const forget = () => (judged = undefined);
-  const judge = (f: Freshness): FreshnessVerdict => {
-    if (
-      judged !== undefined &&
-      judged.f.runId === f.runId &&
-      judged.f.syncedAt === f.syncedAt &&
-      judged.f.lineage?.epoch === f.lineage?.epoch
-    )
-      return judged.verdict;
-    if (judged === undefined) setImmediate(forget);
-    judged = { f, verdict: judgeFreshness(f, now(), settings.maxStalenessMs) };
-    return judged.verdict;
-  };
+  const judge = rememberedJudge(settings.maxStalenessMs, now);
 
   return (req) => {
     const route: ReplicaRoute = matchReplicaRoute(req.method ?? 'GET', req.url ?? '/');
@@ -217,7 +203,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return { status: 200, body: '{"status":"ok"}', headers: judge(reader.freshness()).headers };
       case 'readyz': {
         const f = reader.freshness();
-        return readinessAnswer(judge(f), settings.maxStalenessMs, f.runId, f.syncedAt);
+        return readinessAnswer(judgeFreshness(f, now(), settings.maxStalenessMs), settings.maxStalenessMs, f.runId, f.syncedAt);
       }
       case 'metrics':
         return registry.metrics().then((body) => ({ status: 200, body, headers: [], contentType: registry.contentType }));
@@ -263,8 +249,18 @@ function send(res: ServerResponse, answer: Answer): void {
     String(length),
     ...answer.headers,
   ]);
-  res.end(answer.body);
+  const body = answer.body;
+  if (typeof body === 'string' || body.length > ONE_WRITE_MAX) res.end(body);
+  else res.end(body.toString('latin1'), 'latin1');
 }
+
+/**
+ * Bodies up to this size go out as latin1 text: Node then sends the head and
+ * the body as one string in one write, where a Buffer body is a second chunk
+ * (cork, writev of two). latin1 maps each byte to one character and back,
+ * so the bytes on the wire are the stored ones, whatever they are.
+ */
+const ONE_WRITE_MAX = 16 * 1024;
 
 /**
  * The replica's routes, matched on the raw request target. The resolve id is
