@@ -84,6 +84,10 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   });
   const connections = guard;
   const handler = requestHandler(options, metrics.registry);
+  // One listener for every response (a response closes once): no closure and no once-wrapper per request.
+  function responseClosed(this: ServerResponse): void {
+    connections.requestEnded(this.req.socket);
+  }
   const server = createServer(
     {
       // The replica takes no request bodies: the whole request is its headers.
@@ -95,7 +99,7 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
     },
     (req, res) => {
       connections.requestStarted(req.socket);
-      res.once('close', () => connections.requestEnded(req.socket));
+      res.on('close', responseClosed);
       let answer: Answer | Promise<Answer>;
       try {
         answer = handler(req);
@@ -211,7 +215,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return detail(405, 'Method Not Allowed', ['allow', route.allow]);
       default:
     }
-    if (!settings.apiKeyHeaders.some((h) => offeredKeyMatches(req.headers[h], expectedKey))) return refused;
+    if (!keyOffered(req, settings.apiKeyHeaders, expectedKey)) return refused;
     switch (route.name) {
       case 'resolve': {
         const found = reader.resolve(route.clientUserId);
@@ -238,6 +242,12 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return NOT_FOUND;
     }
   };
+}
+
+/** Whether one of `headers` holds the key (each compared in constant time). */
+function keyOffered(req: IncomingMessage, headers: readonly string[], expectedKey: Buffer): boolean {
+  for (const h of headers) if (offeredKeyMatches(req.headers[h], expectedKey)) return true;
+  return false;
 }
 
 function send(res: ServerResponse, answer: Answer): void {
