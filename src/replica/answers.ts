@@ -157,7 +157,7 @@ export function judgeFreshness(f: Freshness, nowMs: number, maxStalenessMs: numb
   }
   const ageMs = Math.max(0, nowMs - Date.parse(f.syncedAt));
   const headers = ['x-mirror-synced-at', f.syncedAt, 'x-mirror-run-id', String(f.runId), ...lineageHeaders(f.lineage)];
-  const stale = !(ageMs <= maxStalenessMs);
+  const stale = !withinStaleness(ageMs, maxStalenessMs);
   if (stale) headers.push('warning', STALE_WARNING);
   return {
     serving: true,
@@ -175,4 +175,45 @@ function lineageHeaders(l: LineageFreshness | undefined): string[] {
   if (l.restoredAt !== undefined) h.push(SOURCE_HEADERS.restoredAt, l.restoredAt);
   if (l.cursor !== undefined) h.push(SOURCE_HEADERS.cursor, String(l.cursor));
   return h;
+}
+
+function withinStaleness(ageMs: number, maxStalenessMs: number): boolean {
+  return ageMs <= maxStalenessMs;
+}
+
+/**
+ * judgeFreshness for the data routes, remembered: the last verdict is reused
+ * while the freshness is the same and the clock is on the same side of its
+ * staleness bound, the only inputs its headers, `serving`, `ready` and
+ * `reason` depend on. So a busy server builds one header array per state of
+ * the mirror, not one per request. Its `ageSeconds` is as old as the
+ * verdict: /readyz, which shows the age, judges afresh.
+ */
+export function rememberedJudge(maxStalenessMs: number, now: () => number): (f: Freshness) => FreshnessVerdict {
+  let last: { f: Freshness; syncedMs: number; within: boolean; verdict: FreshnessVerdict } | undefined;
+  return (f) => {
+    const at = now();
+    if (last !== undefined && (last.f === f || sameFreshness(last.f, f))) {
+      if (withinStaleness(Math.max(0, at - last.syncedMs), maxStalenessMs) === last.within) return last.verdict;
+    }
+    const syncedMs = f.syncedAt === null ? NaN : Date.parse(f.syncedAt);
+    const verdict = judgeFreshness(f, at, maxStalenessMs);
+    last = { f, syncedMs, within: withinStaleness(Math.max(0, at - syncedMs), maxStalenessMs), verdict };
+    return verdict;
+  };
+}
+
+/** Every field the headers are built from. */
+function sameFreshness(a: Freshness, b: Freshness): boolean {
+  const x = a.lineage;
+  const y = b.lineage;
+  if (a.runId !== b.runId || a.syncedAt !== b.syncedAt) return false;
+  if (x === undefined || y === undefined) return x === y;
+  return (
+    x.publishedAt === y.publishedAt &&
+    x.sourceAt === y.sourceAt &&
+    x.epoch === y.epoch &&
+    x.restoredAt === y.restoredAt &&
+    x.cursor === y.cursor
+  );
 }

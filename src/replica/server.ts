@@ -16,7 +16,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
-import type { Freshness, ReplicaReader } from '../../db/replica-reader.js';
+import type { ReplicaReader } from '../../db/replica-reader.js';
 import { logError } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment } from '../service/path-segment.js';
@@ -35,6 +35,7 @@ import {
   notServing,
   pageAnswer,
   readinessAnswer,
+  rememberedJudge,
   resolveAnswer,
   unauthorized,
 } from './answers.js';
@@ -83,6 +84,10 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   });
   const connections = guard;
   const handler = requestHandler(options, metrics.registry);
+  // One listener for every response (a response closes once): no closure and no once-wrapper per request.
+  function responseClosed(this: ServerResponse): void {
+    connections.requestEnded(this.req.socket);
+  }
   const server = createServer(
     {
       // The replica takes no request bodies: the whole request is its headers.
@@ -94,7 +99,7 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
     },
     (req, res) => {
       connections.requestStarted(req.socket);
-      res.once('close', () => connections.requestEnded(req.socket));
+      res.on('close', responseClosed);
       let answer: Answer | Promise<Answer>;
       try {
         answer = handler(req);
@@ -188,22 +193,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
   const now = options.now ?? Date.now;
   const expectedKey = keyDigest(settings.apiKey);
   const refused = unauthorized(settings.apiKeyHeaders);
-  // Judged once per turn and freshness, as the reader reads once per turn (db/replica-reader.ts):
-  // the headers of a busy turn's answers are one array, built once.
-  let judged: { f: Freshness; verdict: FreshnessVerdict } | undefined;
-  const forget = () => (judged = undefined);
-  const judge = (f: Freshness): FreshnessVerdict => {
-    if (
-      judged !== undefined &&
-      judged.f.runId === f.runId &&
-      judged.f.syncedAt === f.syncedAt &&
-      judged.f.lineage?.epoch === f.lineage?.epoch
-    )
-      return judged.verdict;
-    if (judged === undefined) setImmediate(forget);
-    judged = { f, verdict: judgeFreshness(f, now(), settings.maxStalenessMs) };
-    return judged.verdict;
-  };
+  const judge = rememberedJudge(settings.maxStalenessMs, now);
 
   return (req) => {
     const route: ReplicaRoute = matchReplicaRoute(req.method ?? 'GET', req.url ?? '/');
@@ -217,7 +207,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return { status: 200, body: '{"status":"ok"}', headers: judge(reader.freshness()).headers };
       case 'readyz': {
         const f = reader.freshness();
-        return readinessAnswer(judge(f), settings.maxStalenessMs, f.runId, f.syncedAt);
+        return readinessAnswer(judgeFreshness(f, now(), settings.maxStalenessMs), settings.maxStalenessMs, f.runId, f.syncedAt);
       }
       case 'metrics':
         return registry.metrics().then((body) => ({ status: 200, body, headers: [], contentType: registry.contentType }));
@@ -225,7 +215,7 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
         return detail(405, 'Method Not Allowed', ['allow', route.allow]);
       default:
     }
-    if (!settings.apiKeyHeaders.some((h) => offeredKeyMatches(req.headers[h], expectedKey))) return refused;
+    if (!keyOffered(req, settings.apiKeyHeaders, expectedKey)) return refused;
     switch (route.name) {
       case 'resolve': {
         const found = reader.resolve(route.clientUserId);
@@ -254,6 +244,12 @@ function requestHandler(options: ReplicaServerOptions, registry: Registry): (req
   };
 }
 
+/** Whether one of `headers` holds the key (each compared in constant time). */
+function keyOffered(req: IncomingMessage, headers: readonly string[], expectedKey: Buffer): boolean {
+  for (const h of headers) if (offeredKeyMatches(req.headers[h], expectedKey)) return true;
+  return false;
+}
+
 function send(res: ServerResponse, answer: Answer): void {
   const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
   res.writeHead(answer.status, [
@@ -263,8 +259,18 @@ function send(res: ServerResponse, answer: Answer): void {
     String(length),
     ...answer.headers,
   ]);
-  res.end(answer.body);
+  const body = answer.body;
+  if (typeof body === 'string' || body.length > ONE_WRITE_MAX) res.end(body);
+  else res.end(body.toString('latin1'), 'latin1');
 }
+
+/**
+ * Bodies up to this size go out as latin1 text: Node then sends the head and
+ * the body as one string in one write, where a Buffer body is a second chunk
+ * (cork, writev of two). latin1 maps each byte to one character and back,
+ * so the bytes on the wire are the stored ones, whatever they are.
+ */
+const ONE_WRITE_MAX = 16 * 1024;
 
 /**
  * The replica's routes, matched on the raw request target. The resolve id is
