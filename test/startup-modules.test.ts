@@ -5,8 +5,7 @@
  * at exit. A command pays at start-up for every package it loads, so each
  * loads only what it uses: an offline `resolve` no HTTP client and no
  * Redis, `status` no logger, `sync --once` and the daemon's sync process
- * no Redis and no cron library, and of undici only the parts the client
- * uses (src/service/undici-parts.ts), not its index.
+ * no Redis and no cron library.
  * The online resolve is the control: it shows the hook sees what a command
  * does load. And nothing of OpenTelemetry unless the OTEL_* variables ask
  * for traces (src/runtime/tracing.ts); `remove-member` with them set is that
@@ -40,8 +39,6 @@ interface Loaded {
   nodeCronEntries: string[];
   /** The project's own modules, as paths under dist/ (src/commands/resolve.js). */
   own: Set<string>;
-  /** Whether undici's index (all of undici) was loaded. */
-  undiciIndex: boolean;
 }
 
 let dir: TempDir;
@@ -72,8 +69,7 @@ function loadedFrom(list: string): Omit<Loaded, 'code' | 'stdout' | 'stderr'> {
   const packages = new Set(urls.flatMap((u) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(u)?.[1] ?? []));
   const own = new Set(urls.flatMap((u) => (u.includes('/node_modules/') ? [] : (/\/dist\/(.+)$/.exec(u)?.[1] ?? []))));
   const nodeCronEntries = urls.filter((u) => /\/node_modules\/node-cron\/dist\/node-cron\.c?js$/.test(u));
-  const undiciIndex = urls.some((u) => /\/node_modules\/undici\/index\.js$/.test(u));
-  return { packages, own, nodeCronEntries, undiciIndex };
+  return { packages, own, nodeCronEntries };
 }
 
 const serviceEnv = (): Record<string, string> => ({
@@ -114,20 +110,18 @@ describe('sync --once', () => {
     expect(sync.code, sync.stderr).toBe(0);
     expect([...sync.packages]).toEqual(expect.arrayContaining(['undici', 'pino', 'better-sqlite3']));
     for (const p of ['bullmq', 'ioredis', 'node-cron']) expect(sync.packages.has(p), p).toBe(false);
-    expect(sync.undiciIndex).toBe(false);
     expect(otel(sync)).toEqual([]);
   });
 });
 
 describe("the daemon's sync process", () => {
-  it('loads what `sync --once` does: the HTTP client (not all of undici) and the logger, neither Redis nor the cron library', async () => {
+  it('loads what `sync --once` does: the HTTP client and the logger, neither Redis nor the cron library', async () => {
     const list = dir.file('modules-daemon-child.txt');
     const outcome = await runDaemonSyncChild({ ...hookEnv(list), ...serviceEnv(), LOG_LEVEL: 'warn' });
     expect(outcome.ran && outcome.value.status).toBe('succeeded');
     const child = loadedFrom(list);
     expect([...child.packages]).toEqual(expect.arrayContaining(['undici', 'pino', 'better-sqlite3']));
     for (const p of ['bullmq', 'ioredis', 'node-cron']) expect(child.packages.has(p), p).toBe(false);
-    expect(child.undiciIndex).toBe(false);
     expect(otel(child)).toEqual([]);
   });
 });
@@ -155,7 +149,6 @@ describe('resolve', () => {
     const r = await runLoading(['resolve', clientUserId, '--online'], serviceEnv());
     expect(r.code, r.stderr).toBe(0);
     expect(r.packages.has('undici')).toBe(true);
-    expect(r.undiciIndex).toBe(false);
     expect(r.own.has('db/user-refresh.js')).toBe(true);
     for (const p of ['bullmq', 'ioredis', 'pino']) expect(r.packages.has(p), p).toBe(false);
   });

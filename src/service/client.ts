@@ -15,8 +15,7 @@
  * - Every response is parsed with the zod schemas in ./schemas.ts; failures
  *   become the typed errors of ./errors.ts, never crashes.
  */
-import type { Dispatcher } from 'undici';
-import { Pool } from './undici-parts.js';
+import { Pool, type Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   HttpError,

@@ -1,5 +1,5 @@
 /** A failed request's error, by what failed: the deadline, one of undici's timeouts, an abort, or the network. */
-import { undiciErrors } from './undici-parts.js';
+import { errors as undiciErrors } from 'undici';
 import { NetworkError, TimeoutError, type HttpMethod } from './errors.js';
 import type { Deadline } from '../runtime/deadline.js';
 
