@@ -159,6 +159,9 @@ function utcSlowPath(value: string): string {
   return Number.isNaN(date.getTime()) ? value : date.toISOString();
 }
 
+/** The tag every content hash of this ROW_FORMAT starts with. */
+const HASH_PREFIX = `${ROW_FORMAT}:`;
+
 /**
  * The content hash: how the sync tells a changed record from an unchanged
  * one without parsing it. Stored in `users.content_hash` and compared by the
@@ -173,11 +176,9 @@ function utcSlowPath(value: string): string {
  * the digest, not to the input, so the (long) record is never copied.
  */
 export function contentHash(record: string | Uint8Array): string {
-  return `${ROW_FORMAT}:${hash('sha256', record, 'base64url')}`;
+  return `${HASH_PREFIX}${hash('sha256', record, 'base64url')}`;
 }
 
-/** The tag every content hash of this ROW_FORMAT starts with. */
-const HASH_PREFIX = `${ROW_FORMAT}:`;
 /** SHA-256 in base64url, unpadded: ceil(256 / 6) characters. */
 const DIGEST_CHARS = 43;
 

@@ -201,18 +201,13 @@ function isUserIdKey(b: Buffer, s: number): boolean {
   );
 }
 
-/** The index of the quote closing the string whose opening quote is at `i`. */
-function stringEnd(b: Buffer, i: number): number {
-  for (let j = b.indexOf(QUOTE, i + 1); j !== -1; j = b.indexOf(QUOTE, j + 1)) {
-    let slashes = 0;
-    while (b[j - 1 - slashes] === BACKSLASH) slashes++;
-    if (slashes % 2 === 0) return j;
-  }
-  throw new Malformed(`unterminated string at byte ${i}`);
-}
-
-/** The index of the quote closing the string whose opening quote is at `i`: a loop in JS, for strings inside records (see scanRecord). */
-function closingQuote(b: Buffer, open: number): number {
+/**
+ * The index of the quote closing the string whose opening quote is at
+ * `open`. A loop in JS, not indexOf: most strings are short ones inside
+ * records, where a native call per string costs more than the bytes (see
+ * scanRecord).
+ */
+function stringEnd(b: Buffer, open: number): number {
   const n = b.length;
   for (let i = open + 1; i < n; i++) {
     const d = b[i];
@@ -230,7 +225,7 @@ function valueEnd(b: Buffer, i: number): number {
     let depth = 0;
     for (; i < b.length; i++) {
       const d = b[i];
-      if (d === QUOTE) i = closingQuote(b, i);
+      if (d === QUOTE) i = stringEnd(b, i);
       else if (d === OPEN_OBJECT || d === OPEN_ARRAY) depth++;
       else if (d === CLOSE_OBJECT || d === CLOSE_ARRAY) {
         if (--depth === 0) return i + 1;
