@@ -5,7 +5,9 @@
  * its own redis-server, the stand-in and a webhook receiver, removals and
  * webhooks configured so that every metric family is served) is scraped,
  * and every metric a rule or a dashboard panel queries must be one it
- * serves; `promtool check metrics` must accept what it serves.
+ * serves; `promtool check metrics` must accept the whole of what it serves,
+ * and of what `user-mirror serve` serves on the replica's port. Its first
+ * scrape must already hold every counter series whose labels are known, at 0.
  *
  * Where promtool cannot be had, the tests that need it say NOT RUN in their
  * names; the checks that need only the files and the daemon run regardless.
@@ -17,6 +19,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { daemonEnv, getStatus, ROOT, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { startCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
 import { freePort, startTestRedis, type TestRedis } from './support/redis-server.js';
 import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
@@ -194,6 +197,8 @@ describe('contrib/prometheus against a running daemon', () => {
   let dir: string;
   let daemon: DaemonProcess | undefined;
   let exposition = '';
+  /** The first scrape once the daemon says ready. */
+  let fresh = '';
 
   beforeAll(async () => {
     redis = await startTestRedis();
@@ -213,6 +218,7 @@ describe('contrib/prometheus against a running daemon', () => {
       }),
     );
     await daemon.ready;
+    fresh = (await getStatus(statusPort, '/metrics')).body;
     // A sync has run and its events went out: the counters have samples, not only their TYPE lines.
     exposition = await eventually(
       async () => {
@@ -268,17 +274,74 @@ describe('contrib/prometheus against a running daemon', () => {
     expect(hidden.map((f) => f.name)).toEqual([]);
   });
 
-  // The project's own families. prom-client's default process metrics are not linted: its
-  // nodejs_active_handles_total and friends are gauges named like counters, which promtool notes.
-  it(`${notRun}promtool check metrics accepts the daemon's own metrics (user_mirror_*) as served`, () => {
+  /** The process metrics an operator expects of any target, and the ones the dashboard reads. */
+  const PROCESS_FAMILIES = [
+    'process_cpu_seconds_total',
+    'process_start_time_seconds',
+    'process_resident_memory_bytes',
+    'process_open_fds',
+    'process_max_fds',
+    'nodejs_heap_size_used_bytes',
+    'nodejs_active_handles',
+  ];
+
+  it(`${notRun}promtool check metrics accepts the daemon's whole /metrics as served, process metrics included`, () => {
     if ('missing' in PROMTOOL) return;
-    const own = exposition
-      .split('\n')
-      .filter((line) => /^(# (HELP|TYPE) )?user_mirror_/.test(line))
-      .join('\n');
-    expect(own).toContain('# TYPE user_mirror_sync_runs_total counter');
-    const r = promtool(['check', 'metrics'], `${own}\n`);
+    expect(exposition).toContain('# TYPE user_mirror_sync_runs_total counter');
+    for (const family of PROCESS_FAMILIES) expect(exposition).toMatch(new RegExp(`^# TYPE ${family} `, 'm'));
+    const r = promtool(['check', 'metrics'], exposition);
     expect(r.output).toBe('');
     expect(r.status).toBe(0);
+  });
+
+  it(`${notRun}promtool check metrics accepts the whole /metrics of \`user-mirror serve\` (the replica's port)`, async () => {
+    if ('missing' in PROMTOOL) return;
+    const port = await freePort();
+    const serve = startCli(['serve'], {
+      PATH: process.env.PATH,
+      MIRROR_DB: join(dir, 'mirror.db'),
+      REPLICA_PORT: String(port),
+      REPLICA_API_KEY: 'rk_contrib_prometheus',
+    });
+    try {
+      await serve.line(/"event":"replica.listening"/);
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+      expect(res.status).toBe(200);
+      const body = await res.text();
+      expect(body).toContain('# TYPE user_mirror_replica_connections_shed_total counter');
+      for (const family of PROCESS_FAMILIES) expect(body).toMatch(new RegExp(`^# TYPE ${family} `, 'm'));
+      const r = promtool(['check', 'metrics'], body);
+      expect(r.output).toBe('');
+      expect(r.status).toBe(0);
+    } finally {
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited()).toBe(0);
+    }
+  });
+
+  it("a fresh daemon's first scrape holds every counter series whose labels are known, at 0 where nothing happened yet", () => {
+    const value = (series: string): number | undefined => {
+      const line = fresh.split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+    // Nothing was restarted, removed or refused in the first moments: these are 0, not absent.
+    const zero = [
+      ...['sync', 'removals'].flatMap((worker) =>
+        ['not-running', 'idle-with-waiting-jobs', 'overdue-job'].map(
+          (reason) => `user_mirror_worker_restarts_total{worker="${worker}",reason="${reason}"}`,
+        ),
+      ),
+      ...['succeeded', 'already_absent', 'failed', 'retrying', 'rate_limited'].map((o) => `user_mirror_removal_jobs_total{outcome="${o}"}`),
+      'user_mirror_webhook_deliveries_total{outcome="failed"}',
+    ];
+    expect(zero.map((s) => [s, value(s)])).toEqual(zero.map((s) => [s, 0]));
+    // These may already count the start-up sync and its events; each must be there.
+    const present = [
+      ...['succeeded', 'partial', 'failed', 'skipped'].map((status) => `user_mirror_sync_runs_total{status="${status}"}`),
+      ...['succeeded', 'partial', 'failed'].map((status) => `user_mirror_sync_duration_seconds_count{status="${status}"}`),
+      ...['created', 'updated', 'deleted'].map((change) => `user_mirror_sync_user_changes_total{change="${change}"}`),
+      ...['delivered', 'retrying'].map((o) => `user_mirror_webhook_deliveries_total{outcome="${o}"}`),
+    ];
+    expect(present.filter((s) => value(s) === undefined)).toEqual([]);
   });
 });

@@ -143,6 +143,26 @@ describe('metrics', () => {
     }
   });
 
+  it('serves every known label set of its counters at 0 before anything happened, and each watched worker for every reason', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    metrics.watchWorkers(['sync']);
+    const text = await metrics.registry.metrics();
+    for (const line of [
+      'user_mirror_sync_runs_total{status="partial"} 0',
+      'user_mirror_sync_runs_total{status="skipped"} 0',
+      'user_mirror_sync_duration_seconds_count{status="failed"} 0',
+      'user_mirror_sync_user_changes_total{change="deleted"} 0',
+      'user_mirror_removal_jobs_total{outcome="already_absent"} 0',
+      'user_mirror_webhook_deliveries_total{outcome="delivered"} 0',
+      'user_mirror_worker_restarts_total{worker="sync",reason="not-running"} 0',
+      'user_mirror_worker_restarts_total{worker="sync",reason="idle-with-waiting-jobs"} 0',
+      'user_mirror_worker_restarts_total{worker="sync",reason="overdue-job"} 0',
+    ])
+      expect(text).toContain(line);
+    // Only the workers the watchdog watches: no removals series without a removal worker.
+    expect(text).not.toContain('worker="removals"');
+  });
+
   it('answers promptly when Redis hangs: redis_up 0 and no queue gauges', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     metrics.setSources({ queues: () => new Promise(() => undefined), redisUp: () => new Promise(() => undefined) });

@@ -245,7 +245,7 @@ describe('the CLI', () => {
   });
 });
 
-/** The statements of the ```sql blocks under `### heading` in docs/sql.md, comments dropped. */
+/** The statements of the ```sql blocks under `### heading` in docs/sql.md, comments and sqlite3 dot-commands (`.parameter set`) dropped. */
 function recipes(heading: string): string[] {
   const text = readFileSync(join(ROOT, 'docs/sql.md'), 'utf8');
   const start = text.indexOf(`### ${heading}`);
@@ -255,6 +255,7 @@ function recipes(heading: string): string[] {
   return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].flatMap((m) =>
     (m[1] ?? '')
       .replace(/--[^\n]*/g, '')
+      .replace(/^\s*\.[^\n]*/gm, '')
       .split(';')
       .map((s) => s.trim())
       .filter((s) => s !== ''),
@@ -293,8 +294,9 @@ describe('the history recipes in docs/sql.md', () => {
 
   it("a user's sources on a date", () => {
     for (const m of moments) {
-      const sql = at(sourcesOfUser, m.at).replace('?', `'${ids.reconnected}'`);
-      const rows = db.prepare(sql).all() as Array<{ slug: string }>;
+      const sql = at(sourcesOfUser, m.at);
+      expect(sql).toContain(':client_user_id');
+      const rows = db.prepare(sql).all({ client_user_id: ids.reconnected }) as Array<{ slug: string }>;
       expect(rows.map((r) => r.slug).sort()).toEqual(slugsOf(m.served.get(ids.reconnected) ?? {}));
     }
   });

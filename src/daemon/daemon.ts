@@ -289,6 +289,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     ];
     if (removalWorker !== undefined && removalQueue !== undefined)
       watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
+    metrics.watchWorkers(watched.map((w) => w.name));
     watchdog = startWatchdog({
       workers: watched,
       intervalMs: config.WATCHDOG_INTERVAL_MS,

@@ -13,15 +13,42 @@
  * The scrape gauges are registered among the counters, where they always
  * were: /metrics lists metrics in the order they were registered.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ResponseEvent } from '../service/client.js';
 import type { SyncJobResult } from '../../jobs/sync/worker.js';
+import type { RemovalOutcome } from '../../jobs/removals/remove-member.js';
+import type { WebhookOutcome } from '../../jobs/webhooks/outcomes.js';
+import { collectProcessMetrics } from '../runtime/process-metrics.js';
+import type { WatchdogVerdict } from './watchdog.js';
 import { registerMirrorGauges, registerRedisGauges, type MetricSources } from './scrape-gauges.js';
 import { registerFindingGauges } from './finding-gauges.js';
 import { registerDriftMetrics } from './drift-metrics.js';
 import { registerWebhookLagGauges } from './webhook-gauges.js';
 import { registerBackupGauges } from './backup-gauges.js';
-import type { SyncSummary } from '../sync/run-summary.js';
+import type { SyncStatus, SyncSummary } from '../sync/run-summary.js';
+
+/**
+ * Every value a counter's label can take, as records so that the compiler
+ * names one a type gains and this lacks. Each label set starts at 0 (see
+ * createMetrics): a series that first appears at 1 is one `increase()` and
+ * `rate()` never count.
+ */
+const SYNC_RUN_STATUSES: Record<SyncStatus | 'skipped', true> = { succeeded: true, partial: true, failed: true, skipped: true };
+const USER_CHANGES: Record<'created' | 'updated' | 'deleted', true> = { created: true, updated: true, deleted: true };
+const REMOVAL_OUTCOMES: Record<RemovalOutcome, true> = {
+  succeeded: true,
+  already_absent: true,
+  failed: true,
+  retrying: true,
+  rate_limited: true,
+};
+const WEBHOOK_OUTCOMES: Record<WebhookOutcome['outcome'], true> = { delivered: true, retrying: true, failed: true };
+const RESTART_REASONS: Record<Extract<WatchdogVerdict, { action: 'restart' }>['reason'], true> = {
+  'not-running': true,
+  'idle-with-waiting-jobs': true,
+  'overdue-job': true,
+};
+const keysOf = <K extends string>(record: Record<K, true>): K[] => Object.keys(record) as K[];
 
 export interface DaemonMetrics {
   registry: Registry;
@@ -32,13 +59,15 @@ export interface DaemonMetrics {
   /** One webhook delivery attempt's outcome: delivered, retrying, failed. */
   recordWebhook(outcome: string): void;
   recordWorkerRestart(worker: string, reason: string): void;
+  /** The workers the watchdog watches: their restart counters start at 0 for every reason. */
+  watchWorkers(workers: readonly string[]): void;
   /** The start-up verdict on Redis for the removal queue (see jobs/redis-durability.ts). */
   recordRemovalGate(gate: { durable: boolean; held: boolean }): void;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): DaemonMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics ?? true) collectProcessMetrics(registry);
   const registers = [registry];
   let sources: MetricSources = {};
   // The gauges read on scrape see the sources setSources plugs in later.
@@ -99,12 +128,21 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
   });
   registerRedisGauges(registers, current);
 
+  // The label sets known at start, at 0; the HTTP families' are not (any status a service answers).
+  for (const status of keysOf(SYNC_RUN_STATUSES)) {
+    syncRuns.inc({ status }, 0);
+    if (status !== 'skipped') syncDuration.zero({ status });
+  }
+  for (const change of keysOf(USER_CHANGES)) usersChanged.inc({ change }, 0);
+  for (const outcome of keysOf(REMOVAL_OUTCOMES)) removalJobs.inc({ outcome }, 0);
+
   const webhookDeliveries = new Counter({
     name: 'user_mirror_webhook_deliveries_total',
     help: 'Webhook delivery attempts by outcome: delivered, retrying (network error, timeout, 5xx, 429), failed (any other answer).',
     labelNames: ['outcome'] as const,
     registers,
   });
+  for (const outcome of keysOf(WEBHOOK_OUTCOMES)) webhookDeliveries.inc({ outcome }, 0);
   registerWebhookLagGauges(registers, current);
 
   const redisDurable = new Gauge({
@@ -148,6 +186,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
     },
     recordWorkerRestart(worker, reason) {
       restarts.inc({ worker, reason });
+    },
+    watchWorkers(workers) {
+      for (const worker of workers) for (const reason of keysOf(RESTART_REASONS)) restarts.inc({ worker, reason }, 0);
     },
     recordRemovalGate(gate) {
       redisDurable.set(gate.durable ? 1 : 0);

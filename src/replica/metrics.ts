@@ -4,7 +4,8 @@
  * status endpoint's /metrics). With REPLICA_WORKERS above 1 each process
  * answers for itself.
  */
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../runtime/process-metrics.js';
 import type { Shed } from './connection-guard.js';
 
 export interface ReplicaMetrics {
@@ -23,7 +24,7 @@ export interface ReplicaMetricsOptions {
 
 export function createReplicaMetrics(options: ReplicaMetricsOptions): ReplicaMetrics {
   const registry = new Registry();
-  if (options.alsoIn === undefined) collectDefaultMetrics({ register: registry });
+  if (options.alsoIn === undefined) collectProcessMetrics(registry);
   const registers = options.alsoIn === undefined ? [registry] : [registry, options.alsoIn];
   new Gauge({
     name: 'user_mirror_replica_connections',
