@@ -20,6 +20,7 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { get } from 'node:https';
 import { connect } from 'node:tls';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,6 +86,20 @@ function servedSerial(): Promise<string> {
     socket.once('error', reject);
   });
 }
+
+/** The replica's /metrics, over https, verified against the CA. */
+function metrics(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    get(`https://127.0.0.1:${port}/metrics`, { ca: readFileSync(at('ca.pem')) }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve(body));
+    }).once('error', reject);
+  });
+}
+
+const gauge = (text: string, name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
 
 function followerEnv(name: string, extra: Record<string, string>): Record<string, string> {
   const env = {
@@ -206,13 +221,15 @@ describe("a leader's replica on https with a private CA", () => {
     expect(activeUsers(name)).toBe(0);
   });
 
-  it('serves the official SDK, which trusts the CA through NODE_EXTRA_CA_CERTS (and refuses the replica without it)', () => {
+  it('serves the official SDK, which trusts the CA through NODE_EXTRA_CA_CERTS (and refuses the replica without it)', async () => {
     const trusted = sdkList(at('ca.pem'));
     expect(trusted.status, trusted.stderr).toBe(0);
     expect(trusted.stdout.trim()).toBe(`5 of ${USERS}`);
     const untrusted = sdkList(undefined);
     expect(untrusted.status).not.toBe(0);
     expect(untrusted.stdout).toBe('');
+    // The replica counted the handshakes its certificate lost (the follower's refused runs' too).
+    expect(gauge(await metrics(), 'user_mirror_replica_client_errors_total\\{reason="tls"\\}')).toBeGreaterThanOrEqual(1);
   });
 
   it('serves a renewed certificate to new connections with no restart; a renewal to a broken pair keeps the old one', async () => {
@@ -223,6 +240,8 @@ describe("a leader's replica on https with a private CA", () => {
     renameSync(at('next.pem'), at('replica.pem'));
     await eventually(async () => (await servedSerial()) === renewed, 30_000, 'the renewed certificate served');
     await (serve as CliProcess).line(new RegExp(`"event":"replica.tls_renewed".*"serial":"${renewed}"`));
+    const validTo = new X509Certificate(readFileSync(at('replica.pem'))).validToDate.getTime() / 1000;
+    expect(gauge(await metrics(), 'user_mirror_replica_tls_valid_to_seconds')).toBe(validTo);
     const again = await runCli(['sync', '--once'], followerEnv('follower', { SERVICE_CA_FILE: at('ca.pem') }), 120_000);
     expect(again.code, again.stdout + again.stderr).toBe(0);
 
