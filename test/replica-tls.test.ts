@@ -7,7 +7,9 @@
  * wrong CA and with none; the official SDK through NODE_EXTRA_CA_CERTS; a
  * renewed certificate served to new connections with no restart (its serial
  * seen by a new handshake), a renewal to a broken pair refused with the old
- * certificate kept. All real processes of the built CLI, on loopback.
+ * certificate kept; the daemon's replica (REPLICA_PORT) on https too. All
+ * real processes of the built CLI (and a redis-server of the test's), on
+ * loopback.
  *
  * Then the refusals at start, which only read configuration (nothing binds
  * beyond loopback, nothing connects): a replica on 0.0.0.0 without TLS, half
@@ -29,9 +31,9 @@ import { readDaemonConfig } from '../src/daemon/daemon-config.js';
 import { ConfigPass } from '../src/runtime/config.js';
 import { MANAGEMENT_CLIENT_ENV } from '../src/service/client-from-config.js';
 import { requireBuiltCli, runCli, startCli, type CliProcess } from './support/cli-process.js';
-import { ROOT, keysAsFiles } from './support/daemon-process.js';
+import { ROOT, daemonEnv, keysAsFiles, spawnDaemon } from './support/daemon-process.js';
 import { problemsOf } from './support/config-problems.js';
-import { freePort } from './support/redis-server.js';
+import { freePort, startTestRedis } from './support/redis-server.js';
 import { eventually } from './support/eventually.js';
 
 const REPLICA_KEY = 'rk_tls_test_key_0123456789abcdef';
@@ -76,9 +78,9 @@ function issue(stem: string): string {
 const serialOf = (file: string) => new X509Certificate(readFileSync(at(file))).serialNumber;
 
 /** The serial of the certificate a new TLS connection to the replica is given (verified against the CA). */
-function servedSerial(): Promise<string> {
+function servedSerial(on = port): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, ca: readFileSync(at('ca.pem')), servername: 'localhost' }, () => {
+    const socket = connect({ host: '127.0.0.1', port: on, ca: readFileSync(at('ca.pem')), servername: 'localhost' }, () => {
       const serial = socket.getPeerCertificate().serialNumber;
       socket.end();
       resolve(serial);
@@ -88,9 +90,9 @@ function servedSerial(): Promise<string> {
 }
 
 /** The replica's /metrics, over https, verified against the CA. */
-function metrics(): Promise<string> {
+function metrics(on = port): Promise<string> {
   return new Promise((resolve, reject) => {
-    get(`https://127.0.0.1:${port}/metrics`, { ca: readFileSync(at('ca.pem')) }, (res) => {
+    get(`https://127.0.0.1:${on}/metrics`, { ca: readFileSync(at('ca.pem')) }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -360,4 +362,38 @@ describe('refused at start: nothing in clear beyond this host', () => {
     expect(sync.code).toBe(2);
     expect(sync.stderr).toContain('SERVICE_BASE_URL: plain http: to leader.internal, beyond this host');
   });
+});
+
+describe("the daemon's replica (REPLICA_PORT) on https", () => {
+  it('serves the certificate from the files, and its end is on the status /metrics too', async () => {
+    const redis = await startTestRedis();
+    const replicaPort = await freePort();
+    const statusPort = await freePort();
+    const env = daemonEnv({
+      redisUrl: redis.url,
+      standIn,
+      mirrorDb: at('daemon.db'),
+      queuePrefix: `tls${Date.now()}`,
+      statusPort,
+      extra: {
+        REPLICA_PORT: String(replicaPort),
+        REPLICA_API_KEY: REPLICA_KEY,
+        REPLICA_TLS_CERT_FILE: at('replica.pem'),
+        REPLICA_TLS_KEY_FILE: at('replica.key'),
+      },
+    });
+    const daemon = spawnDaemon(env);
+    try {
+      await daemon.ready;
+      expect(await servedSerial(replicaPort)).toBe(serialOf('replica.pem'));
+      const validTo = new X509Certificate(readFileSync(at('replica.pem'))).validToDate.getTime() / 1000;
+      expect(gauge(await metrics(replicaPort), 'user_mirror_replica_tls_valid_to_seconds')).toBe(validTo);
+      const status = await (await fetch(`http://127.0.0.1:${statusPort}/metrics`)).text();
+      expect(gauge(status, 'user_mirror_replica_tls_valid_to_seconds')).toBe(validTo);
+      expect((await daemon.stop('SIGTERM')).code).toBe(0);
+    } finally {
+      await daemon.stop('SIGKILL').catch(() => undefined);
+      await redis.stop();
+    }
+  }, 120_000);
 });
