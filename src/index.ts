@@ -53,7 +53,15 @@ export type { SyncSummary } from './sync/run-summary.js';
 export { openMirror } from '../db/open.js';
 // The service client and its errors, for callers that talk to the service directly.
 export { ServiceClient, type ServiceClientOptions, type ResolveResult, type DeleteMemberResult } from './service/client.js';
-export { ServiceError, HttpError, NetworkError, TimeoutError, RequestValidationError, ResponseValidationError } from './service/errors.js';
+export {
+  ServiceError,
+  HttpError,
+  NetworkError,
+  TimeoutError,
+  TlsError,
+  RequestValidationError,
+  ResponseValidationError,
+} from './service/errors.js';
 export { isRetryable } from './service/retry.js';
 export { UserSchema, type User } from './service/schemas.js';
 export { parseUser, type FieldWarning, type UserParse } from './service/user-record.js';

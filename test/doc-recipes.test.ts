@@ -220,6 +220,7 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   { page: 'docs/removals.md', snippet: 'enqueueMemberRemoval(queue', how: { by: 'test/producer-docs.test.ts' } },
   { page: 'docs/removals.md', snippet: 'def removal_target', how: { by: 'test/producer-docs.test.ts' } },
   { page: 'docs/removals.md', snippet: 'openssl req -x509 -newkey rsa:2048', how: { by: 'test/redis-tls.test.ts' } },
+  { page: 'docs/replica.md', snippet: '-subj /CN=user-mirror-ca', how: { by: 'test/replica-tls.test.ts' } },
   {
     page: 'docs/stand-in.md',
     snippet: 'npx user-mirror stand-in --port 8787 --users 100000 --seed 1',

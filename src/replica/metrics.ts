@@ -11,13 +11,15 @@ import type { Shed } from './connection-guard.js';
 export interface ReplicaMetrics {
   registry: Registry;
   shed(how: Shed): void;
-  /** A connection the HTTP parser gave up on: headers not in time, malformed, or reset. */
-  clientError(reason: 'headers_timeout' | 'malformed' | 'reset'): void;
+  /** A connection the HTTP parser gave up on: headers not in time, malformed, or reset; or whose TLS handshake failed. */
+  clientError(reason: 'headers_timeout' | 'malformed' | 'reset' | 'tls'): void;
 }
 
 export interface ReplicaMetricsOptions {
   max: number;
   open: () => number;
+  /** When the certificate served to new connections ends (Unix ms); undefined without TLS (./tls.ts). */
+  certificateValidTo?: () => number;
   /** Another registry to register in as well (the daemon's); without one, the process metrics are added here. */
   alsoIn?: Registry;
 }
@@ -48,12 +50,30 @@ export function createReplicaMetrics(options: ReplicaMetricsOptions): ReplicaMet
   });
   const clientErrors = new Counter({
     name: 'user_mirror_replica_client_errors_total',
-    help: 'Connections the HTTP parser gave up on: headers_timeout (REPLICA_HEADERS_TIMEOUT_MS), malformed, reset.',
+    help: 'Connections the HTTP parser gave up on: headers_timeout (REPLICA_HEADERS_TIMEOUT_MS), malformed, reset; tls: the handshake failed.',
     labelNames: ['reason'] as const,
     registers,
   });
   for (const how of ['refused', 'evicted'] as const) shed.inc({ how }, 0);
-  for (const reason of ['headers_timeout', 'malformed', 'reset'] as const) clientErrors.inc({ reason }, 0);
+  for (const reason of [
+    'headers_timeout',
+    'malformed',
+    'reset',
+    ...(options.certificateValidTo === undefined ? [] : ['tls' as const]),
+  ] as const)
+    clientErrors.inc({ reason }, 0);
+  const validTo = options.certificateValidTo;
+  if (validTo !== undefined) {
+    // A renewal that was refused (./tls.ts) shows here as an end that does not move: alert on it coming near.
+    new Gauge({
+      name: 'user_mirror_replica_tls_valid_to_seconds',
+      help: 'When the TLS certificate the replica serves to new connections expires (Unix seconds; REPLICA_TLS_CERT_FILE).',
+      registers,
+      collect() {
+        this.set(validTo() / 1000);
+      },
+    });
+  }
   return {
     registry,
     shed: (how) => shed.inc({ how }),

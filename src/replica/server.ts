@@ -13,7 +13,8 @@
  * ./settings.ts replicaKeyHeaders (the 401 names them); a 401 reads nothing from the mirror and carries no mirror headers. Probes
  * need no key. Nothing a client sends is ever echoed in an error or a log.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { ReplicaReader } from '../../db/replica-reader.js';
@@ -42,6 +43,7 @@ import {
 import type { ReplicaSettings } from './settings.js';
 import { ConnectionGuard, type Shed } from './connection-guard.js';
 import { createReplicaMetrics } from './metrics.js';
+import { readTlsPair, watchTlsFiles, type TlsWatch } from './tls.js';
 import type { Logger } from 'pino';
 
 export interface ReplicaServerOptions {
@@ -69,9 +71,14 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   const { settings, logger: log } = options;
   const shedLog = throttledShedLog(log, settings.maxConnections);
   let guard: ConnectionGuard | undefined;
+  // Checked at start already (./settings.ts); read again here, a moment later, for the server.
+  const files = settings.tls;
+  const pair = files === undefined ? undefined : readTlsPair(files);
+  let tlsWatch: TlsWatch | undefined;
   const metrics = createReplicaMetrics({
     max: settings.maxConnections,
     open: () => guard?.open ?? 0,
+    ...(pair === undefined ? {} : { certificateValidTo: () => (tlsWatch?.current() ?? pair).validTo.getTime() }),
     ...(options.metricsAlsoIn === undefined ? {} : { alsoIn: options.metricsAlsoIn }),
   });
   guard = new ConnectionGuard({
@@ -88,36 +95,49 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
   function responseClosed(this: ServerResponse): void {
     connections.requestEnded(this.req.socket);
   }
-  const server = createServer(
-    {
-      // The replica takes no request bodies: the whole request is its headers.
-      headersTimeout: settings.headersTimeoutMs,
-      requestTimeout: settings.headersTimeoutMs,
-      keepAliveTimeout: settings.idleTimeoutMs,
-      connectionsCheckingInterval: CHECK_TIMEOUTS_MS,
-      noDelay: true,
-    },
-    (req, res) => {
-      connections.requestStarted(req.socket);
-      res.on('close', responseClosed);
-      let answer: Answer | Promise<Answer>;
-      try {
-        answer = handler(req);
-      } catch (err) {
+  const httpOptions = {
+    // The replica takes no request bodies: the whole request is its headers.
+    headersTimeout: settings.headersTimeoutMs,
+    requestTimeout: settings.headersTimeoutMs,
+    keepAliveTimeout: settings.idleTimeoutMs,
+    connectionsCheckingInterval: CHECK_TIMEOUTS_MS,
+    noDelay: true,
+  };
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    connections.requestStarted(req.socket);
+    res.on('close', responseClosed);
+    let answer: Answer | Promise<Answer>;
+    try {
+      answer = handler(req);
+    } catch (err) {
+      logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
+      answer = INTERNAL_ERROR;
+    }
+    if (!(answer instanceof Promise)) return send(res, answer);
+    answer.then(
+      (a) => send(res, a),
+      (err: unknown) => {
         logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
-        answer = INTERNAL_ERROR;
-      }
-      if (!(answer instanceof Promise)) return send(res, answer);
-      answer.then(
-        (a) => send(res, a),
-        (err: unknown) => {
-          logError(log, 'error', { event: 'replica.error', err }, 'replica request failed');
-          send(res, INTERNAL_ERROR);
-        },
-      );
-    },
-  );
-  server.on('connection', (socket: Socket) => connections.admit(socket));
+        send(res, INTERNAL_ERROR);
+      },
+    );
+  };
+  let server: HttpServer | HttpsServer;
+  if (files === undefined || pair === undefined) {
+    server = createServer(httpOptions, onRequest);
+    server.on('connection', (socket: Socket) => connections.admit(socket));
+  } else {
+    const tlsServer = createTlsServer(
+      { ...httpOptions, cert: pair.cert, key: pair.key, handshakeTimeout: settings.headersTimeoutMs },
+      onRequest,
+    );
+    // Over TLS the guard holds the TLS socket, the one requests name: a connection counts from its handshake's
+    // end; one still in its handshake is bounded by the handshake timeout (REPLICA_HEADERS_TIMEOUT_MS).
+    tlsServer.on('secureConnection', (socket: Socket) => connections.admit(socket));
+    tlsServer.on('tlsClientError', () => metrics.clientError('tls'));
+    tlsWatch = watchTlsFiles(files, pair, (p) => tlsServer.setSecureContext({ cert: p.cert, key: p.key }), log);
+    server = tlsServer;
+  }
   // Node's own answer to a client error, counted: 408 for headers not in time, 400 for a malformed request.
   // One count per connection: a client that goes on sending after its 408 makes the parser fail again.
   const erred = new WeakSet<Socket>();
@@ -141,7 +161,10 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
           : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
-  const port = await listen(server, settings.port, settings.host);
+  const port = await listen(server, settings.port, settings.host).catch((err: unknown) => {
+    tlsWatch?.stop();
+    throw err;
+  });
   server.on('error', (err) => logError(log, 'error', { event: 'replica.server_error', err }, 'replica server error'));
   log.info(
     {
@@ -152,12 +175,16 @@ export async function startReplicaServer(options: ReplicaServerOptions): Promise
       maxConnections: settings.maxConnections,
       headersTimeoutMs: settings.headersTimeoutMs,
       idleTimeoutMs: settings.idleTimeoutMs,
+      ...(pair === undefined ? {} : { tls: { serial: pair.serial, validTo: pair.validTo } }),
     },
-    `replica on http://${settings.host}:${port}`,
+    `replica on ${pair === undefined ? 'http' : 'https'}://${settings.host}:${port}`,
   );
   return {
     port,
-    close: () => closeNow(server),
+    close: () => {
+      tlsWatch?.stop();
+      return closeNow(server);
+    },
   };
 }
 

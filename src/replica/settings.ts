@@ -1,11 +1,14 @@
 /**
  * The replica's settings, from the configuration registry
  * (src/runtime/config.ts); ./start.ts starts a replica with them. Reading
- * the settings is pure: the caller reads the environment, and a `serve`
- * without a key passes the one it generated.
+ * the settings is pure but for the TLS files, checked here as a pair so a
+ * bad one is reported with the other problems: the caller reads the
+ * environment, and a `serve` without a key passes the one it generated.
  */
 import { ConfigError, type Config, type REPLICA_ENV } from '../runtime/config.js';
 import { openFileLimit } from '../runtime/descriptor-limit.js';
+import { clearTextListenProblem } from '../runtime/clear-text.js';
+import { tlsPairProblem, type ReplicaTlsFiles } from './tls.js';
 
 export type ReplicaConfig = Config<(typeof REPLICA_ENV)[number]>;
 
@@ -23,6 +26,8 @@ export interface ReplicaSettings {
   headersTimeoutMs: number;
   /** Node's keepAliveTimeout. */
   idleTimeoutMs: number;
+  /** The certificate and key it serves https: with (./tls.ts); undefined: plain http:. */
+  tls?: ReplicaTlsFiles;
 }
 
 /**
@@ -83,8 +88,10 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
   if (apiKey === sources.serviceApiKey) {
     throw new ConfigError(['REPLICA_API_KEY: must differ from SERVICE_API_KEY (the replica never accepts the service key)']);
   }
+  const tls = replicaTls(config);
   return {
     host: config.REPLICA_HOST,
+    ...(tls === undefined ? {} : { tls }),
     port: config.REPLICA_PORT ?? sources.defaultPort,
     apiKey,
     apiKeyHeaders: replicaKeyHeaders(config),
@@ -93,6 +100,30 @@ export function replicaSettings(config: ReplicaConfig, sources: SettingsSources)
     headersTimeoutMs: config.REPLICA_HEADERS_TIMEOUT_MS,
     idleTimeoutMs: config.REPLICA_IDLE_TIMEOUT_MS,
   };
+}
+
+/**
+ * The replica's TLS files: both or neither, a pair that works, and none only
+ * where clear text stays on this host (REPLICA_HOST on loopback) or a TLS
+ * proxy stands in front (TLS_BY_PROXY).
+ */
+function replicaTls(
+  config: Pick<ReplicaConfig, 'REPLICA_HOST' | 'REPLICA_TLS_CERT_FILE' | 'REPLICA_TLS_KEY_FILE' | 'TLS_BY_PROXY'>,
+): ReplicaTlsFiles | undefined {
+  const { REPLICA_TLS_CERT_FILE: certFile, REPLICA_TLS_KEY_FILE: keyFile } = config;
+  if (certFile !== undefined && keyFile !== undefined) {
+    const problem = tlsPairProblem({ certFile, keyFile });
+    if (problem !== undefined) throw new ConfigError([problem]);
+    return { certFile, keyFile };
+  }
+  if (certFile !== undefined || keyFile !== undefined) {
+    const [given, missing] =
+      certFile === undefined ? ['REPLICA_TLS_KEY_FILE', 'REPLICA_TLS_CERT_FILE'] : ['REPLICA_TLS_CERT_FILE', 'REPLICA_TLS_KEY_FILE'];
+    throw new ConfigError([`${missing}: is required when ${given} is set (the replica's certificate and its key come as a pair)`]);
+  }
+  const clear = config.TLS_BY_PROXY ? undefined : clearTextListenProblem(config.REPLICA_HOST, false);
+  if (clear !== undefined) throw new ConfigError([`REPLICA_HOST: ${clear}`]);
+  return undefined;
 }
 
 /**

@@ -20,12 +20,17 @@ import {
   pemFile,
 } from './config-schemas.js';
 import { redisUrlPasswordAt, urlPasswordProblem } from './url-secrets.js';
+import { clearTextUrlProblem } from './clear-text.js';
 
 /** The registry. Add a variable here, in the same style, and nowhere else. */
 export const ENV = {
   SERVICE_BASE_URL: httpUrl,
   SERVICE_API_KEY: secret,
   SERVICE_API_KEY_HEADER: headerName.default('x-service-api-key'),
+  // The CA(s) that signed SERVICE_BASE_URL's certificate when it is private (a follower's leader replica, docs/followers.md).
+  SERVICE_CA_FILE: pemFile('CERTIFICATE').optional(),
+  // 1: a TLS proxy (or a mesh that encrypts) carries this process's plain http: beyond loopback (src/runtime/clear-text.ts).
+  TLS_BY_PROXY: flag,
   MANAGEMENT_URL: httpUrl,
   MANAGEMENT_KEY: secret,
   // A single node; unset (and no cluster or sentinels): redis://127.0.0.1:6379. See jobs/redis-connection.ts.
@@ -137,6 +142,9 @@ export const ENV = {
   // The replica (src/replica): `serve` listens on 8788 when unset; the daemon serves one only when it is set.
   REPLICA_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   REPLICA_HOST: z.string().min(1).default('127.0.0.1'),
+  // The replica's own TLS: its certificate chain and key as files, read again when they change (src/replica/tls.ts).
+  REPLICA_TLS_CERT_FILE: z.string().min(1).optional(),
+  REPLICA_TLS_KEY_FILE: z.string().min(1).optional(),
   // `serve` only: processes sharing the port (node:cluster), one per core the replica may use.
   REPLICA_WORKERS: positiveInt(1, 64),
   // Required by the daemon's replica; `serve` generates one (printed once) when unset. Never the service's key.
@@ -181,6 +189,12 @@ export const ENV = {
 export type EnvName = keyof typeof ENV;
 export type Config<K extends EnvName> = { [P in K]: z.output<(typeof ENV)[P]> };
 
+/**
+ * The URLs that carry health data or a key. A pass that reads TLS_BY_PROXY (every command that sends
+ * to them does) refuses those it read that are plain http: beyond loopback, unless TLS_BY_PROXY is on.
+ */
+const CLEAR_TEXT_CARRIERS = ['SERVICE_BASE_URL', 'MANAGEMENT_URL', 'WEBHOOK_URL'] as const satisfies readonly EnvName[];
+
 /** Variables whose values must never be printed. */
 export const SECRET_ENV: ReadonlySet<EnvName> = new Set<EnvName>(FILE_SECRETS);
 
@@ -210,7 +224,8 @@ export function carryIntoNextPass(problems: readonly string[]): void {
 /**
  * One configuration pass: reads and validates `names` from `env`, then runs
  * the checks across variables (a URL needs its secret, a cluster a hash tag)
- * that the caller adds, and reports every problem in one ConfigError from
+ * that the caller adds, and the clear-text rule when `names` hold TLS_BY_PROXY
+ * (CLEAR_TEXT_CARRIERS), and reports every problem in one ConfigError from
  * `done()`, a bad MIRROR_GROUP the CLI found before it included
  * (carryIntoNextPass). A command that read in steps would show its operator one round
  * of problems per attempt. Empty strings count as unset (env files often
@@ -284,6 +299,13 @@ export class ConfigPass<K extends EnvName> {
 
   /** The configuration, or one ConfigError listing every problem found. */
   done(): Config<K> {
+    if (this.values.TLS_BY_PROXY === false) {
+      for (const name of CLEAR_TEXT_CARRIERS) {
+        const url = this.values[name];
+        const problem = typeof url === 'string' ? clearTextUrlProblem(url) : undefined;
+        if (problem !== undefined) this.problems.push(`${name}: ${problem}`);
+      }
+    }
     if (this.problems.length > 0) throw new ConfigError(this.problems);
     return this.values as Config<K>;
   }
@@ -316,12 +338,17 @@ export const SERVICE_ENV = [
   'SERVICE_BASE_URL',
   'SERVICE_API_KEY',
   'SERVICE_API_KEY_HEADER',
+  'SERVICE_CA_FILE',
+  'TLS_BY_PROXY',
   ...HTTP_CLIENT_ENV,
 ] as const satisfies readonly EnvName[];
 export const MANAGEMENT_ENV = ['MANAGEMENT_URL', 'MANAGEMENT_KEY'] as const satisfies readonly EnvName[];
 export const REPLICA_ENV = [
   'REPLICA_PORT',
   'REPLICA_HOST',
+  'REPLICA_TLS_CERT_FILE',
+  'REPLICA_TLS_KEY_FILE',
+  'TLS_BY_PROXY',
   'REPLICA_API_KEY',
   'REPLICA_API_KEY_HEADER',
   'REPLICA_MAX_STALENESS_S',

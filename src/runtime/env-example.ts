@@ -12,7 +12,8 @@ import { isFileSecret } from './secret-files.js';
 
 /** The registry's names in the reader's groups: a grouping, not a second registry (ungrouped() names any left out). */
 const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
-  ['The service (sync, resolve --online)', ['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER']],
+  ['The service (sync, resolve --online)', ['SERVICE_BASE_URL', 'SERVICE_API_KEY', 'SERVICE_API_KEY_HEADER', 'SERVICE_CA_FILE']],
+  ['Nothing in clear beyond this host (docs/configuration.md)', ['TLS_BY_PROXY']],
   ['The management service (removals)', ['MANAGEMENT_URL', 'MANAGEMENT_KEY']],
   [
     'Redis: one of REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS',
@@ -64,6 +65,8 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
     [
       'REPLICA_PORT',
       'REPLICA_HOST',
+      'REPLICA_TLS_CERT_FILE',
+      'REPLICA_TLS_KEY_FILE',
       'REPLICA_API_KEY',
       'REPLICA_API_KEY_HEADER',
       'REPLICA_MAX_STALENESS_S',
@@ -94,6 +97,10 @@ const ABOUT: Record<EnvName, string> = {
   SERVICE_BASE_URL: "the service's base address ({base_url}); unset: `demo` uses the local stand-in",
   SERVICE_API_KEY: 'team API key; sent only to SERVICE_BASE_URL',
   SERVICE_API_KEY_HEADER: 'header carrying the team key',
+  SERVICE_CA_FILE:
+    "PEM file of the CA(s) that signed SERVICE_BASE_URL's certificate when it is private (a follower's leader replica); unset: the system's CAs",
+  TLS_BY_PROXY:
+    '1: a TLS proxy stands in front: accept a replica beyond loopback without its own TLS and plain http: service, management and webhook URLs to other hosts',
   MANAGEMENT_URL:
     "the management address ({management_url}); also names the removal queue's target; unset with MANAGEMENT_KEY: the daemon runs without removals",
   MANAGEMENT_KEY: 'management key (X-Management-Key); sent only to MANAGEMENT_URL',
@@ -149,7 +156,10 @@ const ABOUT: Record<EnvName, string> = {
   STATUS_PORT: 'port of the status endpoint (0: any free port)',
   LOG_LEVEL: 'pino level',
   REPLICA_PORT: 'the replica: serve uses 8788 when unset; the daemon serves one only when set',
-  REPLICA_HOST: "the replica's address",
+  REPLICA_HOST:
+    "the replica's address; beyond loopback (0.0.0.0, a LAN address) it needs TLS: REPLICA_TLS_CERT_FILE and REPLICA_TLS_KEY_FILE",
+  REPLICA_TLS_CERT_FILE: 'the replica serves https: with this PEM certificate (chain); read again when it changes, no restart',
+  REPLICA_TLS_KEY_FILE: "the replica certificate's PEM private key (a file only this account reads); read again when it changes",
   REPLICA_API_KEY: 'the only key the replica accepts (never SERVICE_API_KEY)',
   REPLICA_API_KEY_HEADER: 'the one header the replica reads its key from; unset: SERVICE_API_KEY_HEADER or x-vital-api-key (the SDK)',
   REPLICA_MAX_STALENESS_S: 'past this age the replica is not ready and its answers carry a Warning',

@@ -12,6 +12,7 @@ type ServiceConfig = Partial<
     | 'SERVICE_BASE_URL'
     | 'SERVICE_API_KEY'
     | 'SERVICE_API_KEY_HEADER'
+    | 'SERVICE_CA_FILE'
     | 'MANAGEMENT_URL'
     | 'MANAGEMENT_KEY'
     | 'HTTP_CONNECTIONS'
@@ -28,6 +29,7 @@ export function serviceClientFromConfig(config: ServiceConfig, extra: Pick<Servi
     baseUrl: config.SERVICE_BASE_URL,
     apiKey: config.SERVICE_API_KEY,
     apiKeyHeader: config.SERVICE_API_KEY_HEADER,
+    serviceCa: config.SERVICE_CA_FILE,
     managementUrl: config.MANAGEMENT_URL,
     managementKey: config.MANAGEMENT_KEY,
     connections: config.HTTP_CONNECTIONS,
@@ -41,7 +43,7 @@ export function serviceClientFromConfig(config: ServiceConfig, extra: Pick<Servi
 }
 
 /** What a removal worker reads to talk to the management service. */
-export const MANAGEMENT_CLIENT_ENV = [...MANAGEMENT_ENV, ...HTTP_CLIENT_ENV] as const;
+export const MANAGEMENT_CLIENT_ENV = [...MANAGEMENT_ENV, ...HTTP_CLIENT_ENV, 'TLS_BY_PROXY'] as const;
 
 /**
  * The management half, with a socket per removal in flight: fewer would

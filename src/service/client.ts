@@ -54,6 +54,8 @@ export interface ServiceClientOptions {
   apiKeyHeader?: string;
   managementUrl?: string;
   managementKey?: string;
+  /** PEM of the CA(s) that sign baseUrl's certificate when it is private (SERVICE_CA_FILE); unset: the system's CAs. */
+  serviceCa?: string;
   /** Connections per origin. */
   connections?: number;
   headersTimeoutMs?: number;
@@ -120,6 +122,8 @@ interface Target {
   /** Path prefix of the configured URL (e.g. `/api`), without trailing slash. */
   prefix: string;
   headers: Record<string, string>;
+  /** Said with an untrusted certificate: where a private CA is given (the team's target). */
+  untrustedHint?: string;
 }
 
 interface ByteResponse {
@@ -151,11 +155,17 @@ export class ServiceClient {
     this.recordBound = recordBound(options.maxRecordBodyBytes);
     const header = (options.apiKeyHeader ?? 'x-service-api-key').toLowerCase();
     if (options.baseUrl !== undefined && options.apiKey !== undefined) {
-      this.team = this.target(options.baseUrl, {
-        accept: 'application/json',
-        'accept-encoding': ACCEPT_ENCODING,
-        [header]: options.apiKey,
-      });
+      this.team = {
+        ...this.target(
+          options.baseUrl,
+          { accept: 'application/json', 'accept-encoding': ACCEPT_ENCODING, [header]: options.apiKey },
+          options.serviceCa,
+        ),
+        untrustedHint:
+          options.serviceCa === undefined
+            ? "a private CA's PEM file goes in SERVICE_CA_FILE"
+            : 'the CA(s) in SERVICE_CA_FILE did not sign it',
+      };
     }
     if (options.managementUrl !== undefined && options.managementKey !== undefined) {
       this.management = this.target(options.managementUrl, {
@@ -244,7 +254,11 @@ export class ServiceClient {
     return this.team;
   }
 
-  private target(url: string, headers: Record<string, string>): Target {
+  /**
+   * `ca`: the private CA the origin's certificate is verified against (the team's origin only; the pool is
+   * the origin's, so a management URL on the same origin is the same server and verified the same way).
+   */
+  private target(url: string, headers: Record<string, string>, ca?: string): Target {
     const parsed = new URL(url);
     let pool = this.pools.get(parsed.origin);
     if (pool === undefined) {
@@ -254,6 +268,7 @@ export class ServiceClient {
         bodyTimeout: this.options.bodyTimeoutMs ?? 60_000,
         connectTimeout: 10_000,
         pipelining: 1,
+        ...(ca === undefined ? {} : { connect: { ca } }),
       });
       this.pools.set(parsed.origin, pool);
     }
@@ -288,7 +303,7 @@ export class ServiceClient {
         response = await target.pool.request({ method, path: target.prefix + path, headers: target.headers, signal: deadline.signal });
       } catch (err) {
         report(0);
-        throw transportError(err, method, path, deadline);
+        throw transportError(err, method, path, deadline, target.untrustedHint);
       }
       const status = response.statusCode;
       const fitted = fittedBound(bound, status);

@@ -5,6 +5,7 @@
  *   ├─ RequestValidationError     rejected before anything was sent (limit 501, empty id)
  *   ├─ HttpError                  the service answered with a non-2xx status
  *   ├─ NetworkError               connection refused / reset / DNS: no complete answer
+ *   ├─ TlsError                   the server's certificate was not trusted, or it spoke no TLS (not retried)
  *   ├─ TimeoutError               connect, headers, a body gap, or the whole response took too long
  *   ├─ ResponseTooLargeError      the body grew past the size bound; reading stopped there
  *   └─ ResponseValidationError    a 2xx body that does not match the wire schema
@@ -67,6 +68,26 @@ export class NetworkError extends ServiceError {
     options?: { cause?: unknown },
   ) {
     super(`${method} ${path} -> network error ${code}`, method, path, options);
+  }
+}
+
+/**
+ * TLS failed: the server's certificate is not trusted (an unknown CA, another
+ * name, expired) or the server answered something other than TLS. Not worth
+ * a retry: the next attempt meets the same certificate. `hint` names the
+ * setting that fixes a private CA (SERVICE_CA_FILE) where there is one.
+ */
+export class TlsError extends ServiceError {
+  override name = 'TlsError';
+  constructor(
+    readonly code: string,
+    reason: string,
+    method: HttpMethod,
+    path: string,
+    hint: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(`${method} ${path} -> TLS failed: ${reason} (${code})${hint === undefined ? '' : `; ${hint}`}`, method, path, options);
   }
 }
 
