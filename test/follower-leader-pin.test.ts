@@ -165,7 +165,7 @@ function listWhole(): void {
 }
 
 /** A follower run the pin must refuse: not 0, `failed`, nothing changed, and `status` exit 1 with the reason. */
-async function expectRefused(reason: RegExp, env: Record<string, string> = followerEnv()): Promise<void> {
+async function expectRefused(reason: RegExp, env: Record<string, string> = followerEnv()): Promise<string> {
   const before = held();
   const r = await cli(['sync', '--once'], env);
   expect(r.code, r.stdout + r.stderr).not.toBe(0);
@@ -176,6 +176,7 @@ async function expectRefused(reason: RegExp, env: Record<string, string> = follo
   expect(status.code, status.stdout).toBe(1);
   expect(status.stdout).toMatch(/LAST SYNC FAILED/);
   expect(status.stdout.replace(/\s+/g, ' ')).toMatch(reason);
+  return r.stdout + r.stderr;
 }
 
 async function expectFollows(env: Record<string, string> = followerEnv()): Promise<string> {
@@ -298,5 +299,14 @@ describe('a follower pinned to one leader and one team (issue 50)', () => {
     expect(out).toMatch(/"event":"sync.feed_fallback"/);
     expect(out).toMatch(/"event":"sync.leader_lineage"/);
     expect(held().active).toHaveLength(standIn.directory.size);
+  }, 300_000);
+
+  it('the leader down: the first request is retried within SYNC_PAGE_RETRY_BUDGET_MS, then exit 1 and status exit 1', async () => {
+    const down = await freePort();
+    const out = await expectRefused(
+      /ECONNREFUSED|refused|connect/i,
+      followerEnv({ SYNC_PAGE_ATTEMPTS: '2', SYNC_PAGE_RETRY_BUDGET_MS: '2000' }, down),
+    );
+    expect(out).toMatch(/"event":"sync.retry"/);
   }, 300_000);
 });
