@@ -42,7 +42,7 @@ describe('judgeLeader', () => {
 describe('the team a follower pins (pinTeam)', () => {
   const A = '0b6a0c2e-6f4e-4a51-9d59-3c2a4d9a0001';
   const B = '0b6a0c2e-6f4e-4a51-9d59-3c2a4d9a0002';
-  it('takes SYNC_FOLLOW_TEAM first, else the mirror\'s one team, else the run\'s first record', () => {
+  it("takes SYNC_FOLLOW_TEAM first, else the mirror's one team, else the run's first record", () => {
     expect(pinTeam(A.toUpperCase(), [B])).toEqual({ team: A, from: 'SYNC_FOLLOW_TEAM' });
     expect(pinTeam(undefined, [B])).toEqual({ team: B, from: "this mirror's users" });
     expect(pinTeam(undefined, [])).toEqual({ team: undefined, from: "the leader's first record" });
@@ -75,12 +75,14 @@ describe('LeaderPin: one leader, one team, on every answer', () => {
     expect(() => pin.check('page 0', undefined)).toThrow(LeaderUntrusted);
     expect(() => pin.check('page 0', undefined)).toThrow(/carried no x-mirror-\* freshness headers.*nothing published, nothing deleted/);
     pin.check('page 0', fresh);
-    expect(() => pin.check('page 1', { ...fresh, epoch: 'ffff0000' })).toThrow(/leader changed during the run: page 1 .*epoch a1b2c3d4 → ffff0000/);
+    expect(() => pin.check('page 1', { ...fresh, epoch: 'ffff0000' })).toThrow(
+      /leader changed during the run: page 1 .*epoch a1b2c3d4 → ffff0000/,
+    );
     expect(() => pin.check('page 1', { ...fresh, restoredAt: '2026-11-28T11:58:00.000Z' })).toThrow(/restored at never → 2026-11-28T11:58/);
     expect(leaderChange(fresh, { ...fresh, cursor: 9, runId: 9 })).toBeUndefined();
   });
 
-  it('checks every record\'s top-level team_id, not a nested one; the first record pins the team when none is', () => {
+  it("checks every record's top-level team_id, not a nested one; the first record pins the team when none is", () => {
     const pin = new LeaderPin({ team: undefined, from: "the leader's first record" });
     const same = page(B, B);
     expect(same.spans[0]).toMatchObject({ userId: 'u0' });
@@ -91,7 +93,7 @@ describe('LeaderPin: one leader, one team, on every answer', () => {
     );
   });
 
-  it('reads a team_id the scan could not (escaped) by parsing the record; a resolve answer\'s user too', () => {
+  it("reads a team_id the scan could not (escaped) by parsing the record; a resolve answer's user too", () => {
     const pin = new LeaderPin({ team: A, from: 'SYNC_FOLLOW_TEAM' });
     const escaped = Buffer.from(`{"users":[{"user_id":"u","team_id":"\\u0030${B.slice(1)}"}],"total":1}`);
     const scan = scanRecordSpans(escaped);

@@ -182,12 +182,7 @@ async function runUntil(
   }
   // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
   // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
-  const prefetch = new Prefetch(
-    client,
-    prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT),
-    MAX_PAGE_LIMIT,
-    retry,
-  );
+  const prefetch = new Prefetch(client, prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT), MAX_PAGE_LIMIT, retry);
   let first: RecordPage;
   try {
     first = await callWithRetries('offset 0', (sig) => client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
