@@ -279,6 +279,12 @@ describe('a follower pinned to one leader and one team (issue 50)', () => {
     expect(empty.prepare<[], { n: number }>(`SELECT count(*) AS n FROM users`).get()?.n).toBe(0);
     empty.close();
     expect(held().teams).toEqual([standIn.directory.teamId]);
+    // Nor does `resolve --online` store another team's user through it.
+    const foreign = String([...otherTeam.directory.records()][0]?.client_user_id);
+    const online = await cli(['resolve', foreign, '--online'], followerEnv());
+    expect(online.code, online.stderr).toBe(1);
+    expect(online.stderr).toMatch(/neither printed nor stored: the leader's resolve answer holds a user of team \S+, not of team/);
+    expect(held().teams).toEqual([standIn.directory.teamId]);
   }, 300_000);
 
   it('broke 3: two leaders (same data, other epochs) alternating behind one address: every run refused alike, none flips', async () => {
