@@ -96,17 +96,17 @@ const row = (what: string, leaderMs: number, followerMs: number, bytes: number) 
 try {
   const leaderFirst = await timed(() => runSync({ client: service, writer: leaderWriter }));
   replicaBytes = 0;
-  const followerFirst = await timed(() => runSync({ client: counting, writer: followerWriter }));
+  const followerFirst = await timed(() => runSync({ client: counting, writer: followerWriter, follow: {} }));
   row('first sync (lists the leader)', leaderFirst, followerFirst, replicaBytes);
-  await timed(() => runSync({ client: tailing, writer: feedFollowerWriter }));
+  await timed(() => runSync({ client: tailing, writer: feedFollowerWriter, follow: {} }));
   const changed = churn(0.01);
   const leaderResync = await timed(() => runSync({ client: service, writer: leaderWriter }));
   replicaBytes = 0;
-  const followerResync = await timed(() => runSync({ client: counting, writer: followerWriter }));
+  const followerResync = await timed(() => runSync({ client: counting, writer: followerWriter, follow: {} }));
   const what = `re-sync after ${changed.toLocaleString('en')} changes (1%)`;
   row(`${what}, listing the leader`, leaderResync, followerResync, replicaBytes);
   replicaBytes = 0;
-  const feedResync = await timed(() => runSync({ client: tailing, writer: feedFollowerWriter }));
+  const feedResync = await timed(() => runSync({ client: tailing, writer: feedFollowerWriter, follow: {} }));
   row(`${what}, tailing its feed`, leaderResync, feedResync, replicaBytes);
   const held = (db: typeof leaderDb) =>
     db.prepare(`SELECT count(*) || ' ' || total(length(raw)) FROM users WHERE deleted_at IS NULL`).pluck().get();

@@ -40,6 +40,9 @@ export class RunSources {
         `SELECT source_run_id, source_published_at, source_at, source_epoch, source_restored_at
          FROM sync_runs WHERE source_epoch IS NOT NULL ORDER BY id DESC LIMIT 1`,
       ),
+      // The partial index users_active_client_user leads with team_id: each is one seek.
+      lowestTeam: db.prepare<[], { t: string | null }>(`SELECT min(team_id) AS t FROM users WHERE deleted_at IS NULL`),
+      highestTeam: db.prepare<[], { t: string | null }>(`SELECT max(team_id) AS t FROM users WHERE deleted_at IS NULL`),
       followFrom: db.prepare<[], { source_cursor: number; source_epoch: string }>(
         `SELECT source_cursor, source_epoch FROM sync_runs WHERE status = 'succeeded' AND source_cursor IS NOT NULL
          ORDER BY id DESC LIMIT 1`,
@@ -58,6 +61,14 @@ export class RunSources {
   followFrom(): { cursor: number; epoch: string } | undefined {
     const r = this.s.followFrom.get();
     return r === undefined ? undefined : { cursor: r.source_cursor, epoch: r.source_epoch };
+  }
+
+  /** The teams of the mirror's active users: none, one, or two of them (the lowest and highest) when it holds more than one. */
+  activeTeams(): string[] {
+    const lo = this.s.lowestTeam.get()?.t ?? null;
+    const hi = this.s.highestTeam.get()?.t ?? null;
+    if (lo === null || hi === null) return [];
+    return lo === hi ? [lo] : [lo, hi];
   }
 
   /** The leader the latest run recorded, refused or not; undefined for a mirror that reads the service itself. */

@@ -49,6 +49,7 @@ function followerEnv(name: string): Record<string, string> {
     SERVICE_BASE_URL: `http://127.0.0.1:${replicaPort}`,
     SERVICE_API_KEY: REPLICA_KEY,
     MIRROR_DB: path(name),
+    SYNC_FOLLOW_LEADER: '1',
     SYNC_LEADER_MAX_AGE_MS: LEADER_MAX_AGE_MS,
     SYNC_STALE_AFTER_MS: LEADER_MAX_AGE_MS,
     LOG_LEVEL: 'info',
@@ -224,7 +225,7 @@ describe('a leader and two followers (docs/followers.md)', () => {
     expect(activeUsers('f1').some((u) => u.startsWith(`${gone} `))).toBe(false);
   }, 600_000);
 
-  it('a restored leader is noticed: one refused run, then the followers follow its new lineage', async () => {
+  it('a restored leader is noticed: refused until it syncs again, then the followers follow its new lineage', async () => {
     const backup = join(dir, 'leader-backup.db');
     expect((await cli(['backup', backup], leaderEnv())).code).toBe(0);
     await churn(5, []);
@@ -237,7 +238,7 @@ describe('a leader and two followers (docs/followers.md)', () => {
     for (const name of ['f1', 'f2']) {
       const r = await cli(['sync', '--once'], followerEnv(name));
       expect(r.code).not.toBe(0);
-      expect(r.stdout + r.stderr).toMatch(/leader's epoch changed \(\w+ → \w+\): it was restored at/);
+      expect(r.stdout + r.stderr).toMatch(/leader was restored from a backup at \S+ and has not published a sync since/);
     }
     expect((await cli(['sync', '--once'], leaderEnv())).code).toBe(0);
     // The restore is noticed on the feed too: the cursor is from another epoch, so the followers list the leader.

@@ -17,6 +17,9 @@
  * on the store. The store then waits up to RESOLVE_WRITE_WAIT_MS for the
  * lock; if it cannot land, a warning says so on stderr and the exit is still
  * 0 (the answer is right; the next sync brings the mirror up to date anyway).
+ * On a follower (SYNC_FOLLOW_LEADER), an answer that carries no leader's
+ * x-mirror-* headers, or a user of another team than the follower's, is
+ * neither printed nor stored (exit 1): the follower's sync would refuse it.
  *
  * Output: pretty JSON of the User, as the service sent it, on stdout; with
  * --json, one line `{"found":true,"source":"mirror"|"service","deleted_at":…,"user":{…}}`,
@@ -194,7 +197,15 @@ async function resolveAsOf(clientUserId: string, at: string, teamId: string | un
 }
 
 async function resolveOnline(clientUserId: string, teamId: string | undefined, json: boolean): Promise<number> {
-  const config = readConfig([...SERVICE_ENV, 'MIRROR_DB', 'RESOLVE_WRITE_WAIT_MS', 'MIRROR_CHECKPOINTS', 'SYNC_MAX_RESOLVE_BYTES']);
+  const config = readConfig([
+    ...SERVICE_ENV,
+    'MIRROR_DB',
+    'RESOLVE_WRITE_WAIT_MS',
+    'MIRROR_CHECKPOINTS',
+    'SYNC_MAX_RESOLVE_BYTES',
+    'SYNC_FOLLOW_LEADER',
+    'SYNC_FOLLOW_TEAM',
+  ]);
   // The HTTP client (undici) and the mirror's write path are loaded here, not with the command: an offline
   // resolve needs neither. Both before the request, so the answer is stored as soon as it is printed.
   const [{ serviceClientFromConfig }, storeInMirror] = await Promise.all([import('../service/client-from-config.js'), loadStore()]);
@@ -209,9 +220,45 @@ async function resolveOnline(clientUserId: string, teamId: string | undefined, j
   const { user, rawJson, warnings } = result;
   // The team key decides the team; a --team that disagrees is a question about another directory.
   if (teamId !== undefined && user.team_id !== teamId) return notFound(clientUserId, { source: 'service', where: 'the service', json });
+  // A follower stores only what its sync would (src/sync/leader-pin.ts): a leader's answer, of the follower's team.
+  const untrusted = config.SYNC_FOLLOW_LEADER ? await followerRefusal(result, config.SYNC_FOLLOW_TEAM, config.MIRROR_DB) : undefined;
+  if (untrusted !== undefined) {
+    process.stderr.write(`user-mirror resolve: the answer is neither printed nor stored: ${untrusted}\n`);
+    return 1;
+  }
   print({ source: 'service', record: JSON.parse(rawJson) as unknown, deletedAt: null, warnings }, json);
   storeInMirror({ user, rawJson, warnings }, config.MIRROR_DB, config.RESOLVE_WRITE_WAIT_MS, config.MIRROR_CHECKPOINTS);
   return 0;
+}
+
+/** Why a follower must not take this answer (no leader headers, another team), or undefined. */
+async function followerRefusal(result: ResolveResult, team: string | undefined, path: string): Promise<string | undefined> {
+  const [{ openMirror }, { RunSources }, { LeaderPin, pinTeam }, { LeaderUntrusted }] = await Promise.all([
+    import('../../db/open.js'),
+    import('../../db/run-source.js'),
+    import('../sync/leader-pin.js'),
+    import('../service/source-freshness.js'),
+  ]);
+  let teams: string[] = [];
+  try {
+    const db = openMirror(path, { readonly: true });
+    try {
+      teams = new RunSources(db).activeTeams();
+    } finally {
+      db.close();
+    }
+  } catch {
+    // No mirror yet: the answer's own team is the first it will hold.
+  }
+  const pinned = pinTeam(team, teams);
+  if ('refused' in pinned) return pinned.refused;
+  try {
+    new LeaderPin(pinned).checkResolve("the leader's resolve answer", result);
+    return undefined;
+  } catch (err) {
+    if (err instanceof LeaderUntrusted) return err.message;
+    throw err;
+  }
 }
 
 /** Stores an online answer; a mirror that stays write-locked only earns a warning. */

@@ -110,6 +110,11 @@ export const ENV = {
   SYNC_MAX_VERIFY: nonNegativeInt(5_000, 1_000_000),
   // A follower (SERVICE_BASE_URL another mirror's replica, docs/followers.md) publishes nothing from a leader whose data is older.
   SYNC_LEADER_MAX_AGE_MS: positiveInt(1_800_000, 90 * 24 * 3_600_000),
+  // This mirror follows a leader mirror's replica (docs/followers.md): each run pins the leader and its team and checks
+  // every answer against them. Explicit, never inferred: unset, an answer from a replica (x-mirror-* headers) is refused.
+  SYNC_FOLLOW_LEADER: flag,
+  // A follower's team (the service's team_id); unset: the team of the mirror's own users, or of the leader's first record.
+  SYNC_FOLLOW_TEAM: z.guid({ error: 'must be a team id (UUID)' }).optional(),
   // Deletion checks in flight. They run inside the run's write transaction (a run publishes whole), so every
   // check waiting on a slow service holds the mirror's write lock longer: more in flight, shorter hold.
   SYNC_VERIFY_CONCURRENCY: positiveInt(16, 256),

@@ -112,7 +112,10 @@ export interface FeedBytes {
  * as received (what the mirror stores); `warnings` name the fields dropped
  * from `user` because they broke their rule.
  */
-export type ResolveResult = ({ found: true } & ReceivedUser) | { found: false };
+export type ResolveResult = (({ found: true } & ReceivedUser) | { found: false }) & {
+  /** A leader mirror's freshness headers, on its 404 too (./source-freshness.ts); undefined from the service itself. */
+  source?: SourceFreshness;
+};
 
 /** 404 on delete means "already gone": callers treat it as done. */
 export type DeleteMemberResult = { outcome: 'deleted'; body: unknown } | { outcome: 'not_found' };
@@ -142,6 +145,7 @@ interface RawResponse {
   /** False when a non-empty body failed to parse as JSON. */
   json: boolean;
   retryAfter: string | undefined;
+  headers: IncomingHttpHeaders;
 }
 
 export class ServiceClient {
@@ -211,11 +215,13 @@ export class ServiceClient {
     requireId('client_user_id', clientUserId, 'GET', route);
     const path = `/v2/user/resolve/${encodePathSegment(clientUserId)}`;
     const res = await this.send(this.teamTarget('GET', route), 'GET', route, path, signal, this.recordBound);
-    if (res.status === 404) return { found: false };
-    if (res.status !== 200) throw this.httpError(res, 'GET', path);
+    if (res.status !== 200 && res.status !== 404) throw this.httpError(res, 'GET', path);
+    const source = sourceFreshnessOf(res.headers);
+    if (source instanceof Error) throw new ResponseValidationError(source.message, 'GET', path);
+    if (res.status === 404) return { found: false, ...(source && { source }) };
     const parsed = parseUser(res.body);
     if (!parsed.ok) throw new ResponseValidationError(parsed.issues, 'GET', path);
-    return { found: true, user: parsed.user, rawJson: JSON.stringify(res.body), warnings: parsed.warnings };
+    return { found: true, user: parsed.user, rawJson: JSON.stringify(res.body), warnings: parsed.warnings, ...(source && { source }) };
   }
 
   async deleteOrgMember(orgId: string, memberId: string, signal?: AbortSignal): Promise<DeleteMemberResult> {
@@ -341,7 +347,7 @@ function asJson(res: ByteResponse, method: HttpMethod, path: string): RawRespons
   const text = res.bytes.toString('utf8');
   // A head cut at its bound is not JSON, nor meant to be parsed: kept as text for the message.
   const parsed = res.truncated ? { body: text.slice(0, 200), json: false } : parseJson(text, res.status, method, path);
-  return { status: res.status, ...parsed, retryAfter: res.retryAfter };
+  return { status: res.status, ...parsed, retryAfter: res.retryAfter, headers: res.headers };
 }
 
 function bodyKindOf(res: RawResponse, isObject: boolean): ErrorBodyKind {

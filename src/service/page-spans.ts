@@ -28,6 +28,13 @@ export interface RecordSpan {
    * record must then be parsed to learn who it is.
    */
   userId: string | undefined;
+  /**
+   * Where the record's top-level `team_id` string lies (its bytes between the
+   * quotes) when it is a plain string; -1 or unset otherwise. A follower checks
+   * every record's team with it (src/sync/leader-check.ts) without parsing.
+   */
+  teamAt?: number;
+  teamEnd?: number;
 }
 
 export type SpanScan =
@@ -97,12 +104,16 @@ function scanUsers(b: Buffer, i: number, spans: RecordSpan[]): number {
   for (;;) {
     const start = i;
     let userId: string | undefined;
+    let teamAt = -1;
+    let teamEnd = -1;
     if (b[i] === OPEN_OBJECT) {
       const scanned = scanRecord(b, i);
       i = scanned.end;
       userId = scanned.userId;
+      teamAt = scanned.teamAt;
+      teamEnd = scanned.teamEnd;
     } else i = valueEnd(b, i);
-    spans.push({ start, end: i, userId });
+    spans.push({ start, end: i, userId, teamAt, teamEnd });
     i = skipWs(b, i);
     if (b[i] === COMMA) {
       i = skipWs(b, i + 1);
@@ -120,13 +131,17 @@ function scanUsers(b: Buffer, i: number, spans: RecordSpan[]): number {
  * per string (indexOf) cost more than the bytes themselves (measured: 3.6
  * vs ~1 µs per record).
  */
-function scanRecord(b: Buffer, i: number): { end: number; userId: string | undefined } {
+function scanRecord(b: Buffer, i: number): { end: number; userId: string | undefined; teamAt: number; teamEnd: number } {
   const n = b.length;
   let depth = 0;
   let expectName = false;
   let nextIsUserId = false;
+  let nextIsTeamId = false;
   let afterColon = false;
   let userId: string | undefined;
+  // The last plain `team_id` string's bounds, as JSON.parse keeps the last; -1: none.
+  let teamAt = -1;
+  let teamEnd = -1;
   for (; i < n; i++) {
     const c = b[i];
     if (c === QUOTE) {
@@ -143,12 +158,18 @@ function scanRecord(b: Buffer, i: number): { end: number; userId: string | undef
       if (i >= n) throw new Malformed(`unterminated string at byte ${start - 1}`);
       if (depth === 1) {
         if (expectName) {
-          nextIsUserId = !escaped && i - start === 7 && isUserIdKey(b, start);
+          const seven = !escaped && i - start === 7;
+          nextIsUserId = seven && isUserIdKey(b, start);
+          nextIsTeamId = seven && !nextIsUserId && isTeamIdKey(b, start);
           expectName = false;
         } else if (afterColon && nextIsUserId) {
           // An escaped id would need decoding: leave it to the parse.
           userId = escaped ? undefined : b.toString('utf8', start, i);
           nextIsUserId = false;
+        } else if (afterColon && nextIsTeamId) {
+          teamAt = escaped ? -1 : start;
+          teamEnd = escaped ? -1 : i;
+          nextIsTeamId = false;
         }
       }
       afterColon = false;
@@ -157,6 +178,10 @@ function scanRecord(b: Buffer, i: number): { end: number; userId: string | undef
         if (afterColon && nextIsUserId) {
           userId = undefined;
           nextIsUserId = false;
+        }
+        if (afterColon && nextIsTeamId) {
+          teamAt = -1;
+          nextIsTeamId = false;
         }
         // A nested value holds no member of the record's: only its end matters.
         i = valueEnd(b, i) - 1;
@@ -168,16 +193,18 @@ function scanRecord(b: Buffer, i: number): { end: number; userId: string | undef
       afterColon = false;
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
       depth--;
-      if (depth === 0) return { end: i + 1, userId };
+      if (depth === 0) return { end: i + 1, userId, teamAt, teamEnd };
     } else if (depth === 1) {
       if (c === COMMA) {
         expectName = true;
         afterColon = false;
       } else if (c === COLON) afterColon = true;
-      else if (afterColon && nextIsUserId && !isWs(c ?? 0)) {
-        // A non-string user_id: the parse will reject the record; who it is stays unknown.
-        userId = undefined;
+      else if (afterColon && (nextIsUserId || nextIsTeamId) && !isWs(c ?? 0)) {
+        // A non-string user_id or team_id: the parse will reject the record; who it is stays unknown.
+        if (nextIsUserId) userId = undefined;
+        else teamAt = -1;
         nextIsUserId = false;
+        nextIsTeamId = false;
       }
     }
   }
@@ -195,6 +222,19 @@ function isUserIdKey(b: Buffer, s: number): boolean {
     b[s + 1] === 0x73 &&
     b[s + 2] === 0x65 &&
     b[s + 3] === 0x72 &&
+    b[s + 4] === 0x5f &&
+    b[s + 5] === 0x69 &&
+    b[s + 6] === 0x64
+  );
+}
+
+/** Whether the 7 bytes at `s` spell `team_id` (as isUserIdKey). */
+function isTeamIdKey(b: Buffer, s: number): boolean {
+  return (
+    b[s] === 0x74 &&
+    b[s + 1] === 0x65 &&
+    b[s + 2] === 0x61 &&
+    b[s + 3] === 0x6d &&
     b[s + 4] === 0x5f &&
     b[s + 5] === 0x69 &&
     b[s + 6] === 0x64

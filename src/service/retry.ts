@@ -8,6 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpError, NetworkError, TimeoutError } from './errors.js';
+import { LeaderUntrusted } from './source-freshness.js';
 
 /** Statuses that say "try again later", not "you asked for something wrong". */
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504]);
@@ -150,6 +151,8 @@ export async function callWithRetries<T>(what: string, call: (signal?: AbortSign
  * undefined when `err` is no refusal.
  */
 export function refusalOf(err: unknown): string | undefined {
+  // A follower's answer from another leader than the run's: no other answer can be trusted either.
+  if (err instanceof LeaderUntrusted) return err.message;
   if (!(err instanceof HttpError)) return undefined;
   const what = err.path.startsWith('/v2/user/resolve/') ? 'resolve users' : 'list users';
   if (err.status === 401) {

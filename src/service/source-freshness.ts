@@ -56,3 +56,11 @@ export function sourceFreshnessOf(headers: IncomingHttpHeaders): SourceFreshness
   const field = String(issue?.path[0] ?? 'runId') as keyof typeof SOURCE_HEADERS;
   return new Error(`header ${SOURCE_HEADERS[field] ?? field}: ${issue?.message ?? 'invalid'}`);
 }
+
+/**
+ * An answer a follower must not use (src/sync/leader-pin.ts): it came from
+ * another leader than the one the run pinned (another epoch, restore or
+ * team), or from no leader at all (no freshness headers). Never retried: the
+ * run ends, publishing nothing, with the message as its reason.
+ */
+export class LeaderUntrusted extends Error {}

@@ -50,6 +50,7 @@ import { type DirectorySource, Prefetch, prefetchOffsets, scanPass } from './sca
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { planDeletions, settleCandidates } from './deletions.js';
 import { checkLeader } from './leader-check.js';
+import { LeaderPin, pinnedSource, pinTeam, UNCONFIGURED_LEADER } from './leader-pin.js';
 import { followFeed } from './follow-feed.js';
 import type { ProgressSnapshot } from './progress.js';
 import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
@@ -80,6 +81,12 @@ export interface SyncOptions {
   maxDurationMs?: number;
   /** A follower refuses a leader whose data is older than this (SYNC_LEADER_MAX_AGE_MS; ./leader-check.ts). */
   leaderMaxAgeMs?: number;
+  /**
+   * Follow a leader mirror's replica (SYNC_FOLLOW_LEADER): every answer pinned to the run's first leader and to one
+   * team (SYNC_FOLLOW_TEAM; unset: the mirror's own), ./leader-pin.ts. Unset: the client is the service, and an
+   * answer from a mirror's replica is refused.
+   */
+  follow?: { team?: string | undefined };
   /** Largest user record stored (SYNC_MAX_RECORD_BYTES). */
   maxRecordBytes?: number;
   backoff?: BackoffPolicy;
@@ -155,9 +162,17 @@ async function runUntil(
   // What the run has read, for its record if it fails: a failed run still says how far it got.
   const read = { pages: 0, usersSeen: 0 };
   const leaderMaxAgeMs = options.leaderMaxAgeMs ?? SYNC_DEFAULTS.leaderMaxAgeMs;
-  const feed = options.client.leaderFeedPage?.bind(options.client);
-  if (feed !== undefined) {
-    const follow = { source: { leaderFeedPage: feed }, writer, runId, retry, leaderMaxAgeMs, log, started };
+  let client = options.client;
+  let pin: LeaderPin | undefined;
+  if (options.follow !== undefined) {
+    const team = pinTeam(options.follow.team, writer.store.sources?.activeTeams() ?? []);
+    if ('refused' in team) return finishFailed(writer, log, runId, started, undefined, team.refused, read);
+    pin = new LeaderPin(team);
+    client = pinnedSource(client, pin);
+  }
+  const feed = pin === undefined ? undefined : client.leaderFeedPage?.bind(client);
+  if (pin !== undefined && feed !== undefined) {
+    const follow = { source: { leaderFeedPage: feed }, pin, writer, runId, retry, leaderMaxAgeMs, log, started };
     try {
       const followed = await followFeed({ ...follow, maxRecordBytes: options.maxRecordBytes });
       if (followed !== undefined) return followed;
@@ -167,21 +182,18 @@ async function runUntil(
   }
   // A re-sync asks for its first `concurrency` pages at once, planned from the last run's total
   // (page 0 then checks the plan): waiting a round trip for page 0 alone costs a far service's latency.
-  const prefetch = new Prefetch(
-    options.client,
-    prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT),
-    MAX_PAGE_LIMIT,
-    retry,
-  );
+  const prefetch = new Prefetch(client, prefetchOffsets(writer.lastListedTotal(), concurrency, MAX_PAGE_LIMIT), MAX_PAGE_LIMIT, retry);
   let first: RecordPage;
   try {
-    first = await callWithRetries('offset 0', (sig) => options.client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
+    first = await callWithRetries('offset 0', (sig) => client.listUserRecords({ offset: 0, limit: MAX_PAGE_LIMIT }, sig), retry);
   } catch (err) {
     await prefetch.drop();
     return finishFailed(writer, log, runId, started, undefined, stopReason(err) ?? `first page failed: ${errorMessage(err)}`, read);
   }
 
-  const refused = first.source && checkLeader(writer, runId, first.source, leaderMaxAgeMs, log);
+  // A follower's first page has its leader's headers (the pin refused it otherwise); the service's has none.
+  const leader = first.source;
+  const refused = leader && (pin === undefined ? UNCONFIGURED_LEADER : checkLeader(writer, runId, leader, leaderMaxAgeMs, log));
   if (refused !== undefined) {
     await prefetch.drop();
     return finishFailed(writer, log, runId, started, first.total, refused, read);
@@ -197,7 +209,7 @@ async function runUntil(
     // Nothing is staged yet, so every active user is still "unseen".
     const activeBefore = writer.countUnseenActive(runId);
     const scan = await scanPass({
-      source: options.client,
+      source: client,
       writer,
       runId,
       firstPage: first,
@@ -226,7 +238,7 @@ async function runUntil(
     });
     // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
-    const outcome = await settleCandidates(options.client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
+    const outcome = await settleCandidates(client, writer, runId, plan, candidates, { concurrency: verifyConcurrency, retry, log });
     if (!plan.verify && plan.kind === 'collapsed') logCollapsed(log, runId, scan, plan.reason);
     const status: SyncStatus = plan.verify ? 'succeeded' : 'partial';
     const reason = plan.verify ? undefined : partialReason(plan.reason, scan);

@@ -11,9 +11,11 @@
  * the leader's state from the feed alone: no cursor yet (the first run, a run
  * after a leader that sent none), the cursor is older than the leader's
  * feed retention or from a file a restore replaced (410), the leader's epoch
- * differs (restored or rebuilt: the listing path then refuses it once,
- * ./leader-check.ts), or the feed holds a `mirror.restored` or
- * `mirror.baseline` event. A stale leader is refused as on the listing path.
+ * differs (restored, rebuilt, or another leader: ./leader-check.ts), or
+ * the feed holds a `mirror.restored` or `mirror.baseline` event. A stale
+ * leader is refused as on the listing path. Every feed page and every record
+ * it carries is checked against the run's pinned leader and team
+ * (./leader-pin.ts), as the listing's are.
  */
 import type { FeedBytes } from '../service/client.js';
 import { scanRecordSpans } from '../service/page-spans.js';
@@ -21,6 +23,7 @@ import { callWithRetries, type RetryOptions } from '../service/retry.js';
 import type { Logger } from 'pino';
 import type { RunWriter } from './run-writer.js';
 import { checkLeader } from './leader-check.js';
+import type { LeaderPin } from './leader-pin.js';
 import { finishPublished, type SyncSummary } from './run-summary.js';
 import { NO_CANDIDATES } from '../../db/sync-runs.js';
 
@@ -38,6 +41,8 @@ export interface FeedSource {
 
 export interface FollowOptions {
   source: FeedSource;
+  /** The run's leader and team (./leader-pin.ts): `source` checks each answer's leader, the fold each record's team. */
+  pin: LeaderPin;
   writer: RunWriter;
   runId: number;
   retry: RetryOptions;
@@ -65,7 +70,6 @@ export async function followFeed(o: FollowOptions): Promise<SyncSummary | undefi
   if ('fallback' in folded) return fallback(o, folded.fallback);
   o.writer.store.sources?.record(o.runId, { ...source, cursor: folded.next });
 
-  o.writer.beginRun(undefined, o.runId);
   const deletions: string[] = [];
   const records: Buffer[] = [];
   for (const [userId, raw] of folded.changes) {
@@ -75,6 +79,8 @@ export async function followFeed(o: FollowOptions): Promise<SyncSummary | undefi
   const body = Buffer.concat([USERS_OPEN, ...records.flatMap((r, i) => (i === 0 ? [r] : [Buffer.from(','), r])), Buffer.from(']}')]);
   const scan = scanRecordSpans(body);
   if (!scan.ok) throw new Error(`the leader's feed records do not form a page: ${scan.reason}`);
+  o.pin.checkRecords(`the feed after cursor ${from.cursor}`, body, scan.spans);
+  o.writer.beginRun(undefined, o.runId);
   const staged = o.writer.stagePage(o.runId, { body, spans: scan.spans }, 0, o.maxRecordBytes);
   o.retry.signal?.throwIfAborted();
   const { repeats: _repeats, conflicts, ...published } = o.writer.publish(o.runId, { deletionsChecked: true, deletions });

@@ -1,11 +1,12 @@
 /**
- * A follower's check of its leader (docs/followers.md): a mirror whose
- * SERVICE_BASE_URL is another mirror's replica reads the leader's freshness
- * on the first page (src/service/source-freshness.ts) and follows it only
+ * A follower's check of its leader (docs/followers.md): a mirror configured
+ * as a follower (SYNC_FOLLOW_LEADER) reads the leader's freshness on the
+ * run's first answer (src/service/source-freshness.ts) and follows it only
  * when what it serves is true now. Otherwise the run publishes nothing: no
  * creation, no update, no deletion and no history, since every one of them
  * would be dated by the follower's publish and claim a state the service may
- * no longer be in.
+ * no longer be in. Every later answer of the run must come from that same
+ * leader (./leader-pin.ts).
  *
  * Refused, with the reason in the run's row, the summary and a warn line:
  * - `stale`: the leader's data was read from the service longer ago than
@@ -13,25 +14,22 @@
  *   confirm deletions of users merely created after it stopped.
  * - `restored`: the leader was restored from a backup and has not published
  *   a sync since: it serves the backup's past.
- * - `epoch`: the leader's epoch is not the one the follower's last run saw:
- *   it was restored or rebuilt in between. Refused once, noticed; the next run
- *   follows the leader's new lineage (the epoch it recorded) if it is fresh.
+ *
+ * A leader of another epoch than the previous run's (restored and re-synced,
+ * or rebuilt, or another leader behind the same address) is not refused for
+ * that alone: judged as above, it is as true as any, and a refusal that
+ * depended on which leader answered the previous run first would flip from
+ * run to run. It is logged (`sync.leader_lineage`), and the follower lists it
+ * whole (its feed cursor belongs to the other epoch: ./follow-feed.ts).
  */
 import type { SourceFreshness } from '../service/source-freshness.js';
 import type { RunWriter } from './run-writer.js';
 import type { Logger } from 'pino';
 
-export type LeaderVerdict = { follow: true } | { follow: false; kind: 'stale' | 'restored' | 'epoch'; reason: string };
+export type LeaderVerdict = { follow: true } | { follow: false; kind: 'stale' | 'restored'; reason: string };
 
-/** Pure: whether a run may follow the leader that sent `now` (the previous run saw `before`). */
-export function judgeLeader(now: SourceFreshness, before: SourceFreshness | undefined, nowMs: number, maxAgeMs: number): LeaderVerdict {
-  if (before !== undefined && before.epoch !== now.epoch) {
-    const restored = now.restoredAt === undefined ? 'rebuilt' : `restored at ${now.restoredAt}`;
-    return refuse(
-      'epoch',
-      `leader's epoch changed (${before.epoch} → ${now.epoch}): it was ${restored}; this run follows nothing, the next one follows its new lineage`,
-    );
-  }
+/** Pure: whether a run may follow the leader that sent `now`. */
+export function judgeLeader(now: SourceFreshness, nowMs: number, maxAgeMs: number): LeaderVerdict {
   if (now.restoredAt !== undefined && now.publishedAt < now.restoredAt) {
     return refuse(
       'restored',
@@ -49,7 +47,7 @@ export function judgeLeader(now: SourceFreshness, before: SourceFreshness | unde
   return { follow: true };
 }
 
-function refuse(kind: 'stale' | 'restored' | 'epoch', why: string): LeaderVerdict {
+function refuse(kind: 'stale' | 'restored', why: string): LeaderVerdict {
   return { follow: false, kind, reason: `${why}; nothing published, nothing deleted` };
 }
 
@@ -58,7 +56,13 @@ export function checkLeader(writer: RunWriter, runId: number, source: SourceFres
   const sources = writer.store.sources;
   const before = sources?.last();
   sources?.record(runId, source);
-  const verdict = judgeLeader(source, before, Date.now(), maxAgeMs);
+  if (before !== undefined && before.epoch !== source.epoch) {
+    log.info(
+      { event: 'sync.leader_lineage', runId, before: before.epoch, epoch: source.epoch, restoredAt: source.restoredAt },
+      `the leader is of another epoch than the previous run's (${before.epoch} → ${source.epoch}): restored, rebuilt or another leader; listing it whole`,
+    );
+  }
+  const verdict = judgeLeader(source, Date.now(), maxAgeMs);
   if (verdict.follow) return undefined;
   log.warn({ event: 'sync.leader_refused', runId, kind: verdict.kind, leader: source }, `not following the leader: ${verdict.reason}`);
   return verdict.reason;
