@@ -50,7 +50,8 @@ import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, RestoreFileFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
-import { pidRuns, restoreFilesBeside } from '../daemon/restore-files.js';
+import { restoreFilesBeside } from '../daemon/restore-files.js';
+import { pidAlive } from '../../db/sync-lease.js';
 import { readNewestRestore } from '../../db/lineage.js';
 import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
@@ -144,7 +145,7 @@ function diskOf(path: string, warnBytes: number): DiskVerdict | undefined {
 function restoreFilesOf(path: string): RestoreFileFacts | undefined {
   if (path === ':memory:') return undefined;
   const found = restoreFilesBeside(path);
-  return { leftovers: found.leftovers.map((l) => ({ ...l, running: pidRuns(l.pid) })), replaced: found.replaced };
+  return { leftovers: found.leftovers.map((l) => ({ ...l, running: pidAlive(l.pid) })), replaced: found.replaced };
 }
 
 /** Pages the file holds free (a purge or a deletion freed them): later syncs reuse them; the file never shrinks by itself. */

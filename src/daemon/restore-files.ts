@@ -20,6 +20,7 @@
 import { readdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Holder } from '../runtime/open-holders.js';
+import { pidAlive } from '../../db/sync-lease.js';
 
 /** The suffixes SQLite puts beside a database: a leftover copy's own companions. */
 const COMPANIONS = ['-wal', '-shm', '-journal'];
@@ -111,17 +112,6 @@ export function restoreFilesBeside(db: string): RestoreFiles {
   });
 }
 
-/** Whether process `pid` runs (on this host): one of another account counts as running. */
-export function pidRuns(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
-}
-
 /** Pure: of the leftovers, those no running process can still be writing (their pid does not run), and the rest. */
 export function splitLeftovers(leftovers: readonly Leftover[], runs: (pid: number) => boolean): { dead: Leftover[]; live: Leftover[] } {
   return { dead: leftovers.filter((l) => !runs(l.pid)), live: leftovers.filter((l) => runs(l.pid)) };
@@ -129,7 +119,7 @@ export function splitLeftovers(leftovers: readonly Leftover[], runs: (pid: numbe
 
 /** Removes the copies killed restores left beside `db` (pid no longer running); returns what was removed and what was kept. */
 export function removeDeadLeftovers(db: string): { removed: Leftover[]; kept: Leftover[] } {
-  const { dead, live } = splitLeftovers(restoreFilesBeside(db).leftovers, pidRuns);
+  const { dead, live } = splitLeftovers(restoreFilesBeside(db).leftovers, pidAlive);
   for (const l of dead) for (const suffix of ['', ...COMPANIONS]) rmSync(`${l.path}${suffix}`, { force: true });
   return { removed: dead, kept: live };
 }
