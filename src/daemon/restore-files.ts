@@ -134,7 +134,7 @@ export function holdersAdvice(target: string, holders: readonly Holder[]): strin
   const isLitestream = (h: Holder) => /(^|\/)litestream(\s|$)/.test(h.command);
   const stop = [
     ...(holders.some(isLitestream)
-      ? ['stop Litestream (systemctl stop litestream, or however it runs here; start it again after the restore)']
+      ? ['stop Litestream (systemctl stop litestream-user-mirror as docs/operations.md sets it up; start it again after the restore)']
       : []),
     ...(holders.some((h) => !isLitestream(h)) ? ['stop the daemon and any `serve` or `sqlite3` holding it (pm2 stop user-mirror)'] : []),
   ];
