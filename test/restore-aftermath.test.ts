@@ -167,7 +167,9 @@ describe('after restores', { timeout: 600_000 }, () => {
 
     const status = await cli(['status']);
     expect(status.stdout).toMatch(
-      new RegExp(`LEFTOVER +${escape(path)} \\(.+\\) of restore pid ${deadPid}, which no longer runs \\(killed\\): the next restore removes it`),
+      new RegExp(
+        `LEFTOVER +${escape(path)} \\(.+\\) of restore pid ${deadPid}, which no longer runs \\(killed\\): the next restore removes it`,
+      ),
     );
     expect(status.stdout).toContain(`restore copy    ${liveCopy} (64 KB): restore pid ${sleeper.pid} still runs`);
 
@@ -199,7 +201,9 @@ describe('after restores', { timeout: 600_000 }, () => {
     });
     const text = await cli(['status']);
     expect(text.stdout).toMatch(
-      new RegExp(`replaced files  ${replaced.length} kept beside the mirror, .+, the oldest from \\S+ \\(.+\\): remove those no longer needed`),
+      new RegExp(
+        `replaced files  ${replaced.length} kept beside the mirror, .+, the oldest from \\S+ \\(.+\\): remove those no longer needed`,
+      ),
     );
     // Shown, not judged: a restore is the operator's act.
     expect(text.code, text.stdout).toBe(0);

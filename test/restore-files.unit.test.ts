@@ -108,7 +108,9 @@ describe('status after restores', () => {
   it('names the newest restore, the cursors lost and the history gap; not judged', () => {
     const r = facts({}, restore);
     const text = formatStatusReport(r);
-    expect(text).toContain('restored      2026-11-28T04:00:00.000Z from the backup taken 2026-11-28T03:07:00.000Z (its last published run #41); 2 restores in all');
+    expect(text).toContain(
+      'restored      2026-11-28T04:00:00.000Z from the backup taken 2026-11-28T03:07:00.000Z (its last published run #41); 2 restores in all',
+    );
     expect(text).toContain('cursors 1201–1450 the replaced file issued are lost (a consumer past 1200 is told to resume there)');
     expect(text).toContain('history gap 2026-11-28T03:07:00.000Z – the next sync');
     expect(statusExitCode(r)).toBe(0);
@@ -125,11 +127,17 @@ describe('status after restores', () => {
           { path: `${DB}.restoring-7`, pid: 7, bytes: 266 * MiB, running: false },
           { path: `${DB}.restoring-8`, pid: 8, bytes: 80 * MiB, running: true },
         ],
-        replaced: { count: 10, bytes: 1.8 * 1024 * MiB, oldest: { path: `${DB}.replaced-20261127T060000000Z`, at: '2026-11-27T06:00:00.000Z' } },
+        replaced: {
+          count: 10,
+          bytes: 1.8 * 1024 * MiB,
+          oldest: { path: `${DB}.replaced-20261127T060000000Z`, at: '2026-11-27T06:00:00.000Z' },
+        },
       },
     });
     const text = formatStatusReport(r);
-    expect(text).toContain(`LEFTOVER        ${DB}.restoring-7 (266.0 MB) of restore pid 7, which no longer runs (killed): the next restore removes it`);
+    expect(text).toContain(
+      `LEFTOVER        ${DB}.restoring-7 (266.0 MB) of restore pid 7, which no longer runs (killed): the next restore removes it`,
+    );
     expect(text).toContain(`restore copy    ${DB}.restoring-8 (80.0 MB): restore pid 8 still runs`);
     expect(text).toContain('replaced files  10 kept beside the mirror, 1.80 GB, the oldest from 2026-11-27T06:00:00.000Z');
     expect(statusExitCode(r)).toBe(0);

@@ -70,7 +70,9 @@ describe.runIf(HAVE_LITESTREAM)('restore while Litestream holds the mirror', () 
     const refused = await runCli(['restore', backup], env, 60_000);
     expect(refused.code, refused.stderr).toBe(5);
     expect(refused.stderr).toMatch(new RegExp(`is open in pid ${litestream.pid} \\(\\S*litestream replicate -config `));
-    expect(refused.stderr).toMatch(/stop Litestream \(systemctl stop litestream-user-mirror as docs\/operations.md sets it up; start it again after the restore\)/);
+    expect(refused.stderr).toMatch(
+      /stop Litestream \(systemctl stop litestream-user-mirror as docs\/operations.md sets it up; start it again after the restore\)/,
+    );
     expect(refused.stderr).not.toContain('pm2 stop user-mirror');
     expect(readFileSync(mirror).equals(before)).toBe(true);
 

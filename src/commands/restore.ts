@@ -44,13 +44,7 @@ import { AUDIT_MIGRATIONS } from '../../db/open-audit.js';
 import { markRestore, missingMirrorTables } from '../../db/restore.js';
 import { acquireSyncLease, type HeldLease } from '../../db/sync-lease.js';
 import { backupStamp } from '../daemon/backup-folder.js';
-import {
-  holdersAdvice,
-  removeDeadLeftovers,
-  restoreFilesBeside,
-  type Leftover,
-  type ReplacedFiles,
-} from '../daemon/restore-files.js';
+import { holdersAdvice, removeDeadLeftovers, restoreFilesBeside, type Leftover, type ReplacedFiles } from '../daemon/restore-files.js';
 
 const Args = z.object({
   audit: z.boolean().optional(),
@@ -245,9 +239,14 @@ function install(tmp: string, target: string, now: Date): string | null {
  */
 function keepWalPair(kind: 'mirror' | 'audit', target: string): void {
   try {
-    openMirror(target, kind === 'audit' ? { migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB', mustExist: true } : { mustExist: true }).close();
+    openMirror(
+      target,
+      kind === 'audit' ? { migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB', mustExist: true } : { mustExist: true },
+    ).close();
   } catch (err) {
-    process.stderr.write(`restore: installed, but ${target}-wal and -shm could not be made (${errorMessage(err)}); the next sync makes them\n`);
+    process.stderr.write(
+      `restore: installed, but ${target}-wal and -shm could not be made (${errorMessage(err)}); the next sync makes them\n`,
+    );
   }
 }
 

@@ -49,7 +49,7 @@ import { currentBackupVerdict } from '../daemon/backup-folder.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
-import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, RestoreFileFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
+import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
 import { restoreFilesBeside } from '../daemon/restore-files.js';
 import { pidAlive } from '../../db/sync-lease.js';
 import { readNewestRestore } from '../../db/lineage.js';
@@ -142,7 +142,7 @@ function diskOf(path: string, warnBytes: number): DiskVerdict | undefined {
 }
 
 /** What restores left beside the mirror, each killed restore's copy with whether its pid still runs. */
-function restoreFilesOf(path: string): RestoreFileFacts | undefined {
+function restoreFilesOf(path: string): StatusFacts['restoreFiles'] {
   if (path === ':memory:') return undefined;
   const found = restoreFilesBeside(path);
   return { leftovers: found.leftovers.map((l) => ({ ...l, running: pidAlive(l.pid) })), replaced: found.replaced };

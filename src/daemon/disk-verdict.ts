@@ -16,12 +16,6 @@ export interface DiskVerdict extends DiskSpace {
 /** A read-only mount first: its bytes free mean nothing to a writer (a read-only tmpfs showed as "DISK LOW"). */
 export function diskVerdict(space: DiskSpace, warnBelowBytes: number): DiskVerdict {
   const state =
-    space.readOnly === true
-      ? 'read-only'
-      : space.freeBytes < FULL_BELOW_BYTES
-        ? 'full'
-        : space.freeBytes < warnBelowBytes
-          ? 'low'
-          : 'ok';
+    space.readOnly === true ? 'read-only' : space.freeBytes < FULL_BELOW_BYTES ? 'full' : space.freeBytes < warnBelowBytes ? 'low' : 'ok';
   return { ...space, warnBelowBytes, state };
 }
