@@ -255,7 +255,10 @@ function leftoverLines(l: Restored['leftovers']): string {
   const removed = l.removed.map(
     (x) => `restore: removed ${x.path} (${mib(x.bytes)}), left by restore pid ${x.pid}, which no longer runs (killed before its end)\n`,
   );
-  const kept = l.kept.map((x) => `restore: kept ${x.path} (${mib(x.bytes)}): pid ${x.pid} still runs; remove it once it has ended\n`);
+  const kept = l.kept.map(
+    (x) =>
+      `restore: kept ${x.path} (${mib(x.bytes)}): pid ${x.pid} runs (a restore under way, or the pid reused); never removed while it does\n`,
+  );
   return [...removed, ...kept].join('');
 }
 
