@@ -6,7 +6,7 @@
  * page `disk I/O error (SQLITE_IOERR_WRITE)`. An operator must read "the
  * file system holding MIRROR_DB (<path>) is full", with the bytes free.
  */
-import { statfsSync } from 'node:fs';
+import { accessSync, constants, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export interface DiskSpace {
@@ -14,6 +14,8 @@ export interface DiskSpace {
   freeBytes: number;
   /** The file system's size. */
   totalBytes: number;
+  /** Mounted read-only (a read-only bind, a remount): no write can succeed whatever the bytes free say. */
+  readOnly?: boolean;
 }
 
 /**
@@ -27,9 +29,19 @@ export const FULL_BELOW_BYTES = 1024 * 1024;
 export function diskSpace(path: string): DiskSpace | undefined {
   try {
     const s = statfsSync(dirname(path));
-    return { freeBytes: s.bavail * s.bsize, totalBytes: s.blocks * s.bsize };
+    return { freeBytes: s.bavail * s.bsize, totalBytes: s.blocks * s.bsize, readOnly: isReadOnly(dirname(path)) };
   } catch {
     return undefined;
+  }
+}
+
+/** EROFS for a write access check: the mount is read-only (statfs's flags are not in node's answer). */
+function isReadOnly(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EROFS';
   }
 }
 

@@ -99,15 +99,35 @@ export function readHistoryGaps(db: Db): HistoryGap[] {
   return readRestores(db).map((r) => ({ from: r.backupAt, to: firstPublish.get(r.at) ?? null, restoredAt: r.at }));
 }
 
-/** The newest backup row of a copy: when it was taken and what it held. Undefined for a file no backup wrote. */
+/**
+ * The backup row that describes a copy as a whole: the newest one, when no
+ * restore row follows it. A `backup` row is written into a copy only, so a
+ * live file holds one only as the backup an earlier restore installed; a
+ * copy of such a file taken some other way (a Litestream restore, `sqlite3
+ * .backup`) carries that old row followed by its restore row, and the old
+ * row's time is not this copy's. Undefined for a copy no backup wrote.
+ */
 export function readBackupMark(db: Db): BackupMark | undefined {
   if (!hasLineage(db)) return undefined;
   const row = db
-    .prepare<[], { backup_at: string; backup_run_id: number | null; backup_cursor: number }>(
-      `SELECT backup_at, backup_run_id, backup_cursor FROM mirror_lineage WHERE event = 'backup' ORDER BY id DESC LIMIT 1`,
+    .prepare<[], { event: string; backup_at: string; backup_run_id: number | null; backup_cursor: number }>(
+      `SELECT event, backup_at, backup_run_id, backup_cursor FROM mirror_lineage ORDER BY id DESC LIMIT 1`,
     )
     .get();
-  return row && { backupAt: row.backup_at, backupRunId: row.backup_run_id, backupCursor: row.backup_cursor };
+  if (row?.event !== 'backup') return undefined;
+  return { backupAt: row.backup_at, backupRunId: row.backup_run_id, backupCursor: row.backup_cursor };
+}
+
+/**
+ * When a copy no backup marked was at least taken: its last publish, or the
+ * restore that installed the file it was copied from, whichever is later
+ * (that file held the restore's state from then on). Null for neither.
+ */
+export function latestKnownState(db: Db): string | null {
+  const lastPublish = db.prepare<[], string | null>(`SELECT max(published_at) FROM sync_runs`).pluck().get() ?? null;
+  const lastRestore = readRestores(db).at(-1)?.at ?? null;
+  if (lastPublish === null || lastRestore === null) return lastPublish ?? lastRestore;
+  return lastPublish > lastRestore ? lastPublish : lastRestore;
 }
 
 /** The feed's last issued cursor (0 for none): sqlite_sequence keeps it even after retention dropped the events. */
@@ -139,4 +159,29 @@ export function markBackup(db: Db, at: string): BackupMark {
     ).run({ at, run: mark.backupRunId, cursor: mark.backupCursor });
   })();
   return mark;
+}
+
+/** The newest restore as `status` names it: when, from which backup, the cursors lost and the history gap. */
+export interface NewestRestore extends RestoreMark {
+  /** The last run published in the installed backup, when a backup row said. */
+  backupRunId: number | null;
+  /** The history gap it left: from the backup to the first publish after it (null: none yet). */
+  gapTo: string | null;
+  /** How many restores the file has had, this one included. */
+  restores: number;
+}
+
+/** The newest restore of this file; undefined for a file never restored (or from before migration 10). */
+export function readNewestRestore(db: Db): NewestRestore | undefined {
+  if (!hasLineage(db)) return undefined;
+  const restores = readRestores(db);
+  const newest = restores.at(-1);
+  if (newest === undefined) return undefined;
+  const backupRunId =
+    db
+      .prepare<[], number | null>(`SELECT backup_run_id FROM mirror_lineage WHERE event = 'restore' ORDER BY id DESC LIMIT 1`)
+      .pluck()
+      .get() ?? null;
+  const gapTo = readHistoryGaps(db).at(-1)?.to ?? null;
+  return { ...newest, backupRunId, gapTo, restores: restores.length };
 }

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ChangeFeed } from './change-feed.js';
-import { cursorBase, lastCursor, readBackupMark, type RestoreMark } from './lineage.js';
+import { cursorBase, lastCursor, latestKnownState, readBackupMark, type RestoreMark } from './lineage.js';
 import type { Db } from './open.js';
 
 /** The tables that make a SQLite file a mirror (a backup of something else is refused). */
@@ -23,16 +23,16 @@ export function missingMirrorTables(db: Db): string[] {
  * Marks `copy` (migrated to this build's schema) as restored at `now`, over
  * a replaced file whose last cursor was `replacedCursor` (null: unknown,
  * the file was lost). A copy no backup wrote (a plain `sqlite3 .backup`, a
- * Litestream restore) counts as taken at its last publish.
+ * Litestream restore) counts as taken at its last publish, or at the restore
+ * its file came from if that is later (db/lineage.ts latestKnownState).
  */
 export function markRestore(copy: Db, replacedCursor: number | null, now: Date): RestoreMark {
   const at = now.toISOString();
   const backup = readBackupMark(copy);
   const backupCursor = lastCursor(copy);
-  const lastPublish = copy.prepare<[], string | null>(`SELECT max(published_at) FROM sync_runs`).pluck().get() ?? null;
   const mark: RestoreMark = {
     at,
-    backupAt: backup?.backupAt ?? lastPublish ?? at,
+    backupAt: backup?.backupAt ?? latestKnownState(copy) ?? at,
     backupCursor,
     cursorBase: cursorBase(backupCursor, replacedCursor, now.getTime()),
     replacedCursor,

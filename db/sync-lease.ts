@@ -189,7 +189,8 @@ function readLease(db: Db): LeaseRow | undefined {
   return row && { holder: row.holder, host: row.host, pid: row.pid, acquiredAt: row.acquired_at, expiresAt: row.expires_at };
 }
 
-function pidAlive(pid: number): boolean {
+/** Whether process `pid` runs on this host (one of another account counts). */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -176,7 +176,7 @@ describe('backup and restore', { timeout: 600_000 }, () => {
     holder.child.kill('SIGTERM');
     await holder.exited();
     expect(r.code).toBe(5);
-    expect(r.stderr).toMatch(/is open in pid \d+ .*changes --follow.*stop it first/);
+    expect(r.stderr).toMatch(/is open in pid \d+ .*changes --follow.*stop the daemon.*pm2 stop user-mirror/);
   });
 
   it('refuses what is not a good mirror, leaving the mirror as it was', async () => {

@@ -4,7 +4,8 @@
  * Python's `mode=ro`, with no daemon running (the last writer, `sync
  * --once`, has exited). And MIRROR_GROUP set on a mirror made without it:
  * the next writable open gives the files and the folder to the group (one
- * structured line), never to other accounts.
+ * structured line), never to other accounts. And after `restore`, before
+ * any sync: the restore leaves the pair a reader needs, with the group.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -125,6 +126,25 @@ if (runnable)
       // Once widened, a later open has nothing to say.
       const quiet = await runCli(['sync', '--once'], syncEnv(mirrorDb, String(GROUP_GID)), 60_000);
       expect(quiet.stderr).not.toContain('db.files_widened_to_group');
+    }, 120_000);
+
+    it('read at once after a restore, before any sync: the restore leaves the -wal and -shm with the group', async () => {
+      const mirrorDb = join(base, 'restored', 'data', 'mirror.db');
+      const env = syncEnv(mirrorDb, String(GROUP_GID));
+      expect((await runCli(['sync', '--once'], env, 60_000)).code).toBe(0);
+      const backup = join(base, 'restored', 'backup.db');
+      const taken = await runCli(['backup', backup], env, 60_000);
+      expect(taken.code, taken.stderr).toBe(0);
+      const restored = await runCli(['restore', backup], env, 60_000);
+      expect(restored.code, restored.stderr).toBe(0);
+      for (const p of [mirrorDb, `${mirrorDb}-wal`, `${mirrorDb}-shm`]) {
+        expect(mode(p), p).toBe(0o640);
+        expect(statSync(p).gid, p).toBe(GROUP_GID);
+      }
+      const read = count(mirrorDb);
+      expect(read.stderr).toBe('');
+      expect(read.stdout.trim()).toBe(String(standIn.directory.page(0, 1_000).length));
+      if (hasPython) expect(countPython(mirrorDb).status).toBe(0);
     }, 120_000);
   });
 else

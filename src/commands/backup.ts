@@ -28,7 +28,16 @@ import { auditPathOf } from '../../db/audit-location.js';
 import { createPrivateFile } from '../../db/file-modes.js';
 import { openMirror } from '../../db/open.js';
 import { AUDIT_MIGRATIONS } from '../../db/open-audit.js';
-import { backupName, readLastBackup, rotate, writeLastBackup, type LastBackup } from '../daemon/backup-folder.js';
+import {
+  backupName,
+  LAST_BACKUP_FILE,
+  readLastBackup,
+  reserveLastBackup,
+  rotate,
+  writeLastBackup,
+  type LastBackup,
+} from '../daemon/backup-folder.js';
+import { diskSpace, FULL_BELOW_BYTES, fullDiskWords, isSpaceError } from '../../db/disk-space.js';
 
 const Args = z.object({
   audit: z.boolean().optional(),
@@ -94,13 +103,14 @@ export function backupIntoFolder(dir: string, mirrorPath: string, auditPath: str
   let record: LastBackup;
   try {
     ensureFolder(dir);
+    reserveLastBackup(dir);
     const mirror = copyOne('mirror', mirrorPath, join(dir, backupName('mirror', at)));
     const audit = existsSync(auditPath) ? copyOne('audit', auditPath, join(dir, backupName('audit', at))) : undefined;
     rotate(dir, keep);
     record = { at: at.toISOString(), ok: true, mirror: brief(mirror), ...(audit === undefined ? {} : { audit: brief(audit) }) };
   } catch (err) {
     const good = lastGood?.mirror === undefined ? undefined : { at: lastGood.at, mirror: lastGood.mirror };
-    record = { at: at.toISOString(), ok: false, error: errorMessage(err, 500), ...(good === undefined ? {} : { lastGood: good }) };
+    record = { at: at.toISOString(), ok: false, error: whyFailed(err, dir), ...(good === undefined ? {} : { lastGood: good }) };
   }
   try {
     writeLastBackup(dir, record);
@@ -109,6 +119,16 @@ export function backupIntoFolder(dir: string, mirrorPath: string, auditPath: str
       record = { ...record, ok: false, error: `copied, but ${join(dir, 'last-backup.json')} cannot be written: ${errorMessage(err)}` };
   }
   return record;
+}
+
+/** The error, led by the full file system's words when BACKUP_DIR's has no room (the likely cause of a copy failing there). */
+function whyFailed(err: unknown, dir: string): string {
+  const message = errorMessage(err, 500);
+  const space = diskSpace(join(dir, LAST_BACKUP_FILE));
+  const noRoom = isSpaceError(err) || (err as NodeJS.ErrnoException | null)?.code === 'ENOSPC';
+  return noRoom && space !== undefined && space.freeBytes < FULL_BELOW_BYTES
+    ? `${fullDiskWords(dir, space.freeBytes, 'BACKUP_DIR')}: ${message}`
+    : message;
 }
 
 /** BACKUP_DIR made private like the mirror's folder (the file policy's mode) when it does not exist. */

@@ -5,8 +5,10 @@
  * `litestream restore` output) as MIRROR_DB (or, with --audit, AUDIT_DB):
  *
  * 1. refuses while any process on this host holds the file open (the
- *    daemon, `serve`, a sync, a `sqlite3` shell) or a sync on another host
- *    holds the lease: stop them first (`pm2 stop user-mirror`);
+ *    daemon, `serve`, a sync, a `sqlite3` shell, Litestream) or a sync on
+ *    another host holds the lease, naming what to stop; removes the copies
+ *    killed restores left (`<target>.restoring-<pid>` whose pid no longer
+ *    runs; src/daemon/restore-files.ts) and says so;
  * 2. refuses a file that is not a mirror, is newer than this build's schema,
  *    or fails its check; the check runs on a private copy beside the
  *    mirror, never on the backup, which stays as it was;
@@ -15,7 +17,9 @@
  *    history gap from the backup to the next publish;
  * 4. keeps the replaced file aside (`<MIRROR_DB>.replaced-<stamp>`, with its
  *    -wal) and renames the copy into place: a reader sees the old file or
- *    the new one, never half of either.
+ *    the new one, never half of either; then opens it once, as a sync does,
+ *    so its -wal and -shm are there with the file's modes and group (a
+ *    reader in MIRROR_GROUP reads at once).
  *
  * Exit codes: 0 restored, 1 the backup is refused or the install failed
  * (the mirror is left as it was), 2 usage or configuration error, 5 busy
@@ -40,6 +44,7 @@ import { AUDIT_MIGRATIONS } from '../../db/open-audit.js';
 import { markRestore, missingMirrorTables } from '../../db/restore.js';
 import { acquireSyncLease, type HeldLease } from '../../db/sync-lease.js';
 import { backupStamp } from '../daemon/backup-folder.js';
+import { holdersAdvice, removeDeadLeftovers, restoreFilesBeside, type Leftover, type ReplacedFiles } from '../daemon/restore-files.js';
 
 const Args = z.object({
   audit: z.boolean().optional(),
@@ -81,6 +86,10 @@ export interface Restored {
   replacedKeptAs: string | null;
   schemaVersion: number;
   restore: RestoreMark | null;
+  /** Copies killed restores left (restore-files.ts): removed when their pid no longer runs, kept when it does. */
+  leftovers: { removed: Leftover[]; kept: Leftover[] };
+  /** Every replaced file now kept beside the target (this one included); null for none. */
+  replaced: ReplacedFiles | null;
 }
 
 /** The whole restore (see the file's doc); throws Refused with the mirror untouched. */
@@ -91,10 +100,10 @@ export function restoreFile(kind: 'mirror' | 'audit', backup: string, target: st
       1,
     );
   const holders = openHolders([target, `${target}-wal`, `${target}-shm`]);
-  if (holders.length > 0) {
-    const who = holders.map((h) => `pid ${h.pid} (${h.command})`).join(', ');
-    throw new Refused(`${target} is open in ${who}: stop it first (pm2 stop user-mirror), then restore`, 5);
-  }
+  if (holders.length > 0) throw new Refused(holdersAdvice(target, holders), 5);
+  // Before anything of this restore's: a copy a killed restore left can take the room this one needs.
+  const leftovers = removeDeadLeftovers(target);
+  process.stderr.write(leftoverLines(leftovers));
   const tmp = `${target}.restoring-${process.pid}`;
   let replaced: Replaced = { cursor: null };
   try {
@@ -119,7 +128,16 @@ export function restoreFile(kind: 'mirror' | 'audit', backup: string, target: st
     // of the path, which are then the new file's.
     letGo(replaced);
     const keptAs = install(tmp, target, now);
-    return { installed: target, from: backup, replacedKeptAs: keptAs, schemaVersion, restore: mark };
+    keepWalPair(kind, target);
+    return {
+      installed: target,
+      from: backup,
+      replacedKeptAs: keptAs,
+      schemaVersion,
+      restore: mark,
+      leftovers,
+      replaced: restoreFilesBeside(target).replaced,
+    };
   } finally {
     letGo(replaced);
     for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${tmp}${suffix}`, { force: true });
@@ -211,6 +229,43 @@ function install(tmp: string, target: string, now: Date): string | null {
   return keptAs;
 }
 
+/**
+ * Opens the installed file once for writing, as a sync does: SQLite makes
+ * its -wal and -shm with the file's mode and the folder's group, and the
+ * close leaves them (db/wal-pair.ts). Without the pair a reader in
+ * MIRROR_GROUP cannot open the file ("attempt to write a readonly
+ * database": it may not create them in the folder) until the next sync.
+ * The file is installed whatever happens here: a failure is said, not thrown.
+ */
+function keepWalPair(kind: 'mirror' | 'audit', target: string): void {
+  try {
+    openMirror(
+      target,
+      kind === 'audit' ? { migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB', mustExist: true } : { mustExist: true },
+    ).close();
+  } catch (err) {
+    process.stderr.write(
+      `restore: installed, but ${target}-wal and -shm could not be made (${errorMessage(err)}); the next sync makes them\n`,
+    );
+  }
+}
+
+/** What became of the copies earlier restores left: each said, removed or kept. */
+function leftoverLines(l: Restored['leftovers']): string {
+  const removed = l.removed.map(
+    (x) => `restore: removed ${x.path} (${mib(x.bytes)}), left by restore pid ${x.pid}, which no longer runs (killed before its end)\n`,
+  );
+  const kept = l.kept.map(
+    (x) =>
+      `restore: kept ${x.path} (${mib(x.bytes)}): pid ${x.pid} runs (a restore under way, or the pid reused); never removed while it does\n`,
+  );
+  return [...removed, ...kept].join('');
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
 function describe(kind: 'mirror' | 'audit', r: Restored): string {
   const lines = [`restored ${kind}: ${r.installed} from ${r.from} (schema version ${r.schemaVersion})`];
   lines.push(r.replacedKeptAs === null ? '  no file was replaced' : `  the replaced file is kept as ${r.replacedKeptAs}`);
@@ -221,6 +276,10 @@ function describe(kind: 'mirror' | 'audit', r: Restored): string {
     );
     lines.push(`  history from ${r.restore.backupAt} to the next sync is a gap: --as-of answers "unknown" there`);
   }
+  if (r.replaced !== null && r.replaced.count > 1)
+    lines.push(
+      `  ${r.replaced.count} replaced files are kept beside it (${mib(r.replaced.bytes)}, the oldest from ${r.replaced.oldest.at}): remove those no longer needed (docs/operations.md#backup-and-restore)`,
+    );
   lines.push('  start the daemon again (pm2 start user-mirror); its next sync brings the mirror up to date');
   return lines.join('\n') + '\n';
 }

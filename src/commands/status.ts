@@ -50,6 +50,9 @@ import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../daemon/status-facts.js';
+import { restoreFilesBeside } from '../daemon/restore-files.js';
+import { pidAlive } from '../../db/sync-lease.js';
+import { readNewestRestore } from '../../db/lineage.js';
 import { formatStatusReport } from '../daemon/status-text.js';
 import { attemptRecordPath, readAttemptRecord } from '../sync/attempt-record.js';
 import { diskSpace } from '../../db/disk-space.js';
@@ -122,6 +125,7 @@ export default async function status(argv: string[]): Promise<number> {
     disk: diskOf(config.MIRROR_DB, config.MIRROR_DISK_WARN_BYTES),
     checkpoints: config.MIRROR_CHECKPOINTS,
     recordBeside: recordBeside(config.MIRROR_DB),
+    restoreFiles: restoreFilesOf(config.MIRROR_DB),
     backups:
       config.BACKUP_DIR === undefined
         ? undefined
@@ -135,6 +139,13 @@ export default async function status(argv: string[]): Promise<number> {
 function diskOf(path: string, warnBytes: number): DiskVerdict | undefined {
   const space = path === ':memory:' ? undefined : diskSpace(path);
   return space === undefined ? undefined : diskVerdict(space, warnBytes);
+}
+
+/** What restores left beside the mirror, each killed restore's copy with whether its pid still runs. */
+function restoreFilesOf(path: string): StatusFacts['restoreFiles'] {
+  if (path === ':memory:') return undefined;
+  const found = restoreFilesBeside(path);
+  return { leftovers: found.leftovers.map((l) => ({ ...l, running: pidAlive(l.pid) })), replaced: found.replaced };
 }
 
 /** Pages the file holds free (a purge or a deletion freed them): later syncs reuse them; the file never shrinks by itself. */
@@ -195,6 +206,7 @@ function readMirrorFacts(path: string, auditPath: string): MirrorFacts {
       findings: newestRunFindings(db),
       schemaDrift: newestRunDrift(db),
       feed: feedOf(db),
+      restore: readNewestRestore(db),
       files: path === ':memory:' ? undefined : { ...databaseFileSizes(path), freeBytes: freePageBytes(db), walIndex: readWalIndex(path) },
     };
   } catch (err) {

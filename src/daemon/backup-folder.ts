@@ -3,10 +3,26 @@
  * rotation drops, and the record of the last attempt that `status` and
  * `/metrics` read. One attempt writes `mirror-<stamp>.db` and, when the
  * audit file exists, `audit-<stamp>.db`; `last-backup.json` says how the
- * newest attempt ended (a failure is kept until a later attempt succeeds).
- * The decisions are pure; reading and writing the folder are the thin part.
+ * newest attempt ended (a failure is kept until a later attempt succeeds),
+ * written so that a full folder still takes the record of its own failure
+ * (RECORD_BYTES). It is kept in the folder, not beside the mirror or in the
+ * daemon: `status` reads it without a daemon (a system cron runs backups
+ * too), and beside the mirror is the same full file system when both share
+ * one. The decisions are pure; reading and writing the folder are the thin part.
  */
-import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { syncFile } from '../../db/backup.js';
@@ -59,6 +75,8 @@ export function readLastBackup(dir: string): { ok: true; record: LastBackup | un
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? { ok: true, record: undefined } : { ok: false, problem: `${LAST_BACKUP_FILE}: cannot be read (${code})` };
   }
+  // A reserved page, no attempt recorded in it yet.
+  if (text.trim() === '') return { ok: true, record: undefined };
   try {
     const parsed = LastBackupSchema.safeParse(JSON.parse(text));
     if (parsed.success) return { ok: true, record: parsed.data };
@@ -69,13 +87,79 @@ export function readLastBackup(dir: string): { ok: true; record: LastBackup | un
   }
 }
 
-/** Writes the record privately and atomically (a reader never sees half of it). */
+/**
+ * The record's one size: a page. A record is written padded to it, so a
+ * later one fits in the blocks the file already has: on a full folder, where
+ * a new file cannot be made, the record of the failure is written over the
+ * last one in place (writeLastBackup). Without that, the record of the last
+ * good copy stayed, and `status` said "last good 2s ago" until staleness.
+ */
+const RECORD_BYTES = 4_096;
+
+/** A record as its page: JSON padded with spaces (JSON allows them) to RECORD_BYTES; longer records are not padded. */
+function recordPage(record: LastBackup | undefined): Buffer {
+  const text = record === undefined ? '' : JSON.stringify(record);
+  const bytes = Buffer.byteLength(text);
+  if (bytes >= RECORD_BYTES) return Buffer.from(`${text}\n`);
+  const page = Buffer.alloc(RECORD_BYTES, ' ');
+  page.write(text);
+  page.write('\n', RECORD_BYTES - 1);
+  return page;
+}
+
+/**
+ * Writes the record privately and atomically (a reader never sees half of
+ * it); where no new file can be made (a full folder), over the old record
+ * in place, which needs no new block. Throws when neither can be done.
+ */
 export function writeLastBackup(dir: string, record: LastBackup): void {
+  writeRecordPage(dir, recordPage(record));
+}
+
+/**
+ * Reserves the record's page before a first attempt (a blank page reads as
+ * no record yet): then even the first attempt's failure on a folder that
+ * fills during it can be recorded in place.
+ */
+export function reserveLastBackup(dir: string): void {
+  try {
+    writeFileSync(join(dir, LAST_BACKUP_FILE), recordPage(undefined), { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+function writeRecordPage(dir: string, page: Buffer): void {
   const path = join(dir, LAST_BACKUP_FILE);
   const tmp = `${path}.${process.pid}`;
-  writeFileSync(tmp, JSON.stringify(record) + '\n', { mode: 0o600 });
-  renameSync(tmp, path);
+  try {
+    writeFileSync(tmp, page, { mode: 0o600 });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    if (!writeInPlace(path, page)) throw err;
+  }
   syncFile(dir);
+}
+
+/** The page written over `path` from its start, the rest cut off; false when that cannot be done either. */
+function writeInPlace(path: string, page: Buffer): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r+');
+  } catch {
+    return false;
+  }
+  try {
+    writeSync(fd, page, 0, page.length, 0);
+    ftruncateSync(fd, page.length);
+    fsyncSync(fd);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Deletes what rotation drops; returns the names deleted. */

@@ -13,6 +13,8 @@ import type { RunTrouble } from './staleness.js';
 import type { RunFindings } from '../../db/run-findings.js';
 import type { RunDrift } from '../../db/schema-drift.js';
 import type { EndpointFailure } from '../../jobs/webhooks/delivery-state.js';
+import type { NewestRestore } from '../../db/lineage.js';
+import type { Leftover, ReplacedFiles } from './restore-files.js';
 
 export interface RunFacts {
   id: number;
@@ -137,6 +139,8 @@ export type MirrorFacts =
       /** What went wrong since the last success (see staleness.ts). */
       lastProblem?: RunTrouble | undefined;
       running?: RunTrouble | undefined;
+      /** The newest restore of the file (db/lineage.ts); undefined for a file never restored. */
+      restore?: NewestRestore | undefined;
       /** On a follower: when its last succeeded run's data was read from the service (docs/followers.md). */
       sourceAt?: Date | undefined;
       /**
@@ -149,7 +153,15 @@ export type MirrorFacts =
 
 export type BackupFacts = BackupVerdict & { dir: string; cron: string };
 
+/** What restores left beside the mirror (./restore-files.ts): killed restores' copies (and whether their pid runs), replaced files. */
+export interface RestoreFileFacts {
+  leftovers: Array<Leftover & { running: boolean }>;
+  replaced: ReplacedFiles | null;
+}
+
 export interface StatusFacts {
+  /** What restores left beside the mirror; undefined when not looked at. */
+  restoreFiles?: RestoreFileFacts | undefined;
   /** Scheduled backups (BACKUP_DIR): the folder, the schedule and the verdict; undefined without BACKUP_DIR. */
   backups?: BackupFacts | undefined;
   mirrorPath: string;

@@ -8,7 +8,8 @@
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness } from './staleness.js';
-import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { BackupFacts, FieldWarningFacts, QueueFacts, RestoreFileFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { NewestRestore } from '../../db/lineage.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
 import type { RunDrift } from '../../db/schema-drift.js';
 import { webhookLag } from './webhook-lag.js';
@@ -109,6 +110,10 @@ export interface StatusReport {
     identityConflicts?: ConflictReport | null;
     /** The newest published run's field warnings by rule, and the (field, rule) pairs it met first; null when none. Not a failure: tolerance. */
     schemaDrift?: RunDrift | null;
+    /** The newest restore: when, from which backup, the cursors lost and the history gap; null for a file never restored. Not judged: an operator's act. */
+    restore?: NewestRestore | null;
+    /** Killed restores' copies and replaced files beside the mirror; shown, not judged (nothing deletes what an operator may need). */
+    restoreFiles?: RestoreFileFacts;
   };
   /** The removal audit (AUDIT_DB): whether it can be written now; null when not looked at. */
   audit: AuditReport | null;
@@ -186,6 +191,8 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         schemaDrift: m.schemaDrift === undefined || m.schemaDrift.byRule.length === 0 ? null : m.schemaDrift,
         ...(m.files === undefined ? {} : { wal: walVerdict(m.files, f.walWarnBytes, f.checkpoints) }),
         ...(m.files?.freeBytes === undefined ? {} : { freeBytes: m.files.freeBytes }),
+        restore: m.restore ?? null,
+        ...(f.restoreFiles === undefined ? {} : { restoreFiles: f.restoreFiles }),
       }
     : {
         path: f.mirrorPath,
@@ -193,6 +200,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         available: false,
         error: m.error,
         ...disk,
+        ...(f.restoreFiles === undefined ? {} : { restoreFiles: f.restoreFiles }),
         lastAttemptFailed:
           besideSync === undefined ? null : { at: besideSync.finishedAt, reason: besideSync.failedReason ?? '', run: null },
       };

@@ -4,7 +4,8 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
-import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
+import type { BackupFacts, QueueCounts, RestoreFileFacts, RunFacts } from './status-facts.js';
+import type { NewestRestore } from '../../db/lineage.js';
 import type { RemovalQueueReport, StatusReport } from './status-report.js';
 import type { WalVerdict } from './wal-verdict.js';
 import { fullDiskWords } from '../../db/disk-space.js';
@@ -62,6 +63,7 @@ export function formatStatusReport(r: StatusReport): string {
           : `  checkpoint    ${held} of ${cp.walFrames} WAL frames not copied at ${cp.at}: ${blame}`,
       );
     }
+    if (m.restore != null) lines.push(...restoreLines(m.restore));
     if (m.fieldWarnings !== null && m.fieldWarnings !== undefined) lines.push(`  field warnings ${formatWarnings(m.fieldWarnings)}`);
     lines.push(...formatFindings(r));
     const runs = m.lastRuns ?? [];
@@ -81,6 +83,7 @@ export function formatStatusReport(r: StatusReport): string {
       }
     }
   }
+  if (m.restoreFiles !== undefined) lines.push(...restoreFileLines(m.restoreFiles));
   if (r.queues.reachable) {
     lines.push('queues');
     lines.push(`  sync          ${formatCounts(r.queues.sync)}`);
@@ -270,9 +273,45 @@ function backupLines(b: BackupFacts): string[] {
   return lines;
 }
 
+/** The newest restore: when, from which backup, the cursors the replaced file issued that are lost, the history gap. */
+function restoreLines(x: NewestRestore): string[] {
+  const run = x.backupRunId === null ? '' : ` (its last published run #${x.backupRunId})`;
+  const count = x.restores > 1 ? `; ${x.restores} restores in all` : '';
+  const lost =
+    x.replacedCursor === null
+      ? `the replaced file could not be read: cursors after ${x.backupCursor} it may have issued are lost`
+      : x.replacedCursor > x.backupCursor
+        ? `cursors ${x.backupCursor + 1}–${x.replacedCursor} the replaced file issued are lost`
+        : 'no cursor the replaced file issued is lost';
+  const gapEnd = x.gapTo === null ? 'the next sync' : x.gapTo;
+  return [
+    `  restored      ${x.at} from the backup taken ${x.backupAt}${run}${count}`,
+    `                ${lost} (a consumer past ${x.backupCursor} is told to resume there); new cursors start after ${x.cursorBase}`,
+    `                history gap ${x.backupAt} – ${gapEnd}: --as-of there answers "unknown"`,
+  ];
+}
+
+/** Killed restores' copies and replaced files beside the mirror: said with their size, never deleted here. */
+function restoreFileLines(f: RestoreFileFacts): string[] {
+  const lines = f.leftovers.map((l) =>
+    l.running
+      ? `restore copy    ${l.path} (${formatBytes(l.bytes)}): restore pid ${l.pid} still runs`
+      : `LEFTOVER        ${l.path} (${formatBytes(l.bytes)}) of restore pid ${l.pid}, which no longer runs (killed): the next restore removes it, or remove it and its -wal, -shm`,
+  );
+  const r = f.replaced;
+  if (r !== null)
+    lines.push(
+      `replaced files  ${r.count} kept beside the mirror, ${formatBytes(r.bytes)}, the oldest from ${r.oldest.at} (${r.oldest.path}): ` +
+        'remove those no longer needed (docs/operations.md#backup-and-restore)',
+    );
+  return lines;
+}
+
 /** The disk line: the state first, in capitals when it needs an operator. */
 function formatDisk(d: DiskVerdict, path: string): string {
   const of = `${formatBytes(d.freeBytes)} free of ${formatBytes(d.totalBytes)}`;
+  if (d.state === 'read-only')
+    return `  READ-ONLY     the file system holding MIRROR_DB (${path}) is mounted read-only (${of}): readers answer; syncs, checkpoints and restores cannot write until it is mounted read-write`;
   if (d.state === 'full')
     return `  DISK FULL     ${fullDiskWords(path, d.freeBytes)}; readers still answer, syncs fail until there is room`;
   if (d.state === 'low')
@@ -286,6 +325,8 @@ function walBlame(d: DiskVerdict | undefined, path: string): string | undefined 
   const where =
     d.state === 'full'
       ? fullDiskWords(path, d.freeBytes)
-      : `the file system holding MIRROR_DB (${path}) has only ${formatBytes(d.freeBytes)} free`;
+      : d.state === 'read-only'
+        ? `the file system holding MIRROR_DB (${path}) is mounted read-only`
+        : `the file system holding MIRROR_DB (${path}) has only ${formatBytes(d.freeBytes)} free`;
   return `${where}: a checkpoint that must grow the file cannot finish; make room (docs/operations.md)`;
 }
