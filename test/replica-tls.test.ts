@@ -110,6 +110,7 @@ function followerEnv(name: string, extra: Record<string, string>): Record<string
     SERVICE_API_KEY: REPLICA_KEY,
     MIRROR_DB: at(`${name}.db`),
     SYNC_LEADER_MAX_AGE_MS: '600000',
+    SYNC_FOLLOW_LEADER: '1',
     LOG_LEVEL: 'info',
     ...extra,
   };
