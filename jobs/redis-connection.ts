@@ -366,19 +366,16 @@ export function redisReady(client: RedisClient, ms: number): Promise<void> {
     const onReady = (): void => done();
     // A connection that will not try again (a probe) has answered already.
     const onEnd = (): void => done(new RedisUnavailableError(last ?? 'connection closed', false, redisFailureOf(last ?? '')));
-    const timer = setTimeout(
-      () =>
-        done(
-          last === undefined
-            ? new RedisUnavailableError(
-                `no answer within ${ms} ms (the connection was accepted but Redis said nothing)`,
-                false,
-                'timed out',
-              )
-            : new RedisUnavailableError(`not connected within ${ms} ms (${last})`, false, redisFailureOf(last)),
-        ),
-      ms,
-    );
+    // 'connect': the socket is open and the handshake unanswered (a stopped server); else no socket yet, whatever
+    // was said before this wait began (a client reconnecting through an outage).
+    const timer = setTimeout(() => {
+      const quiet = last === undefined && client.status === 'connect';
+      done(
+        quiet
+          ? new RedisUnavailableError(`no answer within ${ms} ms (the connection was accepted but Redis said nothing)`, false, 'timed out')
+          : new RedisUnavailableError(`not connected within ${ms} ms (${last ?? 'not connected'})`, false, redisFailureOf(last ?? '')),
+      );
+    }, ms);
     client.on('ready', onReady);
     client.on('error', onError);
     client.once('end', onEnd);
