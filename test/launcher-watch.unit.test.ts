@@ -31,6 +31,16 @@ describe('launcherChain', () => {
     expect(launcherChain(30, table({ 30: proc(1, 'PM2 v7.0.4: God Daemon (/root/.pm2)') }))).toEqual([]);
     expect(launcherChain(40, table({ 40: proc(1, '-bash') }))).toEqual([]);
   });
+
+  it('follows nothing under a pm2 that npx started: pm2 runs it, not that npm', () => {
+    const read = table({
+      30: proc(25, 'PM2 v7.0.4: God Daemon (/root/.pm2)'),
+      25: proc(20, 'node /srv/app/node_modules/.bin/pm2 start ecosystem.config.cjs'),
+      20: proc(10, "sh -c 'pm2' start ecosystem.config.cjs"),
+      10: proc(5, 'npm exec pm2 start ecosystem.config.cjs'),
+    });
+    expect(launcherChain(30, read)).toEqual([]);
+  });
 });
 
 describe('stillRunning', () => {

@@ -31,25 +31,23 @@ interface Watched {
   startTime: string;
 }
 
-/** How far up to look for npm: npm, then `sh -c`, then this process; a little room for a wrapper. */
-const MAX_DEPTH = 4;
 const NPM = /^(npm|npx)( |$)|\/npm-cli\.js|\/npx-cli\.js/;
+/** The shell npm runs a bin through (`sh -c 'user-mirror' serve`). */
+const SHELL = /^(\S*\/)?(sh|bash|dash) -c /;
 
 /**
- * The processes from this one's parent up to and including the npm that started it, or none when no
- * npm is found within MAX_DEPTH (then there is nothing to follow).
+ * npm itself as the parent, or the shell npm runs the command through and npm above it: those
+ * processes, else none (then there is nothing to follow). Nothing further up: a daemon that pm2's
+ * daemon started inherits npm's variables from an `npx pm2 start`, but pm2, not that npm, runs it.
  */
 export function launcherChain(ppid: number, read: (pid: number) => ProcInfo | undefined): Watched[] {
-  const chain: Watched[] = [];
-  let pid = ppid;
-  for (let depth = 0; depth < MAX_DEPTH && pid > 1; depth++) {
-    const info = read(pid);
-    if (info === undefined) return [];
-    chain.push({ pid, startTime: info.startTime });
-    if (NPM.test(info.cmdline)) return chain;
-    pid = info.ppid;
-  }
-  return [];
+  const parent = ppid > 1 ? read(ppid) : undefined;
+  if (parent === undefined) return [];
+  const first = { pid: ppid, startTime: parent.startTime };
+  if (NPM.test(parent.cmdline)) return [first];
+  if (!SHELL.test(parent.cmdline) || parent.ppid <= 1) return [];
+  const npm = read(parent.ppid);
+  return npm !== undefined && NPM.test(npm.cmdline) ? [first, { pid: parent.ppid, startTime: npm.startTime }] : [];
 }
 
 /** Whether `w` still runs: there, not a zombie, and the same process (not a reused PID). */
