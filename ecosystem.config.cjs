@@ -32,11 +32,13 @@
  *   environment of whoever runs `pm2 start` (pm2 passes that environment on
  *   as well; the list makes the contract explicit). No values live in this
  *   file, so no secret does. pm2 keeps the environment of the start: after
- *   changing a variable, `pm2 restart user-mirror --update-env`.
+ *   changing a variable exported in the shell, `pm2 restart user-mirror
+ *   --update-env`; after editing .env, `pm2 reload user-mirror` is enough.
  * - .env: read here, by Node's own parser (never a shell: a sourced cron
  *   value's `*` fields became file names), from ENV_FILE or ./.env beside this
- *   file; the environment of `pm2 start` wins over it, as in the CLI
- *   (src/runtime/env-file.ts). The secret check below sees its values too.
+ *   file, for the secret check and this file's own choices, but not handed to
+ *   pm2: the daemon reads it itself at every start, the environment of `pm2
+ *   start` winning over it, as in the CLI (src/runtime/env-file.ts).
  */
 'use strict';
 
@@ -45,8 +47,19 @@ const path = require('node:path');
 const { URL } = require('node:url');
 
 const envFile = process.env.ENV_FILE ? path.resolve(process.env.ENV_FILE) : path.join(__dirname, '.env');
-if (fs.existsSync(envFile)) process.loadEnvFile(envFile);
-else if (process.env.ENV_FILE) throw new Error(`user-mirror: ENV_FILE: ${envFile} does not exist`);
+if (!fs.existsSync(envFile) && process.env.ENV_FILE) throw new Error(`user-mirror: ENV_FILE: ${envFile} does not exist`);
+/**
+ * .env's values, read for the decisions this file makes (the secret check, the replica's app, the
+ * kill timeout), but never put into the environment pm2 keeps with the app. pm2 keeps that
+ * environment across `pm2 reload` and `pm2 restart --update-env` and never drops a variable from
+ * it: a REDIS_URL once copied from .env outlived its move to REDIS_URL_FILE there, and the daemon
+ * exited 2 ("REDIS_URL: set more than once") under a reload that printed ✓ (issue 50). The daemon
+ * reads .env itself at every start (src/runtime/env-file.ts), so an edited .env takes effect on
+ * reload, with the variables it no longer holds gone.
+ */
+const fileEnv = fs.existsSync(envFile) ? require('node:util').parseEnv(fs.readFileSync(envFile, 'utf8')) : {};
+/** What the daemon sees at start: the environment of `pm2 start` over .env, as the CLI merges them. */
+const seen = { ...fileEnv, ...process.env };
 
 /**
  * Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step),
@@ -201,12 +214,12 @@ function redisUrlCarriesPassword(value) {
 /** [variable, the _FILE variable to use instead] for each secret given by value. */
 const inClear = [
   ...SECRETS.filter((name) => {
-    const value = process.env[name];
+    const value = seen[name];
     if (value === undefined || value === '') return false;
     return name !== 'REDIS_URL' || redisUrlCarriesPassword(value);
   }).map((name) => [name, `${name}_FILE`]),
   ...['REDIS_CLUSTER_NODES', 'REDIS_SENTINELS']
-    .filter((name) => /@|pass/i.test(process.env[name] || ''))
+    .filter((name) => /@|pass/i.test(seen[name] || ''))
     .map((name) => [name, 'REDIS_PASSWORD_FILE (host:port only here)']),
 ];
 if (inClear.length > 0) {
@@ -219,20 +232,22 @@ if (inClear.length > 0) {
 
 const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
 
+/** `names` from the environment of `pm2 start` (not .env's: the app reads that itself), and which .env to read. */
 function pickEnv(names) {
   const env = {};
   for (const name of names) {
     if (process.env[name] !== undefined) env[name] = process.env[name];
   }
+  if (process.env.ENV_FILE) env.ENV_FILE = envFile;
   return env;
 }
 
 function shutdownTimeoutMs() {
-  const n = Number(process.env.SHUTDOWN_TIMEOUT_MS);
+  const n = Number(seen.SHUTDOWN_TIMEOUT_MS);
   return Number.isInteger(n) && n > 0 ? n : DEFAULT_SHUTDOWN_TIMEOUT_MS;
 }
 
-const logDir = process.env.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
+const logDir = seen.USER_MIRROR_LOG_DIR || path.join(__dirname, 'logs');
 
 /**
  * pm2's daemon writes the logs, under its own umask (0644 files): so the log
@@ -268,12 +283,13 @@ const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
     ].includes(name),
 );
 
-const replicaWorkers = Number(process.env.REPLICA_WORKERS || '1');
-const replicaApart = replicaWorkers > 1 && Boolean(process.env.REPLICA_PORT);
+const replicaWorkers = Number(seen.REPLICA_WORKERS || '1');
+const replicaApart = replicaWorkers > 1 && Boolean(seen.REPLICA_PORT);
 const daemonEnv = pickEnv(DAEMON_VARIABLES);
-if (replicaApart) delete daemonEnv.REPLICA_PORT;
+// Empty, not absent: the daemon's own reading of .env must not give it the port either (empty is unset).
+if (replicaApart) daemonEnv.REPLICA_PORT = '';
 
-const appName = process.env.USER_MIRROR_APP_NAME || 'user-mirror';
+const appName = seen.USER_MIRROR_APP_NAME || 'user-mirror';
 
 /** What both apps share: the built CLI, on this Node, one forked process each. */
 function app(name, logName, command, env) {
@@ -311,7 +327,7 @@ module.exports = {
       wait_ready: true,
       listen_timeout: 30_000,
       kill_timeout: shutdownTimeoutMs() + 15_000,
-      max_memory_restart: process.env.USER_MIRROR_MAX_MEMORY || '1G',
+      max_memory_restart: seen.USER_MIRROR_MAX_MEMORY || '1G',
     },
     ...(replicaApart
       ? [{ ...app(`${appName}-replica`, 'user-mirror-replica', 'serve', pickEnv(REPLICA_VARIABLES)), kill_timeout: 15_000 }]

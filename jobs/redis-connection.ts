@@ -27,6 +27,8 @@
  *   scrapes): like a producer, no offline queue, reconnects forever.
  * - `probe`: one connection attempt, no reconnects (`status`): a command
  *   that reports an outage does not wait it out.
+ * - `command`: a short CLI command's (jobs/command-redis.ts): like a
+ *   producer, and every reply is waited for at most COMMAND_REPLY_MS.
  *
  * Reconnects back off exponentially with jitter. Endpoints are logged
  * without user names or passwords.
@@ -37,7 +39,7 @@ import type { HostPort } from '../src/runtime/config-schemas.js';
 import { logError } from '../src/runtime/log-error.js';
 import type { Logger } from 'pino';
 
-export type RedisRole = 'worker' | 'producer' | 'control' | 'probe';
+export type RedisRole = 'worker' | 'producer' | 'control' | 'probe' | 'command';
 /** What every queue module accepts: a single node (or a Sentinel-managed master) or a cluster. */
 export type RedisClient = Redis | Cluster;
 
@@ -198,6 +200,13 @@ export function reconnectDelay(times: number, random: () => number = Math.random
 
 const forever = (times: number): number => reconnectDelay(times);
 
+/**
+ * How long a command (role `command`) waits for one reply: a server that took the connection and
+ * then stopped answering (SIGSTOP, a hung proxy) fails the command instead of holding it for ever.
+ * Generous, since no reply of a short command takes a healthy Redis more than milliseconds.
+ */
+export const COMMAND_REPLY_MS = 15_000;
+
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   worker: { maxRetriesPerRequest: null, retryStrategy: forever },
   // The offline queue stays on, so commands sent before the first connect wait for it; the enqueue
@@ -205,6 +214,8 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   producer: { maxRetriesPerRequest: 1, retryStrategy: forever },
   control: { enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: forever },
   probe: { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null },
+  // A command that is done does not wait ioredis's 2 s for a socket that failed (or a server that went quiet) to close.
+  command: { maxRetriesPerRequest: 1, retryStrategy: forever, commandTimeout: COMMAND_REPLY_MS, disconnectTimeout: 100 },
 };
 
 export interface RedisConnectionOptions {
@@ -257,15 +268,24 @@ function authOptions(auth: RedisAuth): RedisOptions {
   return { username: auth.username, password: auth.password, ...(auth.tls ? { tls: { ...auth.tlsOptions } } : {}) };
 }
 
-/** One line per outage, not one per reconnect attempt. */
+/** One line per outage, not one per reconnect attempt; one that starts before the first connection says it never had one. */
 function watchOutages(client: RedisClient, where: string, logger: Logger | undefined): void {
   let down = false;
+  let connected = false;
   client.on('error', (err: Error) => {
     if (down) return;
     down = true;
-    if (logger !== undefined) logError(logger, 'warn', { redis: where, err }, 'redis connection lost; reconnecting');
+    const failure = redisFailureOf(err.message);
+    if (logger !== undefined)
+      logError(
+        logger,
+        'warn',
+        { redis: where, failure, err },
+        connected ? `redis connection lost (${failure}); reconnecting` : `redis not connected (${failure}); retrying`,
+      );
   });
   client.on('ready', () => {
+    connected = true;
     if (!down) return;
     down = false;
     logger?.info({ redis: where }, 'redis connection restored');
@@ -293,13 +313,47 @@ export function describeRedisUrl(url: string): string {
   }
 }
 
-/** Resolves once `client` is ready, or rejects after `ms` with what it last saw. */
+/**
+ * Why Redis could not be used, the three an operator acts on differently: nothing answers the
+ * connection (`unreachable`: down, wrong host or port, a network in between), it answers but
+ * refuses these credentials (`refused`: NOAUTH, WRONGPASS, an ACL that forbids), or it accepted the
+ * connection and then said nothing (`timed out`: a stopped or overloaded server, a proxy that hangs).
+ */
+export type RedisFailure = 'unreachable' | 'refused' | 'timed out';
+
+const REFUSED = /\b(NOAUTH|WRONGPASS|NOPERM)\b|invalid password|invalid username|AUTH failed/i;
+const TIMED_OUT = /Command timed out|timed out|ETIMEDOUT/i;
+
+/** The failure an ioredis error (or the lack of one: `undefined`) stands for. */
+export function redisFailureOf(message: string | undefined): RedisFailure {
+  if (message === undefined) return 'timed out';
+  if (REFUSED.test(message)) return 'refused';
+  return TIMED_OUT.test(message) ? 'timed out' : 'unreachable';
+}
+
+/** ioredis's words for "no connection now" (offline queue off, connection closed, retries spent, no reply in time). */
+export function isRedisConnectionError(err: unknown): err is Error {
+  return (
+    err instanceof Error &&
+    !(err instanceof RedisUnavailableError) &&
+    /Stream isn't writeable|Connection is closed|max retries per request|ECONNREFUSED|ETIMEDOUT|Cluster isn't ready|Command timed out|\bNOAUTH\b|\bWRONGPASS\b/i.test(
+      err.message,
+    )
+  );
+}
+
+/**
+ * Resolves once `client` is ready, or rejects with a RedisUnavailableError naming the failure: at
+ * once when Redis refuses the credentials (waiting will not change them), else after `ms` with what
+ * the connection last saw.
+ */
 export function redisReady(client: RedisClient, ms: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
-    let last = 'not connected';
+    let last: string | undefined;
     const onError = (err: Error): void => {
       last = err.message;
+      if (redisFailureOf(last) === 'refused') done(new RedisUnavailableError(last, false, 'refused'));
     };
     const done = (err?: Error): void => {
       clearTimeout(timer);
@@ -311,8 +365,17 @@ export function redisReady(client: RedisClient, ms: number): Promise<void> {
     };
     const onReady = (): void => done();
     // A connection that will not try again (a probe) has answered already.
-    const onEnd = (): void => done(new RedisUnavailableError(last));
-    const timer = setTimeout(() => done(new RedisUnavailableError(`not connected within ${ms} ms (${last})`)), ms);
+    const onEnd = (): void => done(new RedisUnavailableError(last ?? 'connection closed', false, redisFailureOf(last ?? '')));
+    // 'connect': the socket is open and the handshake unanswered (a stopped server); else no socket yet, whatever
+    // was said before this wait began (a client reconnecting through an outage).
+    const timer = setTimeout(() => {
+      const quiet = last === undefined && client.status === 'connect';
+      done(
+        quiet
+          ? new RedisUnavailableError(`no answer within ${ms} ms (the connection was accepted but Redis said nothing)`, false, 'timed out')
+          : new RedisUnavailableError(`not connected within ${ms} ms (${last ?? 'not connected'})`, false, redisFailureOf(last ?? '')),
+      );
+    }, ms);
     client.on('ready', onReady);
     client.on('error', onError);
     client.once('end', onEnd);
@@ -320,18 +383,26 @@ export function redisReady(client: RedisClient, ms: number): Promise<void> {
   });
 }
 
+const FAILURE_WORDS: Record<RedisFailure, string> = {
+  unreachable: 'Redis is unreachable',
+  refused: 'Redis refused the connection',
+  'timed out': 'Redis timed out',
+};
+
 /**
- * Redis could not be reached. `sent` says whether the command had left:
- * false means it certainly did not happen; true means the connection broke
- * while it was in flight, so it may have happened (a retried enqueue is
- * safe: requests for a pending removal collapse into it).
+ * Redis could not be used; `failure` says why (RedisFailure). `sent` says
+ * whether the command had left: false means it certainly did not happen;
+ * true means the connection broke while it was in flight, so it may have
+ * happened (a retried enqueue is safe: requests for a pending removal
+ * collapse into it).
  */
 export class RedisUnavailableError extends Error {
   override name = 'RedisUnavailableError';
   constructor(
-    detail: string,
+    readonly detail: string,
     readonly sent = false,
+    readonly failure: RedisFailure = 'unreachable',
   ) {
-    super(`Redis is unreachable: ${detail}`);
+    super(`${FAILURE_WORDS[failure]}: ${detail}`);
   }
 }

@@ -119,6 +119,9 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/** The commands that run until stopped: started through npm, each stops with the npm that started it. */
+const FOLLOWS_LAUNCHER = new Set(['serve', 'daemon', 'worker', 'changes', 'stand-in']);
+
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(16)} ${c.summary}`);
   return `usage: user-mirror <command> [options]\n       user-mirror --version\n\ncommands:\n${rows.join('\n')}\n`;
@@ -173,6 +176,8 @@ async function main(argv: string[]): Promise<number> {
     applyFilePolicy();
     // Only when OTEL_* variables ask for traces is any of OpenTelemetry loaded (src/runtime/tracing.ts).
     await startTracing();
+    // Under npx/npm exec a server is npm's grandchild: it stops when that npm dies (src/runtime/launcher-watch.ts).
+    if (FOLLOWS_LAUNCHER.has(name)) (await import('./runtime/launcher-watch.js')).followLauncher();
     const mod = await command.load();
     return await mod.default(rest);
   } catch (err) {

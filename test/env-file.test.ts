@@ -42,7 +42,7 @@ describe('.env', () => {
     expect(r.stderr).toContain(`ENV_FILE: ${dir.file('missing.env')} does not exist`);
   });
 
-  it('is read by ecosystem.config.cjs, whose secret check sees its values', () => {
+  it('is read by ecosystem.config.cjs, whose secret check sees its values, and left for the daemon to read at each start', () => {
     const load = (env: Record<string, string>) =>
       execFileSync(process.execPath, ['-e', "console.log(JSON.stringify(require('./ecosystem.config.cjs').apps[0].env))"], {
         cwd: ROOT,
@@ -50,7 +50,11 @@ describe('.env', () => {
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-    expect(JSON.parse(load({ ENV_FILE: envFile }))).toMatchObject({ SYNC_CRON: '*/5 * * * *', LOG_LEVEL: 'warn' });
+    // pm2 keeps what it is given across reloads: none of the file's values, only where the file is (test/pm2-reload.test.ts).
+    const appEnv = JSON.parse(load({ ENV_FILE: envFile })) as Record<string, string>;
+    expect(appEnv).toMatchObject({ ENV_FILE: envFile });
+    expect(appEnv.SYNC_CRON).toBeUndefined();
+    expect(appEnv.LOG_LEVEL).toBeUndefined();
     const withKey = dir.file('key.env');
     writeFileSync(withKey, 'SERVICE_API_KEY=sk_in_the_file\n');
     expect(() => load({ ENV_FILE: withKey })).toThrow(/SERVICE_API_KEY set in the environment of pm2 start.*SERVICE_API_KEY_FILE/s);

@@ -77,7 +77,8 @@ describe('ecosystem.config.cjs', () => {
     });
     expect(apps.map((a) => a.args)).toEqual([['daemon'], ['serve']]);
     const [daemon, replica] = apps;
-    expect(daemon?.env.REPLICA_PORT).toBeUndefined();
+    // Empty, so the daemon's own reading of .env cannot give it the port either.
+    expect(daemon?.env.REPLICA_PORT).toBe('');
     expect(replica?.env).toMatchObject({
       REPLICA_PORT: '8788',
       REPLICA_WORKERS: '4',

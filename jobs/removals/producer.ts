@@ -20,7 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { errorMessage } from '../../src/runtime/errors.js';
-import { RedisUnavailableError, redisReady, type RedisClient } from '../redis-connection.js';
+import { RedisUnavailableError, isRedisConnectionError, redisFailureOf, redisReady, type RedisClient } from '../redis-connection.js';
 
 import {
   DEFAULT_REMOVAL_POLICY,
@@ -108,10 +108,11 @@ export async function enqueueMemberRemovals(
     });
   } catch (err) {
     // Past `connected()` the script may have run before the connection broke: say so, never "not enqueued".
-    if (!isConnectionError(err)) throw err;
+    if (!isRedisConnectionError(err)) throw err;
     throw new RedisUnavailableError(
-      `connection lost while enqueueing; the removal may have been queued, and a retry is safe: ${(err as Error).message}`,
+      `connection lost while enqueueing; the removal may have been queued, and a retry is safe: ${err.message}`,
       true,
+      redisFailureOf(err.message),
     );
   } finally {
     await owned?.close();
@@ -122,16 +123,8 @@ async function connected(queue: RemovalQueue): Promise<void> {
   const client = queue.opts.connection;
   if (typeof client === 'object' && client !== null && 'status' in client && typeof client.status === 'string') {
     await redisReady(client as RedisClient, PRODUCER_WAIT_MS).catch((err: unknown) => {
-      throw new RedisUnavailableError(`removal not enqueued: ${errorMessage(err).replace(/^Redis is unreachable: /, '')}`);
+      if (err instanceof RedisUnavailableError) throw new RedisUnavailableError(`removal not enqueued: ${err.detail}`, false, err.failure);
+      throw new RedisUnavailableError(`removal not enqueued: ${errorMessage(err)}`);
     });
   }
-}
-
-/** ioredis's words for "no connection now" (offline queue off, connection closed, retries spent). */
-function isConnectionError(err: unknown): boolean {
-  return (
-    err instanceof Error &&
-    !(err instanceof RedisUnavailableError) &&
-    /Stream isn't writeable|Connection is closed|max retries per request|ECONNREFUSED|ETIMEDOUT|Cluster isn't ready/i.test(err.message)
-  );
 }

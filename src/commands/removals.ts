@@ -15,8 +15,9 @@
  *
  * Exit codes: 0 ok, 1 some retry or adoption failed, or (listing) this host's
  * audit cannot be written (a worker here could not record its removals:
- * read-only, not this account's, a full disk; said first), 2 usage or
- * configuration, 3 no such job.
+ * read-only, not this account's, a full disk; said first), or Redis is
+ * unreachable, refuses the credentials or does not answer (named within
+ * seconds: jobs/command-redis.ts), 2 usage or configuration, 3 no such job.
  */
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -29,7 +30,8 @@ import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { createRemovalAudit } from '../../db/removal-audit.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { errorMessage } from '../runtime/errors.js';
-import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
+import { readWithQueueSettings } from '../../jobs/redis-connection.js';
+import { withCommandRedis } from '../../jobs/command-redis.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { removalQueueName, type ManagementTarget } from '../../jobs/removals/contract.js';
 import { echoId } from '../runtime/echo-id.js';
@@ -88,42 +90,50 @@ export default async function main(argv: string[]): Promise<number> {
   const target = urlTarget(config.MANAGEMENT_URL);
   if (args.positionals[0] === 'target') return reportTarget(target, prefix, args.json);
   const auditPath = auditLocation(config);
-  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:removals' });
   const writes = args.positionals[0] === 'retry' || args.positionals[0] === 'adopt';
-  const queue = createRemovalQueue(redis, { target, prefix, readOnly: !writes });
-  const unbound = openUnboundQueue(redis, prefix, !writes);
-  // Read-only and optional: this command may run where the worker's audit file is not.
-  let db: Db | undefined;
-  let auditProblem = whyNotWritable(auditPath);
-  try {
-    db = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
-  } catch (err) {
-    auditProblem = `${auditPath}: cannot be read (${errorMessage(err)})`;
-  }
-  try {
-    const [verb, jobId] = args.positionals;
-    if (verb === 'retry') {
-      const results = jobId === undefined ? await retryAllFailedRemovals(queue) : [await retryFailedRemoval(queue, jobId)];
-      return reportRetries(results, jobId === undefined, args.json, 'removal');
+  // Bounded: an outage or refused credentials are named within a deadline (jobs/command-redis.ts).
+  return withCommandRedis(endpoint, 'user-mirror:removals', async ({ redis, track }) => {
+    const queue = track(createRemovalQueue(redis, { target, prefix, readOnly: !writes }));
+    const unbound = track(openUnboundQueue(redis, prefix, !writes));
+    // Read-only and optional: this command may run where the worker's audit file is not.
+    let db: Db | undefined;
+    let auditProblem = whyNotWritable(auditPath);
+    try {
+      db = existsSync(auditPath) ? openAudit(auditPath, { readonly: true }) : undefined;
+    } catch (err) {
+      auditProblem = `${auditPath}: cannot be read (${errorMessage(err)})`;
     }
-    if (verb === 'adopt') {
-      const policy = { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS };
-      const results = await adoptUnbound(unbound, queue, jobId === undefined ? 'all' : { jobId }, policy);
-      return reportAdoptions(results, target, jobId === undefined, args.json);
+    try {
+      const [verb, jobId] = args.positionals;
+      if (verb === 'retry') {
+        const results = jobId === undefined ? await retryAllFailedRemovals(queue) : [await retryFailedRemoval(queue, jobId)];
+        return reportRetries(results, jobId === undefined, args.json, 'removal');
+      }
+      if (verb === 'adopt') {
+        const policy = { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS };
+        const results = await adoptUnbound(unbound, queue, jobId === undefined ? 'all' : { jobId }, policy);
+        return reportAdoptions(results, target, jobId === undefined, args.json);
+      }
+      if (args.failed) {
+        const audit = db !== undefined && hasAuditTable(db) ? createRemovalAudit(db) : undefined;
+        const failed = await listFailedRemovals(queue, audit, args.limit);
+        process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
+        return auditVerdict(auditProblem, args.json);
+      }
+      const code = await reportCounts({
+        queue,
+        unbound: await countUnbound(unbound),
+        db,
+        auditPath,
+        auditProblem,
+        target,
+        json: args.json,
+      });
+      return Math.max(code, auditVerdict(auditProblem, args.json));
+    } finally {
+      db?.close();
     }
-    if (args.failed) {
-      const audit = db !== undefined && hasAuditTable(db) ? createRemovalAudit(db) : undefined;
-      const failed = await listFailedRemovals(queue, audit, args.limit);
-      process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
-      return auditVerdict(auditProblem, args.json);
-    }
-    const code = await reportCounts({ queue, unbound: await countUnbound(unbound), db, auditPath, auditProblem, target, json: args.json });
-    return Math.max(code, auditVerdict(auditProblem, args.json));
-  } finally {
-    db?.close();
-    await Promise.all([queue.close(), unbound.close()]).catch(() => undefined);
-    redis.disconnect();
-  }
+  });
 }
 
 function reportTarget(target: ManagementTarget, prefix: string, json: boolean): number {

@@ -8,14 +8,17 @@
  * only a worker configured with the same URL performs it.
  *
  * Exit codes: 0 queued (or, with --wait, removed or already absent),
- * 1 the removal failed or --timeout passed, 2 bad arguments or configuration.
+ * 1 the removal failed or --timeout passed, or Redis is unreachable, refuses
+ * the credentials or does not answer (named within seconds:
+ * jobs/command-redis.ts), 2 bad arguments or configuration.
  */
 import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from './args.js';
 import { errorMessage } from '../runtime/errors.js';
-import { createRedisConnection, readWithQueueSettings } from '../../jobs/redis-connection.js';
+import { readWithQueueSettings } from '../../jobs/redis-connection.js';
+import { withCommandRedis } from '../../jobs/command-redis.js';
 import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { RemovalResultSchema, checkRemovalPayload } from '../../jobs/removals/contract.js';
@@ -60,15 +63,12 @@ export default async function main(argv: string[]): Promise<number> {
   const checked = checkRemovalPayload({ ...request, target: target.id });
   if (!checked.ok) throw new UsageError(`invalid removal request: ${checked.reason}`);
 
-  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:remove-member' });
-  const queue = createRemovalQueue(redis, { target, prefix });
-  // Listening must start before the job can finish, or a fast worker's "completed" is missed.
-  // Blocking reads need a connection that never gives up on a command.
-  const eventsRedis = args.wait
-    ? createRedisConnection(endpoint, { role: 'worker', connectionName: 'user-mirror:remove-member' })
-    : undefined;
-  const events = eventsRedis ? new QueueEvents(queue.name, { connection: eventsRedis, prefix }) : undefined;
-  try {
+  // Bounded: an outage or refused credentials are named within a deadline (jobs/command-redis.ts).
+  return withCommandRedis(endpoint, 'user-mirror:remove-member', async ({ redis, connect, track }) => {
+    const queue = track(createRemovalQueue(redis, { target, prefix }));
+    // Listening must start before the job can finish, or a fast worker's "completed" is missed.
+    // Blocking reads need a connection that never gives up on a command.
+    const events = args.wait ? track(new QueueEvents(queue.name, { connection: await connect('worker'), prefix })) : undefined;
     await events?.waitUntilReady();
     const enqueued = await enqueueMemberRemoval(queue, request, {
       policy: { attempts: config.REMOVAL_ATTEMPTS, backoffMs: config.REMOVAL_BACKOFF_MS },
@@ -105,12 +105,7 @@ export default async function main(argv: string[]): Promise<number> {
       }
       return 1;
     }
-  } finally {
-    await events?.close().catch(() => undefined);
-    await queue.close().catch(() => undefined);
-    eventsRedis?.disconnect();
-    redis.disconnect();
-  }
+  });
 }
 
 /** Who asked, for the audit, when --requested-by is not given. */

@@ -7,14 +7,16 @@
  *   webhooks retry <event_id>|--all         send failed deliveries again (after the queue's waiting ones)
  *   webhooks new-secret                     print a fresh WEBHOOK_SECRET (needs no configuration)
  *
- * Exit codes: 0 ok, 1 some retry failed, 2 usage or configuration, 3 no such job.
+ * Exit codes: 0 ok, 1 some retry failed, or Redis is unreachable, refuses the credentials or does not
+ * answer (named within seconds: jobs/command-redis.ts), 2 usage or configuration, 3 no such job.
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries } from './failed-report.js';
 import { ConfigError, ConfigPass, type Config } from '../runtime/config.js';
-import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
+import { withCommandRedis } from '../../jobs/command-redis.js';
 import { webhookTarget } from '../../jobs/webhooks/contract.js';
 import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
 import { createWebhookQueue, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
@@ -68,10 +70,10 @@ export default async function main(argv: string[]): Promise<number> {
   const config = pass.done();
   const { endpoint, prefix } = queueSettingsFromConfig(config);
   const target = webhookTarget(receiverUrl(config));
-  const redis = createRedisConnection(endpoint, { role: 'producer', connectionName: 'user-mirror:webhooks' });
   const [verb, eventId] = args.positionals;
-  const queue = createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: verb !== 'retry' });
-  try {
+  // Bounded: an outage or refused credentials are named within a deadline (jobs/command-redis.ts).
+  return withCommandRedis(endpoint, 'user-mirror:webhooks', async ({ redis, track }) => {
+    const queue = track(createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: verb !== 'retry' }));
     if (verb === 'retry') {
       const results = eventId === undefined ? await retryAllFailedWebhooks(queue) : [await retryFailedWebhook(queue, eventId)];
       return reportRetries(results, eventId === undefined, args.json, 'webhook');
@@ -82,10 +84,7 @@ export default async function main(argv: string[]): Promise<number> {
       return 0;
     }
     return await reportCounts(queue, config.MIRROR_ID, args.json);
-  } finally {
-    await queue.close().catch(() => undefined);
-    redis.disconnect();
-  }
+  });
 }
 
 async function reportCounts(queue: WebhookQueue, mirrorId: string, json: boolean): Promise<number> {

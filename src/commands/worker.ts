@@ -26,6 +26,7 @@ import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { checkRemovalGate, describeRemovalGate } from '../../jobs/redis-durability.js';
 import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
+import { waitForRedis } from '../daemon/startup-waits.js';
 import type { Logger } from 'pino';
 
 const Args = z.object({
@@ -63,8 +64,12 @@ export default async function main(argv: string[]): Promise<number> {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
   });
-  // The worker connection queues commands while Redis is down: this waits for Redis, or for a signal.
-  const gate = await Promise.race([checkRemovalGate(redis, config.ALLOW_VOLATILE_REDIS, logger), stopped]);
+  // Long-running by design, so it waits for Redis, or for a signal; but it says why it waits (unreachable,
+  // refused credentials, no answer), as the daemon does, instead of hanging silently.
+  const aborted = new AbortController();
+  void stopped.then(() => aborted.abort());
+  const reachable = await waitForRedis(redis, { logger, where: describeRedis(endpoint), signal: aborted.signal });
+  const gate = reachable ? await Promise.race([checkRemovalGate(redis, config.ALLOW_VOLATILE_REDIS, logger), stopped]) : 'stopped';
   if (typeof gate === 'string' || gate.state === 'held') {
     redis.disconnect();
     db.close();

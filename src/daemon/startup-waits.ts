@@ -6,7 +6,15 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logError, RepeatThrottle } from '../runtime/log-error.js';
-import { reconnectDelay, type RedisClient } from '../../jobs/redis-connection.js';
+import {
+  RedisUnavailableError,
+  reconnectDelay,
+  redisFailureOf,
+  redisReady,
+  type RedisClient,
+  type RedisFailure,
+} from '../../jobs/redis-connection.js';
+import { errorMessage } from '../runtime/errors.js';
 import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
@@ -38,25 +46,31 @@ export async function readRemovalGate(
   }
 }
 
-/** Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up). */
+/**
+ * Resolves true once Redis answers PING; false if `signal` aborts first (shutdown during start-up).
+ * Every connection role (the daemon's control, a worker's) waits here: the wait is for the
+ * connection's `ready`, so a worker connection's PING never sits in its offline queue for ever, and
+ * each line it logs (throttled) names the cause: unreachable, refused credentials, or no answer.
+ */
 export async function waitForRedis(redis: RedisClient, options: { logger: Logger; where: string; signal: AbortSignal }): Promise<boolean> {
   const where = options.where;
   const throttle = new RepeatThrottle(30_000);
   const started = Date.now();
   for (let attempt = 1; !options.signal.aborted; attempt++) {
-    // Without an offline queue a PING before the first connect fails at once; give the connect its chance.
-    await connected(redis, reconnectDelay(attempt) + 1_000, options.signal);
     try {
+      await untilAborted(redisReady(redis, reconnectDelay(attempt) + 1_000), options.signal);
       await redis.ping();
       if (attempt > 1) options.logger.info({ event: 'redis.ready', redis: where, waitedMs: Date.now() - started }, 'redis is reachable');
       return true;
     } catch (err) {
+      if (options.signal.aborted) return false;
+      const failure = err instanceof RedisUnavailableError ? err.failure : redisFailureOf(errorMessage(err));
       if (throttle.hit('ping').log) {
         logError(
           options.logger,
           'warn',
-          { event: 'redis.waiting', redis: where, attempt, waitedMs: Date.now() - started, err },
-          'waiting for redis before starting the workers',
+          { event: 'redis.waiting', redis: where, failure, attempt, waitedMs: Date.now() - started, err },
+          `waiting for redis before starting the workers: ${FAILURE_SAID[failure]}`,
         );
       }
     }
@@ -69,18 +83,19 @@ export async function waitForRedis(redis: RedisClient, options: { logger: Logger
   return false;
 }
 
-function connected(redis: RedisClient, ms: number, signal: AbortSignal): Promise<void> {
-  if (redis.status === 'ready') return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      redis.off('ready', done);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    redis.once('ready', done);
-    signal.addEventListener('abort', done, { once: true });
+const FAILURE_SAID: Record<RedisFailure, string> = {
+  unreachable: 'redis is unreachable',
+  refused: 'redis refuses the credentials',
+  'timed out': 'redis does not answer',
+};
+
+/** `promise`, or a rejection as soon as `signal` aborts (what it waited on goes on, bounded, in the background). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
