@@ -27,7 +27,7 @@ import {
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
-import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
+import { FirstSyncLedger, RunLedger, type Ledger } from './run-ledger.js';
 import { DriftTally } from './drift-tally.js';
 import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
@@ -40,6 +40,8 @@ export interface StagePageResult {
   changed: number;
   /** Records whose user_id was already seen in this run, this page included: drift. */
   duplicates: number;
+  /** Users this page listed for the first time in the run (a first sync's repeats included: its ledger counts user_ids). */
+  fresh: number;
   /** Records set aside (malformed, no identity, oversized): kept with the run's row. */
   rejected: number;
 }
@@ -89,7 +91,7 @@ export class RunWriter {
     try {
       // Sized once from the listing's total (a re-sync lists few users with new content).
       ledger = this.store.loadsEmptyMirror()
-        ? FIRST_SYNC_LEDGER
+        ? new FirstSyncLedger(totalAtStart ?? 0)
         : new RunLedger(this.store.activeUsers(), undefined, { active: totalAtStart ?? 0, listed: 0 });
     } catch (err) {
       // The run's transaction is open: roll it back and record why, rather than leave it to the next run.
@@ -120,6 +122,7 @@ export class RunWriter {
   stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
     const { run, ledger } = this.openLedger(runId);
     const tally = { ...emptyTally(), schemaDrift: run.schemaDrift };
+    const distinctBefore = ledger.seenCount;
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
     try {
@@ -149,7 +152,12 @@ export class RunWriter {
     }
     const duplicates = tally.duplicates + settledRepeats;
     run.duplicates += duplicates;
-    return { seen: tally.seen, changed: tally.changed, duplicates, rejected: tally.rejected.length };
+    return { seen: tally.seen, changed: tally.changed, duplicates, rejected: tally.rejected.length, fresh: ledger.seenCount - distinctBefore };
+  }
+
+  /** Distinct users the run has listed so far, whatever their records held: what a complete listing is judged by (./listing-check.ts). */
+  distinctSeen(runId: number): number {
+    return this.openLedger(runId).ledger.seenCount;
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. Returns its user_id, if readable. */
