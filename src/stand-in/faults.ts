@@ -170,7 +170,8 @@ export class Faults {
   /** How one list request on `path` is served: a page that repeats another, an order drawn anew (./listing-order.ts). */
   listing(path: string): ListingView {
     const p = this.current;
-    if (!path.startsWith(p.pathPrefix) || (p.repeatPageAt === null && p.reorderRate === 0)) return PLAIN_LISTING;
+    const faulted = p.repeatPageAt !== null || p.reorderRate > 0 || this.orderKey !== undefined;
+    if (!path.startsWith(p.pathPrefix) || !faulted) return PLAIN_LISTING;
     if (p.reorderRate > 0 && this.listingPrng.chance(p.reorderRate)) this.orderKey = this.listingPrng.nextUint32();
     const { repeatPageAt, repeatPageOf, repeatPageTimes } = p;
     return {
