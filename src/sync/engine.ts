@@ -35,12 +35,12 @@
  * incomplete: N distinct users of M listed", deleting nothing. Measured
  * against the stand-in (2,000 users, 4 pages; test/sync-listing-complete.test.ts):
  *
- *   fault                                  extra requests   outcome
- *   none, or churn between pages           0                succeeded
+ *   listing                                extra requests   outcome
+ *   whole, or churn between pages          0                succeeded
  *   page 500 repeats page 0, once          1                succeeded
- *   page 500 repeats page 0, always        1                partial
+ *   the order changed once mid-scan        6                succeeded
+ *   page 500 repeats page 0, always        5                partial
  *   a new order on every list request      8 (the budget)   partial
- *   the order changes once mid-scan        1-5              succeeded
  *
  * The run deadline exists because no single timeout bounds a run: each
  * request has its own, each page its retry budget, but a service that
