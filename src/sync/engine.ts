@@ -224,7 +224,8 @@ async function runUntil(
       maxRecordBytes: options.maxRecordBytes,
       prefetch,
       reread: (pass) => {
-        const tally = { distinct: writer.distinctSeen(runId), total: pass.totalAtEnd, movement: pass.movement, pageFailures: pass.pageFailures };
+        const { totalAtEnd: total, movement, pageRepeats, pageFailures } = pass;
+        const tally = { distinct: writer.distinctSeen(runId), total, movement, pageRepeats, pageFailures };
         const step = listing.step(tally, { step: pass.step, planTotal: pass.totalAtStart, pagesRead: pass.pagesDone, repeatedAt: pass.repeatedAt });
         return step.kind === 'reread' ? step.offsets : undefined;
       },

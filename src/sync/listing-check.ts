@@ -19,6 +19,10 @@
  * - an unstable listing: pages that repeat others, an order that changes
  *   between pages. Its `total` does not move, yet users are missing.
  *
+ * A user listed twice within one page is neither: one answer is one read,
+ * so that is the service listing the user twice (an identity conflict when
+ * under another client_user_id, reported as such), and it counts as listed.
+ *
  * A short listing is read again, within a budget of twice the pass's pages:
  * first the pages that repeated users already listed, and the pages past
  * the plan's end up to the newest `total` (a page that repeated another by
@@ -47,6 +51,8 @@ export interface ListingTally {
   total: number;
   /** Σ |Δtotal| from page to page as they arrived: the creations and deletions the listing showed. */
   movement: number;
+  /** Records that repeated a user listed earlier in the same page: the service listing it twice, counted as listed. */
+  pageRepeats: number;
   /** Pages that failed after their retries: the run is partial for those, and nothing is re-read. */
   pageFailures: number;
 }
@@ -55,13 +61,13 @@ export interface Completeness {
   complete: boolean;
   /** Users the listing holds that the run did not list. */
   shortfall: number;
-  /** How many of them the listing's movement explains. */
+  /** How many of them the listing's movement, and its users listed twice within one page, explain. */
   allowance: number;
 }
 
 export function completeness(t: ListingTally): Completeness {
   const shortfall = Math.max(0, t.total - t.distinct);
-  const allowance = 2 * t.movement;
+  const allowance = 2 * t.movement + t.pageRepeats;
   return { complete: shortfall <= allowance, shortfall, allowance };
 }
 
@@ -131,7 +137,7 @@ function everyOffset(total: number, step: number): number[] {
 
 function shortfallReason(t: ListingTally, c: Completeness, done: RereadState, why: string): string {
   const explained =
-    c.allowance === 0 ? "its total did not move to explain it" : `more than the ${COUNT.format(c.allowance)} its total's movement explains`;
+    c.allowance === 0 ? 'its total did not move to explain it' : `more than the ${COUNT.format(c.allowance)} its total's movement explains`;
   const rereads = done.pages === 0 ? 'nothing re-read' : `re-read ${COUNT.format(done.pages)} page(s) in ${done.rounds} round(s)`;
   return (
     `listing incomplete: ${COUNT.format(t.distinct)} distinct users of ${COUNT.format(t.total)} listed ` +

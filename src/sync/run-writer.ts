@@ -42,6 +42,11 @@ export interface StagePageResult {
   duplicates: number;
   /** Users this page listed for the first time in the run (a first sync's repeats included: its ledger counts user_ids). */
   fresh: number;
+  /**
+   * Records of this page whose user_id it had already listed: the service listing a user twice in one
+   * answer, which no paging causes (./listing-check.ts counts them as listed, not as a shortfall).
+   */
+  pageRepeats: number;
   /** Records set aside (malformed, no identity, oversized): kept with the run's row. */
   rejected: number;
 }
@@ -123,12 +128,28 @@ export class RunWriter {
     const { run, ledger } = this.openLedger(runId);
     const tally = { ...emptyTally(), schemaDrift: run.schemaDrift };
     const distinctBefore = ledger.seenCount;
+    // A page's few hundred user_ids, to tell a repeat within the page from one across pages.
+    const inPage = new Set<string>();
+    let listedInPage = 0;
+    const note = (userId: string): void => {
+      listedInPage++;
+      inPage.add(userId);
+    };
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
     try {
       this.store.writeUsers(
         runId,
-        pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes),
+        pageWrites(
+          page,
+          offset,
+          (userId, digest) => {
+            note(userId);
+            return ledger.sight(userId, digest);
+          },
+          tally,
+          maxRecordBytes,
+        ),
         (write, prior) => {
           const { user } = write.record;
           const settledRepeat = !write.repeat && ledger.settle(user.user_id, prior?.hash);
@@ -148,11 +169,20 @@ export class RunWriter {
     for (const rejected of tally.rejected) {
       const userId = this.keepRejected(run, rejected);
       // A record that cannot be stored still shows its user exists: never a deletion candidate.
-      if (userId !== undefined) ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
+      if (userId === undefined) continue;
+      note(userId);
+      ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
     }
     const duplicates = tally.duplicates + settledRepeats;
     run.duplicates += duplicates;
-    return { seen: tally.seen, changed: tally.changed, duplicates, rejected: tally.rejected.length, fresh: ledger.seenCount - distinctBefore };
+    return {
+      seen: tally.seen,
+      changed: tally.changed,
+      duplicates,
+      rejected: tally.rejected.length,
+      fresh: ledger.seenCount - distinctBefore,
+      pageRepeats: listedInPage - inPage.size,
+    };
   }
 
   /** Distinct users the run has listed so far, whatever their records held: what a complete listing is judged by (./listing-check.ts). */
