@@ -52,7 +52,9 @@ describe('a listing that repeats a page', () => {
     const r = await start({ faults: { repeatPageAt: 500, repeatPageOf: 0 } });
     const run = await r.sync();
     expect(run).toMatchObject({ status: 'partial', usersSeen: 1_500, deleted: 0, totalAtStart: USERS });
-    expect(run.reason).toMatch(/^listing incomplete: 1,500 distinct users of 2,000 listed \(500 short, its total did not move to explain it; /);
+    expect(run.reason).toMatch(
+      /^listing incomplete: 1,500 distinct users of 2,000 listed \(500 short, its total did not move to explain it; /,
+    );
     // The page that repeated, then the whole listing once, which found nobody new.
     expect(run.rereadPages).toBe(1 + PASS);
     expect(listPagesServed(r.standIn)).toBe(PASS + 1 + PASS);
@@ -105,7 +107,9 @@ describe('an order that changes between pages', () => {
     const r = await start({ faults: { reorderRate: 1 } });
     const run = await r.sync();
     expect(run.status).toBe('partial');
-    expect(run.reason).toMatch(/^listing incomplete: [\d,]+ distinct users of 2,000 listed \(.*the re-read budget \(twice the pass\) is spent\)/);
+    expect(run.reason).toMatch(
+      /^listing incomplete: [\d,]+ distinct users of 2,000 listed \(.*the re-read budget \(twice the pass\) is spent\)/,
+    );
     expect(run.rereadPages).toBe(2 * PASS);
     expect(run.usersSeen).toBeLessThan(USERS);
     expect(run.deleted).toBe(0);
@@ -166,16 +170,20 @@ async function repeatingProxy(target: string): Promise<{ url: string; close: () 
     const asked = new URL(req.url ?? '/', 'http://x');
     const repeat = asked.pathname.startsWith('/v2/user') && asked.searchParams.get('offset') === '500';
     if (repeat) asked.searchParams.set('offset', '0');
-    const upstream = request(`${target}${asked.pathname}${asked.search}`, { method: req.method, headers: { ...req.headers, 'accept-encoding': 'identity' } }, (answer) => {
-      const chunks: Buffer[] = [];
-      answer.on('data', (c: Buffer) => chunks.push(c));
-      answer.on('end', () => {
-        let body = Buffer.concat(chunks).toString('utf8');
-        if (repeat) body = body.replace(/"offset":0\b/, '"offset":500');
-        const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(body)) };
-        res.writeHead(answer.statusCode ?? 502, headers).end(body);
-      });
-    });
+    const upstream = request(
+      `${target}${asked.pathname}${asked.search}`,
+      { method: req.method, headers: { ...req.headers, 'accept-encoding': 'identity' } },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (c: Buffer) => chunks.push(c));
+        answer.on('end', () => {
+          let body = Buffer.concat(chunks).toString('utf8');
+          if (repeat) body = body.replace(/"offset":0\b/, '"offset":500');
+          const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(body)) };
+          res.writeHead(answer.statusCode ?? 502, headers).end(body);
+        });
+      },
+    );
     req.pipe(upstream);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

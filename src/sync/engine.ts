@@ -224,9 +224,14 @@ async function runUntil(
       maxRecordBytes: options.maxRecordBytes,
       prefetch,
       reread: (pass) => {
-        const { totalAtEnd: total, movement, pageRepeats, pageFailures } = pass;
-        const tally = { distinct: writer.distinctSeen(runId), total, movement, pageRepeats, pageFailures };
-        const step = listing.step(tally, { step: pass.step, planTotal: pass.totalAtStart, pagesRead: pass.pagesDone, repeatedAt: pass.repeatedAt });
+        const { totalAtEnd: total, movement, notDistinct, pageFailures } = pass;
+        const tally = { distinct: writer.distinctSeen(runId), total, movement, notDistinct, pageFailures };
+        const step = listing.step(tally, {
+          step: pass.step,
+          planTotal: pass.totalAtStart,
+          pagesRead: pass.pagesDone,
+          repeatedAt: pass.repeatedAt,
+        });
         return step.kind === 'reread' ? step.offsets : undefined;
       },
       onPage: (p) => {

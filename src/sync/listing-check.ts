@@ -21,7 +21,8 @@
  *
  * A user listed twice within one page is neither: one answer is one read,
  * so that is the service listing the user twice (an identity conflict when
- * under another client_user_id, reported as such), and it counts as listed.
+ * under another client_user_id, reported as such), and it counts as listed;
+ * so does a record without a readable user_id (rejected, and reported).
  *
  * A short listing is read again, within a budget of twice the pass's pages:
  * first the pages that repeated users already listed, and the pages past
@@ -51,8 +52,8 @@ export interface ListingTally {
   total: number;
   /** Σ |Δtotal| from page to page as they arrived: the creations and deletions the listing showed. */
   movement: number;
-  /** Records that repeated a user listed earlier in the same page: the service listing it twice, counted as listed. */
-  pageRepeats: number;
+  /** Records that named no user their page did not name already (a user twice in one page, no readable user_id): counted as listed. */
+  notDistinct: number;
   /** Pages that failed after their retries: the run is partial for those, and nothing is re-read. */
   pageFailures: number;
 }
@@ -61,13 +62,13 @@ export interface Completeness {
   complete: boolean;
   /** Users the listing holds that the run did not list. */
   shortfall: number;
-  /** How many of them the listing's movement, and its users listed twice within one page, explain. */
+  /** How many of them the listing's movement, and its records that name no new user within their page, explain. */
   allowance: number;
 }
 
 export function completeness(t: ListingTally): Completeness {
   const shortfall = Math.max(0, t.total - t.distinct);
-  const allowance = 2 * t.movement + t.pageRepeats;
+  const allowance = 2 * t.movement + t.notDistinct;
   return { complete: shortfall <= allowance, shortfall, allowance };
 }
 
@@ -162,7 +163,12 @@ export class ListingJudge {
     this.pagesRead ??= shape.pagesRead;
     const next = nextListingStep(t, { ...shape, pagesRead: this.pagesRead }, this.done);
     if (next.kind === 'reread') {
-      this.done = { rounds: this.done.rounds + 1, pages: this.done.pages + next.offsets.length, lastGain: undefined, lastWhole: next.whole };
+      this.done = {
+        rounds: this.done.rounds + 1,
+        pages: this.done.pages + next.offsets.length,
+        lastGain: undefined,
+        lastWhole: next.whole,
+      };
       this.distinctBefore = t.distinct;
     }
     this.last = next;

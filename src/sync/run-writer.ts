@@ -43,10 +43,11 @@ export interface StagePageResult {
   /** Users this page listed for the first time in the run (a first sync's repeats included: its ledger counts user_ids). */
   fresh: number;
   /**
-   * Records of this page whose user_id it had already listed: the service listing a user twice in one
-   * answer, which no paging causes (./listing-check.ts counts them as listed, not as a shortfall).
+   * Records of this page that name no user it does not name already: a user_id twice in one answer (the
+   * service listing it twice, which no paging causes), or none readable. ./listing-check.ts counts them
+   * as listed, not as a shortfall of the scan.
    */
-  pageRepeats: number;
+  notDistinct: number;
   /** Records set aside (malformed, no identity, oversized): kept with the run's row. */
   rejected: number;
 }
@@ -131,6 +132,7 @@ export class RunWriter {
     // A page's few hundred user_ids, to tell a repeat within the page from one across pages.
     const inPage = new Set<string>();
     let listedInPage = 0;
+    let unnamed = 0;
     const note = (userId: string): void => {
       listedInPage++;
       inPage.add(userId);
@@ -169,7 +171,10 @@ export class RunWriter {
     for (const rejected of tally.rejected) {
       const userId = this.keepRejected(run, rejected);
       // A record that cannot be stored still shows its user exists: never a deletion candidate.
-      if (userId === undefined) continue;
+      if (userId === undefined) {
+        unnamed++;
+        continue;
+      }
       note(userId);
       ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
     }
@@ -181,7 +186,7 @@ export class RunWriter {
       duplicates,
       rejected: tally.rejected.length,
       fresh: ledger.seenCount - distinctBefore,
-      pageRepeats: listedInPage - inPage.size,
+      notDistinct: listedInPage - inPage.size + unnamed,
     };
   }
 

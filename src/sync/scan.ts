@@ -40,8 +40,8 @@ export interface PassResult {
   movement: number;
   /** The page step the pass read by (the service's echoed limit). */
   step: number;
-  /** Records that repeated a user_id listed earlier in the same page (the service listing it twice; ./listing-check.ts). */
-  pageRepeats: number;
+  /** Records that named no user their page did not name already: a user_id twice in one page, or none readable (./listing-check.ts). */
+  notDistinct: number;
   /** Offsets of pages that listed users already listed in this run (the first few thousand): what a re-read tries first. */
   repeatedAt: number[];
   /** Pages asked for again because the listing fell short (./listing-check.ts), and in how many rounds. */
@@ -194,7 +194,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     totalLowest: firstPage.total,
     movement: 0,
     step,
-    pageRepeats: 0,
+    notDistinct: 0,
     repeatedAt: [],
     rereadPages: 0,
     rereadRounds: 0,
@@ -220,7 +220,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     result.movement += Math.abs(page.total - result.totalAtEnd);
     result.totalAtEnd = page.total;
     // Counted on the pass's own pages: a page read again repeats its users again, the same records.
-    if (result.rereadRounds === 0) result.pageRepeats += counts.pageRepeats;
+    if (result.rereadRounds === 0) result.notDistinct += counts.notDistinct;
     if (counts.fresh < counts.seen && result.repeatedAt.length < KEPT_REPEATED_AT) result.repeatedAt.push(offset);
     result.totalLowest = Math.min(result.totalLowest, page.total);
     // More than asked for, or than the page's own echoed limit says it holds.
