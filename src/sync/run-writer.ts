@@ -129,13 +129,11 @@ export class RunWriter {
     const { run, ledger } = this.openLedger(runId);
     const tally = { ...emptyTally(), schemaDrift: run.schemaDrift };
     const distinctBefore = ledger.seenCount;
-    // A page's few hundred user_ids, to tell a repeat within the page from one across pages.
-    const inPage = new Set<string>();
-    let listedInPage = 0;
+    // A page's few hundred user_ids, to tell a repeat within the page from one across pages (counted only when it has repeats).
+    const inPage: string[] = [];
     let unnamed = 0;
     const note = (userId: string): void => {
-      listedInPage++;
-      inPage.add(userId);
+      inPage.push(userId);
     };
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
@@ -179,14 +177,15 @@ export class RunWriter {
       ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
     }
     const duplicates = tally.duplicates + settledRepeats;
+    const fresh = ledger.seenCount - distinctBefore;
     run.duplicates += duplicates;
     return {
       seen: tally.seen,
       changed: tally.changed,
       duplicates,
       rejected: tally.rejected.length,
-      fresh: ledger.seenCount - distinctBefore,
-      notDistinct: listedInPage - inPage.size + unnamed,
+      fresh,
+      notDistinct: (fresh < inPage.length ? inPage.length - new Set(inPage).size : 0) + unnamed,
     };
   }
 
