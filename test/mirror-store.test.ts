@@ -136,7 +136,7 @@ describe('stagePage + publish', () => {
     const before = user(1);
     const runId = writer.beginRun();
     const counts = writer.stagePage(runId, pageOf(stagedUsers(range(1, 11), (n) => (n === 5 ? { ingestion_end: '2026-12-31' } : {}))), 0);
-    expect(counts).toEqual({ seen: 10, changed: 1, duplicates: 0, rejected: 0 });
+    expect(counts).toEqual({ seen: 10, changed: 1, duplicates: 0, rejected: 0, fresh: 10, notDistinct: 0 });
     expect(
       writer.publish(runId, { deletionsChecked: true, deletions: writer.pickUnseenActive(runId, Infinity).map((u) => u.user_id) }),
     ).toMatchObject({ created: 0, updated: 1, deleted: 0 });
@@ -284,6 +284,15 @@ describe('stagePage + publish', () => {
     expect(user(8)?.deleted_at).toBeNull();
   });
 
+  it('counts the distinct users of a first sync, whose repeats the publish drops', () => {
+    const runId = writer.beginRun();
+    expect(writer.stagePage(runId, pageOf(stagedUsers([1, 2, 3])), 0)).toMatchObject({ seen: 3, fresh: 3 });
+    expect(writer.stagePage(runId, pageOf(stagedUsers([2, 3, 4])), 3)).toMatchObject({ seen: 3, fresh: 1 });
+    expect(writer.distinctSeen(runId)).toBe(4);
+    expect(writer.publish(runId, { deletionsChecked: false, deletions: [] })).toMatchObject({ created: 4, repeats: 2 });
+    writer.finishRun(runId, { status: 'succeeded', pages: 2, usersSeen: 4 });
+  });
+
   it('keeps teams apart: the same client_user_id in two teams is two active users', () => {
     const r = sync([[staged(wireUser(1)), staged(wireUser(2, { client_user_id: 'client-1', team_id: OTHER_TEAM }))]]);
     expect(r).toMatchObject({ created: 2, deleted: 0 });
@@ -293,12 +302,21 @@ describe('stagePage + publish', () => {
   it('counts a user listed twice as a duplicate, keeping its latest listing', () => {
     sync([stagedUsers([1, 2])]);
     const runId = writer.beginRun();
-    expect(writer.stagePage(runId, pageOf(stagedUsers([1, 2])), 0)).toEqual({ seen: 2, changed: 0, duplicates: 0, rejected: 0 });
+    expect(writer.stagePage(runId, pageOf(stagedUsers([1, 2])), 0)).toEqual({
+      seen: 2,
+      changed: 0,
+      duplicates: 0,
+      rejected: 0,
+      fresh: 2,
+      notDistinct: 0,
+    });
     expect(writer.stagePage(runId, pageOf(stagedUsers([2, 3], () => ({ ingestion_end: '2030-01-01' }))), 0)).toEqual({
       seen: 2,
       changed: 2,
       duplicates: 1,
       rejected: 0,
+      fresh: 1,
+      notDistinct: 0,
     });
     // Within one page too; and a later unchanged listing withdraws the staged change.
     expect(writer.stagePage(runId, pageOf([...stagedUsers([4, 4]), ...stagedUsers([2])]), 0)).toEqual({
@@ -306,7 +324,10 @@ describe('stagePage + publish', () => {
       changed: 2,
       duplicates: 2,
       rejected: 0,
+      fresh: 1,
+      notDistinct: 1,
     });
+    expect(writer.distinctSeen(runId)).toBe(4);
     expect(writer.publish(runId, { deletionsChecked: false, deletions: [] })).toMatchObject({ created: 2, updated: 0 });
     expect(user(2)?.raw).not.toContain('2030-01-01');
     writer.finishRun(runId, { status: 'partial', pages: 3, usersSeen: 4 });

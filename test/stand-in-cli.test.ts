@@ -119,6 +119,29 @@ describe('user-mirror stand-in', () => {
     expect(mixed.text).toMatch(/dates: created_on up to \d{4}-\d\d-\d\d/);
   });
 
+  it('serves a repeated page and a changing order by flag, and says so in the banner', async () => {
+    const child = run(['--port', '0', '--users', '1000', '--repeat-page', '500:0', '--repeat-page-times', '1', '--reorder-rate', '0']);
+    try {
+      const env = await banner(child);
+      expect(env.text).toMatch(/faults: repeatPageAt=500 repeatPageTimes=1/);
+      const page = async (offset: number) => {
+        const res = await fetch(`${env.SERVICE_BASE_URL}/v2/user?offset=${offset}&limit=500`, {
+          headers: { 'x-service-api-key': env.SERVICE_API_KEY ?? '' },
+        });
+        return (await res.json()) as { users: Array<{ user_id: string }>; offset: number };
+      };
+      const first = await page(0);
+      const repeated = await page(500);
+      expect(repeated.offset).toBe(500);
+      expect(repeated.users.map((u) => u.user_id)).toEqual(first.users.map((u) => u.user_id));
+      // Once only: asked again, the page is its own.
+      expect((await page(500)).users[0]?.user_id).not.toBe(first.users[0]?.user_id);
+    } finally {
+      child.kill('SIGTERM');
+      await exitCode(child);
+    }
+  });
+
   it('rejects bad flags with exit code 2, naming the flag', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['--rate-429', '2'], /rate/],
@@ -130,6 +153,8 @@ describe('user-mirror stand-in', () => {
       [['--legacy-records', 'some'], /--legacy-records/],
       [['--churn-update-per-page', '-1'], /--churn-update-per-page/],
       [['--today', '2026-13-01'], /--today: must be a date YYYY-MM-DD/],
+      [['--repeat-page', '500'], /--repeat-page: must be N:M/],
+      [['--reorder-rate', '1.5'], /--reorder-rate/],
     ];
     for (const [args, message] of cases) {
       const child = run(args);

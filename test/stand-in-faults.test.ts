@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { call, deleteMember, getPage, getTeam, teamHeaders } from './support/stand-in-http.js';
+import { listingOrder } from '../src/stand-in/listing-order.js';
 
 let s: StandIn;
 beforeEach(async () => {
@@ -175,5 +176,57 @@ describe('churn during a scan', () => {
       }
     };
     expect(await run()).toEqual(await run());
+  });
+});
+
+describe('listing faults', () => {
+  const ids = async (offset: number) => (await getPage(s, offset, 250)).users.map((u) => String(u.user_id));
+  const wholeListing = async () => (await Promise.all([0, 250, 500, 750].map(ids))).flat();
+
+  it("a repeated page: the page at offset N carries offset M's users, its envelope still saying N; every time, or K times", async () => {
+    const own = await ids(250);
+    const first = await ids(0);
+    s.faults.set({ repeatPageAt: 250, repeatPageOf: 0 });
+    const page = await getPage(s, 250, 250);
+    expect(page).toMatchObject({ offset: 250, total: 1000 });
+    expect(page.users.map((u) => String(u.user_id))).toEqual(first);
+    expect(await ids(250)).toEqual(first);
+    expect(await ids(500)).not.toEqual(first);
+    s.faults.set({ repeatPageTimes: 1 });
+    expect(await ids(250)).toEqual(first);
+    expect(await ids(250)).toEqual(own);
+    s.faults.clear();
+    expect(await ids(250)).toEqual(own);
+  });
+
+  it('an order that changes: each order lists every user once; rate 1 draws a new one per request, kept when the rate drops', async () => {
+    const plain = await wholeListing();
+    s.faults.set({ reorderRate: 1 });
+    const a = await ids(0);
+    const b = await ids(0);
+    expect(a).not.toEqual(b);
+    expect(a).not.toEqual(plain.slice(0, 250));
+    // The last order drawn stays: read whole in it, the listing holds every user exactly once.
+    s.faults.set({ reorderRate: 0 });
+    const kept = await wholeListing();
+    expect(kept).not.toEqual(plain);
+    expect(new Set(kept).size).toBe(1000);
+    expect([...kept].sort()).toEqual([...plain].sort());
+    expect(await ids(0)).toEqual(kept.slice(0, 250));
+    s.faults.clear();
+    expect(await wholeListing()).toEqual(plain);
+  });
+
+  it('an order is a permutation of the positions, whatever the size', () => {
+    for (const n of [1, 2, 7, 500, 1024, 99_991]) {
+      const order = listingOrder(n, 12345);
+      const seen = new Set(Array.from({ length: n }, (_, p) => order(p)));
+      expect(seen.size).toBe(n);
+      expect(Math.min(...seen)).toBe(0);
+      expect(Math.max(...seen)).toBe(n - 1);
+    }
+    const big = listingOrder(100_000_000, 7);
+    expect(big(99_999_999)).toBeGreaterThanOrEqual(0);
+    expect(big(99_999_999)).toBeLessThan(100_000_000);
   });
 });

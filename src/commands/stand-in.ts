@@ -61,6 +61,11 @@ fault injection (rates are 0..1 per authenticated request):
   --churn-delete-per-page K
   --churn-update-per-page K after each list page, change K random live users' records
                            (a new fallback_time_zone, or a connected source added or removed)
+  --repeat-page N:M        the list page at offset N carries the users of offset M (its envelope
+                           still says N), as a service without a sort order may
+  --repeat-page-times K    ... only the first K times it is asked for (default 0: every time)
+  --reorder-rate R         chance per list request that the listing takes a new order, kept
+                           until the next (1: a new order on every request)
   --fault-path-prefix P    inject only on paths starting with P (default /)
 
 control routes (no key; loopback clients only; never faulted), see docs/stand-in.md:
@@ -102,6 +107,9 @@ const OPTIONS = {
   'churn-add-per-page': str,
   'churn-delete-per-page': str,
   'churn-update-per-page': str,
+  'repeat-page': str,
+  'repeat-page-times': str,
+  'reorder-rate': str,
   'fault-path-prefix': str,
 } as const;
 
@@ -151,6 +159,13 @@ const ArgsSchema = z.object({
   'churn-add-per-page': count(100_000).optional(),
   'churn-delete-per-page': count(100_000).optional(),
   'churn-update-per-page': count(100_000).optional(),
+  'repeat-page': z
+    .string()
+    .regex(/^\d+:\d+$/, 'must be N:M, two offsets (the page at offset N repeats offset M)')
+    .transform((v) => v.split(':').map(Number) as [number, number])
+    .optional(),
+  'repeat-page-times': count(1_000_000).optional(),
+  'reorder-rate': rate,
   'fault-path-prefix': z.string().startsWith('/', 'must start with /').optional(),
 });
 type Args = z.output<typeof ArgsSchema>;
@@ -222,6 +237,10 @@ function faultPlan(args: Args): Partial<FaultPlan> {
     churnAddPerPage: args['churn-add-per-page'] ?? args['churn-per-page'],
     churnDeletePerPage: args['churn-delete-per-page'] ?? args['churn-per-page'],
     churnUpdatePerPage: args['churn-update-per-page'],
+    repeatPageAt: args['repeat-page']?.[0],
+    repeatPageOf: args['repeat-page']?.[1],
+    repeatPageTimes: args['repeat-page-times'],
+    reorderRate: args['reorder-rate'],
     pathPrefix: args['fault-path-prefix'],
   };
   return Object.fromEntries(Object.entries(plan).filter(([, v]) => v !== undefined));

@@ -44,6 +44,20 @@ export function lastFailedAttempt(
   return null;
 }
 
+/**
+ * The newest finished run, if it ended `partial` (pure): it published what it
+ * read but deleted nothing, because it did not read the whole listing (pages
+ * failed, the listing fell short of its total: src/sync/listing-check.ts) or
+ * a breaker held. The mirror is not known complete until a run succeeds.
+ */
+export function lastPartialRun(
+  runs: ReadonlyArray<{ id: number; status: string; startedAt: string; finishedAt: string | null; error: string | null }>,
+): { at: string; reason: string; run: number } | null {
+  const newest = runs.find((run) => run.status !== 'running');
+  if (newest?.status !== 'partial') return null;
+  return { at: newest.finishedAt ?? newest.startedAt, reason: newest.error ?? 'no reason recorded', run: newest.id };
+}
+
 /** Of two finished attempts known elsewhere than in the run rows, the newer. */
 function newerAttempt(a: SyncJobFacts | null | undefined, b: SyncJobFacts | undefined): SyncJobFacts | null | undefined {
   if (a == null) return b ?? a;
@@ -89,6 +103,8 @@ export interface StatusReport {
     lastRuns?: RunFacts[];
     /** The last sync attempt, when it failed (lastFailedAttempt); null when it did not. */
     lastAttemptFailed?: { at: string; reason: string; run: number | null } | null;
+    /** The newest finished run, when it ended partial (lastPartialRun); null when it did not. */
+    lastRunPartial?: { at: string; reason: string; run: number } | null;
     /** The WAL against its threshold; undefined when unknown. */
     wal?: WalVerdict;
     /** The mirror file's free pages, in bytes: later syncs reuse them (the file is not shrunk; docs/operations.md). */
@@ -182,6 +198,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
           m.lastRuns[0],
           newerAttempt(f.queues.reachable ? f.queues.lastSyncJob : undefined, besideSync),
         ),
+        lastRunPartial: lastPartialRun(m.lastRuns),
         checkpointFailed: f.recordBeside?.what === 'checkpoint' ? { at: f.recordBeside.at, reason: f.recordBeside.reason } : null,
         ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
         lastRuns: m.lastRuns,
@@ -273,7 +290,8 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its
+ * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its newest
+ * finished run ended partial (lastPartialRun: not known complete), its
  * last checkpoint failed, its WAL is too large (walVerdict), or the file system holding it is low
  * on space or full (src/daemon/disk-verdict.ts); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
@@ -294,6 +312,7 @@ export function statusExitCode(r: StatusReport): 0 | 1 {
     r.mirror.wal?.tooLarge !== true &&
     (r.mirror.disk?.state ?? 'ok') === 'ok' &&
     (r.mirror.lastAttemptFailed ?? null) === null &&
+    (r.mirror.lastRunPartial ?? null) === null &&
     (r.mirror.checkpointFailed ?? null) === null &&
     (r.mirror.rejectedRecords ?? null) === null &&
     (r.mirror.identityConflicts?.standing ?? 0) === 0 &&

@@ -42,6 +42,8 @@ export function formatStatusReport(r: StatusReport): string {
       const which = failed.run === null ? 'LAST SYNC FAILED (no run recorded)' : `LAST SYNC FAILED (run #${failed.run})`;
       lines.push(`  ${which} at ${failed.at}: ${oneLine(failed.reason, 300)}`);
     }
+    const partial = m.lastRunPartial;
+    if (partial != null) lines.push(`  LAST SYNC PARTIAL (run #${partial.run}) at ${partial.at}: ${oneLine(partial.reason, 300)}`);
     if (m.checkpointFailed != null) {
       lines.push(
         `  CHECKPOINT FAILED at ${m.checkpointFailed.at}: ${oneLine(m.checkpointFailed.reason, 300)} ` +

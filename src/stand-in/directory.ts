@@ -21,6 +21,7 @@ import {
 } from './user-generator.js';
 import { bump, reviseUser, UNREVISED, type Change, type Direction, type JsonRecord, type Revision } from './revision.js';
 import { SparseDeletions } from './sparse-deletions.js';
+import { listingOrder } from './listing-order.js';
 
 export type DirectoryRecord = JsonRecord;
 
@@ -160,6 +161,19 @@ export class Directory {
     out.append('[');
     for (const index of this.liveIndexes(offset)) {
       if (written >= limit) break;
+      out.append(written++ === 0 ? this.jsonAt(index) : `,${this.jsonAt(index)}`);
+    }
+    out.append(']');
+  }
+
+  /** The same page in another order of the listing (./listing-order.ts): a service whose order changed between pages. */
+  writePageInOrder(offset: number, limit: number, orderKey: number, out: ByteBuilder): void {
+    const n = this.size;
+    const order = listingOrder(n, orderKey);
+    let written = 0;
+    out.append('[');
+    for (let position = Math.max(0, offset); position < n && written < limit; position++) {
+      const index = this.deletions.indexAt(order(position));
       out.append(written++ === 0 ? this.jsonAt(index) : `,${this.jsonAt(index)}`);
     }
     out.append(']');

@@ -9,9 +9,11 @@
  *   reset                     before: the request was lost, nothing happened
  *   truncate                  after: the work is done, only the answer is lost
  *   churn                     after a list page is built (see ./churn.ts)
+ *   repeated page, reorder    when a list page is built (./listing-order.ts)
  */
 import { z } from 'zod';
 import { Prng, seedKey } from './random.js';
+import { PLAIN_LISTING, type ListingView } from './listing-order.js';
 
 const rate = z.number().min(0).max(1);
 const ms = z.number().int().min(0).max(600_000);
@@ -42,6 +44,13 @@ export const FaultPlanSchema = z
     churnDeletePerPage: z.number().int().min(0).max(100_000),
     /** ...and this many random live users updated (a changed time zone or connected source). */
     churnUpdatePerPage: z.number().int().min(0).max(100_000),
+    /** The list page at this offset carries the users of `repeatPageOf` instead (its envelope still says its own offset); null: off. */
+    repeatPageAt: z.number().int().min(0).nullable(),
+    repeatPageOf: z.number().int().min(0),
+    /** How many times the page repeats; 0: every time it is asked for. */
+    repeatPageTimes: z.number().int().min(0),
+    /** Chance per list request that the listing takes a new order, kept until the next, or `clear()` (1: a new order on every request). */
+    reorderRate: rate,
   })
   .refine((p) => p.latencyMaxMs >= p.latencyMinMs, { message: 'latencyMaxMs must be >= latencyMinMs', path: ['latencyMaxMs'] })
   .refine((p) => p.rate429 + p.rate500 + p.rate503 + p.resetRate + p.truncateRate <= 1, {
@@ -68,6 +77,10 @@ export const NO_FAULTS: Readonly<FaultPlan> = Object.freeze({
   churnAddPerPage: 0,
   churnDeletePerPage: 0,
   churnUpdatePerPage: 0,
+  repeatPageAt: null,
+  repeatPageOf: 0,
+  repeatPageTimes: 0,
+  reorderRate: 0,
 });
 
 interface FailNextMatch {
@@ -118,9 +131,16 @@ export class Faults {
   private current: FaultPlan = { ...NO_FAULTS };
   private readonly queue: QueuedRule[] = [];
   private readonly prng: Prng;
+  /** A stream of its own, so that adding a listing fault does not change which requests the random faults hit. */
+  private readonly listingPrng: Prng;
+  /** The listing's current order (./listing-order.ts); undefined: the directory's own. */
+  private orderKey: number | undefined;
+  /** Repeated pages served since the plan last set repeatPage*. */
+  private repeatsServed = 0;
 
   constructor(seed: number, plan: Partial<FaultPlan> = {}) {
     this.prng = new Prng(seedKey(seed), 31);
+    this.listingPrng = new Prng(seedKey(seed), 37);
     this.set(plan);
   }
 
@@ -136,12 +156,32 @@ export class Faults {
       throw new RangeError(`fault plan: ${issue?.path.join('.') ?? '?'}: ${issue?.message ?? 'invalid'}`);
     }
     this.current = result.data;
+    if ('repeatPageAt' in patch || 'repeatPageOf' in patch || 'repeatPageTimes' in patch) this.repeatsServed = 0;
   }
 
   /** Back to no faults, and forgets queued failNext rules. */
   clear(): void {
     this.current = { ...NO_FAULTS };
     this.queue.length = 0;
+    this.orderKey = undefined;
+    this.repeatsServed = 0;
+  }
+
+  /** How one list request on `path` is served: a page that repeats another, an order drawn anew (./listing-order.ts). */
+  listing(path: string): ListingView {
+    const p = this.current;
+    const faulted = p.repeatPageAt !== null || p.reorderRate > 0 || this.orderKey !== undefined;
+    if (!path.startsWith(p.pathPrefix) || !faulted) return PLAIN_LISTING;
+    if (p.reorderRate > 0 && this.listingPrng.chance(p.reorderRate)) this.orderKey = this.listingPrng.nextUint32();
+    const { repeatPageAt, repeatPageOf, repeatPageTimes } = p;
+    return {
+      orderKey: this.orderKey,
+      sourceOffset: (offset) => {
+        if (offset !== repeatPageAt || (repeatPageTimes > 0 && this.repeatsServed >= repeatPageTimes)) return offset;
+        this.repeatsServed++;
+        return repeatPageOf;
+      },
+    };
   }
 
   /** The next `times` requests matching `method`/`pathPrefix` fail as told, before any random fault. */

@@ -19,6 +19,7 @@ import type { Directory } from './directory.js';
 import type { Members } from './members.js';
 import { detailReply, jsonReply, type Reply } from './reply.js';
 import { CONTROL_PREFIX, type ControlRoute } from './control.js';
+import { PLAIN_LISTING, type ListingView } from './listing-order.js';
 
 /**
  * Which key a path needs: the team key (/v2), the management key (/v1), or
@@ -100,12 +101,13 @@ export interface Domain {
  * The service's behaviour once a request is authenticated and past any
  * injected fault: list, resolve, delete a member. Answers are plain values;
  * putting them on the wire is ./server.ts's job. Control routes are
- * ./control.ts's: they read a body and skip faults.
+ * ./control.ts's: they read a body and skip faults. `listing`: how a list
+ * page is served under the listing faults (./listing-order.ts).
  */
-export function answer(domain: Domain, route: Exclude<Route, ControlRoute>, query: URLSearchParams): Reply {
+export function answer(domain: Domain, route: Exclude<Route, ControlRoute>, query: URLSearchParams, listing = PLAIN_LISTING): Reply {
   switch (route.name) {
     case 'list':
-      return listUsers(domain.directory, query);
+      return listUsers(domain.directory, query, listing);
     case 'resolve':
       return resolveUser(domain.directory, route.clientUserId);
     case 'delete-member':
@@ -115,12 +117,15 @@ export function answer(domain: Domain, route: Exclude<Route, ControlRoute>, quer
   }
 }
 
-function listUsers(directory: Directory, query: URLSearchParams): Reply {
+function listUsers(directory: Directory, query: URLSearchParams, listing: ListingView): Reply {
   const q = parseListQuery(query);
   if (!q.ok) return unprocessable(q.items);
   const total = directory.size;
   const out = new ByteBuilder(q.limit * BYTES_PER_USER_GUESS).append('{"users":');
-  directory.writePage(q.offset, q.limit, out);
+  // The envelope keeps the offset asked for: a repeated page does not say so.
+  const from = listing.sourceOffset(q.offset);
+  if (listing.orderKey === undefined) directory.writePage(from, q.limit, out);
+  else directory.writePageInOrder(from, q.limit, listing.orderKey, out);
   out.append(`,"total":${total},"offset":${q.offset},"limit":${q.limit}}`);
   return jsonReply(200, out.toBuffer());
 }

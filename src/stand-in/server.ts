@@ -121,7 +121,8 @@ async function respond(deps: ServerDeps, ex: Exchange): Promise<Outcome> {
   if (action.kind === 'status') {
     return send(ex, faultReply(action.status, action.retryAfter, action.body), deliveryFor(decision), 'status');
   }
-  const reply = answer(deps, route, new URLSearchParams(ex.query));
+  const listing = route.name === 'list' ? deps.faults.listing(ex.path) : undefined;
+  const reply = answer(deps, route, new URLSearchParams(ex.query), listing);
   if (ex.route.name === 'list' && reply.status === 200) churn(deps);
   return send(ex, reply, deliveryFor(decision));
 }

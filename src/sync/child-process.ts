@@ -177,6 +177,7 @@ const SyncSummarySchema = z
     duplicates: count,
     identityConflicts: count,
     oversizePages: count,
+    rereadPages: count.optional(),
     totalAtStart: count.optional(),
     totalAtEnd: count.optional(),
     totalLowest: count.optional(),

@@ -8,12 +8,17 @@
  * that changes while it is read skips and repeats users. So a user missing
  * from the scan is only a *candidate*: it is deleted only once the service
  * confirms it (checkCandidates, below). That makes growth, shrinkage and shifting
- * of the listing harmless, and leaves two reasons to hold deletions back:
+ * of the listing harmless, and leaves these reasons to hold deletions back:
  *
  * - `incomplete`: pages failed after their retries. Every user on a lost page
  *   would be a candidate, and checking hundreds of live users one by one
  *   against a service that is already failing would only add load; the next
  *   run reads those pages again.
+ * - `incomplete-listing`: every page was read, but the distinct users listed
+ *   fall short of the listing's total by more than its movement explains,
+ *   and reading again did not make up for it (./listing-check.ts): a listing
+ *   that repeats pages or changes its order. Its missing users would be
+ *   candidates for no reason but the listing's instability.
  * - `collapsed`: a page's `total` fell below the first page's by more than
  *   SYNC_MAX_DELETE_RATIO (e.g. 100,000 → 0 late in the scan). The plan
  *   stops at the first empty page, so such a scan reads only part of the
@@ -49,9 +54,11 @@ export interface ScanOutcome {
   maxDeleteRatio: number;
   /** Most candidates one run checks upstream (SYNC_MAX_VERIFY). */
   maxVerify: number;
+  /** Set when the listing fell short of its total, re-reads included: the shortfall named (./listing-check.ts). */
+  incompleteListing?: string | undefined;
 }
 
-export type HoldKind = 'incomplete' | 'collapsed' | 'mass-delete';
+export type HoldKind = 'incomplete' | 'incomplete-listing' | 'collapsed' | 'mass-delete';
 
 export type DeletionPlan = { verify: true; check: number; deferred: number } | { verify: false; kind: HoldKind; reason: string };
 
@@ -59,6 +66,7 @@ export function planDeletions(o: ScanOutcome): DeletionPlan {
   if (o.pageFailures > 0) {
     return hold('incomplete', `${o.pageFailures} page(s) failed; deletions are held back until a run reads every page`);
   }
+  if (o.incompleteListing !== undefined) return hold('incomplete-listing', o.incompleteListing);
   if (o.totalAtStart - o.totalLowest > o.maxDeleteRatio * o.totalAtStart) {
     return hold(
       'collapsed',

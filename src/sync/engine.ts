@@ -14,18 +14,33 @@
  *   rolled back, the mirror is exactly as before.
  * - `partial`, creates and updates published, nothing deleted: pages failed
  *   (after their retries, or at once when not retryable: a page larger than
- *   SYNC_MAX_PAGE_BYTES, a malformed body), or the mass-delete breaker held (deletions.ts). Every
+ *   SYNC_MAX_PAGE_BYTES, a malformed body), the listing stayed short of its
+ *   total (below), or the mass-delete breaker held (deletions.ts). Every
  *   record we did receive is a true fact as of the moment it was read, so
  *   withholding it would only make the mirror staler.
- * - `succeeded`: every page was read, and every deletion candidate was
+ * - `succeeded`: every page was read, the distinct users listed account for
+ *   the listing's total, and every deletion candidate was
  *   settled (confirmed gone and deleted, or found alive and kept) or left
  *   for a later run (beyond SYNC_MAX_VERIFY, or its resolve kept failing).
  *
- * There is one pass and no re-scan. A listing that moves under the scan can
- * only skip or repeat users: a repeat is harmless (the latest listing wins),
- * a skipped user is a candidate that the check finds alive, and a new user
- * it skipped is listed by the next run. A second pass would find nothing the
- * check does not, at the cost of reading the whole directory again.
+ * Complete means complete (./listing-check.ts). A listing that moves under
+ * the scan skips and repeats users: a repeat is harmless (the latest listing
+ * wins), a skipped user is a candidate that the check finds alive, and a new
+ * user it skipped is listed by the next run. But a run whose distinct users
+ * fall short of the listing's total by more than the total's movement
+ * explains (a page that repeats another, an order that changes between
+ * pages) is not a living directory: it reads again, within twice the pass's
+ * pages (the pages that repeated and any tail first, then the whole listing
+ * while that still finds users), and if still short ends `partial`, "listing
+ * incomplete: N distinct users of M listed", deleting nothing. Measured
+ * against the stand-in (2,000 users, 4 pages; test/sync-listing-complete.test.ts):
+ *
+ *   listing                                extra requests   outcome
+ *   whole, or churn between pages          0                succeeded
+ *   page 500 repeats page 0, once          1                succeeded
+ *   the order changed once mid-scan        6                succeeded
+ *   page 500 repeats page 0, always        5                partial
+ *   a new order on every list request      8 (the budget)   partial
  *
  * The run deadline exists because no single timeout bounds a run: each
  * request has its own, each page its retry budget, but a service that
@@ -49,6 +64,7 @@ import { startDeadline } from '../runtime/deadline.js';
 import { type DirectorySource, Prefetch, prefetchOffsets, scanPass } from './scan.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { planDeletions, settleCandidates } from './deletions.js';
+import { ListingJudge } from './listing-check.js';
 import { checkLeader } from './leader-check.js';
 import { LeaderPin, pinnedSource, pinTeam, UNCONFIGURED_LEADER } from './leader-pin.js';
 import { followFeed } from './follow-feed.js';
@@ -208,6 +224,7 @@ async function runUntil(
   try {
     // Nothing is staged yet, so every active user is still "unseen".
     const activeBefore = writer.countUnseenActive(runId);
+    const listing = new ListingJudge();
     const scan = await scanPass({
       source: client,
       writer,
@@ -218,6 +235,17 @@ async function runUntil(
       retry,
       maxRecordBytes: options.maxRecordBytes,
       prefetch,
+      reread: (pass) => {
+        const { totalAtEnd: total, movement, notDistinct, pageFailures } = pass;
+        const tally = { distinct: writer.distinctSeen(runId), total, movement, notDistinct, pageFailures };
+        const step = listing.step(tally, {
+          step: pass.step,
+          planTotal: pass.totalAtStart,
+          pagesRead: pass.pagesDone,
+          repeatedAt: pass.repeatedAt,
+        });
+        return step.kind === 'reread' ? step.offsets : undefined;
+      },
       onPage: (p) => {
         read.pages = p.pagesDone;
         read.usersSeen = p.usersSeen;
@@ -235,6 +263,7 @@ async function runUntil(
       totalLowest: scan.totalLowest,
       maxDeleteRatio,
       maxVerify,
+      incompleteListing: listing.verdict.kind === 'incomplete' ? listing.verdict.reason : undefined,
     });
     // The checks wait on the service inside the run's transaction (a run publishes whole, deletions
     // included: test/mirror-atomicity.test.ts), so they run wider than the scan to hold it for less.
@@ -262,6 +291,7 @@ async function runUntil(
       duplicates,
       identityConflicts: conflicts.count,
       oversizePages: scan.oversizePages,
+      rereadPages: scan.rereadPages,
       ...outcome.counts,
       totalAtStart: first.total,
       totalAtEnd: scan.totalAtEnd,

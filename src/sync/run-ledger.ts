@@ -19,7 +19,7 @@
  * bytes, a fingerprint of the user_id with one of the content beside it 23,
  * and strings in a Map and a Set ~250. Still O(users), with a small
  * constant; released when the run publishes or fails. A first sync keeps
- * none (FIRST_SYNC_LEDGER).
+ * only the listed user_ids (FirstSyncLedger).
  *
  * A changed user's start entry is not found by its new listing, so the
  * writer reports the content the mirror held for each user it writes
@@ -72,24 +72,61 @@ export interface Ledger {
   settle(userId: string, priorHash: string | undefined): boolean;
   sightUnparsed(userId: string, stored: () => string | undefined): void;
   readonly unseenActiveCount: number;
+  /** Distinct user_ids listed so far. */
+  readonly seenCount: number;
   isUnseenActive(userId: string, hash: string): boolean;
 }
 
 /**
- * A first sync's ledger, which keeps nothing: into an empty mirror every
- * listing is written, there is no deletion candidate (nor anything to look
- * up in the mirror), and a repeat listing is found by the store when it
- * builds the user_id key at the publish (db/first-sync-load.ts). So a first
- * sync's memory does not grow with the directory (a RunLedger would hold
- * 9.4 bytes per user).
+ * A first sync's ledger: into an empty mirror every listing is written,
+ * there is no deletion candidate (nor anything to look up in the mirror),
+ * and a repeat listing is found by the store when it builds the user_id key
+ * at the publish (db/first-sync-load.ts). It keeps only a fingerprint of
+ * each user_id listed, to count the distinct users the listing showed (a
+ * listing that repeats itself is never complete: ./listing-check.ts): 9.4
+ * bytes a user, sized once from the listing's total, where a RunLedger
+ * keeps that and a start entry per user.
  */
-export const FIRST_SYNC_LEDGER: Ledger = {
-  sight: () => 'write',
-  settle: () => false,
-  sightUnparsed: () => undefined,
-  unseenActiveCount: 0,
-  isUnseenActive: () => false,
-};
+export class FirstSyncLedger implements Ledger {
+  private readonly listed: FingerprintTable;
+  private readonly key = new Uint32Array(2);
+  readonly unseenActiveCount = 0;
+
+  constructor(
+    expected = 0,
+    private readonly fingerprint: Fingerprint64 = seededFingerprint64(),
+  ) {
+    this.listed = new FingerprintTable(expected);
+  }
+
+  sight(userId: string): Sighting {
+    this.note(userId);
+    return 'write';
+  }
+
+  settle(): boolean {
+    return false;
+  }
+
+  sightUnparsed(userId: string): void {
+    this.note(userId);
+  }
+
+  isUnseenActive(): boolean {
+    return false;
+  }
+
+  get seenCount(): number {
+    return this.listed.size;
+  }
+
+  private note(userId: string): void {
+    this.fingerprint(userId, this.key);
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    if (this.listed.find(hi, lo) < 0) this.listed.add(hi, lo);
+  }
+}
 
 /** A start entry, always set on `active` slots (so a zero flag byte is only ever an empty slot's). */
 const ACTIVE = 1;

@@ -36,6 +36,8 @@ export interface SyncSummary extends CandidateCounts {
   identityConflicts: number;
   /** Pages that carried more records than the limit asked for (kept). */
   oversizePages: number;
+  /** Pages asked for again because the listing fell short of its total (./listing-check.ts); included in `pages`. Absent: none. */
+  rereadPages?: number;
   /** The lowest `total` a page reported; far below totalAtStart, the run is `partial` (deletions.ts). */
   totalLowest: number | undefined;
   /** `total` on the first page, and on the last page to arrive; undefined when never read. */

@@ -27,7 +27,7 @@ import {
 } from '../../db/mirror-store.js';
 import type { FinishRunInput, RejectedRow } from '../../db/sync-runs.js';
 import { IdentityConflicts } from '../../db/identity-conflicts.js';
-import { FIRST_SYNC_LEDGER, RunLedger, type Ledger } from './run-ledger.js';
+import { FirstSyncLedger, RunLedger, type Ledger } from './run-ledger.js';
 import { DriftTally } from './drift-tally.js';
 import type { RunFieldWarning } from '../../db/schema-drift.js';
 import { DEFAULT_MAX_RECORD_BYTES, emptyTally, pageWrites, type PageBytes, type RejectedRecordInput } from './page-decode.js';
@@ -40,6 +40,14 @@ export interface StagePageResult {
   changed: number;
   /** Records whose user_id was already seen in this run, this page included: drift. */
   duplicates: number;
+  /** Users this page listed for the first time in the run (a first sync's repeats included: its ledger counts user_ids). */
+  fresh: number;
+  /**
+   * Records of this page that name no user it does not name already: a user_id twice in one answer (the
+   * service listing it twice, which no paging causes), or none readable. ./listing-check.ts counts them
+   * as listed, not as a shortfall of the scan.
+   */
+  notDistinct: number;
   /** Records set aside (malformed, no identity, oversized): kept with the run's row. */
   rejected: number;
 }
@@ -89,7 +97,7 @@ export class RunWriter {
     try {
       // Sized once from the listing's total (a re-sync lists few users with new content).
       ledger = this.store.loadsEmptyMirror()
-        ? FIRST_SYNC_LEDGER
+        ? new FirstSyncLedger(totalAtStart ?? 0)
         : new RunLedger(this.store.activeUsers(), undefined, { active: totalAtStart ?? 0, listed: 0 });
     } catch (err) {
       // The run's transaction is open: roll it back and record why, rather than leave it to the next run.
@@ -120,12 +128,28 @@ export class RunWriter {
   stagePage(runId: number, page: PageBytes, offset: number, maxRecordBytes = DEFAULT_MAX_RECORD_BYTES): StagePageResult {
     const { run, ledger } = this.openLedger(runId);
     const tally = { ...emptyTally(), schemaDrift: run.schemaDrift };
+    const distinctBefore = ledger.seenCount;
+    // A page's few hundred user_ids, to tell a repeat within the page from one across pages (counted only when it has repeats).
+    const inPage: string[] = [];
+    let unnamed = 0;
+    const note = (userId: string): void => {
+      inPage.push(userId);
+    };
     // A first write of a user marks its start entry seen; one listed unchanged earlier in the pass was a repeat.
     let settledRepeats = 0;
     try {
       this.store.writeUsers(
         runId,
-        pageWrites(page, offset, (userId, digest) => ledger.sight(userId, digest), tally, maxRecordBytes),
+        pageWrites(
+          page,
+          offset,
+          (userId, digest) => {
+            note(userId);
+            return ledger.sight(userId, digest);
+          },
+          tally,
+          maxRecordBytes,
+        ),
         (write, prior) => {
           const { user } = write.record;
           const settledRepeat = !write.repeat && ledger.settle(user.user_id, prior?.hash);
@@ -145,11 +169,29 @@ export class RunWriter {
     for (const rejected of tally.rejected) {
       const userId = this.keepRejected(run, rejected);
       // A record that cannot be stored still shows its user exists: never a deletion candidate.
-      if (userId !== undefined) ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
+      if (userId === undefined) {
+        unnamed++;
+        continue;
+      }
+      note(userId);
+      ledger.sightUnparsed(userId, () => this.store.contentHashOf(userId));
     }
     const duplicates = tally.duplicates + settledRepeats;
+    const fresh = ledger.seenCount - distinctBefore;
     run.duplicates += duplicates;
-    return { seen: tally.seen, changed: tally.changed, duplicates, rejected: tally.rejected.length };
+    return {
+      seen: tally.seen,
+      changed: tally.changed,
+      duplicates,
+      rejected: tally.rejected.length,
+      fresh,
+      notDistinct: (fresh < inPage.length ? inPage.length - new Set(inPage).size : 0) + unnamed,
+    };
+  }
+
+  /** Distinct users the run has listed so far, whatever their records held: what a complete listing is judged by (./listing-check.ts). */
+  distinctSeen(runId: number): number {
+    return this.openLedger(runId).ledger.seenCount;
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. Returns its user_id, if readable. */

@@ -36,6 +36,17 @@ export interface PassResult {
   totalAtEnd: number;
   /** The lowest `total` any page reported: a listing that collapses mid-scan (deletions.ts holds its deletions). */
   totalLowest: number;
+  /** Σ |Δtotal| from page to page as they arrived: the creations and deletions the listing showed (./listing-check.ts). */
+  movement: number;
+  /** The page step the pass read by (the service's echoed limit). */
+  step: number;
+  /** Records that named no user their page did not name already: a user_id twice in one page, or none readable (./listing-check.ts). */
+  notDistinct: number;
+  /** Offsets of pages that listed users already listed in this run (the first few thousand): what a re-read tries first. */
+  repeatedAt: number[];
+  /** Pages asked for again because the listing fell short (./listing-check.ts), and in how many rounds. */
+  rereadPages: number;
+  rereadRounds: number;
   /** Pages that carried more records than the limit asked for: kept (each record is a listing), counted, logged. */
   oversizePages: number;
   /** The first few of them, for the log: offset and record count. */
@@ -75,6 +86,44 @@ export interface PassOptions {
   onPage?: (progress: PassProgress) => void;
   /** Pages asked for beside page 0, before its total was known (Prefetch); the pass takes those its plan reaches. */
   prefetch?: Prefetch;
+  /**
+   * Asked once the pass is read, and after each round of re-reads: the offsets to read again (the listing fell
+   * short, ./listing-check.ts), or undefined when it is done. Pages read again are staged like any other.
+   */
+  reread?: (result: PassResult) => readonly number[] | undefined;
+}
+
+/** What the workers take offsets from: the pass's PagePlan, or a list of offsets to read again. */
+interface OffsetSource {
+  next(): number | undefined;
+  emptyAt(offset: number): void;
+  stop(): void;
+}
+
+/** Offsets to read again, in order; an empty page ends the list there, as in a PagePlan. */
+class OffsetList implements OffsetSource {
+  private at = 0;
+  private end: number;
+
+  constructor(private readonly offsets: readonly number[]) {
+    this.end = Number.POSITIVE_INFINITY;
+  }
+
+  next(): number | undefined {
+    const offset = this.offsets[this.at];
+    if (offset === undefined || offset >= this.end) return undefined;
+    this.at++;
+    return offset;
+  }
+
+  emptyAt(offset: number): void {
+    // Offset 0 is always worth reading: it is where a listing's total comes from.
+    if (offset > 0) this.end = Math.min(this.end, offset);
+  }
+
+  stop(): void {
+    this.end = 0;
+  }
 }
 
 /** A page's request, settled: the page, or why it failed. Never rejects. */
@@ -129,17 +178,26 @@ function fetchWithRetries(source: DirectorySource, offset: number, limit: number
 }
 
 const KEPT_FAILURES = 5;
+/** Offsets of repeating pages kept for a re-read: a listing that repeats on more pages is read whole again anyway. */
+const KEPT_REPEATED_AT = 4_096;
 
 export async function scanPass(options: PassOptions): Promise<PassResult> {
   const { source, writer, runId, firstPage, limit } = options;
   // A service that caps pages below what we ask says so in the echoed limit; stepping
   // by our own limit would then skip users on every page.
   const step = firstPage.limit > 0 && firstPage.limit < limit ? firstPage.limit : limit;
-  const plan = new PagePlan(firstPage.total, step);
+  const pagePlan = new PagePlan(firstPage.total, step);
+  let plan: OffsetSource = pagePlan;
   const result: PassResult = {
     totalAtStart: firstPage.total,
     totalAtEnd: firstPage.total,
     totalLowest: firstPage.total,
+    movement: 0,
+    step,
+    notDistinct: 0,
+    repeatedAt: [],
+    rereadPages: 0,
+    rereadRounds: 0,
     oversizePages: 0,
     oversize: [],
     pagesDone: 0,
@@ -151,7 +209,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     abandoned: false,
     unknownEnvelopeKeys: new Set(),
   };
-  const pagesPlanned = plan.plannedPages + 1;
+  let pagesPlanned = pagePlan.plannedPages + 1;
   const abandonAfter = Math.max(3, options.concurrency);
   let failureStreak = 0;
 
@@ -159,7 +217,11 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     if (page.spans.length === 0) plan.emptyAt(offset);
     const counts = writer.stagePage(runId, page, offset, options.maxRecordBytes);
     result.pagesDone++;
+    result.movement += Math.abs(page.total - result.totalAtEnd);
     result.totalAtEnd = page.total;
+    // Counted on the pass's own pages: a page read again repeats its users again, the same records.
+    if (result.rereadRounds === 0) result.notDistinct += counts.notDistinct;
+    if (counts.fresh < counts.seen && result.repeatedAt.length < KEPT_REPEATED_AT) result.repeatedAt.push(offset);
     result.totalLowest = Math.min(result.totalLowest, page.total);
     // More than asked for, or than the page's own echoed limit says it holds.
     if (page.spans.length > (page.limit > 0 ? Math.min(page.limit, limit) : limit)) {
@@ -186,7 +248,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   let fatal: { error: unknown } | undefined;
 
   // Prefetched pages count only if the plan steps by the limit they were asked with.
-  const prefetch = step === limit ? options.prefetch : undefined;
+  let prefetch = step === limit ? options.prefetch : undefined;
   const request = (): Promise<Fetched> | undefined => {
     const offset = signal.aborted ? undefined : plan.next();
     if (offset === undefined) return undefined;
@@ -243,10 +305,26 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
     await next;
   };
 
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
-  await options.prefetch?.drop();
-  if (fatal !== undefined) throw fatal.error;
-  options.retry.signal?.throwIfAborted();
+  const readAll = async (): Promise<void> => {
+    await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
+    if (fatal !== undefined) throw fatal.error;
+    options.retry.signal?.throwIfAborted();
+  };
+
+  try {
+    await readAll();
+  } finally {
+    await options.prefetch?.drop();
+  }
+  prefetch = undefined;
+  for (let offsets = options.reread?.(result); offsets !== undefined && offsets.length > 0; offsets = options.reread?.(result)) {
+    plan = new OffsetList(offsets);
+    pagesPlanned += offsets.length;
+    result.rereadPages += offsets.length;
+    result.rereadRounds++;
+    failureStreak = 0;
+    await readAll();
+  }
   return result;
 }
 
