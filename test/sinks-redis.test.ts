@@ -12,6 +12,8 @@ import { parseSinks } from '../src/sinks/sinks-file.js';
 import { startSinks } from '../src/sinks/start.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { eventually } from './support/eventually.js';
+import { runCli } from './support/cli-process.js';
+import { ensureBuilt } from './support/mirror-fixtures.js';
 import { TEAM } from './support/mirror-fixtures.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { createFeedRig, killHard, publishWhileKilling, type FeedRig } from './support/sink-rig.js';
@@ -27,6 +29,7 @@ beforeAll(async () => {
   // The outage case kills this server: the client reconnects, and says nothing meanwhile.
   client.on('error', () => undefined);
   rig = createFeedRig();
+  ensureBuilt();
   writeFileSync(rig.dir.file('hmac.key'), `${KEY}\n`, { mode: 0o600 });
 });
 
@@ -130,6 +133,16 @@ describe('Redis Streams sink', () => {
       });
       expect(failing.name).toBe('bus');
       expect(failing.eventsBehind).toBeGreaterThanOrEqual(30);
+      // `status`, without the daemon, asks the destination itself: down, the sink is named and the exit is 1.
+      writeFileSync(rig.dir.file('sinks.json'), JSON.stringify(sinkFile(stream)));
+      const statusEnv = { MIRROR_DB: rig.dbPath, REDIS_URL: redis.url, SINKS_FILE: rig.dir.file('sinks.json') };
+      const down = await runCli(['status', '--json'], statusEnv);
+      expect(down.code).toBe(1);
+      const downSinks = (JSON.parse(down.stdout) as { sinks: Array<{ name: string; problem: string | null }> }).sinks;
+      expect(downSinks).toEqual([
+        expect.objectContaining({ name: 'bus', problem: expect.stringMatching(/^destination failing/) as unknown }),
+      ]);
+      expect((await runCli(['status'], statusEnv)).stdout).toMatch(/^sink bus \(redis_stream, .*FAILING: destination failing/m);
       await redis.restart();
       await eventually(async () => {
         try {
@@ -142,6 +155,8 @@ describe('Redis Streams sink', () => {
       expect(ids).toEqual([...ids].sort((a, b) => a - b));
       expect(ids.slice(-30)).toEqual(held);
       await eventually(() => running.report(new Date())[0]?.failing === null);
+      const up = JSON.parse((await runCli(['status', '--json'], statusEnv)).stdout) as { sinks: Array<Record<string, unknown>> };
+      expect(up.sinks).toEqual([expect.objectContaining({ name: 'bus', problem: null, position: held.at(-1), eventsBehind: 0 })]);
     } finally {
       await running.close();
     }

@@ -61,6 +61,9 @@ import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
+import { sinksOf } from '../daemon/daemon-config.js';
+import { formatSinkStatus, readSinkStatus, type SinkStatus } from '../sinks/sink-status.js';
+import type { SinkSettings } from '../sinks/sinks-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -88,10 +91,12 @@ export default async function status(argv: string[]): Promise<number> {
     'BACKUP_DIR',
     'BACKUP_CRON',
     'WEBHOOK_LAG_WARN_SECONDS',
+    'SINKS_FILE',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
   pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
+  const sinkList = pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? [];
   const config = pass.done();
   const settings = queueSettingsFromConfig(config);
   const target = config.MANAGEMENT_URL === undefined ? undefined : urlTarget(config.MANAGEMENT_URL);
@@ -127,8 +132,31 @@ export default async function status(argv: string[]): Promise<number> {
         ? undefined
         : { dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, ...currentBackupVerdict(config.BACKUP_DIR, config.BACKUP_CRON) },
   });
-  process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
-  return misconfigured ? 2 : statusExitCode(report);
+  // Each sink's line (src/sinks/sink-status.ts): its destination asked for its position; one failing makes the exit 1.
+  const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS);
+  process.stdout.write(
+    args.json
+      ? `${JSON.stringify(sinkList.length === 0 ? report : { ...report, sinks }, null, 2)}\n`
+      : formatStatusReport(report) + sinks.map((s) => `${formatSinkStatus(s)}\n`).join(''),
+  );
+  if (misconfigured) return 2;
+  return sinks.some((s) => s.problem !== null) ? 1 : statusExitCode(report);
+}
+
+async function readSinks(mirrorDb: string, sinks: readonly SinkSettings[], lagWarnSeconds: number): Promise<SinkStatus[]> {
+  if (sinks.length === 0) return [];
+  let db: Db | undefined;
+  try {
+    db = openMirror(mirrorDb, { readonly: true });
+  } catch {
+    db = undefined;
+  }
+  try {
+    const feed = db === undefined ? undefined : openChangeFeed(db);
+    return await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date())));
+  } finally {
+    db?.close();
+  }
 }
 
 /** The file system holding the mirror, judged; undefined for an in-memory mirror or a folder that is not there. */

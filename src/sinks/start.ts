@@ -18,21 +18,21 @@ export function destinationOf(sink: SinkSettings, log: Logger | undefined, probe
 
 export interface Sinks {
   /** Each sink's state and lag, for status, /metrics and /readyz. */
-  report(now: Date): Array<SinkState & SinkLag>;
+  report: (now: Date) => Array<SinkState & SinkLag>;
   /** Delivers what is pending now (after a sync published). */
-  nudge(): void;
+  nudge: () => void;
   /** The highest cursor retention may drop: what every sink's destination holds (Infinity without sinks). */
-  hold(): number;
-  close(): Promise<void>;
+  hold: () => number;
+  close: () => Promise<void>;
 }
 
 export function startSinks(
   feed: ChangeFeed,
   sinks: readonly SinkSettings[],
   log: Logger,
-  onDelivered: (sink: string, n: number) => void = () => undefined,
+  onDelivered: (sink: string, kind: string, n: number) => void = () => undefined,
 ): Sinks {
-  const runners = sinks.map((s) => new SinkRunner(feed, s, destinationOf(s, log), log, (n) => onDelivered(s.name, n)));
+  const runners = sinks.map((s) => new SinkRunner(feed, s, destinationOf(s, log), log, (n) => onDelivered(s.name, s.kind, n)));
   for (const r of runners) r.start();
   return {
     report: (now) => runners.map((r) => ({ ...r.state(), ...r.lag(now) })),
