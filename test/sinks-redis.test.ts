@@ -143,6 +143,9 @@ describe('Redis Streams sink', () => {
         expect.objectContaining({ name: 'bus', problem: expect.stringMatching(/^destination failing/) as unknown }),
       ]);
       expect((await runCli(['status'], statusEnv)).stdout).toMatch(/^sink bus \(redis_stream, .*FAILING: destination failing/m);
+      const listed = await runCli(['sinks'], statusEnv);
+      expect(listed.code).toBe(1);
+      expect(listed.stdout).toMatch(/^sink bus \(redis_stream, .*FAILING: destination failing/m);
       await redis.restart();
       await eventually(async () => {
         try {
@@ -157,6 +160,11 @@ describe('Redis Streams sink', () => {
       await eventually(() => running.report(new Date())[0]?.failing === null);
       const up = JSON.parse((await runCli(['status', '--json'], statusEnv)).stdout) as { sinks: Array<Record<string, unknown>> };
       expect(up.sinks).toEqual([expect.objectContaining({ name: 'bus', problem: null, position: held.at(-1), eventsBehind: 0 })]);
+      const again = await runCli(['sinks'], statusEnv);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toBe(
+        `sink bus (redis_stream, ${redis.url} stream ${stream}, policy pass:${sinks[0]?.policy.fingerprint ?? ''}): at cursor ${held.at(-1) ?? 0}, 0 events behind (0s)\n`,
+      );
     } finally {
       await running.close();
     }
