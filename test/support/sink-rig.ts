@@ -30,7 +30,8 @@ export function createFeedRig(): FeedRig {
   const feed = new ChangeFeed(db);
   const publish = (n: number): number[] =>
     db.transaction(() => {
-      const cursors: number[] = [];
+      // One writer, one transaction: the cursors follow the latest one by one (bounds() per event would scan the feed).
+      const first = feed.bounds().latest + 1;
       for (let i = 0; i < n; i++) {
         const k = ++serial;
         const kind = k % 4;
@@ -45,9 +46,8 @@ export function createFeedRig(): FeedRig {
           { change, cause: null, userId: userId(k), teamId: team, clientUserId: `client-${k}`, raw, before },
           new Date().toISOString(),
         );
-        cursors.push(feed.bounds().latest);
       }
-      return cursors;
+      return Array.from({ length: n }, (_, i) => first + i);
     })();
   return {
     dir,
