@@ -12,6 +12,13 @@ type Row = SinkState & SinkLag;
 
 export function registerSinkGauges(registry: Registry, sinks: Sinks): (sink: string, kind: string, n: number) => void {
   const labelNames = ['sink', 'kind'] as const;
+  // One report a scrape for the four gauges (each reads the feed's lag).
+  let cached: { at: number; rows: Row[] } | undefined;
+  const rows = (): Row[] => {
+    const now = Date.now();
+    if (cached === undefined || now - cached.at > 1_000) cached = { at: now, rows: sinks.report(new Date(now)) };
+    return cached.rows;
+  };
   const gauge = (name: string, help: string, pick: (r: Row) => number): void => {
     const g: Gauge<(typeof labelNames)[number]> = new Gauge({
       name,
@@ -20,7 +27,7 @@ export function registerSinkGauges(registry: Registry, sinks: Sinks): (sink: str
       registers: [registry],
       collect() {
         g.reset();
-        for (const r of sinks.report(new Date())) g.set({ sink: r.name, kind: r.kind }, pick(r));
+        for (const r of rows()) g.set({ sink: r.name, kind: r.kind }, pick(r));
       },
     });
   };

@@ -174,7 +174,7 @@ export class SinkRunner {
   private async openAndPosition(): Promise<void> {
     await this.destination.open();
     const pos = await this.destination.position();
-    const { latest } = this.feed.bounds();
+    const latest = this.feed.latest();
     this.opened = true;
     this.last = pos;
     this.s.position = pos?.cursor ?? 0;
@@ -213,8 +213,7 @@ export class SinkRunner {
 
   /** How far behind the feed: events not yet looked at, and since the first of them was published. */
   lag(now: Date): SinkLag {
-    const { latest } = this.feed.bounds();
-    const eventsBehind = Math.max(0, latest - this.s.scanned);
+    const eventsBehind = Math.max(0, this.feed.latest() - this.s.scanned);
     if (eventsBehind === 0) return { eventsBehind: 0, secondsBehind: 0 };
     const at = this.feed.publishedAfter(this.s.scanned);
     return { eventsBehind, secondsBehind: at === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(at)) / 1000)) };
