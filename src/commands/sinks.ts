@@ -14,8 +14,8 @@ import { parseCommandArgs } from './args.js';
 import { ConfigError, ConfigPass } from '../runtime/config.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { openChangeFeed } from '../../db/change-feed.js';
-import { sinksOf } from '../daemon/daemon-config.js';
 import { formatSinkStatus, readSinkStatus } from '../sinks/sink-status.js';
+import { sinksOf } from '../sinks/sinks-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),

@@ -61,9 +61,8 @@ import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
-import { sinksOf } from '../daemon/daemon-config.js';
-import { formatSinkStatus, readSinkStatus, type SinkStatus } from '../sinks/sink-status.js';
-import type { SinkSettings } from '../sinks/sinks-file.js';
+import type { SinkStatus } from '../sinks/sink-status.js';
+import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -136,15 +135,21 @@ export default async function status(argv: string[]): Promise<number> {
   const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS);
   process.stdout.write(
     args.json
-      ? `${JSON.stringify(sinkList.length === 0 ? report : { ...report, sinks }, null, 2)}\n`
-      : formatStatusReport(report) + sinks.map((s) => `${formatSinkStatus(s)}\n`).join(''),
+      ? `${JSON.stringify(sinkList.length === 0 ? report : { ...report, sinks: sinks.map((s) => s.status) }, null, 2)}\n`
+      : formatStatusReport(report) + sinks.map((s) => `${s.line}\n`).join(''),
   );
   if (misconfigured) return 2;
-  return sinks.some((s) => s.problem !== null) ? 1 : statusExitCode(report);
+  return sinks.some((s) => s.status.problem !== null) ? 1 : statusExitCode(report);
 }
 
-async function readSinks(mirrorDb: string, sinks: readonly SinkSettings[], lagWarnSeconds: number): Promise<SinkStatus[]> {
+/** Each sink's status and its line; the sink clients (ioredis, NATS) load only where SINKS_FILE names sinks. */
+async function readSinks(
+  mirrorDb: string,
+  sinks: readonly SinkSettings[],
+  lagWarnSeconds: number,
+): Promise<Array<{ status: SinkStatus; line: string }>> {
   if (sinks.length === 0) return [];
+  const { formatSinkStatus, readSinkStatus } = await import('../sinks/sink-status.js');
   let db: Db | undefined;
   try {
     db = openMirror(mirrorDb, { readonly: true });
@@ -153,7 +158,8 @@ async function readSinks(mirrorDb: string, sinks: readonly SinkSettings[], lagWa
   }
   try {
     const feed = db === undefined ? undefined : openChangeFeed(db);
-    return await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date())));
+    const rows = await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date())));
+    return rows.map((status) => ({ status, line: formatSinkStatus(status) }));
   } finally {
     db?.close();
   }

@@ -15,7 +15,7 @@ import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
-import { readSinksFile, type SinkSettings } from '../sinks/sinks-file.js';
+import { sinksOf } from '../sinks/sinks-file.js';
 import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
@@ -85,9 +85,4 @@ export function readDaemonConfig(env: NodeJS.ProcessEnv = process.env, warn?: (l
 export function managementOf(config: DaemonConfig): Management | undefined {
   const { MANAGEMENT_URL, MANAGEMENT_KEY } = config;
   return MANAGEMENT_URL === undefined || MANAGEMENT_KEY === undefined ? undefined : { MANAGEMENT_URL, MANAGEMENT_KEY };
-}
-
-/** The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it. */
-export function sinksOf(config: Config<'SINKS_FILE'>, env: NodeJS.ProcessEnv = process.env): SinkSettings[] {
-  return config.SINKS_FILE === undefined ? [] : readSinksFile(config.SINKS_FILE, env);
 }

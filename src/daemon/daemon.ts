@@ -75,7 +75,8 @@ import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './cha
 import { ChangeFeed } from '../../db/change-feed.js';
 import { startSinks } from '../sinks/start.js';
 import { registerSinkGauges } from './sink-gauges.js';
-import { managementOf, sinksOf, type DaemonConfig } from './daemon-config.js';
+import { managementOf, type DaemonConfig } from './daemon-config.js';
+import { sinksOf } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';

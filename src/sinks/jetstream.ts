@@ -15,16 +15,11 @@
  * - The stream (file storage) is created at start when absent, or checked:
  *   it must take `<subject_prefix>.>` and store on disk.
  * - The position is the stream's last message, its Nats-Msg-Id.
+ *
+ * The NATS client loads at the first open: a daemon without a JetStream sink never loads it.
  */
-import {
-  jetstream,
-  jetstreamManager,
-  JetStreamApiError,
-  StorageType,
-  type JetStreamClient,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
-import { connect, credsAuthenticator, headers, nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { MsgHdrs, NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
 import { cursorOfEventId, type Destination, type DestinationPosition, type OutgoingEvent } from './contract.js';
 import type { JetStreamSink } from './sinks-file.js';
 
@@ -44,12 +39,16 @@ export class JetStreamDestination implements Destination {
   private jsm: JetStreamManager | undefined;
   /** The stream's last sequence as position() read it: what the first publish into it expects when no message of ours is there. */
   private lastSeq = 0;
+  private headers: (() => MsgHdrs) | undefined;
 
   constructor(private readonly sink: JetStreamSink) {
     this.where = `${sink.servers.join(',')} stream ${sink.stream}`;
   }
 
   async open(): Promise<void> {
+    const [{ connect, credsAuthenticator, headers, nanos }, { jetstream, jetstreamManager, JetStreamApiError, StorageType }] =
+      await Promise.all([import('@nats-io/transport-node'), import('@nats-io/jetstream')]);
+    this.headers = headers;
     const s = this.sink;
     const options: NodeConnectionOptions = {
       servers: s.servers,
@@ -107,7 +106,8 @@ export class JetStreamDestination implements Destination {
 
   async append(events: readonly OutgoingEvent[], after: DestinationPosition | null): Promise<void> {
     const js = this.js;
-    if (js === undefined) throw new Error('not open');
+    const headers = this.headers;
+    if (js === undefined || headers === undefined) throw new Error('not open');
     let previous = after?.eventId ?? null;
     // Sent back to back: each expects the one before it, so a refusal stops every later one too (no gap).
     const acks = events.map((e) => {

@@ -164,6 +164,11 @@ export interface JetStreamSink extends SinkBase {
 }
 export type SinkSettings = RedisStreamSink | JetStreamSink;
 
+/** The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it. */
+export function sinksOf(config: { SINKS_FILE: string | undefined }, env: NodeJS.ProcessEnv = process.env): SinkSettings[] {
+  return config.SINKS_FILE === undefined ? [] : readSinksFile(config.SINKS_FILE, env);
+}
+
 /** Reads and checks SINKS_FILE: the sinks, or one ConfigError with every problem. */
 export function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env): SinkSettings[] {
   let text: string;
