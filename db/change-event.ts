@@ -7,8 +7,9 @@
  *
  * - `created` with the user deleted before the change is `user.restored`.
  * - `updated` names the top-level fields whose value changed (structurally:
- *   key order inside is not a change) and the connected-source slugs gained
- *   and lost; `deleted` says whether the service confirmed it or a newer
+ *   key order inside is not a change), their values before (`previous`, from
+ *   the user's state before the run: its last version) and the
+ *   connected-source slugs gained and lost; `deleted` says whether the service confirmed it or a newer
  *   record took the user's key.
  * - The record is embedded as the bytes the mirror holds, never re-serialised.
  */
@@ -44,52 +45,66 @@ const who = {
 };
 const user = z.record(z.string(), z.unknown()).describe('The user record as mirrored: the bytes the service listed, as JSON');
 
+/**
+ * The event schema's version, stated in docs/change-event.schema.json (`schema_version`) and
+ * by the sinks beside each event. 2: `user.updated` carries `previous`.
+ */
+export const CHANGE_EVENT_SCHEMA_VERSION = 2;
+
 /** One event as every surface carries it (feed pages, JSON lines, webhook bodies). */
-export const ChangeEventSchema = z.discriminatedUnion('type', [
-  z.object({ ...common, type: z.literal('user.created'), data: z.object({ ...who, user }) }),
-  z.object({ ...common, type: z.literal('user.restored'), data: z.object({ ...who, user }) }),
-  z.object({
-    ...common,
-    type: z.literal('user.updated'),
-    data: z.object({
-      ...who,
-      user,
-      /** Top-level fields of the record whose value changed, appeared or went. */
-      changed_fields: z.array(z.string()),
-      /** Connected-source slugs the user gained and lost. */
-      sources_added: z.array(z.string()),
-      sources_removed: z.array(z.string()),
+export const ChangeEventSchema = z
+  .discriminatedUnion('type', [
+    z.object({ ...common, type: z.literal('user.created'), data: z.object({ ...who, user }) }),
+    z.object({ ...common, type: z.literal('user.restored'), data: z.object({ ...who, user }) }),
+    z.object({
+      ...common,
+      type: z.literal('user.updated'),
+      data: z.object({
+        ...who,
+        user,
+        /** Top-level fields of the record whose value changed, appeared or went. */
+        changed_fields: z.array(z.string()),
+        /** Connected-source slugs the user gained and lost. */
+        sources_added: z.array(z.string()),
+        sources_removed: z.array(z.string()),
+        previous: z
+          .record(z.string(), z.unknown())
+          .optional()
+          .describe(
+            'The values the changed fields had before: each of changed_fields that the earlier record held (one that appeared is absent). Since schema_version 2; absent in events published before',
+          ),
+      }),
     }),
-  }),
-  z.object({
-    ...common,
-    type: z.literal('user.deleted'),
-    data: z.object({
-      ...who,
-      user: z.null(),
-      /** `verified`: the service confirmed the user gone; `superseded`: another user took its client_user_id. */
-      reason: z.enum(['verified', 'superseded']),
+    z.object({
+      ...common,
+      type: z.literal('user.deleted'),
+      data: z.object({
+        ...who,
+        user: z.null(),
+        /** `verified`: the service confirmed the user gone; `superseded`: another user took its client_user_id. */
+        reason: z.enum(['verified', 'superseded']),
+      }),
     }),
-  }),
-  z.object({
-    ...common,
-    type: z.literal('mirror.baseline'),
-    data: z.object({ users: z.number().int().nonnegative(), note: z.string() }),
-  }),
-  z.object({
-    ...common,
-    type: z.literal('mirror.restored'),
-    data: z.object({
-      /** When the backup the mirror was restored from was taken. */
-      backup_at: z.iso.datetime(),
-      /** The last cursor the backup held: events after it up to this event's cursor were the lost file's and are not in the feed. */
-      backup_cursor: z.number().int().nonnegative(),
-      /** The replaced file's last cursor, when it could be read; null when it was lost. */
-      replaced_cursor: z.number().int().nonnegative().nullable(),
-      note: z.string(),
+    z.object({
+      ...common,
+      type: z.literal('mirror.baseline'),
+      data: z.object({ users: z.number().int().nonnegative(), note: z.string() }),
     }),
-  }),
-]);
+    z.object({
+      ...common,
+      type: z.literal('mirror.restored'),
+      data: z.object({
+        /** When the backup the mirror was restored from was taken. */
+        backup_at: z.iso.datetime(),
+        /** The last cursor the backup held: events after it up to this event's cursor were the lost file's and are not in the feed. */
+        backup_cursor: z.number().int().nonnegative(),
+        /** The replaced file's last cursor, when it could be read; null when it was lost. */
+        replaced_cursor: z.number().int().nonnegative().nullable(),
+        note: z.string(),
+      }),
+    }),
+  ])
+  .meta({ schema_version: CHANGE_EVENT_SCHEMA_VERSION });
 export type ChangeEvent = z.infer<typeof ChangeEventSchema>;
 
 /** A user's state before its change: absent, or its row as it was. */
@@ -121,15 +136,23 @@ export function describeChange(c: ChangeInput): { type: ChangeEventType; data: s
     const restored = c.before?.raw != null && c.before.deletedAt !== null;
     return { type: restored ? 'user.restored' : 'user.created', data: `{${ids},"user":${c.raw}}` };
   }
-  const diff = diffRecords(c.before?.raw ?? null, c.raw);
-  const lists = `"changed_fields":${JSON.stringify(diff.fields)},"sources_added":${JSON.stringify(diff.added)},"sources_removed":${JSON.stringify(diff.removed)}`;
+  const before = objectOrEmpty(c.before?.raw ?? null);
+  const diff = diffObjects(before, objectOrEmpty(c.raw));
+  const previous: Record<string, unknown> = {};
+  for (const field of diff.fields) if (Object.hasOwn(before, field)) previous[field] = before[field];
+  const lists = `"changed_fields":${JSON.stringify(diff.fields)},"sources_added":${JSON.stringify(diff.added)},"sources_removed":${JSON.stringify(diff.removed)},"previous":${JSON.stringify(previous)}`;
   return { type: 'user.updated', data: `{${ids},"user":${c.raw},${lists}}` };
 }
 
 /** Top-level fields that differ, and connected-source slugs gained and lost, between two records. */
 export function diffRecords(beforeRaw: string | null, afterRaw: string): { fields: string[]; added: string[]; removed: string[] } {
-  const before = objectOrEmpty(beforeRaw);
-  const after = objectOrEmpty(afterRaw);
+  return diffObjects(objectOrEmpty(beforeRaw), objectOrEmpty(afterRaw));
+}
+
+function diffObjects(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): { fields: string[]; added: string[]; removed: string[] } {
   const fields = [...new Set([...Object.keys(before), ...Object.keys(after)])]
     .filter((k) => !isDeepStrictEqual(before[k], after[k]))
     .sort();

@@ -222,6 +222,11 @@ export class ChangeFeed {
     return next.gone ? undefined : next.events[0]?.publishedAt;
   }
 
+  /** The latest cursor issued (0 when none yet), from the sequence alone: O(1), for a caller that asks often (the sinks' lag). */
+  latest(): number {
+    return this.s.lastCursor.get() ?? 0;
+  }
+
   /** The feed's extent: the latest cursor (0 when none yet), the oldest held, and how far retention dropped. */
   bounds(): { latest: number; oldest: number | null; oldestAt: string | null; prunedThrough: number } {
     const b = this.s.bounds.get();

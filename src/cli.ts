@@ -75,6 +75,14 @@ const COMMANDS: Record<string, Command> = {
       'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL is required but for new-secret); 3 no such job\n',
     load: () => import('./commands/webhooks.js'),
   },
+  sinks: {
+    summary: "the sinks of SINKS_FILE: each one's destination, field policy, position and lag (docs/sinks.md)",
+    synopsis: 'sinks [--json]',
+    details:
+      "exit codes: 0 every sink delivers; 1 a sink's destination does not answer or refuses, or the sink is behind the feed's\n" +
+      '  retention or lags past WEBHOOK_LAG_WARN_SECONDS; 2 usage or configuration error (SINKS_FILE unset or invalid)\n',
+    load: () => import('./commands/sinks.js'),
+  },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },
   daemon: {
     summary: 'run the scheduled sync, the workers and the status endpoint (what pm2 runs)',
@@ -112,7 +120,7 @@ const COMMANDS: Record<string, Command> = {
       'exit codes: 0 all well; 1 needs attention: the mirror is stale (no succeeded sync within SYNC_STALE_AFTER_MS) or unreadable,\n' +
       '  its last sync attempt failed, its WAL is above MIRROR_WAL_WARN_BYTES, the file system holding it has less than\n' +
       '  MIRROR_DISK_WARN_BYTES free, or the daemon found MIRROR_DB deleted or replaced under it; or Redis is unreachable, removals are held\n' +
-      '  or wait without a target, or the webhook endpoint fails or webhooks are held (the report, mirror part included, is\n' +
+      '  or wait without a target, the webhook endpoint fails or webhooks are held, or a sink of SINKS_FILE fails (the report, mirror part included, is\n' +
       '  printed all the same); 2 usage or configuration error\n' +
       '  (a MIRROR_DB that cannot be a mirror included)\n',
     load: () => import('./commands/status.js'),

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ChangeEventSchema, describeChange, diffRecords, type ChangeInput } from '../db/change-event.js';
+import { CHANGE_EVENT_SCHEMA_VERSION, ChangeEventSchema, describeChange, diffRecords, type ChangeInput } from '../db/change-event.js';
 
 const base: ChangeInput = {
   change: 'created',
@@ -29,6 +29,14 @@ describe('describeChange', () => {
     expect(gone.type).toBe('user.deleted');
     expect(JSON.parse(gone.data)).toEqual({ user_id: 'u1', team_id: 't1', client_user_id: 'c1', user: null, reason: 'verified' });
     expect(JSON.parse(describeChange({ ...base, change: 'deleted', cause: 'superseded' }).data)).toMatchObject({ reason: 'superseded' });
+  });
+
+  it('gives an update the previous values of the fields that changed, and only of those the earlier record held', () => {
+    const before = { raw: '{"user_id":"u1","a":1,"b":{"x":1},"c":"gone","same":true}', deletedAt: null };
+    const raw = '{"user_id":"u1","a":2,"b":{"x":2},"d":"new","same":true}';
+    const data = JSON.parse(describeChange({ ...base, change: 'updated', raw, before }).data) as Record<string, unknown>;
+    expect(data.changed_fields).toEqual(['a', 'b', 'c', 'd']);
+    expect(data.previous).toEqual({ a: 1, b: { x: 1 }, c: 'gone' });
   });
 
   it('embeds the record as mirrored, byte for byte', () => {
@@ -60,5 +68,15 @@ describe('docs/change-event.schema.json', () => {
   it('is the JSON Schema of ChangeEventSchema (npm run changes-schema renders it)', () => {
     const file: unknown = JSON.parse(readFileSync(new URL('../docs/change-event.schema.json', import.meta.url), 'utf8'));
     expect(file).toEqual(JSON.parse(JSON.stringify(z.toJSONSchema(ChangeEventSchema, { target: 'draft-2020-12' }))));
+  });
+
+  it('states the schema version the code has, and docs/changes.md says the same', () => {
+    const file = JSON.parse(readFileSync(new URL('../docs/change-event.schema.json', import.meta.url), 'utf8')) as {
+      schema_version?: unknown;
+    };
+    expect(file.schema_version).toBe(CHANGE_EVENT_SCHEMA_VERSION);
+    const page = readFileSync(new URL('../docs/changes.md', import.meta.url), 'utf8');
+    expect(page).toContain(`\`schema_version\` ${CHANGE_EVENT_SCHEMA_VERSION}`);
+    expect(page).toMatch(/`previous`: the value each changed field had before/);
   });
 });

@@ -80,6 +80,8 @@ describe('a run’s events', () => {
         changed_fields: ['connected_sources', 'ingestion_end'],
         sources_added: ['garmin'],
         sources_removed: ['oura'],
+        // The values before the run, of the changed fields only.
+        previous: { connected_sources: wireUser(1).connected_sources, ingestion_end: null },
       },
     });
   });

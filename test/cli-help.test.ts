@@ -1,7 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { requireBuiltCli, runCli } from './support/cli-process.js';
 
-const COMMANDS = ['stand-in', 'sync', 'resolve', 'remove-member', 'removals', 'webhooks', 'worker', 'daemon', 'serve', 'demo', 'status'];
+const COMMANDS = [
+  'stand-in',
+  'sync',
+  'resolve',
+  'remove-member',
+  'removals',
+  'webhooks',
+  'sinks',
+  'worker',
+  'daemon',
+  'serve',
+  'demo',
+  'status',
+];
 
 describe('user-mirror help', () => {
   it('lists every command', async () => {

@@ -148,6 +148,8 @@ describe('contrib/prometheus: the alert rules', () => {
       'user_mirror_disk_free_bytes',
       'user_mirror_backup_last_failed',
       'user_mirror_backup_stale',
+      'user_mirror_sink_failing',
+      'user_mirror_sink_seconds_behind',
     ])
       expect(queried, m).toContain(m);
   });
@@ -206,7 +208,12 @@ describe('contrib/prometheus against a running daemon', () => {
     receiver = await startReceiver();
     dir = mkdtempSync(join(tmpdir(), 'contrib-prometheus-'));
     const statusPort = await freePort();
-    // MANAGEMENT_URL (daemonEnv sets it) and WEBHOOK_URL: the removal and webhook families are served too.
+    // MANAGEMENT_URL (daemonEnv sets it), WEBHOOK_URL and a sink: the removal, webhook and sink families are served too.
+    const sinksFile = join(dir, 'sinks.json');
+    writeFileSync(
+      sinksFile,
+      JSON.stringify({ sinks: [{ name: 'audit', kind: 'redis_stream', redis: { url: redis.url }, stream: 'changes' }] }),
+    );
     daemon = spawnDaemon(
       daemonEnv({
         redisUrl: redis.url,
@@ -214,7 +221,7 @@ describe('contrib/prometheus against a running daemon', () => {
         mirrorDb: join(dir, 'mirror.db'),
         queuePrefix: `contrib${Date.now()}`,
         statusPort,
-        extra: { WEBHOOK_URL: receiver.url, WEBHOOK_SECRET: SECRET, CHANGES_BASELINE: 'events' },
+        extra: { WEBHOOK_URL: receiver.url, WEBHOOK_SECRET: SECRET, CHANGES_BASELINE: 'events', SINKS_FILE: sinksFile },
       }),
     );
     await daemon.ready;
@@ -225,7 +232,8 @@ describe('contrib/prometheus against a running daemon', () => {
         const body = (await getStatus(statusPort, '/metrics')).body;
         return /^user_mirror_sync_runs_total\{status="succeeded"\} [1-9]/m.test(body) &&
           /^user_mirror_webhook_deliveries_total\{outcome="delivered"\} [1-9]/m.test(body) &&
-          /^user_mirror_webhook_events_behind 0$/m.test(body)
+          /^user_mirror_webhook_events_behind 0$/m.test(body) &&
+          /^user_mirror_sink_delivered_total\{sink="audit",kind="redis_stream"\} [1-9]/m.test(body)
           ? body
           : undefined;
       },

@@ -138,6 +138,22 @@ type How = { run: Run } | { syntax: string } | { by: string };
  */
 const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   {
+    page: 'docs/sinks.md',
+    snippet: 'redis-cli XGROUP CREATE',
+    how: {
+      syntax:
+        "a consumer of the reader's own stream (its Redis, its key); test/sinks-redis.test.ts and test/sinks-daemon.test.ts read what a sink appends, entry ids and fields as the page gives them",
+    },
+  },
+  {
+    page: 'docs/sinks.md',
+    snippet: 'nats consumer add USER_MIRROR billing',
+    how: {
+      syntax:
+        "the nats CLI (not packaged here) against the reader's JetStream; test/sinks-jetstream.test.ts reads what a sink publishes with a JetStream consumer, subjects and headers as the page gives them",
+    },
+  },
+  {
     page: 'docs/operations.md',
     snippet: 'OTEL_SERVICE_NAME=removal-worker npx user-mirror worker removals &',
     how: {

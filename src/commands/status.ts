@@ -64,6 +64,8 @@ import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
+import type { SinkStatus } from '../sinks/sink-status.js';
+import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -91,10 +93,12 @@ export default async function status(argv: string[]): Promise<number> {
     'BACKUP_DIR',
     'BACKUP_CRON',
     'WEBHOOK_LAG_WARN_SECONDS',
+    'SINKS_FILE',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
   pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
+  const sinkList = pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? [];
   const config = pass.done();
   const settings = queueSettingsFromConfig(config);
   const target = config.MANAGEMENT_URL === undefined ? undefined : urlTarget(config.MANAGEMENT_URL);
@@ -131,8 +135,38 @@ export default async function status(argv: string[]): Promise<number> {
         ? undefined
         : { dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, ...currentBackupVerdict(config.BACKUP_DIR, config.BACKUP_CRON) },
   });
-  process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
-  return misconfigured ? 2 : statusExitCode(report);
+  // Each sink's line (src/sinks/sink-status.ts): its destination asked for its position; one failing makes the exit 1.
+  const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS);
+  process.stdout.write(
+    args.json
+      ? `${JSON.stringify(sinkList.length === 0 ? report : { ...report, sinks: sinks.map((s) => s.status) }, null, 2)}\n`
+      : formatStatusReport(report) + sinks.map((s) => `${s.line}\n`).join(''),
+  );
+  if (misconfigured) return 2;
+  return sinks.some((s) => s.status.problem !== null) ? 1 : statusExitCode(report);
+}
+
+/** Each sink's status and its line; the sink clients (ioredis, NATS) load only where SINKS_FILE names sinks. */
+async function readSinks(
+  mirrorDb: string,
+  sinks: readonly SinkSettings[],
+  lagWarnSeconds: number,
+): Promise<Array<{ status: SinkStatus; line: string }>> {
+  if (sinks.length === 0) return [];
+  const { formatSinkStatus, readSinkStatus } = await import('../sinks/sink-status.js');
+  let db: Db | undefined;
+  try {
+    db = openMirror(mirrorDb, { readonly: true });
+  } catch {
+    db = undefined;
+  }
+  try {
+    const feed = db === undefined ? undefined : openChangeFeed(db);
+    const rows = await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date())));
+    return rows.map((status) => ({ status, line: formatSinkStatus(status) }));
+  } finally {
+    db?.close();
+  }
 }
 
 /** The file system holding the mirror, judged; undefined for an in-memory mirror or a folder that is not there. */

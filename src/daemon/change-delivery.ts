@@ -166,6 +166,8 @@ export interface ChangeDeliveryOptions {
   redis: { control: RedisClient; endpoint: RedisEndpoint; prefix: string; held: string | undefined };
   logger: Logger;
   onOutcome?: (outcome: WebhookOutcome) => void;
+  /** The highest cursor every sink's destination holds (src/sinks/start.ts): retention drops nothing above it. */
+  sinksHold?: () => number;
 }
 
 export interface ChangeDelivery {
@@ -254,6 +256,8 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
           return;
         }
       }
+      // Nor what a sink's destination has not yet taken (src/sinks): a sink behind retention would have to stop.
+      hold = Math.min(hold, o.sinksHold?.() ?? Infinity);
       pruneFeed(feed, o.config.CHANGES_RETENTION_DAYS, hold, new Date(), log);
     },
     lag: () => (queue === undefined ? Promise.reject(new Error('no webhooks')) : deliveryLag(feed, queue, new Date())),

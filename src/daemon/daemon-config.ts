@@ -15,6 +15,7 @@ import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.
 import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
+import { sinksOf } from '../sinks/sinks-file.js';
 import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
@@ -59,6 +60,7 @@ export const DAEMON_ENV = [
   'WEBHOOK_SECRET',
   'WEBHOOK_TIMEOUT_MS',
   'WEBHOOK_LAG_WARN_SECONDS',
+  'SINKS_FILE',
   'LOG_LEVEL',
 ] as const;
 
@@ -75,6 +77,7 @@ export function readDaemonConfig(env: NodeJS.ProcessEnv = process.env, warn?: (l
     pass.add(`${missing}: is required when ${given[0] ?? ''} is set (removals need both; unset both to run without removals)`);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
   pass.check(['WEBHOOK_URL', 'WEBHOOK_SECRET'], webhookSettings);
+  pass.check(['SINKS_FILE'], (c) => sinksOf(c, env));
   pass.check(REPLICA_ENV, daemonReplicaSettings);
   pass.check(AUDIT_LOCATION_ENV, checkAuditLocation);
   return pass.done();

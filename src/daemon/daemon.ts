@@ -72,7 +72,11 @@ import { MirrorWatch } from './mirror-watch.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { startReplica, type Replica } from '../replica/start.js';
 import { startChangeDelivery, webhookSettings, type ChangeDelivery } from './change-delivery.js';
+import { ChangeFeed } from '../../db/change-feed.js';
+import { startSinks } from '../sinks/start.js';
+import { registerSinkGauges } from './sink-gauges.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
+import { sinksOf } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
@@ -112,6 +116,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const management = managementOf(config);
   const target = management === undefined ? undefined : urlTarget(management.MANAGEMENT_URL);
   const webhooks = webhookSettings(config);
+  const sinkList = sinksOf(config);
 
   log.info(
     {
@@ -159,6 +164,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const staleAfter = staleAfterMs(config.SYNC_STALE_AFTER_MS, intervalOfExpression(config.SYNC_CRON));
   const metrics = createMetrics();
   metrics.setSources(mirrorSources(config, { db, reader, watch, staleAfterMs: staleAfter }));
+  // The sinks (src/sinks) read the feed and write to their own destinations: they wait for neither the queues' Redis nor the service.
+  let countDelivered: ((sink: string, kind: string, n: number) => void) | undefined;
+  const sinks = sinkList.length === 0 ? undefined : startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a));
+  if (sinks !== undefined) countDelivered = registerSinkGauges(metrics.registry, sinks);
 
   const managementClient =
     management === undefined
@@ -242,7 +251,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     syncWorker = syncWorkerOf(
       workers,
       { mirrorId: config.MIRROR_ID, maxDurationMs: config.SYNC_MAX_DURATION_MS },
-      () => void delivery?.afterSync(),
+      () => {
+        sinks?.nudge();
+        void delivery?.afterSync();
+      },
       watch === undefined ? undefined : { opened: watch.opened, lost: () => watch.check()?.message },
     );
 
@@ -257,6 +269,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       redis: { control, endpoint, prefix, held: describeHeldWebhooks(gate) },
       logger: log,
       onOutcome: (o) => metrics.recordWebhook(o.outcome),
+      ...(sinks === undefined ? {} : { sinksHold: sinks.hold }),
     });
     const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue, webhooks: delivery.queue };
     metrics.setSources({
@@ -327,6 +340,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       delivery?.close(remainingBudget(t0, total, Date.now())),
+      sinks?.close(),
     ]);
     await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close(), unboundQueue?.close()]), 2_000);
     control.disconnect();

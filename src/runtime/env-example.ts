@@ -90,6 +90,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
       'WEBHOOK_SECRET',
       'WEBHOOK_TIMEOUT_MS',
       'WEBHOOK_LAG_WARN_SECONDS',
+      'SINKS_FILE',
     ],
   ],
   ['Backups', ['BACKUP_DIR', 'BACKUP_CRON', 'BACKUP_KEEP']],
@@ -184,6 +185,7 @@ const ABOUT: Record<EnvName, string> = {
   BACKUP_CRON: 'backup schedule, UTC; status says the backups are stale past twice its interval',
   BACKUP_KEEP: 'copies of each file kept in BACKUP_DIR; older ones are deleted after a good backup',
   WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
+  SINKS_FILE: 'a JSON file of sinks: the change feed delivered to Redis Streams and NATS JetStream (docs/sinks.md); unset: none',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */
