@@ -51,6 +51,26 @@ describe('SINKS_FILE', () => {
     );
   });
 
+  it('refuses a destination beyond loopback without TLS (issue 50: nothing in clear), unless TLS_BY_PROXY says a proxy carries it', () => {
+    const file = {
+      sinks: [
+        { name: 'r', kind: 'redis_stream', redis: { url: 'redis://cache.internal:6379' }, stream: 's' },
+        { name: 'c', kind: 'redis_stream', redis: { cluster_nodes: ['10.0.0.5:7000', '127.0.0.1:7001'] }, stream: '{s}' },
+        { name: 'j', kind: 'jetstream', servers: ['nats://nats.internal:4222'], stream: 'st', subject_prefix: 'p' },
+        { name: 'ok1', kind: 'redis_stream', redis: { url: 'rediss://cache.internal:6380' }, stream: 's' },
+        { name: 'ok2', kind: 'jetstream', servers: ['tls://nats.internal:4222'], stream: 'st', subject_prefix: 'q' },
+        { name: 'ok3', kind: 'jetstream', servers: ['nats://127.0.0.1:4222'], stream: 'st', subject_prefix: 'r' },
+      ],
+    };
+    const found = problems(file);
+    expect(found).toEqual([
+      expect.stringMatching(/sinks\[0\] "r"\.redis\.url: cache\.internal is beyond this host .*TLS_BY_PROXY=1/),
+      expect.stringMatching(/sinks\[1\] "c"\.redis\.cluster_nodes: 10\.0\.0\.5 is beyond this host/),
+      expect.stringMatching(/sinks\[2\] "j"\.servers: nats\.internal is beyond this host/),
+    ]);
+    expect(parseSinks(file, {}, 'SINKS_FILE', { tlsByProxy: true }).map((s) => s.name)).toEqual(['r', 'c', 'j', 'ok1', 'ok2', 'ok3']);
+  });
+
   it('reads a valid file into settings: the policy compiled, the filter kept', () => {
     const [sink] = parseSinks(
       {

@@ -24,7 +24,7 @@ const Args = z.object({
 
 export default async function sinks(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const pass = new ConfigPass(['MIRROR_DB', 'SINKS_FILE', 'WEBHOOK_LAG_WARN_SECONDS']);
+  const pass = new ConfigPass(['MIRROR_DB', 'SINKS_FILE', 'TLS_BY_PROXY', 'WEBHOOK_LAG_WARN_SECONDS']);
   const list = pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? [];
   const config = pass.done();
   if (config.SINKS_FILE === undefined) throw new ConfigError(['SINKS_FILE: is required (the file naming the sinks, docs/sinks.md)']);

@@ -94,6 +94,7 @@ export default async function status(argv: string[]): Promise<number> {
     'BACKUP_CRON',
     'WEBHOOK_LAG_WARN_SECONDS',
     'SINKS_FILE',
+    'TLS_BY_PROXY',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);

@@ -15,6 +15,7 @@ import { CHANGE_EVENT_TYPES } from '../../db/change-event.js';
 import { ConfigError } from '../runtime/config.js';
 import { hostPortList, pemFile, type HostPort } from '../runtime/config-schemas.js';
 import { formatPath } from '../runtime/zod-issues.js';
+import { isLoopbackHost, TLS_PROXY_SETTING } from '../runtime/clear-text.js';
 import type { RedisEndpoint, RedisTls } from '../../jobs/redis-connection.js';
 import { compileFieldPolicy, FieldPolicySchema, type FieldPolicy } from './field-policy.js';
 import type { SinkFilter, SinkKind } from './contract.js';
@@ -164,13 +165,24 @@ export interface JetStreamSink extends SinkBase {
 }
 export type SinkSettings = RedisStreamSink | JetStreamSink;
 
-/** The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it. */
-export function sinksOf(config: { SINKS_FILE: string | undefined }, env: NodeJS.ProcessEnv = process.env): SinkSettings[] {
-  return config.SINKS_FILE === undefined ? [] : readSinksFile(config.SINKS_FILE, env);
+/**
+ * The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it.
+ * TLS_BY_PROXY (src/runtime/clear-text.ts) lets a destination beyond loopback be reached without TLS.
+ */
+export function sinksOf(
+  config: { SINKS_FILE: string | undefined; TLS_BY_PROXY?: boolean | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+): SinkSettings[] {
+  return config.SINKS_FILE === undefined ? [] : readSinksFile(config.SINKS_FILE, env, { tlsByProxy: config.TLS_BY_PROXY === true });
+}
+
+/** Whether a sink may reach a destination beyond loopback without TLS (TLS_BY_PROXY); unset: it may not. */
+export interface SinkTransportOptions {
+  tlsByProxy?: boolean;
 }
 
 /** Reads and checks SINKS_FILE: the sinks, or one ConfigError with every problem. */
-export function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env): SinkSettings[] {
+export function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env, transport: SinkTransportOptions = {}): SinkSettings[] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -183,11 +195,16 @@ export function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env
   } catch (err) {
     throw new ConfigError([`SINKS_FILE ${path}: is not JSON (${(err as Error).message})`]);
   }
-  return parseSinks(json, env, `SINKS_FILE ${path}`);
+  return parseSinks(json, env, `SINKS_FILE ${path}`, transport);
 }
 
 /** Validates a parsed sinks file and reads what it references; every problem at once. */
-export function parseSinks(json: unknown, env: NodeJS.ProcessEnv, label = 'SINKS_FILE'): SinkSettings[] {
+export function parseSinks(
+  json: unknown,
+  env: NodeJS.ProcessEnv,
+  label = 'SINKS_FILE',
+  transport: SinkTransportOptions = {},
+): SinkSettings[] {
   const parsed = SinksFileSchema.safeParse(json);
   if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${label}: ${namedPath(json, i.path)}: ${i.message}`));
   const problems: string[] = [];
@@ -234,6 +251,7 @@ export function parseSinks(json: unknown, env: NodeJS.ProcessEnv, label = 'SINKS
     } catch (err) {
       problems.push(`${at}.field_policy: ${(err as Error).message}`);
     }
+    if (transport.tlsByProxy !== true) for (const [field, problem] of clearTextProblems(s)) problems.push(`${at}.${field}: ${problem}`);
     const filter: SinkFilter = { types: s.filter?.types, teams: s.filter?.teams };
     const base = { name: s.name, filter };
     if (s.kind === 'redis_stream') {
@@ -276,6 +294,32 @@ export function parseSinks(json: unknown, env: NodeJS.ProcessEnv, label = 'SINKS
     }
   });
   if (problems.length > 0) throw new ConfigError(problems);
+  return out;
+}
+
+/**
+ * Where a sink would carry events (health data) or a password in clear beyond this host: a
+ * `redis://` URL, Cluster nodes or Sentinels without `tls`, or a `nats://` server without `tls`.
+ */
+function clearTextProblems(s: z.output<typeof SinksFileSchema>['sinks'][number]): [string, string][] {
+  const out: [string, string][] = [];
+  const beyond = (host: string, field: string) => {
+    if (!isLoopbackHost(host))
+      out.push([
+        field,
+        `${host} is beyond this host and would get events in clear; give this sink "tls", or ${TLS_PROXY_SETTING}=1 when a TLS proxy carries it`,
+      ]);
+  };
+  if (s.kind === 'redis_stream') {
+    const r = s.redis;
+    if (r.url?.startsWith('redis:') === true) beyond(new URL(r.url).hostname, 'redis.url');
+    if (r.tls === undefined) {
+      for (const n of r.cluster_nodes ?? []) beyond(n.host, 'redis.cluster_nodes');
+      for (const n of r.sentinels ?? []) beyond(n.host, 'redis.sentinels');
+    }
+  } else if (s.tls === undefined) {
+    for (const server of s.servers) if (server.startsWith('nats:')) beyond(new URL(server).hostname, 'servers');
+  }
   return out;
 }
 
