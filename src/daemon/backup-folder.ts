@@ -6,11 +6,12 @@
  * newest attempt ended (a failure is kept until a later attempt succeeds).
  * The decisions are pure; reading and writing the folder are the thin part.
  */
-import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { syncFile } from '../../db/backup.js';
 import { intervalOfExpression } from './schedule.js';
+import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 
 export const LAST_BACKUP_FILE = 'last-backup.json';
 
@@ -51,22 +52,8 @@ export const LastBackupSchema = z.object({
 export type LastBackup = z.infer<typeof LastBackupSchema>;
 
 /** The record in `dir`: undefined when there is none yet; a record that does not parse is a failure to report. */
-export function readLastBackup(dir: string): { ok: true; record: LastBackup | undefined } | { ok: false; problem: string } {
-  let text: string;
-  try {
-    text = readFileSync(join(dir, LAST_BACKUP_FILE), 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? { ok: true, record: undefined } : { ok: false, problem: `${LAST_BACKUP_FILE}: cannot be read (${code})` };
-  }
-  try {
-    const parsed = LastBackupSchema.safeParse(JSON.parse(text));
-    if (parsed.success) return { ok: true, record: parsed.data };
-    const issue = parsed.error.issues[0];
-    return { ok: false, problem: `${LAST_BACKUP_FILE}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}` };
-  } catch {
-    return { ok: false, problem: `${LAST_BACKUP_FILE}: not JSON` };
-  }
+export function readLastBackup(dir: string): RecordRead<LastBackup> {
+  return readRecordFile(dir, LAST_BACKUP_FILE, LastBackupSchema);
 }
 
 /** Writes the record privately and atomically (a reader never sees half of it). */
