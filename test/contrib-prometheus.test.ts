@@ -145,6 +145,8 @@ describe('contrib/prometheus: the alert rules', () => {
       'user_mirror_disk_free_bytes',
       'user_mirror_backup_last_failed',
       'user_mirror_backup_stale',
+      'user_mirror_export_last_failed',
+      'user_mirror_export_stale',
     ])
       expect(queried, m).toContain(m);
   });

@@ -46,6 +46,7 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { currentBackupVerdict } from '../daemon/backup-folder.js';
+import { currentExportVerdict } from '../daemon/export-schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
@@ -87,6 +88,8 @@ export default async function status(argv: string[]): Promise<number> {
     'WEBHOOK_URL',
     'BACKUP_DIR',
     'BACKUP_CRON',
+    'EXPORT_DIR',
+    'EXPORT_CRON',
     'WEBHOOK_LAG_WARN_SECONDS',
     ...(isGiven('MANAGEMENT_URL') ? (['MANAGEMENT_URL'] as const) : []),
   ]);
@@ -126,6 +129,10 @@ export default async function status(argv: string[]): Promise<number> {
       config.BACKUP_DIR === undefined
         ? undefined
         : { dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, ...currentBackupVerdict(config.BACKUP_DIR, config.BACKUP_CRON) },
+    exports:
+      config.EXPORT_DIR === undefined
+        ? undefined
+        : { dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, ...currentExportVerdict(config.EXPORT_DIR, config.EXPORT_CRON) },
   });
   process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatusReport(report));
   return misconfigured ? 2 : statusExitCode(report);

@@ -8,7 +8,7 @@
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness } from './staleness.js';
-import type { BackupFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { BackupFacts, ExportFacts, FieldWarningFacts, QueueFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
 import type { RunDrift } from '../../db/schema-drift.js';
 import { webhookLag } from './webhook-lag.js';
@@ -141,6 +141,8 @@ export interface StatusReport {
   webhooksConfigured: boolean;
   /** Scheduled backups; null without BACKUP_DIR. Failed or stale makes `status` exit 1. */
   backups: BackupFacts | null;
+  /** Scheduled exports; null without EXPORT_DIR. Failed or stale makes `status` exit 1. */
+  exports?: ExportFacts | null;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -215,6 +217,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     webhooks: webhookReport(f),
     webhooksConfigured: f.webhooksConfigured ?? false,
     backups: f.backups ?? null,
+    exports: f.exports ?? null,
   };
 }
 
@@ -280,6 +283,7 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   if (r.backups !== null && (r.backups.failed !== null || r.backups.stale)) return 1;
+  if (r.exports != null && (r.exports.failed !== null || r.exports.stale)) return 1;
   const mirrorOk =
     r.mirror.available &&
     r.mirror.stale !== true &&

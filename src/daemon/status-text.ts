@@ -4,7 +4,7 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
-import type { BackupFacts, QueueCounts, RunFacts } from './status-facts.js';
+import type { BackupFacts, ExportFacts, QueueCounts, RunFacts } from './status-facts.js';
 import type { RemovalQueueReport, StatusReport } from './status-report.js';
 import type { WalVerdict } from './wal-verdict.js';
 import { fullDiskWords } from '../../db/disk-space.js';
@@ -147,6 +147,7 @@ export function formatStatusReport(r: StatusReport): string {
       );
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   if (r.backups !== null) lines.push(...backupLines(r.backups));
+  if (r.exports != null) lines.push(...exportLines(r.exports));
   return `${lines.join('\n')}\n`;
 }
 
@@ -267,6 +268,16 @@ function backupLines(b: BackupFacts): string[] {
   if (b.failed !== null) lines.push(`backups         LAST BACKUP FAILED: ${oneLine(b.failed, 300)}`);
   if (b.stale)
     lines.push(`backups         STALE: no good backup within twice the BACKUP_CRON interval; is the daemon running, is ${b.dir} writable?`);
+  return lines;
+}
+
+/** The scheduled exports: the last good one, and a failure or staleness in capitals (both make `status` exit 1). */
+function exportLines(e: ExportFacts): string[] {
+  const last = e.lastGoodAt === null ? 'none yet' : `${e.lastGoodAt}, ${e.lastGoodRows ?? 0} rows, ${formatBytes(e.lastGoodBytes ?? 0)}`;
+  const lines = [`exports         last good ${last}   (${e.dir}, every "${e.cron}")`];
+  if (e.failed !== null) lines.push(`exports         LAST EXPORT FAILED: ${oneLine(e.failed, 300)}`);
+  if (e.stale)
+    lines.push(`exports         STALE: no good export within twice the EXPORT_CRON interval; is the daemon running, is ${e.dir} writable?`);
   return lines;
 }
 
