@@ -20,7 +20,9 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src'], // the package's entry points: the CLI, the library, the producer
   ['src/commands'],
   ['src/daemon'],
-  ['src/sync', 'src/replica', 'jobs', 'src/stand-in', 'src/export'],
+  ['src/export'], // the mirror as files for a lake: reads db/, applies the sinks' field policy
+  ['src/sinks'], // the change feed delivered to Redis Streams, JetStream: reads the feed (db/), connects through jobs/
+  ['src/sync', 'src/replica', 'jobs', 'src/stand-in'],
   ['src/service'],
   ['src/runtime'], // configuration, logging, deadlines, process lifecycle
   ['db'], // SQLite and nothing else: imports nothing from src/ or jobs/

@@ -20,6 +20,8 @@ import {
 } from '../src/export/plan.js';
 import { changeRecord, day, instant, sourceRecord, userRecord, versionRecord } from '../src/export/tables.js';
 import { exportVerdict, recordOf } from '../src/export/scheduled.js';
+import { exportShape, NO_POLICY } from '../src/export/policy.js';
+import { compileFieldPolicy } from '../src/sinks/field-policy.js';
 
 const facts: SnapshotFacts = {
   schemaVersion: 13,
@@ -200,6 +202,43 @@ describe('rows as typed cells', () => {
       event_id: 'evt_a1b2c3d4_7',
       body,
     });
+  });
+});
+
+describe('the field policy on an export', () => {
+  const row = {
+    user_id: 'u',
+    team_id: 't',
+    client_user_id: 'c1',
+    fallback_birth_date: 7000,
+    ingestion_start: 1,
+    sources: ['oura'],
+    raw: '{"user_id":"u","client_user_id":"c1","fallback_birth_date":{"value":"1990-01-01"},"ingestion_start":"2020-01-01"}',
+  };
+
+  it('without one, or one that passes all, changes nothing', () => {
+    expect(exportShape(undefined)).toBe(NO_POLICY);
+    const pass = exportShape(compileFieldPolicy({}));
+    expect(pass.id).toMatch(/^pass:/);
+    expect(pass.apply('users', row)).toBe(row);
+  });
+
+  it('drops the columns and the fields of what it drops, and the client id when asked', () => {
+    const shape = exportShape(compileFieldPolicy({ fields: { drop: ['fallback_birth_date'] }, client_user_id: 'drop' }));
+    const names = shape.columns('users').map((c) => c.name);
+    expect(names).not.toContain('fallback_birth_date_updated_at');
+    expect(names).not.toContain('client_user_id');
+    expect(names).toContain('ingestion_start');
+    const out = shape.apply('users', row);
+    expect(Object.keys(out)).toEqual(names);
+    expect(JSON.parse(String(out.raw))).toEqual({ user_id: 'u', ingestion_start: '2020-01-01' });
+  });
+
+  it('an allow-list without connected_sources leaves out the sources column and file', () => {
+    const shape = exportShape(compileFieldPolicy({ fields: { allow: ['created_on'] } }));
+    expect(shape.writes('sources')).toBe(false);
+    expect(shape.columns('users').map((c) => c.name)).not.toContain('sources');
+    expect(shape.writes('versions')).toBe(true);
   });
 });
 

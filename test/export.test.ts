@@ -9,7 +9,7 @@
  * mirror's. An incremental export after one more sync holds exactly that
  * sync's changes and versions.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -321,6 +321,57 @@ describe('an incremental export after one more sync', () => {
       .get({ run: runId }) as number;
     const [lakeSources] = await rowsOf(`SELECT count(*) AS n FROM ${file(inc, 'sources')}`);
     expect(Number(lakeSources?.n)).toBe(sources);
+  });
+});
+
+describe('an export under a field policy', () => {
+  it('leaves out what the policy drops, from the columns, the records and the bodies; client_user_id hashed', async () => {
+    const key = 'k'.repeat(40);
+    writeFileSync(join(rig.dir, 'lake.key'), key, { mode: 0o600 });
+    const policyFile = join(rig.dir, 'policy.json');
+    writeFileSync(
+      policyFile,
+      JSON.stringify({
+        name: 'lake',
+        fields: { drop: ['fallback_birth_date'] },
+        client_user_id: 'hmac',
+        hmac_key_file: join(rig.dir, 'lake.key'),
+      }),
+    );
+    const out = join(rig.dir, 'policy');
+    const r = await runCli(['export', '--out', out, '--policy', policyFile, '--json'], rig.env(), 120_000);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const printed = JSON.parse(r.stdout) as { dir: string; manifest: { field_policy: string } };
+    expect(printed.manifest.field_policy).toMatch(/^lake:[0-9a-f]{16}$/);
+    const at = (table: string) => `'${join(printed.dir, `${table}.parquet`)}'`;
+    const columns = (await rowsOf(`DESCRIBE SELECT * FROM ${at('users')}`)).map((c) => String(c.column_name));
+    expect(columns).not.toContain('fallback_birth_date');
+    expect(columns).not.toContain('fallback_birth_date_source_slug');
+    expect(columns).toContain('fallback_time_zone_id');
+    const [dropped] = await rowsOf(
+      `SELECT count(*) FILTER (WHERE json_exists(raw, '$.fallback_birth_date')) AS in_raw, count(*) FILTER (WHERE raw IS NULL) AS no_raw FROM ${at('users')}`,
+    );
+    expect(Number(dropped?.in_raw)).toBe(0);
+    expect(Number(dropped?.no_raw)).toBe(0);
+    const [v] = await rowsOf(`SELECT count(*) FILTER (WHERE json_exists(raw, '$.fallback_birth_date')) AS n FROM ${at('versions')}`);
+    expect(Number(v?.n)).toBe(0);
+    const [b] = await rowsOf(
+      `SELECT count(*) FILTER (WHERE json_exists(body, '$.data.user.fallback_birth_date')) AS n, count(*) FILTER (WHERE json_exists(body, '$.data.user')) AS users FROM ${at('changes')}`,
+    );
+    expect(Number(b?.users)).toBeGreaterThan(0);
+    expect(Number(b?.n)).toBe(0);
+    // Birth dates are in the mirror: the policy, not the data, left them out.
+    expect(db.prepare(`SELECT count(*) FROM users WHERE raw ->> '$.fallback_birth_date' IS NOT NULL`).pluck().get()).toBeGreaterThan(0);
+    const sample = db.prepare<[], { user_id: string; client_user_id: string }>('SELECT user_id, client_user_id FROM users LIMIT 1').get();
+    const [hashed] = await rowsOf(
+      `SELECT client_user_id, raw ->> '$.client_user_id' AS in_raw FROM ${at('users')} WHERE user_id = '${sample?.user_id ?? ''}'`,
+    );
+    const { createHmac } = await import('node:crypto');
+    const expected = createHmac('sha256', key)
+      .update(sample?.client_user_id ?? '')
+      .digest('hex');
+    expect(hashed).toEqual({ client_user_id: expected, in_raw: expected });
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * `user-mirror export [--out <dir>] [--tables users,versions,sources,changes] [--as-of <time>]
- *  [--format parquet|ndjson] [--since-manifest <file> | --incremental] [--json]`
+ *  [--format parquet|ndjson] [--since-manifest <file> | --incremental] [--policy <file>] [--json]`
  *
  * The mirror as files for a lake (src/export/run.ts): users, versions,
  * sources and changes as typed Parquet (or NDJSON), from one read snapshot,
@@ -20,7 +20,9 @@ import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { ExportRefused } from '../export/plan.js';
-import { exportMirror, type ExportResult } from '../export/run.js';
+import { exportMirror, readPolicyFile, type ExportResult } from '../export/run.js';
+import type { FieldPolicy } from '../sinks/field-policy.js';
+import { errorMessage } from '../runtime/errors.js';
 import { exportIntoFolder } from '../export/scheduled.js';
 import { TABLES } from '../export/tables.js';
 
@@ -34,6 +36,7 @@ const Args = z.object({
   'as-of': z.string().min(1, 'must not be empty').optional(),
   format: z.enum(['parquet', 'ndjson'], { error: 'must be parquet or ndjson' }).optional(),
   'since-manifest': z.string().min(1, 'must not be empty').optional(),
+  policy: z.string().min(1, 'must not be empty').optional(),
   incremental: z.boolean().optional(),
   json: z.boolean().optional(),
   positionals: z.array(z.string()).max(0, 'takes no positional argument'),
@@ -48,25 +51,34 @@ export default async function exportCommand(argv: string[]): Promise<number> {
       'as-of': { type: 'string' },
       format: { type: 'string' },
       'since-manifest': { type: 'string' },
+      policy: { type: 'string' },
       incremental: { type: 'boolean' },
       json: { type: 'boolean' },
     },
     Args,
   );
-  const config = readConfig(['MIRROR_DB', 'EXPORT_DIR', 'EXPORT_KEEP']);
+  const config = readConfig(['MIRROR_DB', 'EXPORT_DIR', 'EXPORT_KEEP', 'EXPORT_POLICY']);
   if (args['since-manifest'] !== undefined && args.incremental === true)
     throw new UsageError('--since-manifest names the export to continue from; --incremental takes the newest in the folder: give one');
   const out = args.out ?? config.EXPORT_DIR;
+  const policyFile = args.policy ?? config.EXPORT_POLICY;
+  let policy: FieldPolicy | undefined;
+  try {
+    policy = policyFile === undefined ? undefined : readPolicyFile(policyFile);
+  } catch (err) {
+    throw new UsageError(errorMessage(err));
+  }
   if (out === undefined) throw new UsageError('give --out <dir>, or set EXPORT_DIR');
   const scheduled =
     args.out === undefined &&
     args.tables === undefined &&
     args['as-of'] === undefined &&
     args.format === undefined &&
+    args.policy === undefined &&
     args['since-manifest'] === undefined &&
     args.incremental === undefined;
   if (scheduled) {
-    const record = await exportIntoFolder(out, config.MIRROR_DB, config.EXPORT_KEEP);
+    const record = await exportIntoFolder(out, config.MIRROR_DB, config.EXPORT_KEEP, policy === undefined ? {} : { policy });
     if (!record.ok) {
       process.stderr.write(`export failed: ${record.error ?? 'unknown'}\n`);
       if (args.json === true) process.stdout.write(JSON.stringify(record) + '\n');
@@ -85,6 +97,7 @@ export default async function exportCommand(argv: string[]): Promise<number> {
       ...(args['as-of'] === undefined ? {} : { asOf: args['as-of'] }),
       ...(args['since-manifest'] === undefined ? {} : { sinceManifest: args['since-manifest'] }),
       ...(args.incremental === true ? { incremental: true } : {}),
+      ...(policy === undefined ? {} : { policy }),
     });
   } catch (err) {
     if (err instanceof ExportRefused) throw new UsageError(err.message);

@@ -30,9 +30,12 @@ import {
   type PlannedFile,
   type WrittenFile,
 } from './plan.js';
+import { compileFieldPolicy, FieldPolicySchema, type FieldPolicy } from '../sinks/field-policy.js';
+import { errorMessage } from '../runtime/errors.js';
+import { formatIssues } from '../runtime/zod-issues.js';
+import { exportShape, NO_POLICY, type ExportShape } from './policy.js';
 import {
   changeRecord,
-  COLUMNS,
   sourceRecord,
   TABLES,
   userAsOfRecord,
@@ -61,8 +64,8 @@ export interface ExportOptions {
   incremental?: boolean;
   /** Keep this many exports in `outDir` (the oldest beyond are deleted after a good export); 0 keeps all. */
   keep?: number;
-  /** Applied to every row before it is written (the field policy); its description goes into the manifest. */
-  transform?: { describe: string; apply: (table: TableName, row: ExportRecord) => ExportRecord };
+  /** The field policy (src/sinks/field-policy.ts): what it does not let leave is absent from the files (./policy.ts). */
+  policy?: FieldPolicy;
   /** The clock, for tests. */
   now?: () => Date;
 }
@@ -106,17 +109,26 @@ export async function exportMirror(options: ExportOptions): Promise<ExportResult
   try {
     snapshot = new ExportSnapshot(db);
     const facts = snapshot.facts;
-    const plan = planExport({ tables, format, ...(asOf === undefined ? {} : { asOf }), ...(since === undefined ? {} : { since }) }, facts);
+    const shape = exportShape(options.policy);
+    const plan = planExport(
+      {
+        tables: tables.filter((t) => shape.writes(t)),
+        format,
+        ...(asOf === undefined ? {} : { asOf }),
+        ...(since === undefined ? {} : { since }),
+      },
+      facts,
+    );
     ensureFolder(options.outDir);
     ensureFolder(building);
     const written: WrittenFile[] = [];
     const kv = { 'user_mirror.schema_version': String(facts.schemaVersion), 'user_mirror.cursor': String(facts.cursor) };
     for (const planned of plan.files) {
-      const rows = rowsOf(snapshot, planned, plan, facts.epoch, options.transform);
-      written.push(await writeTableFile(building, planned.table, planned.file, format, COLUMNS[planned.table], rows, kv));
+      const rows = rowsOf(snapshot, planned, plan, facts.epoch, shape);
+      written.push(await writeTableFile(building, planned.table, planned.file, format, shape.columns(planned.table), rows, kv));
     }
     snapshot.close();
-    const manifest = buildManifest(plan, facts, written, createdAt, options.transform?.describe ?? null);
+    const manifest = buildManifest(plan, facts, written, createdAt, shape.id, (t) => shape.columns(t));
     writeManifest(building, manifest);
     syncFile(building);
     const dir = join(options.outDir, folder);
@@ -138,13 +150,26 @@ function rowsOf(
   planned: PlannedFile,
   plan: ExportPlan,
   epoch: string | null,
-  transform: ExportOptions['transform'],
+  shape: ExportShape,
 ): Iterable<ExportRecord> {
   const rows = mapped(snapshot, planned, plan, epoch);
-  if (transform === undefined) return rows;
+  if (shape === NO_POLICY) return rows;
   return (function* () {
-    for (const row of rows) yield transform.apply(planned.table, row);
+    for (const row of rows) yield shape.apply(planned.table, row);
   })();
+}
+
+/** A field policy file (JSON, src/sinks/field-policy.ts), checked and compiled; its HMAC key file read when it hashes. */
+export function readPolicyFile(path: string): FieldPolicy {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ExportRefused(`field policy ${path}: ${err instanceof SyntaxError ? 'not JSON' : errorMessage(err)}`);
+  }
+  const parsed = FieldPolicySchema.safeParse(json);
+  if (!parsed.success) throw new ExportRefused(`field policy ${path}: ${formatIssues(parsed.error.issues)}`);
+  return compileFieldPolicy(parsed.data, (keyPath) => readFileSync(keyPath));
 }
 
 function* mapped(snapshot: ExportSnapshot, planned: PlannedFile, plan: ExportPlan, epoch: string | null): Generator<ExportRecord> {

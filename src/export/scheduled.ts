@@ -81,7 +81,7 @@ export async function exportIntoFolder(
   dir: string,
   mirrorPath: string,
   keep: number,
-  extra: Pick<ExportOptions, 'transform' | 'now'> = {},
+  extra: Pick<ExportOptions, 'policy' | 'now'> = {},
 ): Promise<LastExport> {
   const at = (extra.now ?? (() => new Date()))().toISOString();
   const previous = readLastExport(dir);

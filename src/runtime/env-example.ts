@@ -88,7 +88,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
     ],
   ],
   ['Backups', ['BACKUP_DIR', 'BACKUP_CRON', 'BACKUP_KEEP']],
-  ['Exports for a lake', ['EXPORT_DIR', 'EXPORT_CRON', 'EXPORT_KEEP']],
+  ['Exports for a lake', ['EXPORT_DIR', 'EXPORT_CRON', 'EXPORT_KEEP', 'EXPORT_POLICY']],
 ];
 
 const ABOUT: Record<EnvName, string> = {
@@ -174,6 +174,8 @@ const ABOUT: Record<EnvName, string> = {
     'the daemon exports the mirror here on EXPORT_CRON as Parquet (`user-mirror export`, incremental); unset: no scheduled exports',
   EXPORT_CRON: 'export schedule, UTC; status says the exports are stale past twice its interval',
   EXPORT_KEEP: 'exports (folders) kept in EXPORT_DIR; older ones are deleted after a good export',
+  EXPORT_POLICY:
+    'a field policy file (JSON) every export applies: fields it drops are absent from the files, client_user_id passed, dropped or hashed; unset: all fields',
   WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
 };
 
