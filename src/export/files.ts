@@ -31,6 +31,9 @@ import type { Cell, Column, ExportRecord, TableName } from './tables.js';
 export const ROW_GROUP_ROWS = 10_000;
 /** Text (records, bodies) of one row group at most, in characters: a group of large records ends early. */
 export const ROW_GROUP_BYTES = 3 * 1024 * 1024;
+/** Columns whose values are ids, unique or nearly: written PLAIN, without a dictionary. */
+const UNIQUE_IDS = new Set(['user_id', 'client_user_id', 'event_id']);
+
 /** Bytes gathered before a write(2). */
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -148,8 +151,11 @@ async function writeParquet(fd: number, rows: Iterable<ExportRecord>, columns: r
   });
   const spec = columns.map((c) => ({
     name: c.name,
-    // The record is unique per row: a dictionary never pays, and min/max of JSON text says nothing.
-    ...(c.kind === 'json' ? { encoding: 'PLAIN' as const, statistics: false } : {}),
+    // The record is unique per row: a dictionary never pays, and min/max of JSON text says nothing. Ids are
+    // (nearly) unique too: the dictionary the library tries first is built and thrown away for each page.
+    ...(c.kind === 'json' || UNIQUE_IDS.has(c.name) ? { encoding: 'PLAIN' as const } : {}),
+    // Min/max where a reader skips row groups by them (times, dates, numbers); of text and lists they cost more than they give.
+    ...(c.kind === 'json' || c.kind === 'string' || c.kind === 'list' ? { statistics: false } : {}),
   }));
   let count = 0;
   const write = (group: ExportRecord[]) => {
