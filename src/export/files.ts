@@ -26,11 +26,11 @@ import type { Cell, Column, ExportRecord, TableName } from './tables.js';
  * Rows of one row group at most: with ROW_GROUP_BYTES, what bounds the memory an export holds (a group is
  * held as rows, as columns and as encoded pages at once, and the garbage of the last ones waits for the GC).
  * Measured on 100,000 users (peak RSS, with the sync's V8 flags): 244 MB at 20,000 rows or 6 MB, 177 MB at
- * 10,000 or 3 MB, 161 MB at 5,000 or 1.5 MB, which was slower.
+ * 10,000 or 3 MB, 166-170 MB at 8,000 or 2 MB (as fast), 161 MB at 5,000 or 1.5 MB (slower).
  */
-export const ROW_GROUP_ROWS = 10_000;
+export const ROW_GROUP_ROWS = 8_000;
 /** Text (records, bodies) of one row group at most, in characters: a group of large records ends early. */
-export const ROW_GROUP_BYTES = 3 * 1024 * 1024;
+export const ROW_GROUP_BYTES = 2 * 1024 * 1024;
 /** Columns whose values are ids, unique or nearly: written PLAIN, without a dictionary. */
 const UNIQUE_IDS = new Set(['user_id', 'client_user_id', 'event_id']);
 
