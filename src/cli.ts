@@ -105,6 +105,15 @@ const COMMANDS: Record<string, Command> = {
     details: 'exit codes: 0 copied; 1 the copy failed (nothing left under its name); 2 usage or configuration error\n',
     load: () => import('./commands/backup.js'),
   },
+  export: {
+    summary: 'users, versions, sources and changes as typed Parquet (or NDJSON) files with a manifest, for a lake',
+    synopsis:
+      'export [--out <dir>] [--tables users,versions,sources,changes] [--as-of <time>] [--format parquet|ndjson] [--since-manifest <file>|--incremental] [--policy <file>] [--json]',
+    details:
+      'exit codes: 0 written; 1 the export failed (nothing left under its name); 2 usage or configuration error, or an export the\n' +
+      '  mirror cannot give (an as-of time before its history, an incremental export from another change feed)\n',
+    load: () => import('./commands/export.js'),
+  },
   restore: {
     summary: 'install a backup as MIRROR_DB (--audit: AUDIT_DB), the replaced file kept aside',
     synopsis: 'restore <backup> [--audit] [--json]',

@@ -31,7 +31,9 @@ await import('./cli.js');
  * (./sync/child-process.ts) and never re-executes.
  */
 function reexecWithSyncFlags(): void {
-  if (process.argv[2] !== 'sync' || process.execve === undefined) return;
+  // `export` too: its row groups' garbage (encoded pages in ArrayBuffers) is young; small semi-spaces free it at
+  // every scavenge (measured on 100,000 users: peak RSS 244 MB against 408 MB without).
+  if ((process.argv[2] !== 'sync' && process.argv[2] !== 'export') || process.execve === undefined) return;
   const missing = missingSyncFlags(process.execArgv, process.env.NODE_OPTIONS);
   if (missing.length === 0 && Object.keys(missingSyncEnv(process.env)).length === 0) return;
   const [, script = '', ...args] = process.argv;

@@ -67,3 +67,7 @@ export { UserSchema, type User } from './service/schemas.js';
 export { parseUser, type FieldWarning, type UserParse } from './service/user-record.js';
 // The local stand-in service, for other projects' tests.
 export { startStandIn, type StandIn, type StandInOptions } from './stand-in/index.js';
+// The mirror as files for a lake: typed Parquet (or NDJSON) with a manifest, full, incremental or as of a time.
+export { exportMirror, latestManifest, type ExportOptions, type ExportResult } from './export/run.js';
+export { ExportRefused, ManifestSchema, type Manifest, type ExportFormat } from './export/plan.js';
+export { TABLES as EXPORT_TABLES, type TableName as ExportTable } from './export/tables.js';

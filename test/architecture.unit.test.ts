@@ -20,6 +20,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src'], // the package's entry points: the CLI, the library, the producer
   ['src/commands'],
   ['src/daemon'],
+  ['src/export'], // the mirror as files for a lake: reads db/, applies the sinks' field policy
   ['src/sinks'], // the change feed delivered to Redis Streams, JetStream: reads the feed (db/), connects through jobs/
   ['src/sync', 'src/replica', 'jobs', 'src/stand-in'],
   ['src/service'],

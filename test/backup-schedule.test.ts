@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, runCli, scrapeMetric, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
@@ -49,11 +49,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const metric = async (port: number, name: string) => {
-  const body = (await getStatus(port, '/metrics')).body;
-  const line = body.split('\n').find((l) => l.startsWith(`${name} `));
-  return line === undefined ? undefined : Number(line.slice(name.length + 1));
-};
+const metric = scrapeMetric;
 
 const canMount = process.getuid?.() === 0;
 

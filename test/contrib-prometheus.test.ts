@@ -150,6 +150,8 @@ describe('contrib/prometheus: the alert rules', () => {
       'user_mirror_backup_stale',
       'user_mirror_sink_failing',
       'user_mirror_sink_seconds_behind',
+      'user_mirror_export_last_failed',
+      'user_mirror_export_stale',
     ])
       expect(queried, m).toContain(m);
   });

@@ -46,6 +46,7 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
 import { intervalOfExpression } from '../daemon/schedule.js';
 import { currentBackupVerdict } from '../daemon/backup-folder.js';
+import { currentExportVerdict } from '../daemon/export-schedule.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../daemon/status-report.js';
@@ -92,6 +93,8 @@ export default async function status(argv: string[]): Promise<number> {
     'WEBHOOK_URL',
     'BACKUP_DIR',
     'BACKUP_CRON',
+    'EXPORT_DIR',
+    'EXPORT_CRON',
     'WEBHOOK_LAG_WARN_SECONDS',
     'SINKS_FILE',
     'TLS_BY_PROXY',
@@ -135,6 +138,10 @@ export default async function status(argv: string[]): Promise<number> {
       config.BACKUP_DIR === undefined
         ? undefined
         : { dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, ...currentBackupVerdict(config.BACKUP_DIR, config.BACKUP_CRON) },
+    exports:
+      config.EXPORT_DIR === undefined
+        ? undefined
+        : { dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, ...currentExportVerdict(config.EXPORT_DIR, config.EXPORT_CRON) },
   });
   // Each sink's line (src/sinks/sink-status.ts): its destination asked for its position; one failing makes the exit 1.
   const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS);

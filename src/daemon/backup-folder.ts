@@ -16,7 +16,6 @@ import {
   ftruncateSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
   statSync,
@@ -27,6 +26,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { syncFile } from '../../db/backup.js';
 import { intervalOfExpression } from './schedule.js';
+import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 
 export const LAST_BACKUP_FILE = 'last-backup.json';
 
@@ -67,24 +67,8 @@ export const LastBackupSchema = z.object({
 export type LastBackup = z.infer<typeof LastBackupSchema>;
 
 /** The record in `dir`: undefined when there is none yet; a record that does not parse is a failure to report. */
-export function readLastBackup(dir: string): { ok: true; record: LastBackup | undefined } | { ok: false; problem: string } {
-  let text: string;
-  try {
-    text = readFileSync(join(dir, LAST_BACKUP_FILE), 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? { ok: true, record: undefined } : { ok: false, problem: `${LAST_BACKUP_FILE}: cannot be read (${code})` };
-  }
-  // A reserved page, no attempt recorded in it yet.
-  if (text.trim() === '') return { ok: true, record: undefined };
-  try {
-    const parsed = LastBackupSchema.safeParse(JSON.parse(text));
-    if (parsed.success) return { ok: true, record: parsed.data };
-    const issue = parsed.error.issues[0];
-    return { ok: false, problem: `${LAST_BACKUP_FILE}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}` };
-  } catch {
-    return { ok: false, problem: `${LAST_BACKUP_FILE}: not JSON` };
-  }
+export function readLastBackup(dir: string): RecordRead<LastBackup> {
+  return readRecordFile(dir, LAST_BACKUP_FILE, LastBackupSchema);
 }
 
 /**

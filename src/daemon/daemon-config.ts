@@ -34,6 +34,9 @@ export const DAEMON_ENV = [
   'BACKUP_DIR',
   'BACKUP_CRON',
   'BACKUP_KEEP',
+  'EXPORT_DIR',
+  'EXPORT_CRON',
+  'EXPORT_KEEP',
   // What the sync child reads: checked here too, so a bad value stops the daemon at start.
   ...LEASED_SYNC_ENV,
   'SYNC_STALE_AFTER_MS',

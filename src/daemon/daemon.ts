@@ -79,6 +79,7 @@ import { managementOf, type DaemonConfig } from './daemon-config.js';
 import { sinksOf } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
+import { startExportSchedule } from './export-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
 import type { SyncSummary } from '../sync/run-summary.js';
@@ -209,6 +210,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   let status: StatusServer | undefined;
   let backups: BackupSchedule | undefined;
+  let exports: BackupSchedule | undefined;
   try {
     status = await startStatusServer({
       host: config.STATUS_HOST,
@@ -220,6 +222,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
     if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
     if (config.BACKUP_DIR !== undefined) backups = startBackupSchedule({ dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, logger: log });
+    if (config.EXPORT_DIR !== undefined) exports = startExportSchedule({ dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, logger: log });
   } catch (err) {
     await status?.close();
     control.disconnect();
@@ -335,7 +338,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     startAbort.abort();
     await settleWithin(started, 2_000);
     conditions?.stop();
-    await Promise.all([schedule?.stop(), watchdog?.stop(), backups?.stop()]);
+    await Promise.all([schedule?.stop(), watchdog?.stop(), backups?.stop(), exports?.stop()]);
     const [syncDrained, removalsDrained] = await Promise.all([
       syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
       removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,

@@ -24,7 +24,7 @@ import { registerMirrorGauges, registerRedisGauges, type MetricSources } from '.
 import { registerFindingGauges } from './finding-gauges.js';
 import { registerDriftMetrics } from './drift-metrics.js';
 import { registerWebhookLagGauges } from './webhook-gauges.js';
-import { registerBackupGauges } from './backup-gauges.js';
+import { registerBackupGauges, registerExportGauges } from './backup-gauges.js';
 import type { SyncStatus, SyncSummary } from '../sync/run-summary.js';
 
 /**
@@ -99,6 +99,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Daemo
   });
   registerMirrorGauges(registers, current);
   registerBackupGauges(registers, current);
+  registerExportGauges(registers, current);
   registerFindingGauges(registers, current);
   registerDriftMetrics(registers, current);
   const httpResponses = new Counter({

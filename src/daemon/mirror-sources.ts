@@ -13,6 +13,7 @@ import { readWalIndex } from '../../db/wal-index.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
 import { currentBackupVerdict } from './backup-folder.js';
+import { currentExportVerdict } from './export-schedule.js';
 import type { DaemonConfig } from './daemon-config.js';
 import type { MirrorWatch } from './mirror-watch.js';
 import type { MetricSources } from './scrape-gauges.js';
@@ -25,6 +26,7 @@ export function mirrorSources(
 ): MetricSources {
   const path = config.MIRROR_DB;
   const backupDir = config.BACKUP_DIR;
+  const exportDir = config.EXPORT_DIR;
   const watch = m.watch;
   return {
     mirror: () => mirrorFigures(m.reader),
@@ -33,6 +35,7 @@ export function mirrorSources(
     checkpoints: config.MIRROR_CHECKPOINTS,
     checkpoint: () => checkpointFigures(path),
     ...(backupDir === undefined ? {} : { backups: () => currentBackupVerdict(backupDir, config.BACKUP_CRON) }),
+    ...(exportDir === undefined ? {} : { exports: () => currentExportVerdict(exportDir, config.EXPORT_CRON) }),
     walWarnBytes: config.MIRROR_WAL_WARN_BYTES,
     lastAttemptFailed: () => lastFailedAttempt(m.reader.runHistory().lastRun, attemptWithoutRun(path)) !== null,
     ...(path === ':memory:' ? {} : { diskFree: () => diskSpace(path)?.freeBytes }),

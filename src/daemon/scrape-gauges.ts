@@ -17,6 +17,7 @@ import type { WebhookLagFacts } from './change-delivery.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
+import type { ExportVerdict } from '../export/scheduled.js';
 import type { RunFindings } from '../../db/run-findings.js';
 import type { DriftPair, RunFieldWarning } from '../../db/schema-drift.js';
 import { walVerdict } from './wal-verdict.js';
@@ -44,6 +45,8 @@ export interface MetricSources {
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
   /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
   backups?: () => BackupVerdict;
+  /** The scheduled exports' verdict (src/export/scheduled.ts); absent without EXPORT_DIR. */
+  exports?: () => ExportVerdict;
   /** MIRROR_WAL_WARN_BYTES; undefined: the default, half the mirror (walVerdict). */
   walWarnBytes?: number | undefined;
   /** Whether the last sync attempt failed, as `status` decides it (lastFailedAttempt). */

@@ -8,6 +8,7 @@ import type { CandidateCounts } from '../../db/sync-runs.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 import type { BackupVerdict } from './backup-folder.js';
+import type { ExportVerdict } from '../export/scheduled.js';
 import type { RemovalGate } from '../../jobs/redis-durability.js';
 import type { RunTrouble } from './staleness.js';
 import type { RunFindings } from '../../db/run-findings.js';
@@ -152,6 +153,7 @@ export type MirrorFacts =
   | { available: false; error: string };
 
 export type BackupFacts = BackupVerdict & { dir: string; cron: string };
+export type ExportFacts = ExportVerdict & { dir: string; cron: string };
 
 /** What restores left beside the mirror (./restore-files.ts): killed restores' copies (and whether their pid runs), replaced files. */
 export interface RestoreFileFacts {
@@ -164,6 +166,8 @@ export interface StatusFacts {
   restoreFiles?: RestoreFileFacts | undefined;
   /** Scheduled backups (BACKUP_DIR): the folder, the schedule and the verdict; undefined without BACKUP_DIR. */
   backups?: BackupFacts | undefined;
+  /** Scheduled exports (EXPORT_DIR); undefined without EXPORT_DIR. */
+  exports?: ExportFacts | undefined;
   mirrorPath: string;
   mirrorId: string;
   now: Date;

@@ -8,7 +8,7 @@
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness } from './staleness.js';
-import type { BackupFacts, FieldWarningFacts, QueueFacts, RestoreFileFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type { BackupFacts, ExportFacts, FieldWarningFacts, QueueFacts, RestoreFileFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
 import type { NewestRestore } from '../../db/lineage.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
 import type { RunDrift } from '../../db/schema-drift.js';
@@ -162,6 +162,8 @@ export interface StatusReport {
   webhooksConfigured: boolean;
   /** Scheduled backups; null without BACKUP_DIR. Failed or stale makes `status` exit 1. */
   backups: BackupFacts | null;
+  /** Scheduled exports; null without EXPORT_DIR. Failed or stale makes `status` exit 1. */
+  exports?: ExportFacts | null;
 }
 
 export function buildStatusReport(f: StatusFacts): StatusReport {
@@ -240,6 +242,7 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
     webhooks: webhookReport(f),
     webhooksConfigured: f.webhooksConfigured ?? false,
     backups: f.backups ?? null,
+    exports: f.exports ?? null,
   };
 }
 
@@ -306,6 +309,7 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  */
 export function statusExitCode(r: StatusReport): 0 | 1 {
   if (r.backups !== null && (r.backups.failed !== null || r.backups.stale)) return 1;
+  if (r.exports != null && (r.exports.failed !== null || r.exports.stale)) return 1;
   const mirrorOk =
     r.mirror.available &&
     r.mirror.stale !== true &&

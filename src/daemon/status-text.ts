@@ -4,7 +4,7 @@
  */
 import type { CandidateCounts } from '../../db/sync-runs.js';
 import { formatAge, oneLine } from './staleness.js';
-import type { BackupFacts, QueueCounts, RestoreFileFacts, RunFacts } from './status-facts.js';
+import type { BackupFacts, ExportFacts, QueueCounts, RestoreFileFacts, RunFacts } from './status-facts.js';
 import type { NewestRestore } from '../../db/lineage.js';
 import type { RemovalQueueReport, StatusReport } from './status-report.js';
 import type { WalVerdict } from './wal-verdict.js';
@@ -152,6 +152,7 @@ export function formatStatusReport(r: StatusReport): string {
       );
   } else if (r.webhooksConfigured) lines.push('webhooks        unknown: redis unreachable');
   if (r.backups !== null) lines.push(...backupLines(r.backups));
+  if (r.exports != null) lines.push(...exportLines(r.exports));
   return `${lines.join('\n')}\n`;
 }
 
@@ -306,6 +307,16 @@ function restoreFileLines(f: RestoreFileFacts): string[] {
       `replaced files  ${r.count} kept beside the mirror, ${formatBytes(r.bytes)}, the oldest from ${r.oldest.at} (${r.oldest.path}): ` +
         'remove those no longer needed (docs/operations.md#backup-and-restore)',
     );
+  return lines;
+}
+
+/** The scheduled exports: the last good one, and a failure or staleness in capitals (both make `status` exit 1). */
+function exportLines(e: ExportFacts): string[] {
+  const last = e.lastGoodAt === null ? 'none yet' : `${e.lastGoodAt}, ${e.lastGoodRows ?? 0} rows, ${formatBytes(e.lastGoodBytes ?? 0)}`;
+  const lines = [`exports         last good ${last}   (${e.dir}, every "${e.cron}")`];
+  if (e.failed !== null) lines.push(`exports         LAST EXPORT FAILED: ${oneLine(e.failed, 300)}`);
+  if (e.stale)
+    lines.push(`exports         STALE: no good export within twice the EXPORT_CRON interval; is the daemon running, is ${e.dir} writable?`);
   return lines;
 }
 

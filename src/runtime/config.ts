@@ -189,6 +189,11 @@ export const ENV = {
   BACKUP_DIR: z.string().min(1).optional(),
   BACKUP_CRON: cronExpression.default('7 * * * *'),
   BACKUP_KEEP: positiveInt(24, 100_000),
+  // Scheduled exports for a lake (docs/export.md): the folder, when, how many kept.
+  EXPORT_DIR: z.string().min(1).optional(),
+  EXPORT_CRON: cronExpression.default('17 3 * * *'),
+  EXPORT_KEEP: positiveInt(30, 100_000),
+  EXPORT_POLICY: z.string().min(1).optional(),
   // Webhook delivery this far behind (the oldest event not yet delivered, in seconds) needs an operator: status exits 1.
   WEBHOOK_LAG_WARN_SECONDS: positiveInt(300, 30 * 86_400),
 } as const;

@@ -94,6 +94,7 @@ const GROUPS: ReadonlyArray<[title: string, names: readonly EnvName[]]> = [
     ],
   ],
   ['Backups', ['BACKUP_DIR', 'BACKUP_CRON', 'BACKUP_KEEP']],
+  ['Exports for a lake', ['EXPORT_DIR', 'EXPORT_CRON', 'EXPORT_KEEP', 'EXPORT_POLICY']],
 ];
 
 const ABOUT: Record<EnvName, string> = {
@@ -184,6 +185,12 @@ const ABOUT: Record<EnvName, string> = {
   BACKUP_DIR: 'the daemon copies the mirror and the audit here on BACKUP_CRON (`user-mirror backup`); unset: no scheduled backups',
   BACKUP_CRON: 'backup schedule, UTC; status says the backups are stale past twice its interval',
   BACKUP_KEEP: 'copies of each file kept in BACKUP_DIR; older ones are deleted after a good backup',
+  EXPORT_DIR:
+    'the daemon exports the mirror here on EXPORT_CRON as Parquet (`user-mirror export`, incremental); unset: no scheduled exports',
+  EXPORT_CRON: 'export schedule, UTC; status says the exports are stale past twice its interval',
+  EXPORT_KEEP: 'exports (folders) kept in EXPORT_DIR; older ones are deleted after a good export',
+  EXPORT_POLICY:
+    'a field policy file (JSON) every export applies: fields it drops are absent from the files, client_user_id passed, dropped or hashed; unset: all fields',
   WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
   SINKS_FILE: 'a JSON file of sinks: the change feed delivered to Redis Streams and NATS JetStream (docs/sinks.md); unset: none',
 };

@@ -169,6 +169,13 @@ export async function getStatus(port: number, path: string): Promise<{ status: n
   return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
 }
 
+/** One unlabelled sample of /metrics: its value, or undefined when the daemon serves none. */
+export async function scrapeMetric(port: number, name: string): Promise<number | undefined> {
+  const body = (await getStatus(port, '/metrics')).body;
+  const line = body.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.slice(name.length + 1));
+}
+
 export interface DaemonEnvParts {
   redisUrl: string;
   standIn: { baseUrl: string; managementUrl: string; apiKey: string; apiKeyHeader: string; managementKey: string };

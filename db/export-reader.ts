@@ -1,0 +1,213 @@
+/**
+ * Reading the mirror for an export (src/export/): the current users with
+ * their sources, the versions and source connections of history, and the
+ * change feed's events, each streamed row by row (`.iterate()`), never a
+ * table in memory, and all from ONE read snapshot: `open` begins a read
+ * transaction and pins it with its first read, so the files of one export
+ * agree with each other and with the facts (cursor, time) its manifest
+ * records, whatever the daemon publishes meanwhile.
+ *
+ * The snapshot is held until `close`: like any long read it delays the
+ * WAL's checkpoint until then (db/SCHEMA.md, Reading it safely).
+ */
+import type { Db } from './open.js';
+import { readHistoryGaps, type HistoryGap } from './lineage.js';
+import type { SourceConnection, UserVersion } from './history-reader.js';
+
+/** What an export records about the snapshot it read: enough to continue from it (an incremental export). */
+export interface SnapshotFacts {
+  /** `PRAGMA user_version`: the mirror's schema version. */
+  schemaVersion: number;
+  /** The change feed's epoch: cursors of another epoch are another feed's. */
+  epoch: string | null;
+  /** The last change feed cursor the snapshot holds (0 when none yet). */
+  cursor: number;
+  /** The latest publish the snapshot holds (a run's, or an online resolve's): every history time is at or before it. */
+  at: string | null;
+  /** The latest run that published. */
+  runId: number | null;
+  /** When history became complete (history_state.complete_since); null before a first complete sync. */
+  historySince: string | null;
+  /** Spans restores left blank in history. */
+  gaps: HistoryGap[];
+}
+
+/** A `users` row with its connected sources' slugs (sorted), as the mirror holds it now. */
+export interface ExportUserRow {
+  user_id: string;
+  team_id: string;
+  client_user_id: string;
+  created_on: string | null;
+  fallback_time_zone_id: string | null;
+  fallback_time_zone_source_slug: string | null;
+  fallback_time_zone_updated_at: string | null;
+  fallback_birth_date: string | null;
+  fallback_birth_date_source_slug: string | null;
+  fallback_birth_date_updated_at: string | null;
+  ingestion_start: string | null;
+  ingestion_end: string | null;
+  first_seen_at: string | null;
+  last_seen_at: string | null;
+  deleted_at: string | null;
+  /** Slugs joined by a unit separator (U+001F), sorted; null when none. */
+  sources: string | null;
+  raw: string;
+}
+
+/** One version of a user (`user_history`). */
+export type ExportVersionRow = UserVersion;
+
+/** One connection of a source to a user (`source_history`), with its row id and the runs of its ends. */
+export interface ExportSourceRow extends SourceConnection {
+  id: number | null;
+  opened_run: number | null;
+  closed_run: number | null;
+}
+
+/** One change feed event (`change_events`). */
+export interface ExportChangeRow {
+  cursor: number;
+  type: string;
+  run_id: number | null;
+  user_id: string | null;
+  at: string;
+  body: string;
+}
+
+/** Which rows of history an export wants: all, those a window of time touched, or the directory as it was at a time. */
+export type HistoryWindow =
+  | { kind: 'all' }
+  /** Rows that began or ended after `after` (an incremental export: what changed since the last one). */
+  | { kind: 'since'; after: string }
+  /** Rows that had begun by `at`; their end when later than `at` is not yet known then (NULL). */
+  | { kind: 'as-of'; at: string };
+
+/** The separator of `ExportUserRow.sources`: a slug never holds a control character. */
+export const SLUG_SEPARATOR = '\u001f';
+
+const USER_COLUMNS = `u.user_id, u.team_id, u.client_user_id, u.created_on, u.fallback_time_zone_id, u.fallback_time_zone_source_slug,
+  u.fallback_time_zone_updated_at, u.fallback_birth_date, u.fallback_birth_date_source_slug, u.fallback_birth_date_updated_at,
+  u.ingestion_start, u.ingestion_end, u.first_seen_at, u.last_seen_at, u.deleted_at`;
+const USER_SOURCES = `(SELECT group_concat(slug, char(31)) FROM (SELECT slug FROM connected_sources WHERE user_id = u.user_id ORDER BY slug)) AS sources`;
+
+export class ExportSnapshot {
+  private readonly s;
+  private open = true;
+  readonly facts: SnapshotFacts;
+
+  /** Begins the read transaction; `close` ends it. The connection must not be in a transaction already. */
+  constructor(private readonly db: Db) {
+    db.prepare('BEGIN').run();
+    try {
+      this.facts = readFacts(db);
+    } catch (err) {
+      db.prepare('ROLLBACK').run();
+      throw err;
+    }
+    this.s = {
+      users: db.prepare<[], ExportUserRow>(`SELECT ${USER_COLUMNS}, ${USER_SOURCES}, u.raw FROM users AS u ORDER BY u.rowid`),
+      usersTouched: db.prepare<[number], ExportUserRow>(
+        `SELECT ${USER_COLUMNS}, ${USER_SOURCES}, u.raw FROM users AS u
+         WHERE u.user_id IN (SELECT user_id FROM change_events WHERE id > ? AND user_id IS NOT NULL) ORDER BY u.rowid`,
+      ),
+      usersAsOf: db.prepare<{ at: string }, ExportVersionRow & { sources: string | null }>(
+        `SELECT v.*, (SELECT group_concat(slug, char(31)) FROM (SELECT slug FROM source_history AS c WHERE c.user_id = v.user_id
+            AND c.connected_at <= @at AND (c.disconnected_at IS NULL OR c.disconnected_at > @at) ORDER BY slug)) AS sources
+         FROM user_history AS v WHERE v.valid_from <= @at AND (v.valid_to IS NULL OR v.valid_to > @at)`,
+      ),
+      versions: db.prepare<{ after: string | null; at: string | null }, ExportVersionRow>(
+        `SELECT * FROM user_history WHERE ${windowWhere('valid_from', 'valid_to')}`,
+      ),
+      sources: db.prepare<{ after: string | null; at: string | null }, ExportSourceRow>(
+        `SELECT * FROM source_history WHERE ${windowWhere('connected_at', 'disconnected_at')}`,
+      ),
+      changes: db.prepare<{ after: number; at: string | null }, ExportChangeRow>(
+        `SELECT id AS cursor, type, run_id, user_id, at, body FROM change_events
+         WHERE id > @after AND (@at IS NULL OR at <= @at) ORDER BY id`,
+      ),
+    };
+  }
+
+  /** Every row of `users` (deleted ones included, with `deleted_at`), or with `afterCursor` those a change after it touched. */
+  users(afterCursor?: number): IterableIterator<ExportUserRow> {
+    this.check();
+    return afterCursor === undefined ? this.s.users.iterate() : this.s.usersTouched.iterate(afterCursor);
+  }
+
+  /** The versions that were current at `at`, with the slugs connected then. */
+  usersAsOf(at: string): IterableIterator<ExportVersionRow & { sources: string | null }> {
+    this.check();
+    return this.s.usersAsOf.iterate({ at });
+  }
+
+  versions(window: HistoryWindow): IterableIterator<ExportVersionRow> {
+    this.check();
+    return this.s.versions.iterate(windowParams(window));
+  }
+
+  sources(window: HistoryWindow): IterableIterator<ExportSourceRow> {
+    this.check();
+    return this.s.sources.iterate(windowParams(window));
+  }
+
+  /** Events after the cursor `after`, up to `at` when given. */
+  changes(after: number, at?: string): IterableIterator<ExportChangeRow> {
+    this.check();
+    return this.s.changes.iterate({ after, at: at ?? null });
+  }
+
+  /** Ends the read transaction. */
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    if (this.db.inTransaction) this.db.prepare('COMMIT').run();
+  }
+
+  private check(): void {
+    if (!this.open) throw new Error('export snapshot already closed');
+  }
+}
+
+/** The rows of a history view a window keeps: all, begun or ended after @after, or begun by @at. */
+function windowWhere(from: string, to: string): string {
+  return `(@after IS NULL OR ${from} > @after OR ${to} > @after) AND (@at IS NULL OR ${from} <= @at)`;
+}
+
+function windowParams(window: HistoryWindow): { after: string | null; at: string | null } {
+  if (window.kind === 'since') return { after: window.after, at: null };
+  if (window.kind === 'as-of') return { after: null, at: window.at };
+  return { after: null, at: null };
+}
+
+function readFacts(db: Db): SnapshotFacts {
+  const has = (name: string) => db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+  // The first read pins the snapshot: every later read of this transaction sees the same file.
+  const schemaVersion = Number(db.pragma('user_version', { simple: true }));
+  if (!has('history_state') || !has('change_events')) {
+    throw new Error(
+      `${db.name} is at schema version ${schemaVersion}: an export needs history and the change feed (a sync of this version adds them)`,
+    );
+  }
+  const row = db
+    .prepare<[], { epoch: string | null; cursor: number; at: string | null; run_id: number | null; since: string | null }>(
+      `SELECT (SELECT epoch FROM change_feed WHERE id = 1) AS epoch,
+              coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'change_events'), 0) AS cursor,
+              max(coalesce((SELECT max(published_at) FROM sync_runs), ''),
+                  coalesce((SELECT max(at) FROM change_events), ''),
+                  coalesce((SELECT max(valid_to) FROM user_versions), ''),
+                  coalesce((SELECT valid_from FROM user_versions ORDER BY id DESC LIMIT 1), ''),
+                  coalesce((SELECT baseline_at FROM history_state WHERE id = 1), '')) AS at,
+              (SELECT max(id) FROM sync_runs WHERE published_at IS NOT NULL) AS run_id,
+              (SELECT complete_since FROM history_state WHERE id = 1) AS since`,
+    )
+    .get();
+  return {
+    schemaVersion,
+    epoch: row?.epoch ?? null,
+    cursor: row?.cursor ?? 0,
+    at: row?.at === undefined || row.at === '' ? null : row.at,
+    runId: row?.run_id ?? null,
+    historySince: row?.since ?? null,
+    gaps: readHistoryGaps(db),
+  };
+}
