@@ -8,7 +8,16 @@
 import type { DiskVerdict } from './disk-verdict.js';
 import { describeHeldWebhooks, DURABILITY_FIX, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness } from './staleness.js';
-import type { BackupFacts, ExportFacts, FieldWarningFacts, QueueFacts, RestoreFileFacts, RunFacts, StatusFacts, SyncJobFacts } from './status-facts.js';
+import type {
+  BackupFacts,
+  ExportFacts,
+  FieldWarningFacts,
+  QueueFacts,
+  RestoreFileFacts,
+  RunFacts,
+  StatusFacts,
+  SyncJobFacts,
+} from './status-facts.js';
 import type { NewestRestore } from '../../db/lineage.js';
 import { walVerdict, type WalVerdict } from './wal-verdict.js';
 import type { RunDrift } from '../../db/schema-drift.js';
