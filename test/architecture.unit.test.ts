@@ -20,7 +20,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src'], // the package's entry points: the CLI, the library, the producer
   ['src/commands'],
   ['src/daemon'],
-  ['src/sync', 'src/replica', 'jobs', 'src/stand-in'],
+  ['src/sync', 'src/replica', 'jobs', 'src/stand-in', 'src/sinks'],
   ['src/service'],
   ['src/runtime'], // configuration, logging, deadlines, process lifecycle
   ['db'], // SQLite and nothing else: imports nothing from src/ or jobs/
