@@ -97,7 +97,7 @@ export async function destinationTables(client: pg.ClientBase, schema: string): 
   );
   const versions = await rows(
     `SELECT user_id::text, team_id::text, client_user_id, raw, ${ts('valid_from')}, ${ts('valid_to')}, end_cause
-     FROM ${s}.versions ORDER BY user_id::text, valid_from`,
+     FROM ${s}.user_history ORDER BY user_id::text, valid_from`,
   );
   const connections = await rows(
     `SELECT user_id::text, slug, ${ts('created_on')}, ${ts('connected_at')}, ${ts('disconnected_at')}, ended_by

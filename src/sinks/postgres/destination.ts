@@ -22,23 +22,10 @@ import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { FeedPosition, MirrorSnapshot } from '../../../db/sink-snapshot.js';
-import { SOURCE_COLUMNS } from '../../../db/user-row.js';
 import type { FieldPolicy } from '../field-policy.js';
-import {
-  changeOfEvent,
-  connectionValues,
-  CONNECTION_COLUMNS,
-  copyLine,
-  sourceValues,
-  USER_COLUMNS,
-  userValues,
-  VERSION_COLUMNS,
-  versionValues,
-  waves,
-  type Change,
-  type Values,
-} from './rows.js';
-import { INDEXES, prepareSchema, q, TABLES } from './schema.js';
+import { SOURCE_COLUMNS } from '../../../db/user-row.js';
+import { changeOfEvent, copyLine, snapshotTables, USER_COLUMNS, waves, type Change, type Values } from './rows.js';
+import { INDEXES, prepareSchema, q, TABLES, type TableName } from './schema.js';
 
 /** Where the destination stands: the feed it follows and the last event applied. */
 export interface DestinationPosition {
@@ -65,7 +52,7 @@ export class PositionMovedError extends Error {
 }
 
 /** The rows a baseline loaded, per table. */
-export type BaselineCounts = Record<(typeof TABLES)[number], number>;
+export type BaselineCounts = Record<TableName, number>;
 
 /** PostgreSQL types of the columns that are not text: how a text value is cast in a statement. */
 const TYPES: Readonly<Record<string, string>> = {
@@ -99,10 +86,6 @@ function* copyChunks(rows: Iterable<Values | undefined>, count: { n: number }): 
     }
   }
   if (chunk !== '') yield chunk;
-}
-
-function* mapRows<T>(rows: Iterable<T>, f: (row: T) => Values | undefined): Generator<Values | undefined> {
-  for (const r of rows) yield f(r);
 }
 
 export class PostgresDestination {
@@ -152,7 +135,7 @@ export class PostgresDestination {
       await this.client.query(`SELECT 1 FROM ${s}.sink_position WHERE id = 1 FOR UPDATE`);
       await this.client.query(`TRUNCATE ${TABLES.map((t) => `${s}.${t}`).join(', ')}`);
       for (const i of INDEXES) await this.client.query(i.drop(s));
-      const load = async (table: (typeof TABLES)[number], columns: readonly string[], rows: Iterable<Values | undefined>) => {
+      const load = async (table: TableName, columns: readonly string[], rows: Iterable<Values | undefined>) => {
         const count = { n: 0 };
         await pipeline(
           Readable.from(copyChunks(rows, count)),
@@ -160,14 +143,8 @@ export class PostgresDestination {
         );
         counts[table] = count.n;
       };
-      const loads: [(typeof TABLES)[number], readonly string[], () => Iterable<Values | undefined>][] = [
-        ['users', USER_COLUMNS, () => mapRows(snapshot.users(), (u) => userValues(u, policy))],
-        ['sources', SOURCE_COLUMNS, () => mapRows(snapshot.sources(), (r) => sourceValues(r, policy))],
-        ['versions', VERSION_COLUMNS, () => mapRows(snapshot.versions(), (v) => versionValues(v, policy))],
-        ['source_history', CONNECTION_COLUMNS, () => mapRows(snapshot.connections(), (c) => connectionValues(c, policy))],
-      ];
       // One table at a time: the snapshot's iterators share its one connection.
-      for (const [table, columns, rows] of loads) await load(table, columns, rows());
+      for (const { table, columns, rows } of snapshotTables(snapshot, policy)) await load(table, columns, rows());
       for (const i of INDEXES) await this.client.query(i.create(s));
       const p = snapshot.position;
       await this.client.query(
@@ -227,7 +204,9 @@ export class PostgresDestination {
     const query = (sql: string, params: unknown[]) => this.client.query(sql, params);
 
     await query(
-      `UPDATE ${s}.versions AS v SET valid_to = w.at::timestamptz, end_cause = w.cause
+      // The closing version keeps its record: the users row's, still the one before this change.
+      `UPDATE ${s}.versions AS v SET valid_to = w.at::timestamptz, end_cause = w.cause,
+         raw = coalesce(v.raw, (SELECT u.raw FROM ${s}.users AS u WHERE u.user_id = v.user_id))
        FROM unnest($1::text[], $2::text[], $3::text[]) AS w(user_id, at, cause)
        WHERE v.user_id = w.user_id::uuid AND v.valid_to IS NULL`,
       [all.ids, all.at, wave.map((c) => (c.kind === 'delete' ? c.cause : 'updated'))],
@@ -256,14 +235,13 @@ export class PostgresDestination {
         );
       const col = (name: (typeof USER_COLUMNS)[number]) => USER_COLUMNS.indexOf(name);
       await query(
-        `INSERT INTO ${s}.versions (user_id, team_id, client_user_id, raw, valid_from)
-         SELECT w.user_id::uuid, w.team_id::uuid, w.client_user_id, w.raw::jsonb, w.at::timestamptz
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS w(user_id, team_id, client_user_id, raw, at)`,
+        `INSERT INTO ${s}.versions (user_id, team_id, client_user_id, valid_from)
+         SELECT w.user_id::uuid, w.team_id::uuid, w.client_user_id, w.at::timestamptz
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS w(user_id, team_id, client_user_id, at)`,
         [
           ups.map((c) => c.userId),
           ups.map((c) => c.user[col('team_id')] ?? null),
           ups.map((c) => c.user[col('client_user_id')] ?? null),
-          ups.map((c) => c.user[col('raw')] ?? null),
           ups.map((c) => c.at),
         ],
       );

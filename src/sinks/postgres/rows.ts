@@ -12,10 +12,11 @@
  * `source_history` empty.
  */
 import { ChangeEventSchema } from '../../../db/change-event.js';
-import type { SnapshotConnection, SnapshotSource, SnapshotUser, SnapshotVersion } from '../../../db/sink-snapshot.js';
+import type { MirrorSnapshot, SnapshotConnection, SnapshotSource, SnapshotUser, SnapshotVersion } from '../../../db/sink-snapshot.js';
 import { SOURCE_COLUMNS, USER_COLUMNS as MIRROR_USER_COLUMNS, toSourceRows, toUserRow } from '../../../db/user-row.js';
 import { parseUser } from '../../service/user-record.js';
 import type { FieldPolicy } from '../field-policy.js';
+import type { TableName } from './schema.js';
 
 /** `users` columns in load order: the mirror's (db/user-row.ts) but its content hash, and when the user was deleted. */
 type UserColumn = Exclude<(typeof MIRROR_USER_COLUMNS)[number], 'content_hash'> | 'deleted_at';
@@ -71,7 +72,8 @@ export function versionValues(v: SnapshotVersion, policy: FieldPolicy): Values {
     v.user_id,
     policy.keeps('team_id') ? v.team_id : null,
     policy.clientUserId(v.client_user_id) ?? null,
-    v.raw === null ? null : rawFor(v.raw, policy),
+    // An open version's record is the users row's (the view user_history joins it): no second copy.
+    v.raw === null || v.valid_to === null ? null : rawFor(v.raw, policy),
     v.valid_from,
     v.valid_to,
     v.end_cause,
@@ -81,6 +83,31 @@ export function versionValues(v: SnapshotVersion, policy: FieldPolicy): Values {
 export function connectionValues(c: SnapshotConnection, policy: FieldPolicy): Values | undefined {
   if (!policy.keeps('connected_sources')) return undefined;
   return CONNECTION_COLUMNS.map((k) => c[k]);
+}
+
+/** A loaded table: its columns, and its rows from the snapshot under the policy (undefined: a row that does not leave). */
+export interface TableLoad {
+  table: TableName;
+  columns: readonly string[];
+  rows: () => Iterable<Values | undefined>;
+}
+
+/** The snapshot's four tables as the destination loads them, in load order; read one to its end before the next. */
+export function snapshotTables(snapshot: MirrorSnapshot, policy: FieldPolicy): TableLoad[] {
+  return [
+    { table: 'users', columns: USER_COLUMNS, rows: () => mapRows(snapshot.users(), (u) => userValues(u, policy)) },
+    { table: 'sources', columns: SOURCE_COLUMNS, rows: () => mapRows(snapshot.sources(), (r) => sourceValues(r, policy)) },
+    { table: 'versions', columns: VERSION_COLUMNS, rows: () => mapRows(snapshot.versions(), (v) => versionValues(v, policy)) },
+    {
+      table: 'source_history',
+      columns: CONNECTION_COLUMNS,
+      rows: () => mapRows(snapshot.connections(), (c) => connectionValues(c, policy)),
+    },
+  ];
+}
+
+function* mapRows<T>(rows: Iterable<T>, f: (row: T) => Values | undefined): Generator<Values | undefined> {
+  for (const r of rows) yield f(r);
 }
 
 /** What one feed event asks of the destination. */

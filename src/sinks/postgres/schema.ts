@@ -10,6 +10,8 @@
  * - `users`: one row per user the mirror holds, typed columns, `raw` jsonb;
  * - `sources`: the connected sources of each user (deleted users' kept, as the mirror does);
  * - `versions`: SCD2, one row per version of a user, `valid_from`/`valid_to`, keyed by `user_id` alone;
+ *   an open version's `raw` is NULL, its record the `users` row's (as in the mirror: no second copy of
+ *   every record), filled in when it closes; the view `user_history` shows every version with its record;
  * - `source_history`: one row per connection of a source to a user;
  * - `sink_position`: one row: the feed cursor and epoch applied, the schema version, the field policy.
  * The indexes are listed apart (INDEXES) so that a baseline can drop them,
@@ -88,6 +90,9 @@ CREATE TABLE ${s}.source_history (
   ended_by text
 );
 CREATE VIEW ${s}.active_users AS SELECT * FROM ${s}.users WHERE deleted_at IS NULL;
+CREATE VIEW ${s}.user_history AS
+SELECT v.user_id, v.team_id, v.client_user_id, coalesce(v.raw, u.raw) AS raw, v.valid_from, v.valid_to, v.end_cause
+FROM ${s}.versions AS v LEFT JOIN ${s}.users AS u ON v.raw IS NULL AND u.user_id = v.user_id;
 CREATE VIEW ${s}.history_state AS SELECT complete_since FROM ${s}.sink_position WHERE id = 1;
 INSERT INTO ${s}.sink_position (id, schema_version) VALUES (1, ${SCHEMA_VERSION});`;
 }
@@ -123,6 +128,7 @@ export const INDEXES: readonly IndexSpec[] = [
 
 /** The loaded tables, in load order. */
 export const TABLES = ['users', 'sources', 'versions', 'source_history'] as const;
+export type TableName = (typeof TABLES)[number];
 
 /**
  * Creates the schema's tables if absent, migrates an older layout, and
