@@ -15,7 +15,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { eventually } from './support/eventually.js';
-import { requireBuiltCli } from './support/cli-process.js';
+import { requireBuiltCli, runCli } from './support/cli-process.js';
 import { startPostgresCluster, type PostgresCluster } from './support/postgres-cluster.js';
 import { destinationTables, mirrorTables, runSinkPass, startSinkChild } from './support/postgres-sink.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
@@ -258,5 +258,23 @@ describe('the destination layout', () => {
     const c = startSinkChild(rig.dbPath, { kind: 'postgres', schema: 'Bad-Name', connection_file: connectionFile });
     expect(await c.exited).toBe(2);
     expect(c.err()).toContain('schema');
+  });
+});
+
+// Last: it closes the rig's own connection (a restore refuses a mirror another connection holds).
+describe('a restore of the mirror', () => {
+  it('changes the feed epoch: the next pass rebaselines, and the destination equals the restored mirror', async () => {
+    const backup = join(rig.dir, 'backup.db');
+    const taken = await runCli(['backup', backup], rig.env());
+    expect(taken.code, taken.stderr).toBe(0);
+    await churn(30);
+    await runSinkPass(rig.dbPath, options('main'));
+    await expectEqual('main');
+    rig.db.close();
+    const restored = await runCli(['restore', backup], rig.env());
+    expect(restored.code, restored.stderr).toBe(0);
+    const out = await runSinkPass(rig.dbPath, options('main'));
+    expect(out).toMatch(/"event":"postgres.baseline","why":"the feed's epoch changed/);
+    await expectEqual('main');
   });
 });
