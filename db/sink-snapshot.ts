@@ -52,7 +52,7 @@ export interface SnapshotUser {
 
 export type SnapshotSource = SourceRow;
 
-/** A row of the view `user_history`. */
+/** A row of the view `user_history`, but an open version's `raw` NULL (its record is the users row's). */
 export type SnapshotVersion = Pick<UserVersion, 'user_id' | 'team_id' | 'client_user_id' | 'raw' | 'valid_from' | 'valid_to' | 'end_cause'>;
 
 /** A row of the view `source_history`. */
@@ -73,6 +73,27 @@ const USERS_SQL = `SELECT u.user_id, u.team_id, u.client_user_id, u.created_on,
     CASE WHEN u.deleted_at IS NULL THEN NULL ELSE coalesce(
       (SELECT max(v.valid_to) FROM user_versions AS v WHERE v.user_id = u.user_id AND v.ended_in_deletion = 1), u.deleted_at) END AS deleted_at
   FROM users AS u`;
+
+/**
+ * The rows of the views `user_history` and `source_history` (migration 9),
+ * but each baseline user's implicit version and connections read in the
+ * order of `users`' rowids: the views' own plan reaches `users` through an
+ * index, one random ~1 KB row (with its overflow pages) per user or per
+ * source. And an open version's `raw` is NULL here, as the table holds it:
+ * its record is the users row's, which the destination does not copy
+ * either. test/postgres-sink.test.ts compares the result with the views.
+ */
+const BASELINE_USER = `h.baseline_at IS NOT NULL AND u.first_seen_at <= h.baseline_at AND u.deleted_at IS NULL
+    AND NOT EXISTS (SELECT 1 FROM user_versions AS x WHERE x.user_id = u.user_id)`;
+const VERSIONS_SQL = `SELECT user_id, team_id, client_user_id, raw, valid_from, valid_to, end_cause FROM user_versions
+  UNION ALL
+  SELECT u.user_id, u.team_id, u.client_user_id, NULL, h.baseline_at, NULL, NULL
+  FROM history_state AS h CROSS JOIN users AS u NOT INDEXED WHERE ${BASELINE_USER}`;
+const CONNECTIONS_SQL = `SELECT user_id, slug, created_on, connected_at, disconnected_at, ended_by FROM source_connections
+  UNION ALL
+  SELECT c.user_id, c.slug, c.created_on, h.baseline_at, NULL, NULL
+  FROM history_state AS h CROSS JOIN users AS u NOT INDEXED CROSS JOIN connected_sources AS c
+  WHERE c.user_id = u.user_id AND ${BASELINE_USER}`;
 
 export interface MirrorSnapshot {
   readonly position: FeedPosition;
@@ -97,14 +118,8 @@ export function openMirrorSnapshot(path: string): MirrorSnapshot {
       users: () => db.prepare<[], SnapshotUser>(USERS_SQL).iterate(),
       sources: () =>
         db.prepare<[], SnapshotSource>(`SELECT user_id, slug, name, logo, created_on, descriptor FROM connected_sources`).iterate(),
-      versions: () =>
-        db
-          .prepare<[], SnapshotVersion>(`SELECT user_id, team_id, client_user_id, raw, valid_from, valid_to, end_cause FROM user_history`)
-          .iterate(),
-      connections: () =>
-        db
-          .prepare<[], SnapshotConnection>(`SELECT user_id, slug, created_on, connected_at, disconnected_at, ended_by FROM source_history`)
-          .iterate(),
+      versions: () => db.prepare<[], SnapshotVersion>(VERSIONS_SQL).iterate(),
+      connections: () => db.prepare<[], SnapshotConnection>(CONNECTIONS_SQL).iterate(),
       close() {
         if (db.inTransaction) db.exec('COMMIT');
         db.close();
