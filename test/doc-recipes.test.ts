@@ -138,6 +138,14 @@ type How = { run: Run } | { syntax: string } | { by: string };
  */
 const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
   {
+    page: 'docs/postgres.md',
+    snippet: 'node dist/src/sinks/postgres/main.js data/mirror.db',
+    how: {
+      syntax:
+        "a pass into the reader's own PostgreSQL with its own connection file; test/postgres-sink.test.ts runs dist/src/sinks/postgres/main.js with a mirror and the options JSON the same way",
+    },
+  },
+  {
     page: 'docs/sinks.md',
     snippet: 'redis-cli XGROUP CREATE',
     how: {
@@ -527,9 +535,14 @@ describe('the docs', () => {
     expect(stale.map((r) => `${r.page}: ${r.snippet}`)).toEqual([]);
   });
 
-  it.each(BLOCKS.filter((b) => kindOf(b) === 'sql').map((b) => [idOf(b), b] as const))('%s: run by test/doc-sql.test.ts', (_id, b) => {
-    expect(readFileSync(join(ROOT, 'test/doc-sql.test.ts'), 'utf8')).toContain(`'${b.page}'`);
-  });
+  // PostgreSQL's recipes need a cluster: test/postgres-recipes.test.ts starts one and runs them beside docs/sql.md's.
+  const sqlRunner = (page: string) => (page === 'docs/postgres.md' ? 'test/postgres-recipes.test.ts' : 'test/doc-sql.test.ts');
+  it.each(BLOCKS.filter((b) => kindOf(b) === 'sql').map((b) => [idOf(b), sqlRunner(b.page), b] as const))(
+    '%s: run by %s',
+    (_id, runner, b) => {
+      expect(readFileSync(join(ROOT, runner), 'utf8')).toContain(`'${b.page}'`);
+    },
+  );
 
   it.each(BLOCKS.filter((b) => kindOf(b) === 'json').map((b) => [idOf(b), b] as const))('%s: parses', (_id, b) => {
     const value: unknown = JSON.parse(b.text);
