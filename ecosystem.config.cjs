@@ -62,114 +62,33 @@ const fileEnv = fs.existsSync(envFile) ? require('node:util').parseEnv(fs.readFi
 const seen = { ...fileEnv, ...process.env };
 
 /**
- * Every variable of src/runtime/config.ts's registry (test/pm2.test.ts checks the two stay in step),
- * the secrets by their `_FILE` form only (see SECRETS), and systemd's CREDENTIALS_DIRECTORY.
- * Written out, not derived: pm2 loads this plain CommonJS file itself, built or not, so it cannot import the registry.
+ * The registry's lists as the build renders them (src/runtime/settings-manifest.ts): this plain
+ * CommonJS file, which pm2 loads itself, cannot import the registry, so it reads what `npm run
+ * build` wrote beside the CLI it starts. Without a build there is nothing to start.
  */
-const DAEMON_VARIABLES = [
-  'SERVICE_BASE_URL',
-  'SERVICE_API_KEY',
-  'SERVICE_API_KEY_FILE',
-  'SERVICE_API_KEY_HEADER',
-  'SERVICE_CA_FILE',
-  'TLS_BY_PROXY',
-  'MANAGEMENT_URL',
-  'MANAGEMENT_KEY',
-  'MANAGEMENT_KEY_FILE',
-  'REDIS_URL',
-  'REDIS_URL_FILE',
-  'REDIS_CLUSTER_NODES',
-  'REDIS_SENTINELS',
-  'REDIS_SENTINEL_NAME',
-  'REDIS_USERNAME',
-  'REDIS_PASSWORD',
-  'REDIS_PASSWORD_FILE',
-  'REDIS_SENTINEL_PASSWORD',
-  'REDIS_SENTINEL_PASSWORD_FILE',
-  'REDIS_TLS',
-  'REDIS_TLS_CA_FILE',
-  'REDIS_TLS_CERT_FILE',
-  'REDIS_TLS_KEY',
-  'REDIS_TLS_KEY_FILE',
-  'REDIS_TLS_SERVERNAME',
+const manifestFile = path.join(__dirname, 'dist', 'settings.json');
+if (!fs.existsSync(manifestFile)) throw new Error(`user-mirror: ${manifestFile} is missing: run \`npm run build\` first`);
+const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8'));
+
+/** What every process of the project reads beyond the registry: Node's, systemd's and OpenTelemetry's own variables. */
+const PROCESS_VARIABLES = [
   'NODE_EXTRA_CA_CERTS',
-  'ALLOW_VOLATILE_REDIS',
-  'QUEUE_PREFIX',
-  'MIRROR_DB',
-  'AUDIT_DB',
-  'MIRROR_GROUP',
-  'MIRROR_WAL_WARN_BYTES',
-  'MIRROR_DISK_WARN_BYTES',
-  'MIRROR_CHECKPOINTS',
-  'MIRROR_ID',
-  'SYNC_CRON',
-  'SYNC_CONCURRENCY',
-  'SYNC_MAX_DELETE_RATIO',
-  'SYNC_PAGE_ATTEMPTS',
-  'SYNC_PAGE_RETRY_BUDGET_MS',
-  'SYNC_MAX_DURATION_MS',
-  'SYNC_MAX_PAGE_BYTES',
-  'SYNC_MAX_RECORD_BYTES',
-  'SYNC_MAX_RESOLVE_BYTES',
-  'SYNC_MAX_VERIFY',
-  'SYNC_LEADER_MAX_AGE_MS',
-  'SYNC_FOLLOW_LEADER',
-  'SYNC_FOLLOW_TEAM',
-  'SYNC_VERIFY_CONCURRENCY',
-  'RESOLVE_WRITE_WAIT_MS',
-  'SYNC_STALE_AFTER_MS',
-  'HTTP_CONNECTIONS',
-  'HTTP_HEADERS_TIMEOUT_MS',
-  'HTTP_BODY_TIMEOUT_MS',
-  'HTTP_REQUEST_TIMEOUT_MS',
-  'REMOVAL_CONCURRENCY',
-  'REMOVAL_ATTEMPTS',
-  'REMOVAL_BACKOFF_MS',
-  'REMOVAL_LOCK_MS',
-  'SHUTDOWN_TIMEOUT_MS',
-  'WATCHDOG_INTERVAL_MS',
-  'WATCHDOG_STALL_MS',
-  'STATUS_PORT',
-  'STATUS_HOST',
-  'REPLICA_PORT',
-  'REPLICA_HOST',
-  'REPLICA_TLS_CERT_FILE',
-  'REPLICA_TLS_KEY_FILE',
-  'REPLICA_API_KEY',
-  'REPLICA_API_KEY_FILE',
-  'REPLICA_API_KEY_HEADER',
-  'REPLICA_MAX_STALENESS_S',
-  'REPLICA_MAX_CONNECTIONS',
-  'REPLICA_HEADERS_TIMEOUT_MS',
-  'REPLICA_IDLE_TIMEOUT_MS',
-  'REPLICA_WORKERS',
-  'CHANGES_BASELINE',
-  'CHANGES_RETENTION_DAYS',
-  'DELETED_RETENTION_DAYS',
-  'CHANGE_LOG_RETENTION_DAYS',
-  'HISTORY_RETENTION_DAYS',
-  'WEBHOOK_URL',
-  'WEBHOOK_SECRET',
-  'WEBHOOK_SECRET_FILE',
-  'WEBHOOK_TIMEOUT_MS',
-  'WEBHOOK_LAG_WARN_SECONDS',
-  'SINKS_FILE',
-  'BACKUP_DIR',
-  'BACKUP_CRON',
-  'BACKUP_KEEP',
-  'EXPORT_DIR',
-  'EXPORT_CRON',
-  'EXPORT_KEEP',
-  'EXPORT_POLICY',
-  'LOG_LEVEL',
   'NODE_ENV',
   'CREDENTIALS_DIRECTORY',
   // Node's compile cache (src/runtime/compile-cache.ts): its folder, or an operator's own, or off.
   'XDG_CACHE_HOME',
   'NODE_COMPILE_CACHE',
   'NODE_DISABLE_COMPILE_CACHE',
-  // OpenTelemetry's own variables (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS,
-  // which may hold a backend's token that `pm2 save` would write in clear.
+];
+
+/**
+ * Every variable of the registry (secrets also by their `_FILE` form; see SECRETS), the process's
+ * own, and OpenTelemetry's (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS, which
+ * may hold a backend's token that `pm2 save` would write in clear.
+ */
+const DAEMON_VARIABLES = [
+  ...manifest.variables,
+  ...PROCESS_VARIABLES,
   'OTEL_TRACES_EXPORTER',
   'OTEL_EXPORTER_OTLP_ENDPOINT',
   'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
@@ -185,8 +104,8 @@ const DAEMON_VARIABLES = [
  * $PM2_HOME/dump.pm2: a key in that environment would sit on disk in clear. So
  * a secret set there by value is refused; the daemon reads each from the file
  * its `_FILE` variable names (or a systemd credential). The list is
- * src/runtime/secret-files.ts's FILE_SECRETS (test/pm2.test.ts refuses each of
- * those by value).
+ * src/runtime/secret-files.ts's FILE_SECRETS, by way of the manifest
+ * (test/pm2.test.ts refuses each of those by value).
  *
  * A REDIS_URL is refused only when it carries a password, by the rule of
  * src/runtime/url-secrets.ts (which the CLI applies too): in its user info, or
@@ -195,16 +114,7 @@ const DAEMON_VARIABLES = [
  * take host:port only; one that holds an `@` or a password parameter is
  * refused as well, pointing at REDIS_PASSWORD_FILE.
  */
-const SECRETS = [
-  'SERVICE_API_KEY',
-  'MANAGEMENT_KEY',
-  'REDIS_URL',
-  'REDIS_PASSWORD',
-  'REDIS_SENTINEL_PASSWORD',
-  'REPLICA_API_KEY',
-  'WEBHOOK_SECRET',
-  'REDIS_TLS_KEY',
-];
+const SECRETS = manifest.secrets;
 
 /** Whether a Redis URL carries a password: user info, or a query parameter named like one. */
 function redisUrlCarriesPassword(value) {
@@ -272,23 +182,8 @@ function privateLogs(dir, files) {
   }
 }
 
-/** What `serve` reads: the replica's variables, the mirror, the service key it must refuse, logging. */
-const REPLICA_VARIABLES = DAEMON_VARIABLES.filter(
-  (name) =>
-    name.startsWith('REPLICA_') ||
-    [
-      'MIRROR_DB',
-      'MIRROR_GROUP',
-      'SERVICE_API_KEY_FILE',
-      'SERVICE_API_KEY_HEADER',
-      'CREDENTIALS_DIRECTORY',
-      'LOG_LEVEL',
-      'NODE_ENV',
-      'XDG_CACHE_HOME',
-      'NODE_COMPILE_CACHE',
-      'NODE_DISABLE_COMPILE_CACHE',
-    ].includes(name),
-);
+/** What `serve` reads (the manifest's replica list) and the process's own variables. */
+const REPLICA_VARIABLES = [...manifest.replica, ...PROCESS_VARIABLES];
 
 const replicaWorkers = Number(seen.REPLICA_WORKERS || '1');
 const replicaApart = replicaWorkers > 1 && Boolean(seen.REPLICA_PORT);

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VitalClient } from '@tryvital/vital-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENV } from '../src/runtime/config.js';
+import { ENV, SERVE_ENV } from '../src/runtime/config.js';
 import { FILE_SECRETS, isFileSecret } from '../src/runtime/secret-files.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
@@ -87,6 +87,13 @@ describe('ecosystem.config.cjs', () => {
     });
     expect(replica?.interpreter).toBe(process.execPath);
     expect(loadApps({ REPLICA_PORT: '8788', REPLICA_WORKERS: '1' })).toHaveLength(1);
+  });
+
+  it("passes the replica's app every variable `serve` reads, from the registry (TLS_BY_PROXY was once left out)", () => {
+    const given = Object.fromEntries(SERVE_ENV.filter((n) => !isFileSecret(n)).map((n) => [n, `value-of-${n}`]));
+    const apps = loadApps({ ...given, REPLICA_PORT: '8788', REPLICA_WORKERS: '2', SERVICE_API_KEY_FILE: '/keys/service' });
+    expect(apps[1]?.env).toMatchObject({ ...given, REPLICA_PORT: '8788', REPLICA_WORKERS: '2', SERVICE_API_KEY_FILE: '/keys/service' });
+    expect(given).toHaveProperty('TLS_BY_PROXY');
   });
 
   it('runs one forked instance of the built daemon, with room for a graceful stop', () => {

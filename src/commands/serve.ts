@@ -19,7 +19,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
-import { ConfigPass, isGiven, REPLICA_ENV } from '../runtime/config.js';
+import { ConfigPass, isGiven, REPLICA_ENV, SERVE_ENV } from '../runtime/config.js';
 import { createLogger } from '../runtime/log.js';
 import { replicaSettings, SERVE_DEFAULT_PORT, type ReplicaConfig, type ReplicaSettings } from '../replica/settings.js';
 import { startReplica } from '../replica/start.js';
@@ -37,12 +37,7 @@ export default async function serve(argv: string[]): Promise<number> {
   parseCommandArgs(argv, {}, Args);
   // One pass: the replica's variables, the service key and the check across them report together.
   // SERVICE_API_KEY is read only to refuse it as the replica's key, so only when given.
-  const pass = new ConfigPass([
-    ...REPLICA_ENV,
-    'REPLICA_WORKERS',
-    'LOG_LEVEL',
-    ...(isGiven('SERVICE_API_KEY') ? (['SERVICE_API_KEY'] as const) : []),
-  ]);
+  const pass = new ConfigPass([...SERVE_ENV, ...(isGiven('SERVICE_API_KEY') ? (['SERVICE_API_KEY'] as const) : [])]);
   const candidateKey = `rk_${randomBytes(24).toString('hex')}`;
   pass.check(REPLICA_ENV, (c) => serveSettings(c, candidateKey));
   const config = pass.done();

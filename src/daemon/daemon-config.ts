@@ -10,9 +10,8 @@
  * removal worker. Half of the pair is a mistake, not a choice, so it is an
  * error naming the half that is missing.
  */
-import { ConfigPass, isGiven, MANAGEMENT_ENV, REPLICA_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
+import { ConfigPass, isGiven, LEASED_SYNC_ENV, MANAGEMENT_ENV, REPLICA_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
 import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
-import { LEASED_SYNC_ENV } from '../sync/exclusive-run.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
 import { webhookSettings } from './change-delivery.js';
 import { sinksOf } from '../sinks/sinks-file.js';

@@ -3,7 +3,7 @@
  * configuration: what `sync --once` runs, and what the daemon's sync process
  * (./child-main.ts) runs, so the two cannot drift apart.
  */
-import { SERVICE_ENV, type Config } from '../runtime/config.js';
+import { LEASED_SYNC_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
 import { errorMessage } from '../runtime/errors.js';
 import { checkpointMirror, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import {
@@ -20,27 +20,6 @@ import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
 import { purgeChangeLog, purgeDeletedUsers, purgeHistory } from '../../db/purge.js';
 import type { SyncSummary } from './run-summary.js';
 import type { Logger } from 'pino';
-
-export const LEASED_SYNC_ENV = [
-  'SYNC_CONCURRENCY',
-  'SYNC_MAX_DELETE_RATIO',
-  'SYNC_PAGE_ATTEMPTS',
-  'SYNC_PAGE_RETRY_BUDGET_MS',
-  'SYNC_MAX_DURATION_MS',
-  'SYNC_MAX_PAGE_BYTES',
-  'SYNC_MAX_RECORD_BYTES',
-  'SYNC_MAX_RESOLVE_BYTES',
-  'SYNC_MAX_VERIFY',
-  'SYNC_LEADER_MAX_AGE_MS',
-  'SYNC_FOLLOW_LEADER',
-  'SYNC_FOLLOW_TEAM',
-  'SYNC_VERIFY_CONCURRENCY',
-  'CHANGES_BASELINE',
-  'DELETED_RETENTION_DAYS',
-  'CHANGE_LOG_RETENTION_DAYS',
-  'HISTORY_RETENTION_DAYS',
-  'MIRROR_CHECKPOINTS',
-] as const;
 
 /** What a sync run reads, in `sync --once` and in the daemon's sync child alike (the daemon checks these too: DAEMON_ENV). */
 export const SYNC_RUN_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'LOG_LEVEL'] as const;
