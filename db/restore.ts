@@ -33,7 +33,7 @@ import { checkpointMirror, openMirror, type Db, type OpenOptions } from './open.
 import { AUDIT_MIGRATIONS } from './open-audit.js';
 import { acquireSyncLease, type HeldLease } from './sync-lease.js';
 
-/** A refusal: the target untouched. `busy`: a sync holds the replaced mirror's lease (wait, or stop it), else the backup is unfit. */
+/** A refusal: the target untouched. `busy`: a process or a sync holds the target (wait, or stop it); else the backup is unfit. */
 export class RestoreRefused extends Error {
   constructor(
     message: string,

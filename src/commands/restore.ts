@@ -45,16 +45,6 @@ const Args = z.object({
   positionals: z.array(z.string().min(1, 'must not be empty')).length(1, 'takes one argument: the backup file'),
 });
 
-/** A refusal: said on stderr with its exit code, the mirror untouched. */
-class Refused extends Error {
-  constructor(
-    message: string,
-    readonly code: 1 | 5,
-  ) {
-    super(message);
-  }
-}
-
 export default async function restore(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { audit: { type: 'boolean' }, json: { type: 'boolean' } }, Args);
   const config = readConfig(['MIRROR_DB', 'AUDIT_DB']);
@@ -67,9 +57,10 @@ export default async function restore(argv: string[]): Promise<number> {
     process.stdout.write(args.json === true ? JSON.stringify(done) + '\n' : describe(kind, done));
     return 0;
   } catch (err) {
-    if (!(err instanceof Refused)) throw err;
+    // A refusal leaves the mirror untouched: 5 when a process or a sync holds it, 1 when the backup is unfit.
+    if (!(err instanceof RestoreRefused)) throw err;
     process.stderr.write(`restore refused: ${err.message}\n`);
-    return err.code;
+    return err.busy ? 5 : 1;
   }
 }
 
@@ -80,26 +71,21 @@ export interface Restored extends Omit<InstalledBackup, 'walPairProblem'> {
   replaced: ReplacedFiles | null;
 }
 
-/** The whole restore (see the file's doc; the storage steps are db/restore.ts's); throws Refused with the mirror untouched. */
-export function restoreFile(kind: 'mirror' | 'audit', backup: string, target: string, now: Date): Restored {
-  try {
-    refuseIncompleteBackup(backup);
-    const holders = openHolders([target, `${target}-wal`, `${target}-shm`]);
-    if (holders.length > 0) throw new Refused(holdersAdvice(target, holders), 5);
-    // Before anything of this restore's: a copy a killed restore left can take the room this one needs.
-    const leftovers = removeDeadLeftovers(target);
-    process.stderr.write(leftoverLines(leftovers));
-    const paths = { copy: `${target}.restoring-${process.pid}`, keepAs: `${target}.replaced-${backupStamp(now)}` };
-    const { walPairProblem, ...installed } = installBackup(kind, backup, target, paths, now);
-    if (walPairProblem !== null)
-      process.stderr.write(
-        `restore: installed, but ${target}-wal and -shm could not be made (${walPairProblem}); the next sync makes them\n`,
-      );
-    return { ...installed, leftovers, replaced: restoreFilesBeside(target).replaced };
-  } catch (err) {
-    if (err instanceof RestoreRefused) throw new Refused(err.message, err.busy ? 5 : 1);
-    throw err;
-  }
+/** The whole restore (see the file's doc; the storage steps are db/restore.ts's); throws RestoreRefused with the mirror untouched. */
+function restoreFile(kind: 'mirror' | 'audit', backup: string, target: string, now: Date): Restored {
+  refuseIncompleteBackup(backup);
+  const holders = openHolders([target, `${target}-wal`, `${target}-shm`]);
+  if (holders.length > 0) throw new RestoreRefused(holdersAdvice(target, holders), true);
+  // Before anything of this restore's: a copy a killed restore left can take the room this one needs.
+  const leftovers = removeDeadLeftovers(target);
+  process.stderr.write(leftoverLines(leftovers));
+  const paths = { copy: `${target}.restoring-${process.pid}`, keepAs: `${target}.replaced-${backupStamp(now)}` };
+  const { walPairProblem, ...installed } = installBackup(kind, backup, target, paths, now);
+  if (walPairProblem !== null)
+    process.stderr.write(
+      `restore: installed, but ${target}-wal and -shm could not be made (${walPairProblem}); the next sync makes them\n`,
+    );
+  return { ...installed, leftovers, replaced: restoreFilesBeside(target).replaced };
 }
 
 /** What became of the copies earlier restores left: each said, removed or kept. */
