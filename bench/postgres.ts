@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     await pgClient.connect();
     const policy = compileFieldPolicy(undefined);
     const destination = new PostgresDestination(pgClient, 'sink', policy);
-    await destination.prepare();
+    await destination.ensureSchema();
 
     process.stderr.write('baseline by the sink\n');
     const snapshot = openMirrorSnapshot(mirrorPath);

@@ -22,6 +22,7 @@
  * The event's shape and how a change becomes one: change-event.ts.
  */
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 import { describeChange, envelope, type Before, type ChangeEventType, type ChangeInput } from './change-event.js';
 import { readRestores, restoreCovering, type RestoreMark } from './lineage.js';
 
@@ -269,8 +270,7 @@ export class ChangeFeed {
  * runs on the next writable open): a read-only reader cannot create it.
  */
 export function openChangeFeed(db: Db): ChangeFeed | undefined {
-  const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'change_events'`).get();
-  return has === undefined ? undefined : new ChangeFeed(db);
+  return hasTable(db, 'change_events') ? new ChangeFeed(db) : undefined;
 }
 
 /** The id from a stored body, which starts `{"id":"evt_…"`. */

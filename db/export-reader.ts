@@ -11,6 +11,7 @@
  * WAL's checkpoint until then (db/SCHEMA.md, Reading it safely).
  */
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 import { readHistoryGaps, type HistoryGap } from './lineage.js';
 import type { SourceConnection, UserVersion } from './history-reader.js';
 
@@ -180,10 +181,9 @@ function windowParams(window: HistoryWindow): { after: string | null; at: string
 }
 
 function readFacts(db: Db): SnapshotFacts {
-  const has = (name: string) => db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
   // The first read pins the snapshot: every later read of this transaction sees the same file.
   const schemaVersion = Number(db.pragma('user_version', { simple: true }));
-  if (!has('history_state') || !has('change_events')) {
+  if (!hasTable(db, 'history_state') || !hasTable(db, 'change_events')) {
     throw new Error(
       `${db.name} is at schema version ${schemaVersion}: an export needs history and the change feed (a sync of this version adds them)`,
     );

@@ -8,6 +8,7 @@
  */
 import { gapHolding, readHistoryGaps, type HistoryGap } from './lineage.js';
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 
 /** One version of a user, its record included (`user_history`). */
 export interface UserVersion {
@@ -81,8 +82,7 @@ export class HistoryReader {
   private readonly s;
 
   constructor(private readonly db: Db) {
-    const has = db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'history_state'`).get();
-    if (has === undefined) {
+    if (!hasTable(db, 'history_state')) {
       throw new HistoryMissingError(`${db.name} has no history yet: it is added by the next sync (or any writable open) of this version`);
     }
     this.s = {

@@ -13,6 +13,7 @@
  * migrated yet (a readonly open never migrates) gives what it has.
  */
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 
 export interface LineageFreshness {
   /** When the last published run published. */
@@ -38,7 +39,7 @@ export interface LineageRow {
 const LAST_PUBLISHED = `FROM sync_runs WHERE published_at IS NOT NULL ORDER BY id DESC LIMIT 1`;
 
 function has(db: Db, table: string, column?: string): boolean {
-  if (column === undefined) return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(table) !== undefined;
+  if (column === undefined) return hasTable(db, table);
   return db.prepare(`SELECT 1 FROM pragma_table_info(?) WHERE name = ?`).get(table, column) !== undefined;
 }
 

@@ -18,6 +18,7 @@
  *   mirror cannot know what it showed; an as-of question there is a gap.
  */
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 
 /** One restore, as the feed and history read it. */
 export interface RestoreMark {
@@ -70,13 +71,9 @@ interface RestoreRow {
   replaced_cursor: number | null;
 }
 
-function hasLineage(db: Db): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'mirror_lineage'`).get() !== undefined;
-}
-
 /** Every restore of this file, oldest first; none for a file from before migration 10. */
 export function readRestores(db: Db): RestoreMark[] {
-  if (!hasLineage(db)) return [];
+  if (!hasTable(db, 'mirror_lineage')) return [];
   const rows = db
     .prepare<[], RestoreRow>(
       `SELECT at, backup_at, backup_cursor, cursor_base, replaced_cursor FROM mirror_lineage WHERE event = 'restore' ORDER BY id`,
@@ -108,7 +105,7 @@ export function readHistoryGaps(db: Db): HistoryGap[] {
  * row's time is not this copy's. Undefined for a copy no backup wrote.
  */
 export function readBackupMark(db: Db): BackupMark | undefined {
-  if (!hasLineage(db)) return undefined;
+  if (!hasTable(db, 'mirror_lineage')) return undefined;
   const row = db
     .prepare<[], { event: string; backup_at: string; backup_run_id: number | null; backup_cursor: number }>(
       `SELECT event, backup_at, backup_run_id, backup_cursor FROM mirror_lineage ORDER BY id DESC LIMIT 1`,
@@ -132,8 +129,7 @@ export function latestKnownState(db: Db): string | null {
 
 /** The feed's last issued cursor (0 for none): sqlite_sequence keeps it even after retention dropped the events. */
 export function lastCursor(db: Db): number {
-  const hasSequence = db.prepare(`SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_sequence'`).get() !== undefined;
-  if (!hasSequence) return 0;
+  if (!hasTable(db, 'sqlite_sequence')) return 0;
   return db.prepare<[], number>(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'change_events'), 0)`).pluck().get() ?? 0;
 }
 
@@ -173,7 +169,7 @@ export interface NewestRestore extends RestoreMark {
 
 /** The newest restore of this file; undefined for a file never restored (or from before migration 10). */
 export function readNewestRestore(db: Db): NewestRestore | undefined {
-  if (!hasLineage(db)) return undefined;
+  if (!hasTable(db, 'mirror_lineage')) return undefined;
   const restores = readRestores(db);
   const newest = restores.at(-1);
   if (newest === undefined) return undefined;

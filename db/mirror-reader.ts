@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 import type { MirroredUser } from './mirrored-user.js';
 
 export interface LookupOptions {
@@ -169,6 +170,11 @@ export class MirrorNotReadyError extends Error {
  */
 export type RecordCheck<U> = (record: unknown) => U;
 
+/** The client user id of the active user with the lowest id, or undefined for an empty mirror: an example to look up. */
+export function firstActiveClientUserId(db: Db): string | undefined {
+  return db.prepare<[], string>('SELECT client_user_id FROM active_users ORDER BY user_id LIMIT 1').pluck().get();
+}
+
 export class MirrorReader<U = MirroredUser> {
   private readonly s;
 
@@ -281,8 +287,7 @@ export class MirrorReader<U = MirroredUser> {
    * cannot migrate it, and the next sync will.
    */
   fieldWarningStats(): FieldWarningStats | undefined {
-    const table = this.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'field_warnings'`).get();
-    if (table === undefined) return undefined;
+    if (!hasTable(this.db, 'field_warnings')) return undefined;
     const active = `FROM field_warnings AS w JOIN users AS u ON u.user_id = w.user_id WHERE u.deleted_at IS NULL`;
     const users = this.db.prepare<[], number>(`SELECT count(DISTINCT w.user_id) ${active}`).pluck().get() ?? 0;
     const byField = this.db

@@ -21,6 +21,7 @@
  */
 import { existsSync } from 'node:fs';
 import { MirrorDbError, openMirror, type Db } from './open.js';
+import { hasTable } from './has-table.js';
 import type { Migration } from './migrate.js';
 import { memberRemovals } from './migrations/002-member-removals.js';
 import { auditPathOf, samePath } from './audit-location.js';
@@ -92,7 +93,7 @@ export function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Da
     return db
       .transaction((): LegacyImport | undefined => {
         if (done(db)) return undefined;
-        const copy = legacy !== undefined && hasLegacyTable(legacy);
+        const copy = legacy !== undefined && hasTable(legacy, 'member_removals');
         const removals = copy ? copyRows(legacy, db, 'member_removals', REMOVAL_COLUMNS, 'ORDER BY id') : 0;
         const duplicates = copy ? copyRows(legacy, db, 'member_removal_duplicates', DUPLICATE_COLUMNS, '') : 0;
         db.prepare('INSERT INTO legacy_audit_import (id, source, removals, duplicates, imported_at) VALUES (1, ?, ?, ?, ?)').run(
@@ -122,10 +123,6 @@ function copyRows(from: Db, to: Db, table: string, columns: readonly string[], o
 
 function done(db: Db): boolean {
   return db.prepare('SELECT 1 FROM legacy_audit_import WHERE id = 1').get() !== undefined;
-}
-
-function hasLegacyTable(legacy: Db): boolean {
-  return legacy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
 }
 
 /**

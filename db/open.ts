@@ -148,6 +148,21 @@ export function checkpointMirror(db: Db): CheckpointResult {
 }
 
 /**
+ * Copies what the WAL holds into the file without waiting on a reader
+ * (PASSIVE) and without truncating it: what a failed or blocked checkpoint
+ * left. `walFrames` 0: the WAL was empty.
+ */
+export function copyWalPassive(db: Db): Pick<CheckpointResult, 'walFrames' | 'copiedFrames'> | undefined {
+  const r = (db.pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[])[0];
+  return r === undefined ? undefined : { walFrames: r.log, copiedFrames: r.checkpointed };
+}
+
+/** Bytes in pages the file holds free (a purge or a deletion freed them): later writes reuse them; the file never shrinks by itself. */
+export function freePageBytes(db: Db): number {
+  return (db.pragma('freelist_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
+}
+
+/**
  * SQLite's own words for a disk or file failure ("database or disk is full",
  * "disk I/O error") name neither the file nor the folder; an operator with
  * several disks must know which filled. Returns an error naming `path`

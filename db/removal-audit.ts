@@ -13,6 +13,7 @@
  * BullMQ recorded it) keeps `succeeded`: the re-run's 404 is not news.
  */
 import type { Db } from './open.js';
+import { hasTable } from './has-table.js';
 import { createGroupCommit, type TransactionRunner } from './group-commit.js';
 import { retryWhileBusy, type BusyRetryOptions } from './busy-retry.js';
 
@@ -83,6 +84,15 @@ export interface RemovalAuditWriter {
   rejected(ref: RemovalJobRef, fields: { target: string; org_id?: unknown; member_id?: unknown }, error: string): Promise<void>;
   /** Commits what is pending (shutdown). */
   flush(): void;
+}
+
+/** The audit's rows by status (`{ failed: 2, succeeded: 40 }`); undefined for a file without the table (none requested yet). */
+export function removalCountsByStatus(db: Db): Record<string, number> | undefined {
+  if (!hasTable(db, 'member_removals')) return undefined;
+  const rows = db
+    .prepare<[], { status: string; n: number }>('SELECT status, count(*) AS n FROM member_removals GROUP BY status ORDER BY status')
+    .all();
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
 /**

@@ -17,6 +17,7 @@ import { ChangeFeed, type FeedPage } from './change-feed.js';
 import type { SourceConnection, UserVersion } from './history-reader.js';
 import { lastCursor } from './lineage.js';
 import { openMirror, type Db } from './open.js';
+import { hasTable } from './has-table.js';
 import type { SourceRow } from './user-row.js';
 
 /** Where a snapshot or a feed page leaves the destination: the feed's epoch and last cursor, and history's start. */
@@ -164,10 +165,6 @@ function readPosition(db: Db): FeedPosition {
 
 /** A mirror a daemon has not yet migrated to the feed and history (version 9) cannot be read this way. */
 function requireFeed(db: Db): void {
-  const tables = db
-    .prepare<[], string>(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN ('change_feed', 'history_state')`)
-    .pluck()
-    .all();
-  if (tables.length < 2)
+  if (!hasTable(db, 'change_feed') || !hasTable(db, 'history_state'))
     throw new Error('the mirror has no change feed or history yet: let the daemon (or a sync) open it once to migrate it');
 }

@@ -79,6 +79,11 @@ export interface ChangeCounts {
   superseded: number;
 }
 
+/** Whether any sync has been recorded in this mirror (a brand-new one has none); throws when the mirror cannot be read. */
+export function hasRecordedRun(db: Db): boolean {
+  return db.prepare('SELECT EXISTS (SELECT 1 FROM sync_runs)').pluck().get() === 1;
+}
+
 export class RunRecords {
   private readonly s;
 

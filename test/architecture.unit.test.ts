@@ -9,8 +9,13 @@
  * one (FORBIDDEN), so that a re-ranking cannot quietly allow them.
  * `src/runtime/` and `src/service/` are the shared base: the one part of
  * `src/` that `jobs/` (a top-level folder by the project's layout, a peer of
- * the sync core by rank) may borrow. And no two files import each other.
- * A failing case names the import.
+ * the sync core by rank) may borrow. No import cycle of any length: the
+ * graph of src/, jobs/ and db/ counts every import (`import type`,
+ * `export … from` and `import()` too), and a cycle is named file by file.
+ * SQLite is spoken only in db/: no file outside it imports better-sqlite3
+ * or calls `.prepare(`/`.pragma(` (the PostgreSQL destination's schema
+ * step is `ensureSchema()` for that reason). A failing case names the
+ * import, the cycle or the line.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
@@ -123,6 +128,78 @@ function violation(from: string, to: string): string | undefined {
   return `${from} imports ${to}: ${lb === la ? `${b} is a peer of ${a}` : `${b} is above ${a}`}`;
 }
 
+/** At most this many cycles are named per tangle: enough to see its shape, bounded however tangled. */
+const CYCLES_NAMED = 20;
+
+/**
+ * The import cycles of `graph`, each written as a path that returns to its
+ * start (`a -> b -> a`). Tarjan's algorithm finds the strongly connected
+ * components (a tangle of files that reach each other, or a file importing
+ * itself); within each, every elementary cycle is named, from its
+ * alphabetically first file, up to CYCLES_NAMED.
+ */
+function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const components: string[][] = [];
+  const edges = (v: string) => [...new Set(graph.get(v) ?? [])].filter((w) => graph.has(w)).sort();
+  const connect = (v: string): void => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) ?? 0);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges(v)) {
+      if (!index.has(w)) {
+        connect(w);
+        low.set(v, Math.min(low.get(v) ?? 0, low.get(w) ?? 0));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) ?? 0, index.get(w) ?? 0));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    for (;;) {
+      const w = stack.pop() ?? v;
+      onStack.delete(w);
+      component.push(w);
+      if (w === v) break;
+    }
+    if (component.length > 1 || edges(v).includes(v)) components.push(component.sort());
+  };
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) connect(v);
+  return components.flatMap((component) => {
+    const cycles: string[] = [];
+    // Each elementary cycle once: from its first file, through later files of the component only.
+    component.forEach((start, i) => {
+      const later = new Set(component.slice(i));
+      const walk = (path: string[]): void => {
+        for (const w of edges(path[path.length - 1] ?? start)) {
+          if (cycles.length > CYCLES_NAMED) return;
+          if (w === start) cycles.push([...path, start].join(' -> '));
+          else if (later.has(w) && !path.includes(w)) walk([...path, w]);
+        }
+      };
+      walk([start]);
+    });
+    if (cycles.length > CYCLES_NAMED) cycles.splice(CYCLES_NAMED, Infinity, `… and more among ${component.join(', ')}`);
+    return cycles;
+  });
+}
+
+/** Where a file outside db/ speaks SQLite: a better-sqlite3 import, or a `.prepare(`/`.pragma(` call; comments aside. */
+function sqliteOutsideDb(path: string, text = readFileSync(path, 'utf8')): string[] {
+  if (path.startsWith('db/')) return [];
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, ' ')).replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
+  return code.split('\n').flatMap((line, i) => {
+    const found = [
+      /(?:from|import|require)\s*\(?\s*['"]better-sqlite3['"]/.test(line) ? 'imports better-sqlite3' : undefined,
+      /\.\s*prepare\s*[<(]/.test(line) ? 'calls .prepare(' : undefined,
+      /\.\s*pragma\s*[<(]/.test(line) ? 'calls .pragma(' : undefined,
+    ].filter((x) => x !== undefined);
+    return found.map((what) => `${path}:${i + 1} ${what}: SQLite is spoken only in db/ (add a reader or a writer there)`);
+  });
+}
+
 describe('architecture', () => {
   const files = ['src', 'jobs', 'db'].flatMap(sources);
 
@@ -154,12 +231,12 @@ describe('architecture', () => {
     expect(files.flatMap(reExports)).toEqual([]);
   });
 
-  it('has no two files that import each other', () => {
-    const of = new Map(files.map((f) => [f, new Set(imports(f))]));
-    const mutual = files.flatMap((a) =>
-      [...(of.get(a) ?? [])].filter((b) => a < b && of.get(b)?.has(a) === true).map((b) => `${a} <-> ${b}`),
-    );
-    expect(mutual).toEqual([]);
+  it('has no import cycle of any length, type-only imports included', () => {
+    expect(importCycles(new Map(files.map((f) => [f, imports(f)])))).toEqual([]);
+  });
+
+  it('speaks SQLite only in db/', () => {
+    expect(files.flatMap((file) => sqliteOutsideDb(file))).toEqual([]);
   });
 
   it('would catch one', () => {
@@ -172,5 +249,40 @@ describe('architecture', () => {
     expect(violation('src/stand-in/server.ts', 'db/open.ts')).toMatch(/stand-in never imports storage/);
     expect(violation('src/sync/page-decode.ts', 'db/mirrored-user.ts')).toBeUndefined();
     for (const [from, to] of FORBIDDEN) expect(violation(`${from}/x.ts`, `${to}/y.ts`), `${from} -> ${to}`).toBeDefined();
+  });
+
+  it('would catch a cycle of any length, and none where there is none', () => {
+    const graph = (edges: string): Map<string, string[]> => {
+      const g = new Map<string, string[]>();
+      for (const edge of edges.split(' ')) {
+        const [a = '', b = ''] = edge.split('>');
+        g.set(a, [...(g.get(a) ?? []), b]);
+        if (!g.has(b)) g.set(b, []);
+      }
+      return g;
+    };
+    // a -> b -> c -> d -> a, with a side branch and a file outside the cycle importing into it.
+    expect(importCycles(graph('a>b b>c c>d d>a b>e e>f x>a'))).toEqual(['a -> b -> c -> d -> a']);
+    expect(importCycles(graph('d>a a>b c>d b>c'))).toEqual(['a -> b -> c -> d -> a']);
+    expect(importCycles(graph('a>b b>a'))).toEqual(['a -> b -> a']);
+    expect(importCycles(graph('a>a'))).toEqual(['a -> a']);
+    // Two cycles sharing a file: one tangle, each cycle named.
+    expect(importCycles(graph('a>b b>a b>c c>d d>b'))).toEqual(['a -> b -> a', 'b -> c -> d -> b']);
+    // Two apart.
+    expect(importCycles(graph('a>b b>a x>y y>z z>x'))).toEqual(['a -> b -> a', 'x -> y -> z -> x']);
+    // A diamond is not a cycle.
+    expect(importCycles(graph('a>b a>c b>d c>d d>e'))).toEqual([]);
+  });
+
+  it('would catch SQLite outside db/', () => {
+    expect(sqliteOutsideDb('src/x.ts', "import Database from 'better-sqlite3';")).toHaveLength(1);
+    expect(sqliteOutsideDb('src/x.ts', "import type { Database } from 'better-sqlite3';")).toHaveLength(1);
+    expect(sqliteOutsideDb('src/x.ts', "db.prepare('SELECT 1').get();")).toHaveLength(1);
+    expect(sqliteOutsideDb('src/x.ts', 'db\n  .prepare<[], { n: number }>(sql)')).toEqual([
+      'src/x.ts:2 calls .prepare(: SQLite is spoken only in db/ (add a reader or a writer there)',
+    ]);
+    expect(sqliteOutsideDb('src/x.ts', "db.pragma('page_size', { simple: true });")).toHaveLength(1);
+    expect(sqliteOutsideDb('db/x.ts', "db.prepare('SELECT 1').get();")).toEqual([]);
+    expect(sqliteOutsideDb('src/x.ts', '/** db.prepare(sql) */ // db.pragma(x)\nconst prepared = prepareSchema(c);')).toEqual([]);
   });
 });

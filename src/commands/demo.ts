@@ -30,6 +30,7 @@ import { z } from 'zod';
 import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { openMirror } from '../../db/open.js';
+import { firstActiveClientUserId } from '../../db/mirror-reader.js';
 import { auditPathFor } from '../../db/audit-location.js';
 import { Redis } from 'ioredis';
 import { describeRedisUrl } from '../../jobs/redis-connection.js';
@@ -202,9 +203,7 @@ async function startOnFixedPort(options: { users: number; seed: number; legacyRe
 function sampleClientUserId(dbPath: string): string | undefined {
   const db = openMirror(dbPath, { readonly: true });
   try {
-    const row = db.prepare('SELECT client_user_id FROM active_users ORDER BY user_id LIMIT 1').get() as
-      { client_user_id: string } | undefined;
-    return row?.client_user_id;
+    return firstActiveClientUserId(db);
   } finally {
     db.close();
   }

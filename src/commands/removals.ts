@@ -27,7 +27,8 @@ import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries 
 import type { Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { checkAuditLocation } from '../runtime/audit-location-check.js';
-import { createRemovalAudit } from '../../db/removal-audit.js';
+import { hasTable } from '../../db/has-table.js';
+import { createRemovalAudit, removalCountsByStatus } from '../../db/removal-audit.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { errorMessage } from '../runtime/errors.js';
 import { readWithQueueSettings } from '../../jobs/redis-connection.js';
@@ -115,7 +116,7 @@ export default async function main(argv: string[]): Promise<number> {
         return reportAdoptions(results, target, jobId === undefined, args.json);
       }
       if (args.failed) {
-        const audit = db !== undefined && hasAuditTable(db) ? createRemovalAudit(db) : undefined;
+        const audit = db !== undefined && hasTable(db, 'member_removals') ? createRemovalAudit(db) : undefined;
         const failed = await listFailedRemovals(queue, audit, args.limit);
         process.stdout.write(args.json ? `${JSON.stringify(failed, null, 2)}\n` : renderFailed(failed));
         return auditVerdict(auditProblem, args.json);
@@ -172,15 +173,7 @@ interface CountsInput {
 async function reportCounts({ queue, unbound, db, auditPath, auditProblem, target, json }: CountsInput): Promise<number> {
   const jobs = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed');
   const hosts = await recentOutcomesByHost(queue);
-  const audit =
-    db !== undefined && hasAuditTable(db)
-      ? Object.fromEntries(
-          db
-            .prepare<[], { status: string; n: number }>('SELECT status, count(*) AS n FROM member_removals GROUP BY status ORDER BY status')
-            .all()
-            .map((r) => [r.status, r.n]),
-        )
-      : undefined;
+  const audit = db === undefined ? undefined : removalCountsByStatus(db);
   const thisHost = hostname();
   if (json) {
     const out = {
@@ -274,8 +267,4 @@ function renderFailed(rows: readonly FailedRemoval[]): string {
     printable(r.reason ?? '-'),
   ]);
   return renderTable(header, table);
-}
-
-function hasAuditTable(db: Db): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get() !== undefined;
 }

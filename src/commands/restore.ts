@@ -21,28 +21,21 @@
  *    so its -wal and -shm are there with the file's modes and group (a
  *    reader in MIRROR_GROUP reads at once).
  *
+ * This file keeps the arguments, the holders, the leftovers and what is
+ * said; steps 2 to 4 (the copy, its check, the mark, the WAL-aware install)
+ * are db/restore.ts's, where SQLite is spoken.
+ *
  * Exit codes: 0 restored, 1 the backup is refused or the install failed
  * (the mirror is left as it was), 2 usage or configuration error, 5 busy
  * (a process holds the mirror, or a sync holds its lease).
  */
-import { copyFileSync, existsSync, linkSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import { existsSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig } from '../runtime/config.js';
-import { errorMessage } from '../runtime/errors.js';
 import { openHolders } from '../runtime/open-holders.js';
-import { syncFile } from '../../db/backup.js';
 import { auditPathOf } from '../../db/audit-location.js';
-import { createPrivateFile } from '../../db/file-modes.js';
-import { lastCursor, type RestoreMark } from '../../db/lineage.js';
-import { latestVersion, readVersion, SchemaTooNewError } from '../../db/migrate.js';
-import { MIGRATIONS } from '../../db/migrations.js';
-import { checkpointMirror, openMirror, type Db } from '../../db/open.js';
-import { AUDIT_MIGRATIONS } from '../../db/open-audit.js';
-import { markRestore, missingMirrorTables } from '../../db/restore.js';
-import { acquireSyncLease, type HeldLease } from '../../db/sync-lease.js';
+import { installBackup, refuseIncompleteBackup, RestoreRefused, type InstalledBackup } from '../../db/restore.js';
 import { backupStamp } from '../daemon/backup-folder.js';
 import { holdersAdvice, removeDeadLeftovers, restoreFilesBeside, type Leftover, type ReplacedFiles } from '../daemon/restore-files.js';
 
@@ -51,16 +44,6 @@ const Args = z.object({
   json: z.boolean().optional(),
   positionals: z.array(z.string().min(1, 'must not be empty')).length(1, 'takes one argument: the backup file'),
 });
-
-/** A refusal: said on stderr with its exit code, the mirror untouched. */
-class Refused extends Error {
-  constructor(
-    message: string,
-    readonly code: 1 | 5,
-  ) {
-    super(message);
-  }
-}
 
 export default async function restore(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { audit: { type: 'boolean' }, json: { type: 'boolean' } }, Args);
@@ -74,180 +57,35 @@ export default async function restore(argv: string[]): Promise<number> {
     process.stdout.write(args.json === true ? JSON.stringify(done) + '\n' : describe(kind, done));
     return 0;
   } catch (err) {
-    if (!(err instanceof Refused)) throw err;
+    // A refusal leaves the mirror untouched: 5 when a process or a sync holds it, 1 when the backup is unfit.
+    if (!(err instanceof RestoreRefused)) throw err;
     process.stderr.write(`restore refused: ${err.message}\n`);
-    return err.code;
+    return err.busy ? 5 : 1;
   }
 }
 
-export interface Restored {
-  installed: string;
-  from: string;
-  replacedKeptAs: string | null;
-  schemaVersion: number;
-  restore: RestoreMark | null;
+export interface Restored extends Omit<InstalledBackup, 'walPairProblem'> {
   /** Copies killed restores left (restore-files.ts): removed when their pid no longer runs, kept when it does. */
   leftovers: { removed: Leftover[]; kept: Leftover[] };
   /** Every replaced file now kept beside the target (this one included); null for none. */
   replaced: ReplacedFiles | null;
 }
 
-/** The whole restore (see the file's doc); throws Refused with the mirror untouched. */
-export function restoreFile(kind: 'mirror' | 'audit', backup: string, target: string, now: Date): Restored {
-  if (existsSync(`${backup}-wal`) && statSync(`${backup}-wal`).size > 0)
-    throw new Refused(
-      `${backup} has a -wal beside it: it is not a complete copy on its own (open it once with sqlite3 to fold the WAL in)`,
-      1,
-    );
+/** The whole restore (see the file's doc; the storage steps are db/restore.ts's); throws RestoreRefused with the mirror untouched. */
+function restoreFile(kind: 'mirror' | 'audit', backup: string, target: string, now: Date): Restored {
+  refuseIncompleteBackup(backup);
   const holders = openHolders([target, `${target}-wal`, `${target}-shm`]);
-  if (holders.length > 0) throw new Refused(holdersAdvice(target, holders), 5);
+  if (holders.length > 0) throw new RestoreRefused(holdersAdvice(target, holders), true);
   // Before anything of this restore's: a copy a killed restore left can take the room this one needs.
   const leftovers = removeDeadLeftovers(target);
   process.stderr.write(leftoverLines(leftovers));
-  const tmp = `${target}.restoring-${process.pid}`;
-  let replaced: Replaced = { cursor: null };
-  try {
-    rmSync(tmp, { force: true });
-    createPrivateFile(tmp);
-    copyFileSync(backup, tmp);
-    checkCopy(tmp, backup, kind);
-    // Only a good backup gets as far as the mirror: a refused one leaves it untouched, byte for byte.
-    if (kind === 'mirror') replaced = holdReplaced(target);
-    const db = openMirror(tmp, kind === 'audit' ? { migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB' } : {});
-    let mark: RestoreMark | null = null;
-    let schemaVersion: number;
-    try {
-      if (kind === 'mirror') mark = markRestore(db, replaced.cursor, now);
-      checkpointMirror(db);
-      schemaVersion = readVersion(db);
-    } finally {
-      db.close();
-    }
-    syncFile(tmp);
-    // The old file's connection closes before the rename: closing after it, SQLite would remove the -wal and -shm
-    // of the path, which are then the new file's.
-    letGo(replaced);
-    const keptAs = install(tmp, target, now);
-    keepWalPair(kind, target);
-    return {
-      installed: target,
-      from: backup,
-      replacedKeptAs: keptAs,
-      schemaVersion,
-      restore: mark,
-      leftovers,
-      replaced: restoreFilesBeside(target).replaced,
-    };
-  } finally {
-    letGo(replaced);
-    for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${tmp}${suffix}`, { force: true });
-  }
-}
-
-/**
- * The replaced mirror's lease (no sync may start in it meanwhile, on any
- * host) and its last cursor, when it can be opened at all: a damaged or
- * missing file is what a restore is for, and then neither can be had.
- */
-function holdReplaced(target: string): Replaced {
-  if (!existsSync(target)) return { cursor: null };
-  let db: Db;
-  try {
-    db = openMirror(target);
-  } catch {
-    return { cursor: null };
-  }
-  try {
-    const claim = acquireSyncLease(db);
-    if (!claim.acquired)
-      throw new Refused(`a sync holds ${target} (${claim.heldBy.holder}): wait for it to end, or stop it, then restore`, 5);
-    return { held: { db, lease: claim.lease }, cursor: lastCursor(db) };
-  } catch (err) {
-    db.close();
-    throw err;
-  }
-}
-
-/** The replaced mirror as the restore holds it until the install. */
-interface Replaced {
-  held?: { db: Db; lease: HeldLease };
-  cursor: number | null;
-}
-
-/** Releases the replaced file's lease and connection; idempotent. */
-function letGo(replaced: Replaced): void {
-  if (replaced.held === undefined) return;
-  replaced.held.lease.release();
-  replaced.held.db.close();
-  replaced.held = undefined;
-}
-
-/** Refuses a copy that is not a SQLite file of this kind, is newer than this build, or fails its check. */
-function checkCopy(tmp: string, backup: string, kind: 'mirror' | 'audit'): void {
-  let db: Db;
-  try {
-    db = new Database(tmp, { readonly: true });
-    db.pragma('schema_version', { simple: true });
-  } catch (err) {
-    throw new Refused(`${backup}: not a SQLite database (${errorMessage(err)})`, 1);
-  }
-  try {
-    const version = readVersion(db);
-    const build = latestVersion(kind === 'audit' ? AUDIT_MIGRATIONS : MIGRATIONS);
-    if (version > build) throw new Refused(`${backup}: ${new SchemaTooNewError(version, build).message}`, 1);
-    const missing = kind === 'mirror' ? missingMirrorTables(db) : hasTable(db, 'member_removals') ? [] : ['member_removals'];
-    if (missing.length > 0) throw new Refused(`${backup}: not a user-mirror ${kind} (no ${missing.join(', ')} table)`, 1);
-    const check = db.pragma('quick_check', { simple: true });
-    if (check !== 'ok') throw new Refused(`${backup}: fails its check (quick_check: ${String(check)})`, 1);
-  } catch (err) {
-    if (err instanceof Refused) throw err;
-    throw new Refused(`${backup}: cannot be checked (${errorMessage(err)})`, 1);
-  } finally {
-    db.close();
-  }
-}
-
-function hasTable(db: Db, name: string): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
-}
-
-/**
- * Puts `tmp` in `target`'s place, the old file kept aside under a stamped
- * name (hard-linked first, so `target` is never missing). Its -wal goes
- * with it: left beside the new file, SQLite would apply it to the new file.
- */
-function install(tmp: string, target: string, now: Date): string | null {
-  let keptAs: string | null = null;
-  if (existsSync(target)) {
-    keptAs = `${target}.replaced-${backupStamp(now)}`;
-    linkSync(target, keptAs);
-    if (existsSync(`${target}-wal`)) renameSync(`${target}-wal`, `${keptAs}-wal`);
-    rmSync(`${target}-shm`, { force: true });
-  }
-  renameSync(tmp, target);
-  syncFile(dirname(target));
-  return keptAs;
-}
-
-/**
- * Opens the installed file once for writing, as a sync does: SQLite makes
- * its -wal and -shm with the file's mode and the folder's group, and the
- * close leaves them (db/wal-pair.ts). Without the pair a reader in
- * MIRROR_GROUP cannot open the file ("attempt to write a readonly
- * database": it may not create them in the folder) until the next sync.
- * The file is installed whatever happens here: a failure is said, not thrown.
- */
-function keepWalPair(kind: 'mirror' | 'audit', target: string): void {
-  try {
-    openMirror(
-      target,
-      kind === 'audit' ? { migrations: AUDIT_MIGRATIONS, variable: 'AUDIT_DB', mustExist: true } : { mustExist: true },
-    ).close();
-  } catch (err) {
+  const paths = { copy: `${target}.restoring-${process.pid}`, keepAs: `${target}.replaced-${backupStamp(now)}` };
+  const { walPairProblem, ...installed } = installBackup(kind, backup, target, paths, now);
+  if (walPairProblem !== null)
     process.stderr.write(
-      `restore: installed, but ${target}-wal and -shm could not be made (${errorMessage(err)}); the next sync makes them\n`,
+      `restore: installed, but ${target}-wal and -shm could not be made (${walPairProblem}); the next sync makes them\n`,
     );
-  }
+  return { ...installed, leftovers, replaced: restoreFilesBeside(target).replaced };
 }
 
 /** What became of the copies earlier restores left: each said, removed or kept. */

@@ -33,9 +33,10 @@ import { QUEUE_ENV, createRedisConnection, queueSettingsFromConfig, redisReady, 
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { recentOutcomesByHost } from '../../jobs/removals/failed.js';
 import { countUnbound, openUnboundQueue, unboundTotal } from '../../jobs/removals/unbound.js';
-import { databaseFileSizes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
+import { databaseFileSizes, freePageBytes, MirrorDbError, openMirror, type Db } from '../../db/open.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { readWalIndex } from '../../db/wal-index.js';
+import { removalCountsByStatus } from '../../db/removal-audit.js';
 import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
 import { type ManagementTarget } from '../../jobs/removals/contract.js';
@@ -190,11 +191,6 @@ function restoreFilesOf(path: string): StatusFacts['restoreFiles'] {
   return { leftovers: found.leftovers.map((l) => ({ ...l, running: pidAlive(l.pid) })), replaced: found.replaced };
 }
 
-/** Pages the file holds free (a purge or a deletion freed them): later syncs reuse them; the file never shrinks by itself. */
-function freePageBytes(db: Db): number {
-  return (db.pragma('freelist_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
-}
-
 /** The record kept beside the mirror; one that cannot be read is itself reported as a failure. */
 function recordBeside(path: string): StatusFacts['recordBeside'] {
   try {
@@ -265,9 +261,8 @@ function failedInAudit(path: string): number | undefined {
   let db: Db | undefined;
   try {
     db = openAudit(path, { readonly: true });
-    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'member_removals'").get();
-    if (table === undefined) return undefined;
-    return db.prepare<[], { n: number }>("SELECT count(*) AS n FROM member_removals WHERE status = 'failed'").get()?.n ?? 0;
+    const counts = removalCountsByStatus(db);
+    return counts === undefined ? undefined : (counts.failed ?? 0);
   } catch {
     return undefined;
   } finally {

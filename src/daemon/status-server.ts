@@ -23,6 +23,7 @@ import { closeNow, listen } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 import type { Db } from '../../db/open.js';
 import type { MirrorReader } from '../../db/mirror-reader.js';
+import { hasRecordedRun } from '../../db/sync-runs.js';
 import type { RedisClient } from '../../jobs/redis-connection.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
 import { assessStaleness, mirrorFreshness } from './staleness.js';
@@ -147,7 +148,7 @@ export function readinessOf(s: ReadinessSources, phase: () => string): () => Pro
     const current = phase();
     const checks: Record<string, string> = { phase: current === 'running' ? 'ok' : current };
     try {
-      s.db.prepare('SELECT count(*) FROM sync_runs').get();
+      hasRecordedRun(s.db);
       checks.db = 'ok';
     } catch (err) {
       checks.db = errorMessage(err);

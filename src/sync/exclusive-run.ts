@@ -5,7 +5,8 @@
  */
 import { LEASED_SYNC_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
 import { errorMessage } from '../runtime/errors.js';
-import { checkpointMirror, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
+import { checkpointMirror, copyWalPassive, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
+import { hasRecordedRun } from '../../db/sync-runs.js';
 import {
   recordCheckpoint,
   recordFailedAttempt,
@@ -42,7 +43,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
   const leftInWal = walBytesOf(p.db);
   // A mirror no run has written yet holds only its new schema there: copied all the same, but not
   // reported as the retry of an earlier run's checkpoint.
-  const earlierRun = hasRunBefore(p.db);
+  const earlierRun = hasRecordedRun(p.db);
   return withSyncLease(
     p.db,
     {
@@ -176,11 +177,6 @@ export function checkpointAfterSync(
   }
 }
 
-/** Whether any sync has been recorded in this mirror (a brand-new one has none). */
-function hasRunBefore(db: Db): boolean {
-  return db.prepare('SELECT EXISTS (SELECT 1 FROM sync_runs)').pluck().get() === 1;
-}
-
 /** The mirror's WAL file size: 0 when the last checkpoint emptied it (or for an in-memory database). */
 function walBytesOf(db: Db): number {
   return db.name === ':memory:' ? 0 : databaseFileSizes(db.name).walBytes;
@@ -195,11 +191,10 @@ function walBytesOf(db: Db): number {
  */
 function retryCheckpoint(db: Db, logger: Logger, earlierRun: boolean): void {
   try {
-    type Row = { busy: number; log: number; checkpointed: number };
-    const r = (db.pragma('wal_checkpoint(PASSIVE)') as Row[])[0];
-    if (r !== undefined && r.log > 0 && earlierRun) {
+    const r = copyWalPassive(db);
+    if (r !== undefined && r.walFrames > 0 && earlierRun) {
       logger.info(
-        { event: 'sync.checkpoint_retried', walFrames: r.log, copiedFrames: r.checkpointed },
+        { event: 'sync.checkpoint_retried', walFrames: r.walFrames, copiedFrames: r.copiedFrames },
         'copied what was left in the WAL before this run',
       );
     }

@@ -100,7 +100,7 @@ export class PostgresDestination {
   }
 
   /** Creates or migrates the schema (refusing a newer one): call once per connection, before anything else. */
-  async prepare(): Promise<void> {
+  async ensureSchema(): Promise<void> {
     await prepareSchema(this.client, this.schema);
   }
 

@@ -39,7 +39,7 @@ export interface ReplicateResult {
 
 export async function replicateOnce(o: ReplicateOptions): Promise<ReplicateResult> {
   const { destination } = o;
-  await destination.prepare();
+  await destination.ensureSchema();
   const result: ReplicateResult = { baselines: 0, batches: 0, events: 0, position: undefined };
   for (;;) {
     const position = await destination.readPosition();
