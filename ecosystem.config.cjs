@@ -168,7 +168,7 @@ const DAEMON_VARIABLES = [
   'XDG_CACHE_HOME',
   'NODE_COMPILE_CACHE',
   'NODE_DISABLE_COMPILE_CACHE',
-  // OpenTelemetry's own variables (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS,
+  // OpenTelemetry's own variables (docs/tracing.md); not OTEL_EXPORTER_OTLP_HEADERS,
   // which may hold a backend's token that `pm2 save` would write in clear.
   'OTEL_TRACES_EXPORTER',
   'OTEL_EXPORTER_OTLP_ENDPOINT',

@@ -115,11 +115,11 @@ describe('the production flow', () => {
       // The docs link to it for every figure they quote.
       'bench/README.md',
       '.env.example',
-      // What an operator adopts beside the daemon (docs/operations.md): alert rules, dashboard, systemd unit.
+      // What an operator adopts beside the daemon (docs/alerts.md, docs/security.md): alert rules, dashboard, systemd unit.
       'contrib/prometheus/user-mirror.rules.yml',
       'contrib/prometheus/user-mirror.dashboard.json',
       'contrib/systemd/user-mirror.service',
-      // docs/operations.md's Litestream configuration, for the host that runs Litestream beside the daemon.
+      // docs/backup.md's Litestream configuration, for the host that runs Litestream beside the daemon.
       'contrib/litestream/litestream.yml',
       'npm-shrinkwrap.json',
       'package.json',
@@ -133,7 +133,7 @@ describe('the production flow', () => {
     const modules = readdirSync(join(app, 'node_modules'));
     expect(modules).not.toContain('typescript');
     expect(modules).not.toContain('vitest');
-    // Litestream is a companion installed on the host, not part of the artefact (docs/operations.md).
+    // Litestream is a companion installed on the host, not part of the artefact (docs/backup.md).
     expect(modules).not.toContain('@flydotio');
     // The carried Node is a dev dependency: a host runs the artefact on its own Node.
     expect(modules).not.toContain('node');

@@ -84,7 +84,7 @@ export const ENV = {
     .max(Number.MAX_SAFE_INTEGER)
     .default(1024 * 1024 * 1024),
   // Who checkpoints the mirror's WAL: `after-sync` (this project, after each sync run) or `external` (a replicator
-  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/operations.md).
+  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/backup.md, "Continuous replica with Litestream").
   MIRROR_CHECKPOINTS: z.enum(['after-sync', 'external'], { error: 'must be after-sync or external' }).default('after-sync'),
   // The removal audit's own file; unset: next to MIRROR_DB (see db/audit-location.ts).
   AUDIT_DB: z.string().min(1).optional(),
@@ -185,7 +185,7 @@ export const ENV = {
   WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
   // Sinks (src/sinks, docs/sinks.md): a JSON file of Redis Streams and JetStream destinations of the change feed.
   SINKS_FILE: z.string().min(1).optional(),
-  // Scheduled backups (`user-mirror backup`, docs/operations.md): the folder (unset: none), when (UTC), how many of each file kept.
+  // Scheduled backups (`user-mirror backup`, docs/backup.md): the folder (unset: none), when (UTC), how many of each file kept.
   BACKUP_DIR: z.string().min(1).optional(),
   BACKUP_CRON: cronExpression.default('7 * * * *'),
   BACKUP_KEEP: positiveInt(24, 100_000),
