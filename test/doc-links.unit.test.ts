@@ -98,7 +98,12 @@ function commentsIn(file: string, text: string): { line: number; text: string }[
   return [...found].map(([pos, comment]) => ({ line: source.getLineAndCharacterOfPosition(pos).line + 1, text: comment }));
 }
 
-const pathsIn = (comment: string): string[] => [...comment.matchAll(REPO_PATH)].map((m) => m[1] ?? '');
+/** The repository paths a comment names, each with the line it stands on. */
+const pathsIn = (comment: { line: number; text: string }): { line: number; path: string }[] =>
+  [...comment.text.matchAll(REPO_PATH)].map((m) => ({
+    line: comment.line + comment.text.slice(0, m.index).split('\n').length - 1,
+    path: m[1] ?? '',
+  }));
 
 const exists = (path: string): boolean =>
   existsSync(join(ROOT, path)) || (path.endsWith('.js') && existsSync(join(ROOT, path.replace(/\.js$/, '.ts'))));
@@ -115,19 +120,21 @@ describe('repository paths in comments', () => {
       '  g();',
       '  // the last thing in a block: jobs/last-in-block.ts, and not dist/src/built.js',
       '}',
-      '/** before a declaration: test/support/jsdoc.ts. */',
+      '/**',
+      ' * before a declaration, on its second line: test/support/jsdoc.ts.',
+      ' */',
       'export const x = 1;',
       '// at the end of the file: contrib/end.yml',
     ].join('\n');
-    const found = commentsIn('probe.ts', text).flatMap((c) => pathsIn(c.text).map((p) => `${c.line}: ${p}`));
+    const found = commentsIn('probe.ts', text).flatMap((c) => pathsIn(c).map((p) => `${p.line}: ${p.path}`));
     expect(found.sort()).toEqual(
       [
         '1: docs/trailing.md',
         '2: src/after-regex.ts',
         '3: db/after-template.ts',
         '6: jobs/last-in-block.ts',
-        '8: test/support/jsdoc.ts',
-        '10: contrib/end.yml',
+        '9: test/support/jsdoc.ts',
+        '12: contrib/end.yml',
       ].sort(),
     );
   });
@@ -135,9 +142,9 @@ describe('repository paths in comments', () => {
   it('every src/, db/, jobs/, test/, docs/, bench/ or contrib/ file a comment names exists', () => {
     const stale = SOURCES.flatMap((file) =>
       commentsIn(file, readFileSync(join(ROOT, file), 'utf8')).flatMap((c) =>
-        pathsIn(c.text)
-          .filter((path) => !EXAMPLE_PATHS.has(path) && !exists(path))
-          .map((path) => `${file}:${c.line}: ${path}`),
+        pathsIn(c)
+          .filter(({ path }) => !EXAMPLE_PATHS.has(path) && !exists(path))
+          .map(({ line, path }) => `${file}:${line}: ${path}`),
       ),
     );
     expect(stale).toEqual([]);
