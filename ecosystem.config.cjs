@@ -83,7 +83,7 @@ const PROCESS_VARIABLES = [
 
 /**
  * Every variable of the registry (secrets also by their `_FILE` form; see SECRETS), the process's
- * own, and OpenTelemetry's (docs/operations.md, "Tracing"); not OTEL_EXPORTER_OTLP_HEADERS, which
+ * own, and OpenTelemetry's (docs/tracing.md); not OTEL_EXPORTER_OTLP_HEADERS, which
  * may hold a backend's token that `pm2 save` would write in clear.
  */
 const DAEMON_VARIABLES = [

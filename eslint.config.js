@@ -26,9 +26,9 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { ignoreRestSiblings: true, varsIgnorePattern: '^_', argsIgnorePattern: '^_' }],
       // An async function without await still returns a promise by contract (an interface's method): taste.
       '@typescript-eslint/require-await': 'off',
-      // A switch over a union must name every member, or say `default`: a new state is never silently ignored.
       // `let worker` read by a closure before its one assignment is the idiom for a cycle (the processor needs the worker).
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      // A switch over a union must name every member, or say `default`: a new state is never silently ignored.
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
     },
   },

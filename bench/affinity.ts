@@ -2,7 +2,7 @@
  * CPU affinity for bench:sync's pinned set-up, through util-linux's
  * `taskset`: on a real host the service is remote, so the stand-in is held
  * to one CPU of its own while the contestant runs on the machine as a user's
- * process would (bench/README.md, "The pinned set-up").
+ * process would (bench/README.md, bench:sync, "the pinned set-up").
  */
 import { spawnSync } from 'node:child_process';
 

@@ -3,7 +3,7 @@
  * processes an operator runs (`user-mirror backup`, `user-mirror restore`,
  * then the `sync --once` that brings a restored mirror up to date), on a
  * mirror of BENCH_USERS users (default 100,000) filled from the stand-in.
- * The recovery time (RTO) of the drill in docs/operations.md is the restore
+ * The recovery time (RTO) of the drill in docs/backup.md is the restore
  * plus that sync; the recovery point (RPO) is the backup schedule plus one
  * backup's duration. BENCH_ROUNDS rounds (default 3); medians printed.
  *

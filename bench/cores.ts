@@ -1,6 +1,6 @@
 /**
  * How much a second busy thread adds on this machine: the question behind
- * every "move this to a worker thread" (bench/README.md, "Using the second
+ * every "move this to a worker thread" (bench/history/README.md, "Using the second
  * core"). Each thread does the sync's kind of work, alone and then two at
  * once: parse stand-in records, hash them (SHA-256, as the sync does) and
  * insert them into a SQLite table in memory. Two threads that each ran as

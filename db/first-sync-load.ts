@@ -34,7 +34,7 @@
  * life). Measured, 100,000 users, whole `sync --once` processes, paired:
  * a rollback journal with synchronous off gave 0.93x the CPU and 0.87-0.94x
  * the wall time, while blocking every reader and a second sync's open for
- * the whole load; not worth it (bench/README.md, "The first sync's double write").
+ * the whole load; not worth it (bench/history/README.md, "The first sync's double write").
  */
 import type { Db } from './open.js';
 import { SOURCE_COLUMNS, toSourceRows } from './user-row.js';

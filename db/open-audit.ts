@@ -151,7 +151,7 @@ CREATE TABLE legacy_audit_import (
 
 /**
  * Audit migration 2: which management service a row is about. `target` is
- * the target of the worker that handled the job (jobs/removals/queue.ts: 16
+ * the target of the worker that handled the job (jobs/url-target.ts: 16
  * hex digits of SHA-256 over its canonical MANAGEMENT_URL): where its DELETE
  * went, or would have gone for a job it refused. NULL for rows written
  * before removals named their target.

@@ -10,7 +10,7 @@
  * a turn and not a statement per request: a busy server answers many
  * requests a turn, and reading the freshness once for all of them instead of
  * beside every lookup took a resolve from 23 to 18-20 µs of CPU
- * (bench/README.md). A reader never blocks the writer and is never blocked
+ * (bench/history/README.md, bench:replica). A reader never blocks the writer and is never blocked
  * by it; a turn lasts as long as the answers computed in it (about a
  * millisecond under load), and holds a checkpoint back no longer.
  *

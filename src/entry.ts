@@ -22,7 +22,7 @@ await import('./cli.js');
  * signals a supervisor sends; the environment passes on, with the setting
  * added. It costs one more start of Node, before any module of ours is
  * loaded: 34-37 ms of CPU, about 3% of a 100,000-user re-sync's (paired whole
- * processes, bench/README.md, "Start-up"). Kept, as nothing cheaper keeps
+ * processes, bench/history/README.md, "Start-up"). Kept, as nothing cheaper keeps
  * the memory: `v8.setFlagsFromString('--max-semi-space-size=2')` at start
  * does not bound the young generation (V8 sized it when the heap was set
  * up; measured, it still grew to 128 MB of semi-spaces against 4 MB with

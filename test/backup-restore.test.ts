@@ -9,7 +9,7 @@
  *   different events; a consumer behind the backup reads on into a
  *   `mirror.restored` event; one past it is told (exit 1, the restore
  *   named, where to resume); as-of in the gap is "unknown" (exit 2).
- * - docs/operations.md's one-copy recipe as written (into this test's folder
+ * - docs/backup.md's one-copy recipe as written (into this test's folder
  *   instead of /srv/backups): `backup <file>` and `backup <file> --audit`.
  * - Refusals: a held mirror (exit 5), not SQLite, not a mirror, a newer
  *   schema, a file that fails its check (exit 1), each leaving the mirror
@@ -157,7 +157,7 @@ describe('backup and restore', { timeout: 600_000 }, () => {
     expect(r.stdout).toMatch(/schema version \d+/);
     expect(r.stdout).toMatch(/active users: \d+/);
     expect(statSync(dest).mode & 0o777).toBe(0o600);
-    // The audit too, as docs/operations.md's recipe does.
+    // The audit too, as docs/backup.md's recipe does.
     openAudit(join(dir, 'data', 'mirror-audit.db')).close();
     const audit = join(dir, 'audit.db');
     const auditRun = await runCli(['backup', audit, '--audit'], env);

@@ -28,7 +28,8 @@ const CONTRIB = join(ROOT, 'contrib', 'prometheus');
 const RULES = join(CONTRIB, 'user-mirror.rules.yml');
 const RULE_TESTS = join(CONTRIB, 'user-mirror.rules.test.yml');
 const DASHBOARD = join(CONTRIB, 'user-mirror.dashboard.json');
-const OPERATIONS = join(ROOT, 'docs', 'operations.md');
+/** The runbooks: one heading per alert, which each rule's runbook_url names. */
+const ALERTS_PAGE = join(ROOT, 'docs', 'alerts.md');
 
 /** Series Prometheus makes itself for every target, not served by the daemon: `up` (UserMirrorDown). */
 const PROMETHEUS_OWN = ['up'];
@@ -120,10 +121,10 @@ function slug(heading: string): string {
 describe('contrib/prometheus: the alert rules', () => {
   const alerts = readAlerts();
 
-  it('every alert has an expression, a summary, a description and a runbook in docs/operations.md', () => {
+  it('every alert has an expression, a summary, a description and a runbook in docs/alerts.md', () => {
     expect(alerts.length).toBe((readFileSync(RULES, 'utf8').match(/- alert: /g) ?? []).length);
     const anchors = new Set(
-      [...readFileSync(OPERATIONS, 'utf8').matchAll(/^#{1,6} (.+)$/gm)].map((m) => `docs/operations.md#${slug(m[1] ?? '')}`),
+      [...readFileSync(ALERTS_PAGE, 'utf8').matchAll(/^#{1,6} (.+)$/gm)].map((m) => `docs/alerts.md#${slug(m[1] ?? '')}`),
     );
     const problems = alerts.flatMap((a) => [
       ...(a.expr === '' ? [`${a.alert}: no expr`] : []),

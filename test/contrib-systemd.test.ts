@@ -1,7 +1,7 @@
 /**
  * contrib/systemd/user-mirror.service, the hardened unit that ships: scored
  * by the machine's own `systemd-analyze security --offline=true` (no systemd
- * needs to run), and read for what docs/operations.md promises of it: keys
+ * needs to run), and read for what docs/security.md promises of it: keys
  * as credentials the daemon reads through its *_FILE variables, the mirror,
  * logs and backups its only writable paths, UMask=0077, and
  * MemoryDenyWriteExecute off (V8 needs W+X memory).

@@ -56,7 +56,7 @@ describe('intervalOf', () => {
     expect(intervalOf([new Date('2025-01-01T00:15:00Z'), new Date('2025-01-01T00:30:00Z')])).toBe(15 * 60_000);
   });
 
-  it('needs two slots', () => {
+  it('refuses fewer than two slots', () => {
     expect(() => intervalOf([new Date()])).toThrow(RangeError);
   });
 });

@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 describe('demo', () => {
-  it('without REDIS_URL: a private redis-server for the removal, durable, gone afterwards', async () => {
+  it('without REDIS_URL: starts a private, durable redis-server for the removal and leaves none behind', async () => {
     const run = await runCli(['demo', '--users', '2000'], { MIRROR_DB: dir.file('own.db') }, 180_000);
     expect(run.code, run.stderr).toBe(0);
     const said = /Started a private redis-server for the removal queue at redis:\/\/127\.0\.0\.1:(\d+)/.exec(run.stdout);

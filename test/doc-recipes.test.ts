@@ -162,7 +162,7 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
     },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/tracing.md',
     snippet: 'OTEL_SERVICE_NAME=removal-worker npx user-mirror worker removals &',
     how: {
       syntax:
@@ -170,12 +170,12 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
     },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/backup.md',
     snippet: 'user-mirror backup /srv/backups/mirror-before-upgrade.db',
     how: { by: 'test/backup-restore.test.ts' },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/backup.md',
     snippet: 'user-mirror restore /srv/backups/mirror-20261128T070700000Z.db',
     how: {
       syntax:
@@ -203,14 +203,14 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
     how: { syntax: "starts a pm2 daemon against a host's service and key files; test/pm2.test.ts runs ecosystem.config.cjs under pm2" },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/security.md',
     snippet: 'install -m 0644 /srv/user-mirror/contrib/systemd/user-mirror.service /etc/systemd/system/',
     how: {
       syntax: 'installs the unit on a host as root (an account, /etc, systemctl); test/contrib-systemd.test.ts scores and reads the unit',
     },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/backup.md',
     snippet: 'ExecStart=/usr/bin/litestream replicate',
     how: {
       syntax:
@@ -218,12 +218,12 @@ const RECIPES: Array<{ page: string; snippet: string; how: How }> = [
     },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/alerts.md',
     snippet: 'promtool check rules /etc/prometheus/rules/user-mirror.rules.yml',
     how: { syntax: "a host's Prometheus (/etc/prometheus, systemctl); test/contrib-prometheus.test.ts runs promtool on the shipped rules" },
   },
   {
-    page: 'docs/operations.md',
+    page: 'docs/backup.md',
     snippet: 'litestream restore -config /srv/user-mirror/contrib/litestream/litestream.yml',
     how: {
       syntax:

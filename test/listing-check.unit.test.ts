@@ -39,13 +39,13 @@ describe('completeness', () => {
 });
 
 describe('nextListingStep', () => {
-  it('complete: nothing to read again', () => {
+  it('reads nothing again when the listing is complete', () => {
     expect(nextListingStep({ distinct: 2_000, total: 2_000, movement: 0, notDistinct: 0, pageFailures: 0 }, shape(), NO_REREADS)).toEqual({
       kind: 'complete',
     });
   });
 
-  it('first the pages that repeated, and the tail past the plan up to the newest total', () => {
+  it('rereads first the pages that repeated, and the tail past the plan up to the newest total', () => {
     const t = { distinct: 1_500, total: 2_600, movement: 0, notDistinct: 0, pageFailures: 0 };
     expect(nextListingStep(t, shape({ repeatedAt: [1_000, 500] }), NO_REREADS)).toEqual({
       kind: 'reread',
@@ -54,7 +54,7 @@ describe('nextListingStep', () => {
     });
   });
 
-  it('then the whole listing while a round finds users, within twice the pass', () => {
+  it('then rereads the whole listing while a round finds new users, within twice the pass', () => {
     const t = { distinct: 1_500, total: 2_000, movement: 0, notDistinct: 0, pageFailures: 0 };
     const whole = { kind: 'reread', offsets: [0, 500, 1_000, 1_500], whole: true };
     expect(nextListingStep(t, shape(), NO_REREADS)).toEqual(whole);
@@ -88,7 +88,7 @@ describe('nextListingStep', () => {
 });
 
 describe('ListingJudge', () => {
-  it('a page that repeats every time: the page, then the whole listing, no new user, incomplete', () => {
+  it('ends incomplete when a page repeats every time: rereads that page, then the whole listing, and finds no new user', () => {
     const judge = new ListingJudge();
     const t = { distinct: 1_500, total: 2_000, movement: 0, notDistinct: 0, pageFailures: 0 };
     expect(judge.step(t, shape({ repeatedAt: [500] }))).toEqual({ kind: 'reread', offsets: [500], whole: false });

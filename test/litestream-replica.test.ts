@@ -8,7 +8,7 @@
  * `status`, `resolve --as-of` at every noted time, `history` and `changes`
  * must answer there exactly as they did on the lost mirror; installed with
  * `user-mirror restore`, it keeps the same past and syncs on. The drill of
- * docs/operations.md ("Continuous replica with Litestream"), on one machine.
+ * docs/backup.md ("Continuous replica with Litestream"), on one machine.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';

@@ -113,12 +113,14 @@ describe('the production flow', () => {
       'README.md',
       // The docs link to it for every figure they quote.
       'bench/README.md',
+      // The runbooks every alert's runbook_url names (contrib/prometheus/user-mirror.rules.yml).
+      'docs/alerts.md',
       '.env.example',
-      // What an operator adopts beside the daemon (docs/operations.md): alert rules, dashboard, systemd unit.
+      // What an operator adopts beside the daemon (docs/alerts.md, docs/security.md): alert rules, dashboard, systemd unit.
       'contrib/prometheus/user-mirror.rules.yml',
       'contrib/prometheus/user-mirror.dashboard.json',
       'contrib/systemd/user-mirror.service',
-      // docs/operations.md's Litestream configuration, for the host that runs Litestream beside the daemon.
+      // docs/backup.md's Litestream configuration, for the host that runs Litestream beside the daemon.
       'contrib/litestream/litestream.yml',
       'npm-shrinkwrap.json',
       'package.json',
@@ -126,13 +128,15 @@ describe('the production flow', () => {
       expect(listed, want).toContain(want);
     }
     expect(listed.filter((f) => /^(test|bench|src|jobs|db)\/.*\.ts$|^dist\/(test|bench)\/|\.map$/.test(f))).toEqual([]);
+    // The benches' dated sittings stay in the repository: the artefact holds their goals and latest figures only.
+    expect(listed.filter((f) => f.startsWith('bench/') && f !== 'bench/README.md')).toEqual([]);
   });
 
   it('installs without dev dependencies, and says its version', async () => {
     const modules = readdirSync(join(app, 'node_modules'));
     expect(modules).not.toContain('typescript');
     expect(modules).not.toContain('vitest');
-    // Litestream is a companion installed on the host, not part of the artefact (docs/operations.md).
+    // Litestream is a companion installed on the host, not part of the artefact (docs/backup.md).
     expect(modules).not.toContain('@flydotio');
     // The carried Node is a dev dependency: a host runs the artefact on its own Node.
     expect(modules).not.toContain('node');

@@ -71,7 +71,7 @@ describe.runIf(HAVE_LITESTREAM)('restore while Litestream holds the mirror', () 
     expect(refused.code, refused.stderr).toBe(5);
     expect(refused.stderr).toMatch(new RegExp(`is open in pid ${litestream.pid} \\(\\S*litestream replicate -config `));
     expect(refused.stderr).toMatch(
-      /stop Litestream \(systemctl stop litestream-user-mirror as docs\/operations.md sets it up; start it again after the restore\)/,
+      /stop Litestream \(systemctl stop litestream-user-mirror as docs\/backup.md sets it up; start it again after the restore\)/,
     );
     expect(refused.stderr).not.toContain('pm2 stop user-mirror');
     expect(readFileSync(mirror).equals(before)).toBe(true);

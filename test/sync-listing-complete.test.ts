@@ -5,7 +5,7 @@
  * is `partial`, names the shortfall, deletes nothing, and `status` exits 1;
  * a directory that only lives during the scan still succeeds, its deletions
  * checked as before. `extra` is what each costs: list requests beyond the
- * pass's own pages (the table in src/sync/engine.ts and docs/operations.md).
+ * pass's own pages (the table in src/sync/engine.ts and docs/troubleshooting.md).
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

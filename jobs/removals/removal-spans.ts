@@ -1,5 +1,5 @@
 /**
- * A removal's trace (docs/operations.md, "Tracing"): the enqueue (a producer
+ * A removal's trace (docs/tracing.md): the enqueue (a producer
  * span, whose context rides in the job's `opts.telemetry.metadata`, where
  * bullmq-otel puts it too), one consumer span per attempt under it (retries
  * included: every attempt reads the same carrier), and in each attempt the

@@ -1,7 +1,13 @@
 /**
- * The `remove-member` processor: a thin adapter around two pure decisions,
- * `checkRemovalJob` (is this payload safe to act on?) and
- * `classifyRemovalFailure` (what does this failure mean?).
+ * The `remove-member` processor: one run of a removal job, from its payload
+ * to its audit row. It checks the job (`checkRemovalJob`: is this payload
+ * safe to act on, and for this worker's target?), writes the audit's
+ * `started` row, sends the DELETE, and turns what came back into the job's
+ * end: done, already absent, retried with backoff, failed for good, or the
+ * whole queue paused on a 429 (`classifyRemovalFailure`, the pure rule
+ * below, decides which). A DELETE whose audit write then fails is kept with
+ * the job (its progress) so its next run only writes the audit. Each end is
+ * logged, counted (`onOutcome`) and traced.
  *
  * Order matters: the payload is validated before any I/O, so a malformed
  * job can never become a request for some other member; the audit row is
@@ -220,7 +226,7 @@ function rateLimitedRuns(job: RemovalJob): number {
 
 /**
  * What a failed removal attempt means, decided in one pure function so the
- * processor stays a thin adapter and the rules can be tested without Redis.
+ * rules can be tested without Redis or a service.
  *
  *   429 (within budget)   rate_limited: pause the whole queue, do not burn an attempt
  *   408, 429, 5xx, network, timeouts, unparsable 2xx

@@ -1,5 +1,5 @@
 /**
- * Webhook deliveries' spans (docs/operations.md, "Tracing"): one consumer
+ * Webhook deliveries' spans (docs/tracing.md): one consumer
  * span per run of a delivery job, and in it a client span for the POST,
  * with the receiver's host (never its path or query: a token may sit
  * there), the status and the attempt. Never the event's body or signature.

@@ -116,7 +116,7 @@ function describe(kind: 'mirror' | 'audit', r: Restored): string {
   }
   if (r.replaced !== null && r.replaced.count > 1)
     lines.push(
-      `  ${r.replaced.count} replaced files are kept beside it (${mib(r.replaced.bytes)}, the oldest from ${r.replaced.oldest.at}): remove those no longer needed (docs/operations.md#backup-and-restore)`,
+      `  ${r.replaced.count} replaced files are kept beside it (${mib(r.replaced.bytes)}, the oldest from ${r.replaced.oldest.at}): remove those no longer needed (docs/backup.md)`,
     );
   lines.push('  start the daemon again (pm2 start user-mirror); its next sync brings the mirror up to date');
   return lines.join('\n') + '\n';

@@ -16,7 +16,7 @@
  *
  * A copy written over the file in place (`cp` onto it) keeps the inode and
  * is not seen here; it is also what corrupts a live SQLite file, which is
- * why docs/operations.md gives the restore command instead.
+ * why docs/backup.md gives the restore command instead.
  */
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity, type LossKind } from '../../db/file-identity.js';
 

@@ -12,7 +12,7 @@
  * - `<db>.replaced-<stamp>` (with its -wal): the file a restore replaced,
  *   kept for the operator, who may need it (the events and history it held
  *   after the backup exist nowhere else). Nothing deletes it; `status` names
- *   them (count, bytes, the oldest) and docs/operations.md says how to
+ *   them (count, bytes, the oldest) and docs/backup.md says how to
  *   remove them once a restore is confirmed.
  *
  * The decisions are pure; reading the folder and removing are the thin part.
@@ -134,7 +134,7 @@ export function holdersAdvice(target: string, holders: readonly Holder[]): strin
   const isLitestream = (h: Holder) => /(^|\/)litestream(\s|$)/.test(h.command);
   const stop = [
     ...(holders.some(isLitestream)
-      ? ['stop Litestream (systemctl stop litestream-user-mirror as docs/operations.md sets it up; start it again after the restore)']
+      ? ['stop Litestream (systemctl stop litestream-user-mirror as docs/backup.md sets it up; start it again after the restore)']
       : []),
     ...(holders.some((h) => !isLitestream(h)) ? ['stop the daemon and any `serve` or `sqlite3` holding it (pm2 stop user-mirror)'] : []),
   ];

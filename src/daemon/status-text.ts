@@ -184,7 +184,7 @@ function formatFindings(r: StatusReport): string[] {
   const d = r.mirror.schemaDrift;
   if (d != null) {
     const rules = d.byRule.map((x) => `${x.rule} ${x.records}`).join(', ');
-    lines.push(`  schema drift  run #${d.runId} wrote records with warnings: ${rules} (docs/operations.md#schema-drift)`);
+    lines.push(`  schema drift  run #${d.runId} wrote records with warnings: ${rules} (docs/alerts.md#schema-drift)`);
     for (const x of d.newPairs) lines.push(`    first seen: ${x.field} ${x.rule} (${x.records} record(s))`);
   }
   return lines;
@@ -305,7 +305,7 @@ function restoreFileLines(f: RestoreFileFacts): string[] {
   if (r !== null)
     lines.push(
       `replaced files  ${r.count} kept beside the mirror, ${formatBytes(r.bytes)}, the oldest from ${r.oldest.at} (${r.oldest.path}): ` +
-        'remove those no longer needed (docs/operations.md#backup-and-restore)',
+        'remove those no longer needed (docs/backup.md)',
     );
   return lines;
 }

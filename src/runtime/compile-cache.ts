@@ -2,7 +2,7 @@
  * Node's compile cache (node:module `enableCompileCache`): V8's compiled
  * code of every module a command loads, kept on disk between runs, so a
  * start reads code instead of compiling it. Measured (paired whole
- * processes, 2 cores, Node 24; bench/README.md, "Start-up"): CPU -5% for a
+ * processes, 2 cores, Node 24; bench/history/README.md, "Start-up"): CPU -5% for a
  * `sync --once` re-sync of 100,000 users, -8% for `status`, -13% for an
  * offline `resolve`, and its first request 30 ms sooner; +1 MB of RSS.
  *

@@ -209,7 +209,7 @@ export const SETTINGS = {
     'free bytes on the file system holding MIRROR_DB below which status exits 1 (DISK LOW) before it is full; 0: only when full',
   ),
   // Who checkpoints the mirror's WAL: `after-sync` (this project, after each sync run) or `external` (a replicator
-  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/operations.md).
+  // such as Litestream, which must own every checkpoint: user-mirror then never checkpoints; docs/backup.md, "Continuous replica with Litestream").
   MIRROR_CHECKPOINTS: setting(
     'files',
     z.enum(['after-sync', 'external'], { error: 'must be after-sync or external' }).default('after-sync'),
@@ -458,7 +458,7 @@ export const SETTINGS = {
     'a JSON file of sinks: the change feed delivered to Redis Streams and NATS JetStream (docs/sinks.md); unset: none',
   ),
   // --- Backups
-  // Scheduled backups (`user-mirror backup`, docs/operations.md): the folder (unset: none), when (UTC), how many of each file kept.
+  // Scheduled backups (`user-mirror backup`, docs/backup.md): the folder (unset: none), when (UTC), how many of each file kept.
   BACKUP_DIR: setting(
     'backups',
     z.string().min(1).optional(),

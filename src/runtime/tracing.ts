@@ -3,7 +3,7 @@
  * Off (the default) every call is a plain function call and nothing of
  * OpenTelemetry is loaded; on, ./tracing-sdk.ts is loaded by `import()`.
  *
- * On when the standard variables ask for it (docs/operations.md, "Tracing"):
+ * On when the standard variables ask for it (docs/tracing.md):
  * OTEL_TRACES_EXPORTER lists `otlp`, or, with OTEL_TRACES_EXPORTER unset, an
  * OTLP endpoint is set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
  * OTEL_EXPORTER_OTLP_ENDPOINT). OTEL_SDK_DISABLED=true turns it off whatever

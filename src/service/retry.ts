@@ -6,6 +6,7 @@
  * the removal worker uses the classification and the backoff curve through
  * its BullMQ adapter (jobs/removals/remove-member.ts).
  */
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpError, NetworkError, TimeoutError } from './errors.js';
 import { LeaderUntrusted } from './source-freshness.js';
@@ -121,6 +122,14 @@ export interface RetryOptions {
   backoff?: BackoffPolicy;
   signal?: AbortSignal;
   onRetry?: (notice: RetryNotice) => void;
+}
+
+/**
+ * Readies a signal for `inFlight` retried calls at once: each request in flight and each
+ * backoff timer listens on it, and past 10 listeners node warns of a leak that is not one.
+ */
+export function shareSignal(signal: AbortSignal, inFlight: number): void {
+  setMaxListeners(2 * inFlight + 10, signal);
 }
 
 /** Resolves with the call's result, or rejects with the error of the last attempt. */

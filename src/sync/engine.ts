@@ -53,10 +53,9 @@
  * the deletions ./deletions.ts, what the run logs of its scan ./run-log.ts,
  * and how it ends (its summary, row and last log line) ./run-summary.ts.
  */
-import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
-import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions } from '../service/retry.js';
+import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions, shareSignal } from '../service/retry.js';
 import { silentLogger } from '../runtime/log.js';
 import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
@@ -156,8 +155,7 @@ async function runUntil(
   const verifyConcurrency = options.verifyConcurrency ?? SYNC_DEFAULTS.verifyConcurrency;
   const { signal } = options;
   const started = performance.now();
-  // Every request in flight and every backoff timer listens on the run's signal; past 10 node warns of a leak that is not one.
-  setMaxListeners(2 * Math.max(concurrency, verifyConcurrency) + 10, signal);
+  shareSignal(signal, Math.max(concurrency, verifyConcurrency));
   const retry: RetryOptions = {
     attempts: options.pageAttempts ?? SYNC_DEFAULTS.pageAttempts,
     budgetMs: options.pageRetryBudgetMs ?? SYNC_DEFAULTS.pageRetryBudgetMs,

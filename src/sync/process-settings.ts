@@ -29,7 +29,7 @@ export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
  * up to 8 per core, and memory freed in one is not reused by another: a
  * 3M-user re-sync peaked at 204.6 MiB of RSS by default against 198.7 MiB
  * with 2 arenas, for the same CPU (medians of 5 paired whole processes, 2
- * cores, Node 24; bench/README.md, "The 3M re-sync under 200 MB"). Ignored
+ * cores, Node 24; bench/history/README.md, "The 3M re-sync under 200 MB"). Ignored
  * by other C libraries (musl). An operator's own setting wins:
  * MALLOC_ARENA_MAX, or `glibc.malloc.arena_max` in GLIBC_TUNABLES.
  */

@@ -17,9 +17,8 @@
  * every page would be. It stops the pass and is rethrown (see retry.ts).
  */
 import type { FeedSource } from './follow-feed.js';
-import { setMaxListeners } from 'node:events';
 import type { RunWriter } from './run-writer.js';
-import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
+import { callWithRetries, refusalOf, type RetryOptions, shareSignal } from '../service/retry.js';
 import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 
@@ -242,8 +241,7 @@ export async function scanPass(options: PassOptions): Promise<PassResult> {
   // still staging when the caller moves on to discard or publish.
   const stop = new AbortController();
   const signal = options.retry.signal === undefined ? stop.signal : AbortSignal.any([options.retry.signal, stop.signal]);
-  // Each request in flight and each backoff timer listens on it: past 10 node warns of a leak that is not one.
-  setMaxListeners(2 * options.concurrency + 10, signal);
+  shareSignal(signal, options.concurrency);
   const retry: RetryOptions = { ...options.retry, signal };
   let fatal: { error: unknown } | undefined;
 

@@ -1,5 +1,5 @@
 /**
- * A sync run's trace (docs/operations.md, "Tracing"): one `sync run` span,
+ * A sync run's trace (docs/tracing.md): one `sync run` span,
  * a client span per list page (never per record: a page is 500 of them, and
  * the deletion checks' per-user requests carry none), the publish and the
  * checkpoint. Attributes are the run id, counts and the status: never a
