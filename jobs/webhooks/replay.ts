@@ -14,8 +14,8 @@
  *   (./earlier-jobs.ts) reads: a replayed event waiting behind a later one
  *   is not an earlier event stalled in front of it.
  * - The cursors stay as they were: `dispatched` is not touched (a replay
- *   re-sends events up to it, never past it: later ones are the
- *   dispatcher's), and `settled` only ever rises, so a replayed job's lower
+ *   re-sends events up to `settled`, never past it: later ones are still
+ *   to be sent), and `settled` only ever rises, so a replayed job's lower
  *   cursor leaves it, and the feed's retention hold, where they were.
  * - The replay is recorded in `<prefix>:<queue>:replay` (`ReplayRecord`),
  *   read by `readReplay` for `user-mirror sinks`.
@@ -32,7 +32,7 @@ export function replayJobId(eventId: string, n: number): string {
 
 export const ReplayRecordSchema = z.object({
   replay: z.number().int().positive(),
-  /** The first cursor re-sent, and the last (the dispatched cursor when the replay began). */
+  /** The first cursor re-sent, and the last (the settled cursor when the replay began). */
   from: z.number().int().nonnegative(),
   through: z.number().int().nonnegative(),
   events: z.number().int().nonnegative(),

@@ -188,7 +188,7 @@ async function replayWebhook(feed: ChangeFeed, from: number, log: Logger, json: 
     if (json) process.stdout.write(`${JSON.stringify({ sink: WEBHOOK_SINK_NAME, kind: 'webhook', ...r })}\n`);
     else if (r.events === 0)
       process.stdout.write(
-        `sink ${WEBHOOK_SINK_NAME}: the dispatcher has handed the queue events up to cursor ${r.through}, before ${from}: it sends them in turn\n`,
+        `sink ${WEBHOOK_SINK_NAME}: the receiver has been sent events up to cursor ${r.through}, before ${from}: the rest are queued or to be dispatched, and go in turn\n`,
       );
     else
       process.stdout.write(

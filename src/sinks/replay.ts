@@ -17,12 +17,13 @@
  *   the runner re-sends from its position by itself. One that holds the
  *   position but trimmed the events is named, with the remedy.
  * - A webhook queue gets the events again as jobs of their own
- *   (jobs/webhooks/replay.ts), after those waiting: `replayWebhookQueue`
+ *   (jobs/webhooks/replay.ts), after those waiting, up to what its worker
+ *   has settled (later ones are still to be sent): `replayWebhookQueue`
  *   takes the queue, so any webhook sink's queue can be replayed.
  */
 import type { Logger } from 'pino';
 import type { ChangeFeed } from '../../db/change-feed.js';
-import { readDispatched } from '../../jobs/webhooks/delivery-state.js';
+import { readSettled } from '../../jobs/webhooks/delivery-state.js';
 import type { WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { enqueueReplay, nextReplayNumber, recordReplay, type ReplayRecord } from '../../jobs/webhooks/replay.js';
 import type { Destination } from './contract.js';
@@ -86,10 +87,11 @@ export async function replayDestination(destination: Destination, from: number):
 }
 
 /**
- * Re-sends the feed's events from cursor `from` up to the queue's
- * dispatched cursor (later ones are the dispatcher's) as one replay,
- * recorded and logged. Returns the record (events 0 when the dispatcher has
- * not reached `from`: it sends them anyway).
+ * Re-sends the feed's events from cursor `from` up to the queue's settled
+ * cursor as one replay, recorded and logged: later ones are still in the
+ * queue (or not yet dispatched) and go in turn, so they are not doubled.
+ * Returns the record (events 0 when the worker has not settled `from` yet:
+ * it sends it anyway).
  */
 export async function replayWebhookQueue(
   feed: ChangeFeed,
@@ -99,7 +101,7 @@ export async function replayWebhookQueue(
   log: Logger,
   sink: string,
 ): Promise<ReplayRecord> {
-  const through = await readDispatched(queue);
+  const through = await readSettled(queue);
   const at = new Date().toISOString();
   if (through < from) return { replay: 0, from, through, events: 0, at };
   const replay = await nextReplayNumber(queue);
