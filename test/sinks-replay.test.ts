@@ -77,7 +77,10 @@ describe('sinks replay: arguments', () => {
     [['sinks', 'replay', 'bus', '--from', '0'], /--from: must be a cursor/],
     [['sinks', 'replay', 'bus', '--from', 'abc'], /--from: must be a cursor/],
     [['sinks', 'replay', 'bus', '--since', 'yesterday'], /--since: must be an ISO 8601 time/],
-    [['sinks', 'replay', 'bus', '--from', '3', '--since', '2026-01-01T00:00:00Z'], /--from: replay needs --from <cursor> or --since <time>, one of them/],
+    [
+      ['sinks', 'replay', 'bus', '--from', '3', '--since', '2026-01-01T00:00:00Z'],
+      /--from: replay needs --from <cursor> or --since <time>, one of them/,
+    ],
     [['sinks', '--from', '3'], /--from: only with replay <name>/],
     [['sinks', 'replay', 'nope', '--from', '3'], /argument 2: no sink named "nope" \(the sinks: bus, js\)/],
   ])('%j is refused with exit 2, naming the argument', async (args, message) => {
@@ -132,7 +135,9 @@ describe('sinks replay: destinations that hold the position by id', () => {
     const setid = /redis-cli XGROUP SETID '[^']+' <group> (\S+)/.exec(r.stderr);
     await client.xgroup('CREATE', 'replayed', 'billing', '$');
     await client.call('XGROUP', 'SETID', 'replayed', 'billing', setid?.[1] ?? '');
-    const got = (await client.xreadgroup('GROUP', 'billing', 'w1', 'COUNT', 1, 'STREAMS', 'replayed', '>')) as Array<[string, Array<[string]>]>;
+    const got = (await client.xreadgroup('GROUP', 'billing', 'w1', 'COUNT', 1, 'STREAMS', 'replayed', '>')) as Array<
+      [string, Array<[string]>]
+    >;
     expect(got[0]?.[1][0]?.[0]).toBe(`${from}-0`);
 
     // Trimmed below the point: named, not re-appended.
@@ -226,7 +231,9 @@ describe('sinks replay: the WEBHOOK_URL queue', () => {
     expect(r.stdout).toContain(`replay 1 queued 10 events, cursors ${from} to ${latest}`);
     // Queued, the worker stopped: `sinks` names the replay in progress.
     const listed = await runCli(['sinks'], hookEnv);
-    expect(listed.stdout).toMatch(new RegExp(`^sink webhook \\(webhook, .*\\): replay 1 in progress, 10 of 10 events from cursor ${from} to ${latest}`, 'm'));
+    expect(listed.stdout).toMatch(
+      new RegExp(`^sink webhook \\(webhook, .*\\): replay 1 in progress, 10 of 10 events from cursor ${from} to ${latest}`, 'm'),
+    );
     await hooks.startWorker({ eventBody });
     const replayed = ids.slice(-10);
     const want = [...ids, ...fresh.events.map((e) => e.id), ...replayed];

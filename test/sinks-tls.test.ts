@@ -121,13 +121,20 @@ describe('a redis_stream sink over TLS (redis-server --tls-port)', () => {
     expect(await plain.xlen('over-tls')).toBe(rig.feed.latest());
     const r = await listed('redis-ca.json', [sink]);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^sink tls-bus \\(redis_stream, rediss://127\\.0\\.0\\.1:${tlsPort}.*\\): at cursor ${rig.feed.latest()}, 0 events behind`, 'm'));
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^sink tls-bus \\(redis_stream, rediss://127\\.0\\.0\\.1:${tlsPort}.*\\): at cursor ${rig.feed.latest()}, 0 events behind`,
+        'm',
+      ),
+    );
   }, 120_000);
 
   it('a wrong CA is refused: the sink is named FAILING with the certificate problem, and nothing is written', async () => {
     const r = await listed('redis-wrong-ca.json', [redisSink('wrong-ca', 'never', withCa({ ca_file: files.wrongCa }))]);
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^sink wrong-ca \(redis_stream, .*\): position unknown - FAILING: destination failing: .*(certificate|self[- ]signed)/im);
+    expect(r.stdout).toMatch(
+      /^sink wrong-ca \(redis_stream, .*\): position unknown - FAILING: destination failing: .*(certificate|self[- ]signed)/im,
+    );
     expect(await plain.exists('never')).toBe(0);
   }, 120_000);
 
@@ -156,7 +163,9 @@ describe('a jetstream sink over TLS (nats-server -js, client certificates verifi
     expect((await jsm.streams.info('OVER_TLS')).state.messages).toBe(rig.feed.latest());
     const r = await listed('nats-cert.json', [sink]);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^sink tls-js \\(jetstream, tls://127\\.0\\.0\\.1:${nats.port} stream OVER_TLS.*\\): at cursor ${rig.feed.latest()}`, 'm'));
+    expect(r.stdout).toMatch(
+      new RegExp(`^sink tls-js \\(jetstream, tls://127\\.0\\.0\\.1:${nats.port} stream OVER_TLS.*\\): at cursor ${rig.feed.latest()}`, 'm'),
+    );
   }, 120_000);
 
   it('without the client certificate, and with a wrong CA, the server is refused and the sink named FAILING', async () => {
@@ -166,7 +175,9 @@ describe('a jetstream sink over TLS (nats-server -js, client certificates verifi
     ]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^sink js-no-cert \(jetstream, .*\): position unknown - FAILING: destination failing: /m);
-    expect(r.stdout).toMatch(/^sink js-wrong-ca \(jetstream, .*\): position unknown - FAILING: destination failing: .*(certificate|self[- ]signed)/im);
+    expect(r.stdout).toMatch(
+      /^sink js-wrong-ca \(jetstream, .*\): position unknown - FAILING: destination failing: .*(certificate|self[- ]signed)/im,
+    );
     const jsm = await jetstreamManager(nc);
     const names: string[] = [];
     for await (const s of jsm.streams.names()) names.push(s);

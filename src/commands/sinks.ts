@@ -114,7 +114,9 @@ async function webhookReplayLine(): Promise<string[]> {
       const pending = await replayPending(queue, r.replay);
       return pending === 0
         ? []
-        : [`sink ${WEBHOOK_SINK_NAME} (webhook, ${target.url}): replay ${r.replay} in progress, ${pending} of ${r.events} events from cursor ${r.from} to ${r.through} still to send (began ${r.at})`];
+        : [
+            `sink ${WEBHOOK_SINK_NAME} (webhook, ${target.url}): replay ${r.replay} in progress, ${pending} of ${r.events} events from cursor ${r.from} to ${r.through} still to send (began ${r.at})`,
+          ];
     });
   } catch {
     return [];
@@ -155,7 +157,10 @@ async function replayHeldById(sink: SinkSettings, from: number, log: Logger, jso
   try {
     await destination.open();
     const r = await replayDestination(destination, from);
-    log.info({ event: 'sink.replay', sink: sink.name, kind: sink.kind, from, ...r }, `sink ${sink.name}: replay from cursor ${from}: ${r.outcome}`);
+    log.info(
+      { event: 'sink.replay', sink: sink.name, kind: sink.kind, from, ...r },
+      `sink ${sink.name}: replay from cursor ${from}: ${r.outcome}`,
+    );
     if (json) process.stdout.write(`${JSON.stringify({ sink: sink.name, kind: sink.kind, from, ...r })}\n`);
     else if (r.outcome === 'behind')
       process.stdout.write(

@@ -117,6 +117,9 @@ export async function replayWebhookQueue(
   }
   const record: ReplayRecord = { replay, from, through, events, at };
   await recordReplay(queue, record);
-  log.info({ event: 'sink.replay', sink, kind: 'webhook', ...record }, `sink ${sink}: replay ${replay} queued ${events} events, cursors ${from}-${through}`);
+  log.info(
+    { event: 'sink.replay', sink, kind: 'webhook', ...record },
+    `sink ${sink}: replay ${replay} queued ${events} events, cursors ${from}-${through}`,
+  );
   return record;
 }

@@ -30,10 +30,41 @@ export function opensslMissing(): string | undefined {
 export function makeTlsFiles(serverName = 'bus.internal'): TlsFiles {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-tls-'));
   const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ca = (name: string) => run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`, '-keyout', `${name}.key`, '-out', `${name}.pem`);
+  const ca = (name: string) =>
+    run(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.pem`,
+    );
   const issue = (name: string, cn: string, ext: string[]) => {
     run('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${cn}`, ...ext, '-keyout', `${name}.key`, '-out', `${name}.csr`);
-    run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-copy_extensions', 'copy', '-out', `${name}.pem`);
+    run(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-copy_extensions',
+      'copy',
+      '-out',
+      `${name}.pem`,
+    );
   };
   ca('ca');
   ca('wrong-ca');
