@@ -23,6 +23,7 @@
 import { z } from 'zod';
 import type { FeedEvent } from '../../db/change-feed.js';
 import { checkWebhookJob, WEBHOOK_JOB, webhookJobOptions, type WebhookJobData } from './contract.js';
+import { readJsonKey } from './delivery-state.js';
 import type { WebhookQueue } from './queue-handle.js';
 
 /** The id of event `eventId`'s job in replay `n`. */
@@ -65,15 +66,8 @@ export async function recordReplay(queue: WebhookQueue, record: ReplayRecord): P
 }
 
 /** The queue's latest replay, or null (none, or an unreadable record). */
-export async function readReplay(queue: WebhookQueue): Promise<ReplayRecord | null> {
-  const raw = await queue.redis.get(queue.toKey('replay'));
-  if (raw === null) return null;
-  try {
-    const parsed = ReplayRecordSchema.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+export function readReplay(queue: WebhookQueue): Promise<ReplayRecord | null> {
+  return readJsonKey(queue.redis, queue.toKey('replay'), ReplayRecordSchema);
 }
 
 /** How many of replay `n`'s jobs are still to be delivered (waiting, active or retrying). */
