@@ -93,6 +93,9 @@ describe('sinks replay: arguments', () => {
     const beyond = await runCli(['sinks', 'replay', 'bus', '--from', String(rig.feed.latest() + 1)], env());
     expect(beyond.code).toBe(1);
     expect(beyond.stderr).toMatch(/--from \d+: beyond the feed's newest event/);
+    const future = await runCli(['sinks', 'replay', 'js', '--since', '2999-01-01T00:00:00Z'], env());
+    expect(future.code).toBe(1);
+    expect(future.stderr).toMatch(/--since 2999-01-01T00:00:00.000Z: no event was published since then/);
     // A feed of its own, retention having dropped its first 5 events.
     const old = createFeedRig();
     try {
@@ -151,6 +154,9 @@ describe('sinks replay: destinations that hold the position by id', () => {
     const behind = await runCli(['sinks', 'replay', 'bus', '--from', String(from)], env());
     expect(behind.code).toBe(0);
     expect(behind.stdout).toMatch(/holds up to cursor 0, before \d+: the sink re-sends from there by itself/);
+    const asJson = await runCli(['sinks', 'replay', 'bus', '--from', String(from), '--json'], env());
+    expect(asJson.code).toBe(0);
+    expect(JSON.parse(asJson.stdout)).toEqual({ sink: 'bus', kind: 'redis_stream', from, outcome: 'behind', position: 0 });
   }, 120_000);
 
   it('JetStream: refuses, and the printed start sequence makes a consumer that begins at the point (--from and --since)', async () => {
