@@ -116,6 +116,7 @@ export class ChangeFeed {
         `DELETE FROM change_events WHERE id IN (SELECT id FROM change_events WHERE at < ? AND id <= ? ORDER BY id)`,
       ),
       prunedMax: db.prepare<[string, number], number | null>(`SELECT max(id) FROM change_events WHERE at < ? AND id <= ?`).pluck(),
+      lastBefore: db.prepare<[string], number | null>(`SELECT max(id) FROM change_events WHERE at < ?`).pluck(),
       setPruned: db.prepare<[number]>(`UPDATE change_feed SET pruned_through = max(pruned_through, ?) WHERE id = 1`),
     };
   }
@@ -226,6 +227,15 @@ export class ChangeFeed {
   /** The latest cursor issued (0 when none yet), from the sequence alone: O(1), for a caller that asks often (the sinks' lag). */
   latest(): number {
     return this.s.lastCursor.get() ?? 0;
+  }
+
+  /**
+   * The cursor of the last event held that was published before `at` (an
+   * ISO time), or null when none held is: where a replay `--since` starts
+   * after. A scan of the feed, for a command, not for a loop.
+   */
+  lastCursorBefore(at: string): number | null {
+    return this.s.lastBefore.get(at) ?? null;
   }
 
   /** The feed's extent: the latest cursor (0 when none yet), the oldest held, and how far retention dropped. */

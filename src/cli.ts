@@ -77,10 +77,13 @@ const COMMANDS: Record<string, Command> = {
   },
   sinks: {
     summary: "the sinks of SINKS_FILE: each one's destination, field policy, position and lag (docs/sinks.md)",
-    synopsis: 'sinks [--json]',
+    synopsis: 'sinks [--json] | sinks replay <name> --from <cursor>|--since <time> [--json]',
     details:
       "exit codes: 0 every sink delivers; 1 a sink's destination does not answer or refuses, or the sink is behind the feed's\n" +
-      '  retention or lags past WEBHOOK_LAG_WARN_SECONDS; 2 usage or configuration error (SINKS_FILE unset or invalid)\n',
+      '  retention or lags past WEBHOOK_LAG_WARN_SECONDS, or a replay was refused; 2 usage or configuration error (SINKS_FILE unset or\n' +
+      '  invalid, no sink of that name)\n' +
+      'replay re-sends from a point, at least once: a webhook queue gets the events again; a Redis Streams or JetStream destination\n' +
+      '  that holds them is not written to (their ids are cursors): the command prints how a consumer re-reads them there\n',
     load: () => import('./commands/sinks.js'),
   },
   worker: { summary: 'run a worker on its own: worker removals', synopsis: 'worker removals', load: () => import('./commands/worker.js') },

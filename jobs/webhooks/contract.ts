@@ -5,7 +5,7 @@
  *
  *   target     a fingerprint of WEBHOOK_URL (16 hex digits, `webhookTarget`)
  *   queue      `webhooks-<mirrorId>-<target>`, key prefix = QUEUE_PREFIX
- *   job name   `webhook`, job id = the event id
+ *   job name   `webhook`, job id = the event id (`<event id>.replay-<n>` in a replay: ./replay.ts)
  *   data       `{ cursor, event_id, user_id }`: the body is read from the mirror's feed when sent
  *              (older versions' jobs carry `body`, which is then sent as it is)
  *   progress   `{ attempts, last }` while the worker retries it (`WebhookProgress`)
@@ -51,6 +51,8 @@ export const WebhookJobSchema = z.strictObject({
   user_id: z.string({ error: 'must be a string or null' }).min(1, 'must not be empty').nullable(),
   // Only in jobs an older version queued: the body now stays in the mirror (ChangeFeed.body) until the send.
   body: z.string({ error: 'must be a string (the event as delivered)' }).min(2, 'must be the event JSON').optional(),
+  // Only in a replay's jobs (./replay.ts): which replay re-sent the event.
+  replay: z.number({ error: 'must be a number (the replay)' }).int('must be an integer').positive('must be positive').optional(),
 });
 export type WebhookJobData = z.output<typeof WebhookJobSchema>;
 

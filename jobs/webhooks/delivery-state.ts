@@ -22,11 +22,16 @@ export async function readEndpointFailure(queue: WebhookQueue): Promise<Endpoint
   return readEndpointKey(queue.redis, queue.toKey('endpoint'));
 }
 
-async function readEndpointKey(redis: RedisClient, key: string): Promise<EndpointFailure | null> {
+function readEndpointKey(redis: RedisClient, key: string): Promise<EndpointFailure | null> {
+  return readJsonKey(redis, key, EndpointFailureSchema);
+}
+
+/** A JSON record the queue keeps beside its jobs, or null when absent or unreadable (a record is advice, never a failure). */
+export async function readJsonKey<T>(redis: RedisClient, key: string, schema: z.ZodType<T>): Promise<T | null> {
   const raw = await redis.get(key);
   if (raw === null) return null;
   try {
-    const parsed = EndpointFailureSchema.safeParse(JSON.parse(raw));
+    const parsed = schema.safeParse(JSON.parse(raw));
     return parsed.success ? parsed.data : null;
   } catch {
     return null;

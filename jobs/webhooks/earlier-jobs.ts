@@ -8,7 +8,11 @@
  */
 import type { RedisClient } from '../redis-connection.js';
 
-/** KEYS: active, wait; ARGV: the queue's key prefix, the job's id, its cursor. */
+/**
+ * KEYS: active, wait; ARGV: the queue's key prefix, the job's id, its cursor, its replay ('' for none).
+ * Only a job of the same run (the feed's, or the same replay: ./replay.ts) can be earlier: a replay's
+ * jobs wait behind later events by design.
+ */
 const EARLIER_JOBS_LUA = `
 local earlier = {}
 for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
@@ -21,6 +25,7 @@ local raw = redis.call('HGET', ARGV[1] .. front, 'data')
 if not raw then return earlier end
 local ok, data = pcall(cjson.decode, raw)
 if not ok or type(data) ~= 'table' or type(data.cursor) ~= 'number' or data.cursor >= tonumber(ARGV[3]) then return earlier end
+if tostring(data.replay or '') ~= ARGV[4] then return earlier end
 redis.call('LREM', KEYS[2], 1, front)
 redis.call('LPUSH', KEYS[1], front)
 return { front }
@@ -39,6 +44,7 @@ export async function earlierJobs(
   worker: { toKey(type: string): string } | undefined,
   id: string,
   cursor: number,
+  replay?: number,
 ): Promise<string[]> {
   if (worker === undefined) return [];
   const found = await connection.eval(
@@ -49,6 +55,7 @@ export async function earlierJobs(
     worker.toKey(''),
     id,
     String(cursor),
+    replay === undefined ? '' : String(replay),
   );
   return Array.isArray(found) ? found.filter((x): x is string => typeof x === 'string') : [];
 }

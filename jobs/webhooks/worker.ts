@@ -190,7 +190,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       throw new UnrecoverableError(`invalid webhook job: ${checked.reason}`);
     }
     const data = checked.data;
-    const earlier = await earlierJobs(options.connection, worker, job.id ?? '', data.cursor);
+    const earlier = await earlierJobs(options.connection, worker, job.id ?? '', data.cursor, data.replay);
     if (earlier.length > 0) {
       logger.info(
         { event: 'webhook.waiting_for_earlier', eventId: data.event_id, cursor: data.cursor, active: earlier.slice(0, 3) },

@@ -50,7 +50,19 @@ export interface Destination {
    * earlier; a repeat of one held is refused by the destination.
    */
   append(events: readonly OutgoingEvent[], after: DestinationPosition | null): Promise<void>;
+  /**
+   * For `sinks replay` (./replay.ts): the cursor of the oldest event the
+   * destination still holds (null: none), and how a consumer re-reads it
+   * from cursor `from` on, lines for an operator. A destination that holds
+   * the position by id refuses a re-append, so a replay is a consumer's.
+   */
+  rereadFrom(from: number): Promise<RereadHint>;
   close(): Promise<void>;
+}
+
+export interface RereadHint {
+  oldest: number | null;
+  how: string[];
 }
 
 /** Which events a sink takes: by type, by team; absent lists admit all. */

@@ -20,7 +20,7 @@
  */
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs, NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
-import { cursorOfEventId, type Destination, type DestinationPosition, type OutgoingEvent } from './contract.js';
+import { cursorOfEventId, type Destination, type DestinationPosition, type OutgoingEvent, type RereadHint } from './contract.js';
 import type { JetStreamSink } from './sinks-file.js';
 
 const STREAM_NOT_FOUND = 10059;
@@ -125,6 +125,37 @@ export class JetStreamDestination implements Destination {
       if (r.value.duplicate)
         throw new Error(`event ${events[i]?.id ?? '?'} was already in stream ${this.sink.stream}: reading the position again`);
     }
+  }
+
+  /** The cursor of the stream's message at `seq` (its Nats-Msg-Id), or undefined when none is there. */
+  private async cursorAt(jsm: JetStreamManager, seq: number): Promise<number | undefined> {
+    const msg = await jsm.streams.getMessage(this.sink.stream, { seq }).catch(() => null);
+    return msg === null ? undefined : cursorOfEventId(msg.header.get('Nats-Msg-Id'));
+  }
+
+  async rereadFrom(from: number): Promise<RereadHint> {
+    const jsm = this.jsm;
+    if (jsm === undefined) throw new Error('not open');
+    const { state } = await jsm.streams.info(this.sink.stream);
+    if (state.messages === 0) return { oldest: null, how: [] };
+    const oldest = (await this.cursorAt(jsm, state.first_seq)) ?? null;
+    // Cursors rise with the sequence: the first message at or after `from`, by bisection (a missing message reads as later).
+    let lo = state.first_seq;
+    let hi = state.last_seq + 1;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const c = await this.cursorAt(jsm, mid);
+      if (c !== undefined && c < from) lo = mid + 1;
+      else hi = mid;
+    }
+    const s = this.sink.stream;
+    return {
+      oldest,
+      how: [
+        `nats consumer add ${s} <name> --pull --deliver ${lo} --ack explicit --defaults    (stream sequence ${lo} is cursor ${from} or the first after it)`,
+        `or with @nats-io/jetstream: jsm.consumers.add('${s}', { durable_name: '<name>', deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: ${lo}, ack_policy: AckPolicy.Explicit })`,
+      ],
+    };
   }
 
   async close(): Promise<void> {

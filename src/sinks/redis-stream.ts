@@ -17,7 +17,7 @@
 import type { Logger } from 'pino';
 import { createRedisConnection, describeRedis, redisReady, type RedisClient } from '../../jobs/redis-connection.js';
 import { readEstateDurability } from '../../jobs/redis-durability.js';
-import type { Destination, DestinationPosition, OutgoingEvent } from './contract.js';
+import type { Destination, DestinationPosition, OutgoingEvent, RereadHint } from './contract.js';
 import type { RedisStreamSink } from './sinks-file.js';
 
 /** Appends entries in order; the first error ends the script (earlier ones stay: a prefix). Returns how many were added. */
@@ -121,6 +121,19 @@ export class RedisStreamDestination implements Destination {
     for (const e of events)
       args.push(entryId(e.cursor), 'event', e.body, 'event_id', e.id, 'type', e.type, 'team_id', e.teamId ?? '', 'policy', e.policy);
     await this.redis().eval(APPEND, 1, this.sink.stream, ...args);
+  }
+
+  async rereadFrom(from: number): Promise<RereadHint> {
+    const first = (await this.redis().xrange(this.sink.stream, '-', '+', 'COUNT', 1))[0];
+    const oldest = first === undefined ? null : (cursorOfEntryId(first[0]) ?? null);
+    const key = `'${this.sink.stream.replace(/'/g, `'\\''`)}'`;
+    return {
+      oldest,
+      how: [
+        `redis-cli XRANGE ${key} ${entryId(from)} +          (read from cursor ${from} on)`,
+        `redis-cli XGROUP SETID ${key} <group> ${entryId(from - 1)}    (a consumer group's next XREADGROUP '>' starts at cursor ${from})`,
+      ],
+    };
   }
 
   async close(): Promise<void> {

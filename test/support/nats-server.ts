@@ -1,12 +1,14 @@
 /**
  * A NATS server for tests: its own `nats-server -js` (Debian's package; on
  * PATH or in /usr/sbin) on a free port of 127.0.0.1 with its own store
- * directory, stopped after the tests. Never the machine's shared NATS: a
+ * directory, stopped after the tests; with `tls`, it takes TLS only (a
+ * config file: its certificate, the client CA, client certificates asked
+ * for or not), its INFO line still in clear as NATS sends it. Never the machine's shared NATS: a
  * test only talks to the server it started. No nats-server is an error that
  * says what to install, never a silent skip.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,9 +38,29 @@ function binary(): string {
   throw new Error('nats-server is not installed: apt-get install nats-server (tests start their own on a free port)');
 }
 
-export async function startTestNats(): Promise<TestNats> {
+/** TLS for the server: its certificate and key, the CA its clients' certificates must come from, and whether it asks for one. */
+export interface TestNatsTls {
+  certFile: string;
+  keyFile: string;
+  caFile: string;
+  verifyClients: boolean;
+}
+
+export async function startTestNats(options: { tls?: TestNatsTls } = {}): Promise<TestNats> {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-nats-'));
   const port = await freePort();
+  const config: string[] = [];
+  if (options.tls !== undefined) {
+    const t = options.tls;
+    // A config file: TLS has no command-line flag for the CA of client certificates.
+    writeFileSync(
+      join(dir, 'tls.conf'),
+      `tls {\n  cert_file: ${JSON.stringify(t.certFile)}\n  key_file: ${JSON.stringify(t.keyFile)}\n  ca_file: ${JSON.stringify(t.caFile)}\n  verify: ${t.verifyClients}\n}\n`,
+      { mode: 0o600 },
+    );
+    config.push('-c', join(dir, 'tls.conf'));
+  }
+  const launch = (p: number, d: string) => launchNats(p, d, config);
   let child: ChildProcess | undefined = await launch(port, dir);
   const down = async (): Promise<void> => {
     const c = child;
@@ -49,7 +71,7 @@ export async function startTestNats(): Promise<TestNats> {
     await exited;
   };
   return {
-    url: `nats://127.0.0.1:${port}`,
+    url: `${options.tls === undefined ? 'nats' : 'tls'}://127.0.0.1:${port}`,
     port,
     kill: down,
     async restart() {
@@ -63,8 +85,8 @@ export async function startTestNats(): Promise<TestNats> {
   };
 }
 
-async function launch(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn(binary(), ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', join(dir, 'store')], {
+async function launchNats(port: number, dir: string, config: readonly string[]): Promise<ChildProcess> {
+  const child = spawn(binary(), [...config, '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', join(dir, 'store')], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
