@@ -44,7 +44,7 @@ import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.
 import { ChangeFeed, openChangeFeed } from '../../db/change-feed.js';
 import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from '../../jobs/redis-durability.js';
 import { mirrorFigures, staleAfterMs } from '../daemon/staleness.js';
-import { intervalOfExpression } from '../daemon/schedule.js';
+import { intervalOfExpression } from '../daemon/schedule-interval.js';
 import { currentBackupVerdict } from '../daemon/backup-folder.js';
 import { currentExportVerdict } from '../daemon/export-schedule.js';
 import { settleWithin } from '../runtime/deadline.js';

@@ -25,7 +25,7 @@ import {
 import { join } from 'node:path';
 import { z } from 'zod';
 import { syncFile } from '../../db/backup.js';
-import { intervalOfExpression } from './schedule.js';
+import { intervalOfExpression } from './schedule-interval.js';
 import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 
 export const LAST_BACKUP_FILE = 'last-backup.json';
