@@ -36,7 +36,7 @@ import {
   rotate,
   writeLastBackup,
   type LastBackup,
-} from '../daemon/backup-folder.js';
+} from '../health/backup-folder.js';
 import { diskSpace, FULL_BELOW_BYTES, fullDiskWords, isSpaceError } from '../../db/disk-space.js';
 
 const Args = z.object({

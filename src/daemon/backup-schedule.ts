@@ -5,7 +5,7 @@
  * record, which `status` and `/metrics` read.
  */
 import type { Logger } from 'pino';
-import { readLastBackup } from './backup-folder.js';
+import { readLastBackup } from '../health/backup-folder.js';
 import { startChildSchedule, type ChildSchedule } from './child-schedule.js';
 
 export type BackupSchedule = ChildSchedule;

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { logError } from '../runtime/log-error.js';
 import { nodeCron } from '../runtime/node-cron.js';
-import { SCHEDULE_TIMEZONE } from './schedule-interval.js';
+import { SCHEDULE_TIMEZONE } from '../health/schedule-interval.js';
 
 const ENTRY = fileURLToPath(new URL('../entry.js', import.meta.url));
 

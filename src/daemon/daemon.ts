@@ -28,7 +28,7 @@
  *     /readyz and `status` do not count removals against it;
  *  6. `process.send('ready')` (pm2 `wait_ready`). /readyz turns 200 once
  *     the mirror is also fresh: a succeeded sync within SYNC_STALE_AFTER_MS
- *     (see staleness.ts); a new, never-synced mirror is not ready until its
+ *     (see src/health/staleness.ts); a new, never-synced mirror is not ready until its
  *     first sync succeeds.
  *
  * Each sync job runs in a child process (src/sync/child-main.ts): a publish is
@@ -60,13 +60,13 @@ import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits
 import { createMetrics } from './metrics.js';
 import { queueDepths } from './scrape-gauges.js';
 import { enqueueCatchUpIfStale, enqueueTick, startSchedule, type Schedule } from './schedule.js';
-import { intervalOfExpression } from './schedule-interval.js';
+import { intervalOfExpression } from '../health/schedule-interval.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
 import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
 import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
 import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
-import { mirrorFreshness, staleAfterMs } from './staleness.js';
+import { mirrorFreshness, staleAfterMs } from '../health/staleness.js';
 import { keepFailure } from '../sync/exclusive-run.js';
 import { fileIdentity } from '../../db/file-identity.js';
 import { MirrorWatch } from './mirror-watch.js';

@@ -9,7 +9,7 @@ import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { exportVerdict, readLastExport, type ExportVerdict } from '../export/scheduled.js';
 import { startChildSchedule, type ChildSchedule } from './child-schedule.js';
-import { intervalOfExpression } from './schedule-interval.js';
+import { intervalOfExpression } from '../health/schedule-interval.js';
 
 export function startExportSchedule(options: { dir: string; cron: string; logger: Logger }): ChildSchedule {
   return startChildSchedule({

@@ -15,7 +15,7 @@ import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { nodeCron } from '../runtime/node-cron.js';
 import { type SyncJobData } from '../../jobs/sync/contract.js';
-import { intervalOf, SCHEDULE_TIMEZONE } from './schedule-interval.js';
+import { intervalOf, SCHEDULE_TIMEZONE } from '../health/schedule-interval.js';
 import type { Logger } from 'pino';
 import { enqueueSync } from '../../jobs/sync/queue-handle.js';
 
