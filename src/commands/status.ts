@@ -46,7 +46,7 @@ import { decideRemovalGate, type DurabilityVerdict, readEstateDurability } from 
 import { mirrorFigures, staleAfterMs } from '../health/staleness.js';
 import { intervalOfExpression } from '../health/schedule-interval.js';
 import { currentBackupVerdict } from '../health/backup-folder.js';
-import { currentExportVerdict } from '../daemon/export-schedule.js';
+import { currentExportVerdict } from '../health/export-verdict.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { errorMessage } from '../runtime/errors.js';
 import { buildStatusReport, statusExitCode } from '../health/status-report.js';

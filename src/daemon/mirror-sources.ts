@@ -13,7 +13,7 @@ import { readWalIndex } from '../../db/wal-index.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
 import { currentBackupVerdict } from '../health/backup-folder.js';
-import { currentExportVerdict } from './export-schedule.js';
+import { currentExportVerdict } from '../health/export-verdict.js';
 import type { DaemonConfig } from './daemon-config.js';
 import type { MirrorWatch } from './mirror-watch.js';
 import type { MetricSources } from './scrape-gauges.js';

@@ -188,8 +188,8 @@ export function backupVerdict(
   };
 }
 
-/** The folder's modification time: when it was set up, for a folder with no good copy yet. */
-function folderSince(dir: string): Date | undefined {
+/** When the folder was set up (its birth time, else its modification time): what a folder with no good copy yet is judged from. */
+export function folderSince(dir: string): Date | undefined {
   try {
     const s = statSync(dir);
     return s.birthtime.getTime() > 0 ? s.birthtime : s.mtime;
