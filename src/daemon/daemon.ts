@@ -79,7 +79,8 @@ import { registerSinkGauges } from './sink-gauges.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
 import { sinksOf } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
-import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
+import { startBackupSchedule } from './backup-schedule.js';
+import type { ChildSchedule } from './child-schedule.js';
 import { startExportSchedule } from './export-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
@@ -210,8 +211,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   );
 
   let status: StatusServer | undefined;
-  let backups: BackupSchedule | undefined;
-  let exports: BackupSchedule | undefined;
+  let backups: ChildSchedule | undefined;
+  let exports: ChildSchedule | undefined;
   try {
     status = await startStatusServer({
       host: config.STATUS_HOST,
@@ -222,7 +223,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     });
     // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
     if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
-    if (config.BACKUP_DIR !== undefined) backups = startBackupSchedule({ dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, logger: log });
+    if (config.BACKUP_DIR !== undefined) {
+      const job = { dir: config.BACKUP_DIR, mirror: config.MIRROR_DB, audit: auditLocation(config), keep: config.BACKUP_KEEP };
+      backups = startBackupSchedule({ job, cron: config.BACKUP_CRON, logger: log });
+    }
     if (config.EXPORT_DIR !== undefined) exports = startExportSchedule({ dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, logger: log });
   } catch (err) {
     await status?.close();

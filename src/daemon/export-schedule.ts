@@ -5,14 +5,19 @@
  * as a child process (./child-schedule.ts); the outcome lands in
  * `EXPORT_DIR/last-export.json`, which `status` and `/metrics` read.
  */
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { readLastExport } from '../export/scheduled.js';
 import { startChildSchedule, type ChildSchedule } from './child-schedule.js';
+
+/** The CLI's bin: the child runs the command itself, under the export's V8 flags (src/entry.ts re-executes with them). */
+const CLI_ENTRY = fileURLToPath(new URL('../entry.js', import.meta.url));
 
 export function startExportSchedule(options: { dir: string; cron: string; logger: Logger }): ChildSchedule {
   return startChildSchedule({
     ...options,
     name: 'export',
+    child: [CLI_ENTRY, 'export', '--json'],
     doneMessage: 'export written',
     outcome: (dir) => {
       const read = readLastExport(dir);
