@@ -8,11 +8,12 @@
  *
  * - `backup <dest>`: one copy to `dest` (a new file, or into a folder as
  *   `mirror-<stamp>.db`).
- * - `backup` alone: the scheduled form (the daemon runs it on BACKUP_CRON;
- *   a system cron may too): the mirror and the audit into BACKUP_DIR,
- *   rotation to BACKUP_KEEP copies of each, and `last-backup.json`, which
- *   `status` and `/metrics` read, written whether the attempt succeeded or
- *   not.
+ * - `backup` alone: the scheduled form, for a system cron where no daemon
+ *   runs (src/health/backup-folder.ts `backupIntoFolder`, which the daemon
+ *   runs on BACKUP_CRON in its own child, src/daemon/backup-main.ts): the
+ *   mirror and the audit into BACKUP_DIR, rotation to BACKUP_KEEP copies of
+ *   each, and `last-backup.json`, which `status` and `/metrics` read,
+ *   written whether the attempt succeeded or not.
  *
  * Exit codes: 0 copied, 1 the copy failed (the reason printed; nothing is
  * left under the destination's name), 2 usage or configuration error.

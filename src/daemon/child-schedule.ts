@@ -18,7 +18,7 @@ export interface ChildSchedule {
   stop(): Promise<void>;
 }
 
-/** How an attempt ended, as the command's record in its folder says. */
+/** How an attempt ended, as the job's record in its folder says. */
 export type AttemptOutcome = { ok: true; facts: Record<string, unknown> } | { ok: false; error: string | undefined };
 
 export interface ChildScheduleOptions {
