@@ -14,7 +14,8 @@ import Database from 'better-sqlite3';
 import { createPrivateFile } from './file-modes.js';
 import { markBackup, type BackupMark } from './lineage.js';
 import { readVersion } from './migrate.js';
-import type { Db } from './open.js';
+import { openMirror, type Db } from './open.js';
+import { AUDIT_MIGRATIONS } from './open-audit.js';
 
 export interface CopyFacts {
   path: string;
@@ -69,6 +70,24 @@ export function copyDatabase(source: Db, dest: string, kind: 'mirror' | 'audit',
     rmSync(tmp, { force: true });
     rmSync(`${tmp}-journal`, { force: true });
     throw err;
+  }
+}
+
+/**
+ * Copies the database at `sourcePath` (the mirror, or with 'audit' the
+ * removal audit) to `dest`, through a read-only connection of its own:
+ * `backup <dest>` and the scheduled backup (src/health/backup-folder.ts).
+ */
+export function backupDatabase(sourcePath: string, dest: string, kind: 'mirror' | 'audit'): CopyFacts {
+  const db = openMirror(sourcePath, {
+    readonly: true,
+    variable: kind === 'audit' ? 'AUDIT_DB' : 'MIRROR_DB',
+    ...(kind === 'audit' ? { migrations: AUDIT_MIGRATIONS } : {}),
+  });
+  try {
+    return copyDatabase(db, dest, kind);
+  } finally {
+    db.close();
   }
 }
 

@@ -10,7 +10,7 @@
  * The policy is process-wide, like the umask: the CLI sets it once at start
  * (src/runtime/file-policy.ts); library users get the private default.
  */
-import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export interface FilePolicy {
@@ -52,16 +52,7 @@ const COMPANIONS = ['', '-wal', '-shm', '-journal'];
  * takes an empty file for an empty database.
  */
 export function createPrivateFile(path: string, p: FilePolicy = policy): void {
-  const dir = dirname(path);
-  const made = mkdirSync(dir, { recursive: true, mode: p.dirMode });
-  // mkdir's mode passes through the umask and drops setgid: set both exactly on the folders made here.
-  if (made !== undefined) {
-    for (let d = dir; ; d = dirname(d)) {
-      if (p.gid !== undefined) chownSync(d, -1, p.gid);
-      chmodSync(d, p.dirMode);
-      if (d === made || dirname(d) === d) break;
-    }
-  }
+  createPrivateFolder(dirname(path), p);
   const fd = openSync(path, 'wx', p.fileMode & 0o600);
   try {
     if (p.gid !== undefined) fchownSync(fd, -1, p.gid);
@@ -69,6 +60,38 @@ export function createPrivateFile(path: string, p: FilePolicy = policy): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Creates `dir` and the folders up to it with the policy's folder mode
+ * (the account's own, or the reader group's), then checks the folder it
+ * made by stat: a directory, this account's, with exactly that mode (and
+ * group). A file system that does not keep modes or owners (a FAT mount,
+ * a network share squashing owners) is refused here, before a database is
+ * written into a folder others can read. A folder that already exists is
+ * the operator's and is left as it is. Returns the first folder made, or
+ * undefined when `dir` existed.
+ */
+export function createPrivateFolder(dir: string, p: FilePolicy = policy): string | undefined {
+  const made = mkdirSync(dir, { recursive: true, mode: p.dirMode });
+  if (made === undefined) return undefined;
+  // mkdir's mode passes through the umask and drops setgid: set both exactly on the folders made here.
+  for (let d = dir; ; d = dirname(d)) {
+    if (p.gid !== undefined) chownSync(d, -1, p.gid);
+    chmodSync(d, p.dirMode);
+    if (d === made || dirname(d) === d) break;
+  }
+  const s = lstatSync(dir);
+  const uid = process.getuid?.();
+  const ours = uid === undefined || s.uid === uid;
+  const mode = s.mode & 0o7777;
+  if (!s.isDirectory() || !ours || mode !== p.dirMode || (p.gid !== undefined && s.gid !== p.gid)) {
+    const want = `${octal(p.dirMode)}${uid === undefined ? '' : `, owner ${uid}`}${p.gid === undefined ? '' : `, group ${p.gid}`}`;
+    throw new Error(
+      `${dir} was created, but is ${s.isDirectory() ? '' : 'not a folder, '}${octal(mode)}, owner ${s.uid}, group ${s.gid} instead of ${want}: its file system does not keep modes or owners`,
+    );
+  }
+  return made;
 }
 
 /**

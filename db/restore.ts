@@ -43,7 +43,7 @@ export class RestoreRefused extends Error {
   }
 }
 
-/** The files a restore writes beside the target, named by the command (src/daemon/restore-files.ts reads the names). */
+/** The files a restore writes beside the target, named by the command (src/health/restore-files.ts reads the names). */
 export interface RestorePaths {
   /** The private copy checked and marked before it is renamed into place. */
   copy: string;

@@ -24,7 +24,8 @@ import { describe, expect, it } from 'vitest';
 const LAYERS: readonly (readonly string[])[] = [
   ['src'], // the package's entry points: the CLI, the library, the producer
   ['src/commands'],
-  ['src/daemon'],
+  ['src/daemon'], // the long-running process: wiring, schedules, watchdog, /readyz and /metrics, shutdown
+  ['src/health'], // what status, /metrics and /readyz say: the verdicts, the status report and its text, the backup folder, schedule intervals
   ['src/export'], // the mirror as files for a lake: reads db/, applies the sinks' field policy
   ['src/sinks'], // the change feed delivered to Redis Streams, JetStream: reads the feed (db/), connects through jobs/
   ['src/sync', 'src/replica', 'jobs', 'src/stand-in'],
@@ -45,6 +46,8 @@ const FORBIDDEN: readonly (readonly [string, string, string])[] = [
   ['src/replica', 'jobs', 'the replica never imports the jobs'],
   ['src/stand-in', 'db', 'the stand-in never imports storage'],
   ['jobs', 'src/daemon', 'the jobs never import the daemon'],
+  ['src/health', 'src/daemon', 'the health model never imports the daemon (status reads it without one)'],
+  ['src/health', 'src/commands', 'the health model never imports the commands'],
 ];
 
 /** What `jobs/` borrows from `src/`: the shared base below the sync core, the replica, the jobs and the stand-in. */
@@ -244,6 +247,9 @@ describe('architecture', () => {
     expect(violation('jobs/sync/worker.ts', 'src/sync/engine.ts')).toMatch(/peer/);
     expect(violation('src/service/client.ts', 'src/sync/engine.ts')).toMatch(/is above/);
     expect(violation('src/daemon/daemon.ts', 'jobs/sync/worker.ts')).toBeUndefined();
+    expect(violation('src/commands/status.ts', 'src/health/status-report.ts')).toBeUndefined();
+    expect(violation('src/daemon/scrape-gauges.ts', 'src/health/staleness.ts')).toBeUndefined();
+    expect(violation('src/health/staleness.ts', 'src/daemon/daemon.ts')).toMatch(/never imports the daemon/);
     expect(violation('jobs/removals/worker.ts', 'jobs/tolerant-bullmq.ts')).toBeUndefined();
     expect(violation('src/service/client.ts', 'db/mirrored-user.ts')).toMatch(/wire never imports storage/);
     expect(violation('src/stand-in/server.ts', 'db/open.ts')).toMatch(/stand-in never imports storage/);

@@ -56,7 +56,8 @@ const canMount = process.getuid?.() === 0;
 describe('scheduled backups', { timeout: 600_000 }, () => {
   it('writes private, rotated copies of the mirror and the audit, and status and /metrics say when', async () => {
     const port = await freePort();
-    const backups = join(dir, 'backups');
+    // Two folders deep, neither there yet: the backup's own process makes both private.
+    const backups = join(dir, 'backups', 'nightly');
     const env = daemonEnv({
       redisUrl: redis.url,
       standIn,
@@ -79,6 +80,7 @@ describe('scheduled backups', { timeout: 600_000 }, () => {
     expect(names.filter((n) => n.includes('.partial-'))).toEqual([]);
     for (const n of [...mirrors, ...audits, 'last-backup.json']) expect(statSync(join(backups, n)).mode & 0o777, n).toBe(0o600);
     expect(statSync(backups).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir, 'backups')).mode & 0o777).toBe(0o700);
 
     const status = await runCli(['status', '--json'], env);
     const report = JSON.parse(status.stdout) as { backups: { lastGoodAt: string; failed: string | null; stale: boolean } };

@@ -9,7 +9,7 @@ import { syncJobId, syncQueueName, SyncJobDataSchema } from '../jobs/sync/contra
 import { leaseIsFree, type LeaseRow } from '../db/sync-lease.js';
 import { decideStartupSync } from '../src/daemon/schedule.js';
 import { decideWatchdog, INITIAL_WATCHDOG_STATE, type WorkerSample } from '../src/daemon/watchdog.js';
-import { intervalOf } from '../src/daemon/schedule.js';
+import { intervalOf } from '../src/health/schedule-interval.js';
 import { RepeatThrottle } from '../src/runtime/log-error.js';
 import { remainingBudget } from '../src/daemon/shutdown.js';
 

@@ -6,10 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../src/runtime/log.js';
 import { createMetrics } from '../src/daemon/metrics.js';
 import { startStatusServer, type ReadinessReport, type StatusServer } from '../src/daemon/status-server.js';
-import { buildStatusReport, statusExitCode } from '../src/daemon/status-report.js';
-import type { QueueFacts, StatusFacts, SyncJobFacts } from '../src/daemon/status-facts.js';
-import { formatStatusReport } from '../src/daemon/status-text.js';
-import { assessStaleness, staleAfterMs } from '../src/daemon/staleness.js';
+import { buildStatusReport, statusExitCode } from '../src/health/status-report.js';
+import type { QueueFacts, StatusFacts, SyncJobFacts } from '../src/health/status-facts.js';
+import { formatStatusReport } from '../src/health/status-text.js';
+import { assessStaleness, staleAfterMs } from '../src/health/staleness.js';
 import { handleShutdownSignals, SECOND_SIGNAL_EXIT_CODE } from '../src/daemon/shutdown.js';
 import type { SyncSummary } from '../src/sync/run-summary.js';
 

@@ -17,7 +17,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { openMirror } from '../db/open.js';
 import { MirrorReader } from '../db/mirror-reader.js';
 import { createMetrics } from '../src/daemon/metrics.js';
-import { mirrorFigures } from '../src/daemon/staleness.js';
+import { mirrorFigures } from '../src/health/staleness.js';
 import { requireBuiltCli, runCli, startCli, type CliProcess } from './support/cli-process.js';
 import { keysAsFiles } from './support/daemon-process.js';
 import { freePort } from './support/redis-server.js';

@@ -8,7 +8,7 @@ import { judgeLeader } from '../src/sync/leader-check.js';
 import { leaderChange, LeaderPin, pinTeam } from '../src/sync/leader-pin.js';
 import { scanRecordSpans } from '../src/service/page-spans.js';
 import { LeaderUntrusted, sourceFreshnessOf, type SourceFreshness } from '../src/service/source-freshness.js';
-import { assessStaleness } from '../src/daemon/staleness.js';
+import { assessStaleness } from '../src/health/staleness.js';
 
 const NOW = Date.parse('2026-11-28T12:00:00.000Z');
 const fresh: SourceFreshness = {

@@ -5,10 +5,10 @@
  * and a file's identity judged. No I/O.
  */
 import { describe, expect, it } from 'vitest';
-import { diskVerdict } from '../src/daemon/disk-verdict.js';
-import { buildStatusReport, statusExitCode } from '../src/daemon/status-report.js';
-import { formatStatusReport } from '../src/daemon/status-text.js';
-import type { StatusFacts } from '../src/daemon/status-facts.js';
+import { diskVerdict } from '../src/health/disk-verdict.js';
+import { buildStatusReport, statusExitCode } from '../src/health/status-report.js';
+import { formatStatusReport } from '../src/health/status-text.js';
+import type { StatusFacts } from '../src/health/status-facts.js';
 import { judgeIdentity, lossMessage } from '../db/file-identity.js';
 import { FULL_BELOW_BYTES } from '../db/disk-space.js';
 

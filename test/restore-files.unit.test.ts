@@ -1,17 +1,17 @@
 /**
  * The pure decisions behind what restores leave and what `status` says of
- * them (src/daemon/restore-files.ts, status-text.ts): which names beside the
+ * them (src/health/restore-files.ts, status-text.ts): which names beside the
  * mirror are killed restores' copies or replaced files, which copies a
  * restore may remove (only those whose pid does not run), what to stop when
  * Litestream holds the mirror, the restore line, and a read-only mount
  * judged before its bytes free. No I/O.
  */
 import { describe, expect, it } from 'vitest';
-import { classifyRestoreFiles, holdersAdvice, restoreFileKind, splitLeftovers, stampTime } from '../src/daemon/restore-files.js';
-import { diskVerdict } from '../src/daemon/disk-verdict.js';
-import { buildStatusReport, statusExitCode } from '../src/daemon/status-report.js';
-import { formatStatusReport } from '../src/daemon/status-text.js';
-import type { StatusFacts } from '../src/daemon/status-facts.js';
+import { classifyRestoreFiles, holdersAdvice, restoreFileKind, splitLeftovers, stampTime } from '../src/health/restore-files.js';
+import { diskVerdict } from '../src/health/disk-verdict.js';
+import { buildStatusReport, statusExitCode } from '../src/health/status-report.js';
+import { formatStatusReport } from '../src/health/status-text.js';
+import type { StatusFacts } from '../src/health/status-facts.js';
 
 const DB = '/srv/m/mirror.db';
 const MiB = 1024 * 1024;

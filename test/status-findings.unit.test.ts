@@ -1,12 +1,12 @@
 /**
- * The verdicts `status` adds for what the logs say (src/daemon/status-findings.ts), pure:
+ * The verdicts `status` adds for what the logs say (src/health/status-findings.ts), pure:
  * rejected records and standing identity conflicts of the newest published run, an audit
  * that cannot be written, webhook delivery past WEBHOOK_LAG_WARN_SECONDS; each makes exit 1.
  */
 import { describe, expect, it } from 'vitest';
 import type { RunFindings } from '../db/run-findings.js';
-import { auditReport, conflictReport, rejectedReport, webhookLagVerdict } from '../src/daemon/status-findings.js';
-import { statusExitCode, type StatusReport } from '../src/daemon/status-report.js';
+import { auditReport, conflictReport, rejectedReport, webhookLagVerdict } from '../src/health/status-findings.js';
+import { statusExitCode, type StatusReport } from '../src/health/status-report.js';
 
 const clean: RunFindings = {
   runId: 7,

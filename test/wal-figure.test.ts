@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { walVerdict } from '../src/daemon/wal-verdict.js';
+import { walVerdict } from '../src/health/wal-verdict.js';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { runCli } from './support/daemon-process.js';
 

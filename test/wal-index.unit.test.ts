@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseWalIndex } from '../db/wal-index.js';
-import { walVerdict } from '../src/daemon/wal-verdict.js';
+import { walVerdict } from '../src/health/wal-verdict.js';
 
 function header(o: { frames: number; backfilled: number; pageField?: number; init?: number; version?: number }, le = true): Buffer {
   const b = Buffer.alloc(136);

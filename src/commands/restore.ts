@@ -8,7 +8,7 @@
  *    daemon, `serve`, a sync, a `sqlite3` shell, Litestream) or a sync on
  *    another host holds the lease, naming what to stop; removes the copies
  *    killed restores left (`<target>.restoring-<pid>` whose pid no longer
- *    runs; src/daemon/restore-files.ts) and says so;
+ *    runs; src/health/restore-files.ts) and says so;
  * 2. refuses a file that is not a mirror, is newer than this build's schema,
  *    or fails its check; the check runs on a private copy beside the
  *    mirror, never on the backup, which stays as it was;
@@ -36,8 +36,8 @@ import { readConfig } from '../runtime/config.js';
 import { openHolders } from '../runtime/open-holders.js';
 import { auditPathOf } from '../../db/audit-location.js';
 import { installBackup, refuseIncompleteBackup, RestoreRefused, type InstalledBackup } from '../../db/restore.js';
-import { backupStamp } from '../daemon/backup-folder.js';
-import { holdersAdvice, removeDeadLeftovers, restoreFilesBeside, type Leftover, type ReplacedFiles } from '../daemon/restore-files.js';
+import { backupStamp } from '../health/backup-folder.js';
+import { holdersAdvice, removeDeadLeftovers, restoreFilesBeside, type Leftover, type ReplacedFiles } from '../health/restore-files.js';
 
 const Args = z.object({
   audit: z.boolean().optional(),

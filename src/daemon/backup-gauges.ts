@@ -1,6 +1,6 @@
 /**
  * The scheduled backups' and exports' gauges, read on scrape from their
- * folders' records (backup-folder.ts, src/export/scheduled.ts), so a
+ * folders' records (src/health/backup-folder.ts, src/export/scheduled.ts), so a
  * restarted daemon still tells how old the last good one is. Absent without
  * BACKUP_DIR (EXPORT_DIR).
  */

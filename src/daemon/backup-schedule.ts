@@ -1,19 +1,28 @@
 /**
- * Scheduled backups: on BACKUP_CRON (UTC), the daemon runs `user-mirror
- * backup` (src/commands/backup.ts, the scheduled form into BACKUP_DIR) as a
- * child process (./child-schedule.ts); the outcome lands in BACKUP_DIR's
- * record, which `status` and `/metrics` read.
+ * Scheduled backups: on BACKUP_CRON (UTC), the daemon runs one attempt into
+ * BACKUP_DIR (src/health/backup-folder.ts `backupIntoFolder`, the function
+ * `user-mirror backup` alone runs too) in a child process of its own,
+ * ./backup-main.ts (which says why a process), through ./child-schedule.ts;
+ * the outcome lands in BACKUP_DIR's record, which `status` and `/metrics`
+ * read.
  */
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { readLastBackup } from './backup-folder.js';
+import { readLastBackup } from '../health/backup-folder.js';
 import { startChildSchedule, type ChildSchedule } from './child-schedule.js';
+import type { BackupJob } from './backup-main.js';
 
-export type BackupSchedule = ChildSchedule;
+/** The child's entry: the built ./backup-main.js beside this file. */
+const BACKUP_MAIN = fileURLToPath(new URL('./backup-main.js', import.meta.url));
 
-export function startBackupSchedule(options: { dir: string; cron: string; logger: Logger }): BackupSchedule {
+export function startBackupSchedule(options: { job: BackupJob; cron: string; logger: Logger }): ChildSchedule {
+  const { job, cron, logger } = options;
   return startChildSchedule({
-    ...options,
+    dir: job.dir,
+    cron,
+    logger,
     name: 'backup',
+    child: [BACKUP_MAIN, JSON.stringify(job)],
     doneMessage: 'backup written',
     outcome: (dir) => {
       const read = readLastBackup(dir);

@@ -29,7 +29,7 @@ import { createRedisConnection, type RedisClient, type RedisEndpoint } from '../
 import type { Db } from '../../db/open.js';
 import { ConfigError, type Config } from '../runtime/config.js';
 import { logError } from '../runtime/log-error.js';
-import { webhookLag } from './webhook-lag.js';
+import { webhookLag } from '../health/webhook-lag.js';
 import type { Logger } from 'pino';
 import { createWebhookQueue, enqueueEvents, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import {

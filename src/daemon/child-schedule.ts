@@ -1,32 +1,31 @@
 /**
- * A command the daemon runs on a cron schedule as a child process (`backup`,
- * `export`): seconds of synchronous SQLite and file work in a child never
+ * A job the daemon runs on a cron schedule as a child process (the backup,
+ * the export): seconds of synchronous SQLite and file work in a child never
  * stall the daemon's event loop (its /metrics, its replica, its queues).
  * Each host runs its own, so this is a local timer, not a queue job. An
  * attempt still running when the next tick comes is not doubled
  * (noOverlap); every outcome is logged (`<name>.done`, `<name>.failed`) and
- * lands in the command's record in its folder, which `status` and
- * `/metrics` read.
+ * lands in the job's record in its folder, which `status` and `/metrics`
+ * read.
  */
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { logError } from '../runtime/log-error.js';
 import { nodeCron } from '../runtime/node-cron.js';
-import { SCHEDULE_TIMEZONE } from './schedule.js';
-
-const ENTRY = fileURLToPath(new URL('../entry.js', import.meta.url));
+import { SCHEDULE_TIMEZONE } from '../health/schedule-interval.js';
 
 export interface ChildSchedule {
   stop(): Promise<void>;
 }
 
-/** How an attempt ended, as the command's record in its folder says. */
+/** How an attempt ended, as the job's record in its folder says. */
 export type AttemptOutcome = { ok: true; facts: Record<string, unknown> } | { ok: false; error: string | undefined };
 
 export interface ChildScheduleOptions {
-  /** The command, and the prefix of its log events. */
+  /** The prefix of its log events. */
   name: 'backup' | 'export';
+  /** What the child runs: a script and its arguments, given to this process's Node. */
+  child: readonly string[];
   dir: string;
   cron: string;
   logger: Logger;
@@ -59,10 +58,10 @@ export function startChildSchedule(options: ChildScheduleOptions): ChildSchedule
 
 /** One attempt in a child; resolves when it ended, however it ended (the record says how). */
 async function runAttempt(options: ChildScheduleOptions): Promise<void> {
-  const { name, dir, logger: log } = options;
+  const { name, dir, child, logger: log } = options;
   const started = Date.now();
   const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    execFile(process.execPath, [ENTRY, name, '--json'], { maxBuffer: 1024 * 1024 }, (err, _stdout, stderr) => {
+    execFile(process.execPath, [...child], { maxBuffer: 1024 * 1024 }, (err, _stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stderr: stderr.slice(0, 2_000) });
     });
   });

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
  * begins (at warn, with why) and when it ends (at info), never on every
  * look or every scrape, so a lasting problem is one line an operator can
  * alert on, not a flood. `status` and /metrics say the same the whole time
- * (./status-findings.ts, ./scrape-gauges.ts).
+ * (src/health/status-findings.ts, ./scrape-gauges.ts).
  *
  * Watched: the removal audit cannot be written (`audit.unwritable`), and
  * webhook delivery behind WEBHOOK_LAG_WARN_SECONDS (`webhooks.lagging`).

@@ -28,7 +28,7 @@
  *     /readyz and `status` do not count removals against it;
  *  6. `process.send('ready')` (pm2 `wait_ready`). /readyz turns 200 once
  *     the mirror is also fresh: a succeeded sync within SYNC_STALE_AFTER_MS
- *     (see staleness.ts); a new, never-synced mirror is not ready until its
+ *     (see src/health/staleness.ts); a new, never-synced mirror is not ready until its
  *     first sync succeeds.
  *
  * Each sync job runs in a child process (src/sync/child-main.ts): a publish is
@@ -36,13 +36,15 @@
  * /healthz, renewing BullMQ locks and running removals meanwhile. This
  * process only reads the mirror (readiness, metrics).
  *
- * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals;
- * `stop` below stops the schedule and the watchdog, closes both workers in
- * parallel within SHUTDOWN_TIMEOUT_MS (a sync still running near the end is
- * aborted and recorded as failed; the mirror stays as it was), then Redis,
- * the HTTP pools and SQLite.
+ * Shutdown (SIGINT from `pm2 stop`, SIGTERM): see shutdown.ts for signals.
+ * Every part is recorded with its stop as it starts (./subsystems.ts), and
+ * `stop` below runs them in reverse: the backup and export schedules first
+ * (no new work), then the watchdog, the schedule and the condition watch,
+ * the workers drained in parallel within SHUTDOWN_TIMEOUT_MS (a sync still
+ * running near the end is aborted and recorded as failed; the mirror stays
+ * as it was), the queues, the replica, the status server, Redis, the HTTP
+ * pool, the sinks and SQLite.
  */
-import { Queue } from 'bullmq';
 import { logError } from '../runtime/log-error.js';
 import { openMirror, type Db } from '../../db/open.js';
 import { MirrorReader } from '../../db/mirror-reader.js';
@@ -50,22 +52,21 @@ import { createRemovalAudit } from '../../db/removal-audit.js';
 import { auditLocation, openAudit } from '../../db/open-audit.js';
 import { createRedisConnection, describeRedis, queueSettingsFromConfig, type RedisClient } from '../../jobs/redis-connection.js';
 import { managementClientFromConfig } from '../service/client-from-config.js';
-import type { RemovalWorkerHandle } from '../../jobs/removals/worker.js';
 import { createRemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { logUnbound, openUnboundQueue } from '../../jobs/removals/unbound.js';
 import { describeHeldWebhooks, type RemovalGate } from '../../jobs/redis-durability.js';
-import { syncQueueName, type SyncJobData } from '../../jobs/sync/contract.js';
-import type { SyncWorkerHandle } from '../../jobs/sync/worker.js';
+import { syncQueueName } from '../../jobs/sync/contract.js';
 import { openWhenUnlocked, readRemovalGate, waitForRedis } from './startup-waits.js';
 import { createMetrics } from './metrics.js';
 import { queueDepths } from './scrape-gauges.js';
-import { enqueueCatchUpIfStale, enqueueTick, intervalOfExpression, startSchedule, type Schedule } from './schedule.js';
+import { enqueueCatchUpIfStale, enqueueTick, startSchedule } from './schedule.js';
+import { intervalOfExpression } from '../health/schedule-interval.js';
 import { settleWithin } from '../runtime/deadline.js';
 import { remainingBudget } from './shutdown.js';
-import { readinessOf, startStatusServer, type StatusServer } from './status-server.js';
-import { startWatchdog, watchedWorker, type RestartableWorker, type Watchdog, type WatchedWorker } from './watchdog.js';
+import { readinessOf, startStatusServer } from './status-server.js';
+import { startWatchdog, watchedWorker, type WatchedWorker } from './watchdog.js';
 import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
-import { mirrorFreshness, staleAfterMs } from './staleness.js';
+import { mirrorFreshness, staleAfterMs } from '../health/staleness.js';
 import { keepFailure } from '../sync/exclusive-run.js';
 import { fileIdentity } from '../../db/file-identity.js';
 import { MirrorWatch } from './mirror-watch.js';
@@ -78,11 +79,11 @@ import { registerSinkGauges } from './sink-gauges.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
 import { sinksOf } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
-import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
+import { startBackupSchedule } from './backup-schedule.js';
+import { Subsystems } from './subsystems.js';
 import { startExportSchedule } from './export-schedule.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
-import { startConditionWatch, type ConditionWatch } from './condition-watch.js';
-import type { SyncSummary } from '../sync/run-summary.js';
+import { startConditionWatch } from './condition-watch.js';
 import { urlTarget } from '../../jobs/url-target.js';
 import type { Logger } from 'pino';
 import { createSyncQueue } from '../../jobs/sync/queue-handle.js';
@@ -140,14 +141,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       'removals off: MANAGEMENT_URL is unset (set it and MANAGEMENT_KEY to run the removal worker)',
     );
 
+  // Every part started is recorded with its stop; the stop below runs them in reverse (./subsystems.ts).
+  const parts = new Subsystems(log);
   const db: Db = await openWhenUnlocked('mirror', () => openMirror(config.MIRROR_DB, { checkpoints: config.MIRROR_CHECKPOINTS }), log);
-  let auditDb: Db;
-  try {
-    auditDb = await openWhenUnlocked('audit', () => openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB }), log);
-  } catch (err) {
-    db.close();
-    throw err;
-  }
+  parts.add('the mirror', () => db.close());
+  const auditDb = await parts.starting(() =>
+    openWhenUnlocked('audit', () => openAudit(auditLocation(config), { legacyMirror: config.MIRROR_DB }), log),
+  );
+  parts.add('the audit', () => auditDb.close());
   let replica: Replica | undefined;
   // The file opened, watched at each sync, scrape and /readyz (./mirror-watch.ts); none for an in-memory mirror.
   const opened = config.MIRROR_DB === ':memory:' ? undefined : fileIdentity(config.MIRROR_DB);
@@ -167,8 +168,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   metrics.setSources(mirrorSources(config, { db, reader, watch, staleAfterMs: staleAfter }));
   // The sinks (src/sinks) read the feed and write to their own destinations: they wait for neither the queues' Redis nor the service.
   let countDelivered: ((sink: string, kind: string, n: number) => void) | undefined;
-  const sinks = sinkList.length === 0 ? undefined : startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a));
-  if (sinks !== undefined) countDelivered = registerSinkGauges(metrics.registry, sinks);
+  const sinks =
+    sinkList.length === 0
+      ? undefined
+      : await parts.starting(() => startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a)));
+  if (sinks !== undefined) {
+    parts.add('the sinks', () => sinks.close());
+    countDelivered = registerSinkGauges(metrics.registry, sinks);
+  }
 
   const managementClient =
     management === undefined
@@ -176,22 +183,17 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       : managementClientFromConfig({ ...config, ...management }, config.REMOVAL_CONCURRENCY, {
           onResponse: (e) => metrics.recordHttp(e),
         });
+  if (managementClient !== undefined) parts.add('the management client', () => settleWithin(managementClient.close(), 2_000));
 
   const control: RedisClient = createRedisConnection(endpoint, {
     role: 'control',
     logger: log,
     connectionName: 'user-mirror:daemon-control',
   });
-  let syncQueue: Queue<SyncJobData> | undefined;
-  let removalQueue: Queue | undefined;
-  let unboundQueue: Queue | undefined;
-  let syncWorker: RestartableWorker<SyncWorkerHandle<SyncSummary>> | undefined;
-  let removalWorker: RestartableWorker<RemovalWorkerHandle> | undefined;
-  let schedule: Schedule | undefined;
-  let watchdog: Watchdog | undefined;
+  parts.add('the Redis connection', () => control.disconnect());
+  // What start-up learns later, read by /readyz meanwhile.
   let removalGate: RemovalGate | undefined;
   let delivery: ChangeDelivery | undefined;
-  let conditions: ConditionWatch | undefined;
 
   const readiness = readinessOf(
     {
@@ -208,36 +210,41 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     () => phase,
   );
 
-  let status: StatusServer | undefined;
-  let backups: BackupSchedule | undefined;
-  let exports: BackupSchedule | undefined;
-  try {
-    status = await startStatusServer({
+  const status = await parts.starting(() =>
+    startStatusServer({
       host: config.STATUS_HOST,
       port: config.STATUS_PORT,
       registry: metrics.registry,
       readiness,
       logger: log,
-    });
-    // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
-    if (replicaSettings !== undefined) replica = await startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry);
-    if (config.BACKUP_DIR !== undefined) backups = startBackupSchedule({ dir: config.BACKUP_DIR, cron: config.BACKUP_CRON, logger: log });
-    if (config.EXPORT_DIR !== undefined) exports = startExportSchedule({ dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, logger: log });
-  } catch (err) {
-    await status?.close();
-    control.disconnect();
-    await managementClient?.close().catch(() => undefined);
-    db.close();
-    auditDb.close();
-    throw err;
+    }),
+  );
+  parts.add('the status server', () => status.close());
+  // The mirror as a replica (src/replica): its own readonly connection, answering while syncs publish.
+  if (replicaSettings !== undefined) {
+    replica = await parts.starting(() => startReplica(config.MIRROR_DB, replicaSettings, log, metrics.registry));
+    // The one running now: a lost mirror file closes it early (the watch above).
+    parts.add('the replica', () => replica?.close());
+  }
+  if (config.BACKUP_DIR !== undefined) {
+    const job = { dir: config.BACKUP_DIR, mirror: config.MIRROR_DB, audit: auditLocation(config), keep: config.BACKUP_KEEP };
+    const backups = await parts.starting(() => startBackupSchedule({ job, cron: config.BACKUP_CRON, logger: log }));
+    parts.add('the backup schedule', () => backups.stop(), 'intake');
+  }
+  if (config.EXPORT_DIR !== undefined) {
+    const dir = config.EXPORT_DIR;
+    const exports = await parts.starting(() => startExportSchedule({ dir, cron: config.EXPORT_CRON, logger: log }));
+    parts.add('the export schedule', () => exports.stop(), 'intake');
   }
 
+  let drained = { syncDrained: true, removalsDrained: true };
   const start = async (): Promise<void> => {
     if (!(await waitForRedis(control, { logger: log, where, signal: startAbort.signal }))) return;
 
-    syncQueue = createSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
-    if (target !== undefined) removalQueue = createRemovalQueue(control, { target, prefix });
-    unboundQueue = openUnboundQueue(control, prefix);
+    const syncQueue = createSyncQueue({ connection: control, prefix, mirrorId: config.MIRROR_ID });
+    const removalQueue = target === undefined ? undefined : createRemovalQueue(control, { target, prefix });
+    const unboundQueue = openUnboundQueue(control, prefix);
+    parts.add('the queues', () => settleWithin(Promise.all([syncQueue.close(), removalQueue?.close(), unboundQueue.close()]), 2_000));
     syncQueue.on('error', (err) => log.debug({ event: 'sync_queue.error', err: err.message }, 'sync queue error'));
     removalQueue?.on('error', (err) => log.debug({ event: 'removal_queue.error', err: err.message }, 'removal queue error'));
     const gate = await readRemovalGate(control, config.ALLOW_VOLATILE_REDIS, {
@@ -251,7 +258,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     metrics.recordRemovalGate({ durable: gate.verdict.durable, held: target !== undefined && gate.state === 'held' });
 
     const workers = { endpoint, prefix, logger: log, metrics };
-    syncWorker = syncWorkerOf(
+    const syncWorker = syncWorkerOf(
       workers,
       { mirrorId: config.MIRROR_ID, maxDurationMs: config.SYNC_MAX_DURATION_MS },
       () => {
@@ -261,11 +268,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       watch === undefined ? undefined : { opened: watch.opened, lost: () => watch.check()?.message },
     );
 
-    if (gate.state === 'run' && target !== undefined && managementClient !== undefined)
-      removalWorker = removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) });
+    const removalWorker =
+      gate.state === 'run' && target !== undefined && managementClient !== undefined
+        ? removalWorkerOf(workers, config, { target, client: managementClient, audit: createRemovalAudit(auditDb) })
+        : undefined;
 
     // The change feed: retention always; webhooks where configured, on a Redis that keeps jobs (as removals).
-    delivery = startChangeDelivery({
+    const feed = startChangeDelivery({
       db,
       config,
       webhooks,
@@ -274,26 +283,37 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       onOutcome: (o) => metrics.recordWebhook(o.outcome),
       ...(sinks === undefined ? {} : { sinksHold: sinks.hold }),
     });
-    const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue, webhooks: delivery.queue };
+    delivery = feed;
+    // The workers drain together, within what is left of SHUTDOWN_TIMEOUT_MS: a sync still running near the end is aborted.
+    parts.add('the workers', async (since) => {
+      const budget = () => remainingBudget(since, config.SHUTDOWN_TIMEOUT_MS, Date.now());
+      const [syncDrained, removalsDrained] = await Promise.all([
+        syncWorker.close(budget()),
+        removalWorker?.close(budget()) ?? true,
+        feed.close(budget()),
+      ]);
+      drained = { syncDrained, removalsDrained };
+    });
+    const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue, webhooks: feed.queue };
     metrics.setSources({
       queues: () => queueDepths(queues),
       redisUp: async () => (await control.ping()) === 'PONG',
-      ...(delivery.queue === undefined ? {} : { webhookLag: delivery.lag }),
+      ...(feed.queue === undefined ? {} : { webhookLag: feed.lag }),
     });
-    const lagging = delivery.queue === undefined ? undefined : delivery.lag;
-    conditions = startConditionWatch(log, [
+    const lagging = feed.queue === undefined ? undefined : feed.lag;
+    const conditions = startConditionWatch(log, [
       { event: 'audit.unwritable', check: () => whyNotWritable(auditLocation(config)) },
       ...(lagging === undefined ? [] : [{ event: 'webhooks.lagging', check: async () => laggingPast(await lagging(), config) }]),
     ]);
+    parts.add('the condition watch', () => conditions.stop());
 
     if (phase !== 'starting') return;
-    schedule = startSchedule({
+    const schedule = startSchedule({
       expression: config.SYNC_CRON,
       logger: log,
-      onTick: async (tick) => {
-        if (syncQueue !== undefined) await enqueueTick(syncQueue, tick, log);
-      },
+      onTick: (tick) => enqueueTick(syncQueue, tick, log),
     });
+    parts.add('the schedule', () => schedule.stop());
     const overdueMs = syncJobOverdueMs(config.SYNC_MAX_DURATION_MS);
     const watched: WatchedWorker[] = [
       watchedWorker(
@@ -306,13 +326,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     if (removalWorker !== undefined && removalQueue !== undefined)
       watched.push(watchedWorker(removalWorker, removalQueue, (h) => h.worker.isRunning()));
     metrics.watchWorkers(watched.map((w) => w.name));
-    watchdog = startWatchdog({
+    const watchdog = startWatchdog({
       workers: watched,
       intervalMs: config.WATCHDOG_INTERVAL_MS,
       stallMs: config.WATCHDOG_STALL_MS,
       logger: log,
       onRestart: (worker, reason) => metrics.recordWorkerRestart(worker, reason),
     });
+    parts.add('the watchdog', () => watchdog.stop());
 
     await logUnbound(unboundQueue, log);
 
@@ -333,27 +354,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
   const stop = async (): Promise<number> => {
     const t0 = Date.now();
-    const total = config.SHUTDOWN_TIMEOUT_MS;
     phase = 'stopping';
     startAbort.abort();
     await settleWithin(started, 2_000);
-    conditions?.stop();
-    await Promise.all([schedule?.stop(), watchdog?.stop(), backups?.stop(), exports?.stop()]);
-    const [syncDrained, removalsDrained] = await Promise.all([
-      syncWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
-      removalWorker?.close(remainingBudget(t0, total, Date.now())) ?? true,
-      delivery?.close(remainingBudget(t0, total, Date.now())),
-      sinks?.close(),
-    ]);
-    await settleWithin(Promise.all([syncQueue?.close(), removalQueue?.close(), unboundQueue?.close()]), 2_000);
-    control.disconnect();
-    if (managementClient !== undefined) await settleWithin(managementClient.close(), 2_000);
-    await replica?.close();
-    db.close();
-    auditDb.close();
-    await status.close();
-    log.info({ event: 'daemon.stopped', syncDrained, removalsDrained, durationMs: Date.now() - t0 }, 'daemon stopped gracefully');
-    return 0;
+    const clean = await parts.stopAll(t0);
+    log.info(
+      { event: 'daemon.stopped', clean, ...drained, durationMs: Date.now() - t0 },
+      clean ? 'daemon stopped gracefully' : 'daemon stopped; a part failed to stop',
+    );
+    return clean ? 0 : 1;
   };
 
   return { started, statusPort: status.port, stop };

@@ -5,16 +5,19 @@
  * as a child process (./child-schedule.ts); the outcome lands in
  * `EXPORT_DIR/last-export.json`, which `status` and `/metrics` read.
  */
-import { statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { exportVerdict, readLastExport, type ExportVerdict } from '../export/scheduled.js';
+import { readLastExport } from '../export/scheduled.js';
 import { startChildSchedule, type ChildSchedule } from './child-schedule.js';
-import { intervalOfExpression } from './schedule.js';
+
+/** The CLI's bin: the child runs the command itself, under the export's V8 flags (src/entry.ts re-executes with them). */
+const CLI_ENTRY = fileURLToPath(new URL('../entry.js', import.meta.url));
 
 export function startExportSchedule(options: { dir: string; cron: string; logger: Logger }): ChildSchedule {
   return startChildSchedule({
     ...options,
     name: 'export',
+    child: [CLI_ENTRY, 'export', '--json'],
     doneMessage: 'export written',
     outcome: (dir) => {
       const read = readLastExport(dir);
@@ -23,16 +26,4 @@ export function startExportSchedule(options: { dir: string; cron: string; logger
       return { ok: false, error: record?.ok === false ? record.error : undefined };
     },
   });
-}
-
-/** The verdict on EXPORT_DIR now, for `status` and `/metrics`; a folder with no good export yet is judged from its creation. */
-export function currentExportVerdict(dir: string, cron: string, now: Date = new Date()): ExportVerdict {
-  let since: Date | undefined;
-  try {
-    const s = statSync(dir);
-    since = s.birthtime.getTime() > 0 ? s.birthtime : s.mtime;
-  } catch {
-    since = undefined;
-  }
-  return exportVerdict(readLastExport(dir), intervalOfExpression(cron), now, since);
 }

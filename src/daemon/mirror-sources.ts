@@ -12,13 +12,13 @@ import { driftPairs, driftSince, lastFinishedRunId } from '../../db/schema-drift
 import { readWalIndex } from '../../db/wal-index.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
 import { attemptWithoutRun, checkpointFigures } from '../sync/attempt-record.js';
-import { currentBackupVerdict } from './backup-folder.js';
-import { currentExportVerdict } from './export-schedule.js';
+import { currentBackupVerdict } from '../health/backup-folder.js';
+import { currentExportVerdict } from '../health/export-verdict.js';
 import type { DaemonConfig } from './daemon-config.js';
 import type { MirrorWatch } from './mirror-watch.js';
 import type { MetricSources } from './scrape-gauges.js';
-import { mirrorFigures } from './staleness.js';
-import { lastFailedAttempt } from './status-report.js';
+import { mirrorFigures } from '../health/staleness.js';
+import { lastFailedAttempt } from '../health/status-report.js';
 
 export function mirrorSources(
   config: DaemonConfig,

@@ -15,10 +15,9 @@ import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { nodeCron } from '../runtime/node-cron.js';
 import { type SyncJobData } from '../../jobs/sync/contract.js';
+import { intervalOf, SCHEDULE_TIMEZONE } from '../health/schedule-interval.js';
 import type { Logger } from 'pino';
 import { enqueueSync } from '../../jobs/sync/queue-handle.js';
-
-export const SCHEDULE_TIMEZONE = 'Etc/UTC';
 
 export interface ScheduleOptions {
   expression: string;
@@ -81,27 +80,6 @@ export function startSchedule(options: ScheduleOptions): Schedule {
 }
 
 /**
- * One schedule interval, as the gap between the next two slots. For an
- * irregular expression (`0 9,17 * * *`) this is the gap that is coming, which
- * is what "the mirror should have been refreshed by now" needs.
- */
-export function intervalOf(nextRuns: readonly Date[]): number {
-  const [a, b] = nextRuns;
-  if (a === undefined || b === undefined) throw new RangeError('need two upcoming runs to measure an interval');
-  return b.getTime() - a.getTime();
-}
-
-/** One interval of `expression` (UTC) without starting a schedule: for `status`, which only reports. */
-export function intervalOfExpression(expression: string): number {
-  const task = nodeCron().createTask(expression, () => undefined, { timezone: SCHEDULE_TIMEZONE });
-  try {
-    return intervalOf(task.getNextRuns(2));
-  } finally {
-    void task.destroy();
-  }
-}
-
-/**
  * Start-up catch-up: a daemon that was down (deploy, crash, host reboot)
  * should not leave the mirror stale until the next tick, which for a long
  * interval may be far away.
@@ -117,7 +95,7 @@ export interface StartupFacts {
   /** When the last succeeded run finished; undefined if there never was one. */
   lastSucceededAt: Date | undefined;
   now: Date;
-  /** One schedule interval (see schedule.ts `intervalOf`). */
+  /** One schedule interval (./schedule-interval.ts `intervalOf`). */
   intervalMs: number;
   /** Sync jobs waiting, delayed or active in this mirror's queue. */
   pendingSyncJobs: number;

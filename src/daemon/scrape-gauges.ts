@@ -12,15 +12,15 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Queue } from 'bullmq';
 import { settleWithin } from '../runtime/deadline.js';
-import { assessStaleness, type MirrorFigures, type Staleness } from './staleness.js';
+import { assessStaleness, type MirrorFigures, type Staleness } from '../health/staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
 import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
-import type { BackupVerdict } from './backup-folder.js';
+import type { BackupVerdict } from '../health/backup-folder.js';
 import type { ExportVerdict } from '../export/scheduled.js';
 import type { RunFindings } from '../../db/run-findings.js';
 import type { DriftPair, RunFieldWarning } from '../../db/schema-drift.js';
-import { walVerdict } from './wal-verdict.js';
+import { walVerdict } from '../health/wal-verdict.js';
 
 export interface QueueDepth {
   queue: 'sync' | 'removals' | 'removals_unbound' | 'webhooks';
@@ -31,7 +31,7 @@ export interface QueueDepth {
 /** Where scrape-time state comes from; the daemon plugs these in once it has them. */
 export interface MetricSources {
   mirror?: () => MirrorFigures;
-  /** SYNC_STALE_AFTER_MS as resolved (see staleness.ts); without it no staleness gauges. */
+  /** SYNC_STALE_AFTER_MS as resolved (see src/health/staleness.ts); without it no staleness gauges. */
   staleAfterMs?: number;
   queues?: () => Promise<QueueDepth[]>;
   redisUp?: () => Promise<boolean>;
@@ -43,7 +43,7 @@ export interface MetricSources {
   checkpoints?: CheckpointMode;
   /** The last checkpoint after a sync, and whether it failed (src/sync/attempt-record.ts); undefined: none yet. */
   checkpoint?: () => { walFrames: number; copiedFrames: number; failed: boolean } | undefined;
-  /** The scheduled backups' verdict (backup-folder.ts); absent without BACKUP_DIR. */
+  /** The scheduled backups' verdict (src/health/backup-folder.ts); absent without BACKUP_DIR. */
   backups?: () => BackupVerdict;
   /** The scheduled exports' verdict (src/export/scheduled.ts); absent without EXPORT_DIR. */
   exports?: () => ExportVerdict;

@@ -26,7 +26,7 @@ import type { MirrorReader } from '../../db/mirror-reader.js';
 import { hasRecordedRun } from '../../db/sync-runs.js';
 import type { RedisClient } from '../../jobs/redis-connection.js';
 import { describeRemovalGate, type RemovalGate } from '../../jobs/redis-durability.js';
-import { assessStaleness, mirrorFreshness } from './staleness.js';
+import { assessStaleness, mirrorFreshness } from '../health/staleness.js';
 import type { WebhookLagFacts } from './change-delivery.js';
 import type { Logger } from 'pino';
 

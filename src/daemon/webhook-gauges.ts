@@ -5,7 +5,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { WebhookLagFacts } from './change-delivery.js';
 import { MIRROR_CACHE_MS, readWithinBudget, type CurrentSources } from './scrape-gauges.js';
-import { DEFAULT_WEBHOOK_LAG_WARN_SECONDS } from './status-findings.js';
+import { DEFAULT_WEBHOOK_LAG_WARN_SECONDS } from '../health/status-findings.js';
 
 /** How far webhook delivery lags behind the change feed. */
 export function registerWebhookLagGauges(registers: Registry[], current: CurrentSources): void {

@@ -11,7 +11,7 @@
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExportSnapshot } from '../../db/export-reader.js';
-import { createPrivateFile } from '../../db/file-modes.js';
+import { createPrivateFile, createPrivateFolder } from '../../db/file-modes.js';
 import { openMirror } from '../../db/open.js';
 import { writeTableFile } from './files.js';
 import { syncFile } from '../../db/backup.js';
@@ -119,8 +119,9 @@ export async function exportMirror(options: ExportOptions): Promise<ExportResult
       },
       facts,
     );
-    ensureFolder(options.outDir);
-    ensureFolder(building);
+    // Private like the mirror's folder when they do not exist (db/file-modes.ts checks what it made).
+    createPrivateFolder(options.outDir);
+    createPrivateFolder(building);
     const written: WrittenFile[] = [];
     const kv = { 'user_mirror.schema_version': String(facts.schemaVersion), 'user_mirror.cursor': String(facts.cursor) };
     for (const planned of plan.files) {
@@ -202,14 +203,6 @@ function writeManifest(dir: string, manifest: Manifest): void {
   } finally {
     closeSync(fd);
   }
-}
-
-/** The export directory made private like the mirror's folder when it does not exist. */
-function ensureFolder(dir: string): void {
-  if (existsSync(dir)) return;
-  const probe = join(dir, `.created-${process.pid}`);
-  createPrivateFile(probe);
-  rmSync(probe, { force: true });
 }
 
 function rotateExports(outDir: string, keep: number): string[] {

@@ -12,7 +12,7 @@ export type RecordRead<T> = { ok: true; record: T | undefined } | { ok: false; p
 
 /**
  * The record `file` in `dir`: undefined when there is none yet, or when the
- * file is blank (a page reserved before the first attempt, src/daemon/backup-folder.ts).
+ * file is blank (a page reserved before the first attempt, src/health/backup-folder.ts).
  */
 export function readRecordFile<S extends z.ZodType>(dir: string, file: string, schema: S): RecordRead<z.output<S>> {
   let text: string;

@@ -305,7 +305,7 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
  * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its newest
  * finished run ended partial (lastPartialRun: not known complete), its
  * last checkpoint failed, its WAL is too large (walVerdict), or the file system holding it is low
- * on space or full (src/daemon/disk-verdict.ts); and where removals are
+ * on space or full (./disk-verdict.ts); and where removals are
  * configured (MANAGEMENT_URL), Redis is unreachable (the queue, and so the
  * removals, are out of sight), removals are held, or some wait in the queue
  * no worker takes; where webhooks are configured (WEBHOOK_URL), Redis is

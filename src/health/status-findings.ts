@@ -4,7 +4,7 @@
  * removal audit's writability, and webhook delivery lagging past
  * WEBHOOK_LAG_WARN_SECONDS. Each is a fact an operator must act on, so each
  * makes `status` exit 1 (./status-report.ts) and has a gauge on /metrics
- * (./scrape-gauges.ts); ./status-text.ts says it in words.
+ * (src/daemon/scrape-gauges.ts); ./status-text.ts says it in words.
  */
 import type { ConflictFinding, RejectedFinding, RunFindings } from '../../db/run-findings.js';
 import { truncated } from '../runtime/truncated.js';

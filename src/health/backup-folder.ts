@@ -1,17 +1,20 @@
 /**
  * The folder of scheduled backups (BACKUP_DIR): what is in it, which copies
- * rotation drops, and the record of the last attempt that `status` and
- * `/metrics` read. One attempt writes `mirror-<stamp>.db` and, when the
- * audit file exists, `audit-<stamp>.db`; `last-backup.json` says how the
- * newest attempt ended (a failure is kept until a later attempt succeeds),
- * written so that a full folder still takes the record of its own failure
- * (RECORD_BYTES). It is kept in the folder, not beside the mirror or in the
- * daemon: `status` reads it without a daemon (a system cron runs backups
- * too), and beside the mirror is the same full file system when both share
- * one. The decisions are pure; reading and writing the folder are the thin part.
+ * rotation drops, the attempt that fills it, and the record of the last
+ * attempt that `status` and `/metrics` read. One attempt (backupIntoFolder,
+ * which `user-mirror backup` alone and the daemon's schedule both run)
+ * writes `mirror-<stamp>.db` and, when the audit file exists,
+ * `audit-<stamp>.db`; `last-backup.json` says how the newest attempt ended
+ * (a failure is kept until a later attempt succeeds), written so that a
+ * full folder still takes the record of its own failure (RECORD_BYTES). It
+ * is kept in the folder, not beside the mirror or in the daemon: `status`
+ * reads it without a daemon (a system cron runs backups too), and beside the
+ * mirror is the same full file system when both share one. The decisions
+ * are pure; reading and writing the folder are the thin part.
  */
 import {
   closeSync,
+  existsSync,
   fsyncSync,
   ftruncateSync,
   openSync,
@@ -24,8 +27,11 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { syncFile } from '../../db/backup.js';
-import { intervalOfExpression } from './schedule.js';
+import { backupDatabase, syncFile, type CopyFacts } from '../../db/backup.js';
+import { diskSpace, FULL_BELOW_BYTES, fullDiskWords, isSpaceError } from '../../db/disk-space.js';
+import { createPrivateFolder } from '../../db/file-modes.js';
+import { intervalOfExpression } from './schedule-interval.js';
+import { errorMessage } from '../runtime/errors.js';
 import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 
 export const LAST_BACKUP_FILE = 'last-backup.json';
@@ -153,6 +159,50 @@ export function rotate(dir: string, keep: number): string[] {
   return victims;
 }
 
+/**
+ * One attempt: both files into `dir` (made private when it does not exist),
+ * rotation, and the record of the attempt. Returns the record (never throws
+ * for a failed copy: the failure is the record's).
+ */
+export function backupIntoFolder(dir: string, mirrorPath: string, auditPath: string, keep: number): LastBackup {
+  const at = new Date();
+  const previous = readLastBackup(dir);
+  const lastGood = previous.ok ? (previous.record?.ok === true ? previous.record : previous.record?.lastGood) : undefined;
+  let record: LastBackup;
+  try {
+    createPrivateFolder(dir);
+    reserveLastBackup(dir);
+    const mirror = backupDatabase(mirrorPath, join(dir, backupName('mirror', at)), 'mirror');
+    const audit = existsSync(auditPath) ? backupDatabase(auditPath, join(dir, backupName('audit', at)), 'audit') : undefined;
+    rotate(dir, keep);
+    record = { at: at.toISOString(), ok: true, mirror: brief(mirror), ...(audit === undefined ? {} : { audit: brief(audit) }) };
+  } catch (err) {
+    const good = lastGood?.mirror === undefined ? undefined : { at: lastGood.at, mirror: lastGood.mirror };
+    record = { at: at.toISOString(), ok: false, error: whyFailed(err, dir), ...(good === undefined ? {} : { lastGood: good }) };
+  }
+  try {
+    writeLastBackup(dir, record);
+  } catch (err) {
+    if (record.ok)
+      record = { ...record, ok: false, error: `copied, but ${join(dir, LAST_BACKUP_FILE)} cannot be written: ${errorMessage(err)}` };
+  }
+  return record;
+}
+
+/** The error, led by the full file system's words when BACKUP_DIR's has no room (the likely cause of a copy failing there). */
+function whyFailed(err: unknown, dir: string): string {
+  const message = errorMessage(err, 500);
+  const space = diskSpace(join(dir, LAST_BACKUP_FILE));
+  const noRoom = isSpaceError(err) || (err as NodeJS.ErrnoException | null)?.code === 'ENOSPC';
+  return noRoom && space !== undefined && space.freeBytes < FULL_BELOW_BYTES
+    ? `${fullDiskWords(dir, space.freeBytes, 'BACKUP_DIR')}: ${message}`
+    : message;
+}
+
+function brief(c: CopyFacts): { path: string; bytes: number } {
+  return { path: c.path, bytes: c.bytes };
+}
+
 /** What `status` and `/metrics` say of backups. */
 export interface BackupVerdict {
   /** The last good copy's time and size, or null for none. */
@@ -188,8 +238,8 @@ export function backupVerdict(
   };
 }
 
-/** The folder's modification time: when it was set up, for a folder with no good copy yet. */
-function folderSince(dir: string): Date | undefined {
+/** When the folder was set up (its birth time, else its modification time): what a folder with no good copy yet is judged from. */
+export function folderSince(dir: string): Date | undefined {
   try {
     const s = statSync(dir);
     return s.birthtime.getTime() > 0 ? s.birthtime : s.mtime;
