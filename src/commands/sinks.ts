@@ -16,6 +16,7 @@ import { openMirror, type Db } from '../../db/open.js';
 import { openChangeFeed } from '../../db/change-feed.js';
 import { formatSinkStatus, readSinkStatus } from '../sinks/sink-status.js';
 import { sinksOf } from '../sinks/sinks-file.js';
+import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 
 const Args = z.object({
   json: z.boolean().default(false),
@@ -24,7 +25,8 @@ const Args = z.object({
 
 export default async function sinks(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, Args);
-  const pass = new ConfigPass(['MIRROR_DB', 'SINKS_FILE', 'TLS_BY_PROXY', 'WEBHOOK_LAG_WARN_SECONDS']);
+  const pass = new ConfigPass([...QUEUE_ENV, 'MIRROR_ID', 'MIRROR_DB', 'SINKS_FILE', 'TLS_BY_PROXY', 'WEBHOOK_LAG_WARN_SECONDS']);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
   const list = pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? [];
   const config = pass.done();
   if (config.SINKS_FILE === undefined) throw new ConfigError(['SINKS_FILE: is required (the file naming the sinks, docs/sinks.md)']);
@@ -37,7 +39,9 @@ export default async function sinks(argv: string[]): Promise<number> {
   try {
     const feed = db === undefined ? undefined : openChangeFeed(db);
     const now = new Date();
-    const rows = await Promise.all(list.map((s) => readSinkStatus(feed, s, config.WEBHOOK_LAG_WARN_SECONDS, now)));
+    // Webhook sinks' positions are in their queues (the queues' Redis).
+    const queues = { ...queueSettingsFromConfig(config), mirrorId: config.MIRROR_ID };
+    const rows = await Promise.all(list.map((s) => readSinkStatus(feed, s, config.WEBHOOK_LAG_WARN_SECONDS, now, queues)));
     process.stdout.write(
       args.json ? `${JSON.stringify({ sinks: rows }, null, 2)}\n` : rows.map((r) => `${formatSinkStatus(r)}\n`).join(''),
     );

@@ -76,7 +76,7 @@ import { ChangeFeed } from '../../db/change-feed.js';
 import { startSinks } from '../sinks/start.js';
 import { registerSinkGauges } from './sink-gauges.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
-import { sinksOf } from '../sinks/sinks-file.js';
+import { sinksOf, type WebhookSink } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule, type BackupSchedule } from './backup-schedule.js';
 import { startExportSchedule } from './export-schedule.js';
@@ -168,7 +168,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   // The sinks (src/sinks) read the feed and write to their own destinations: they wait for neither the queues' Redis nor the service.
   let countDelivered: ((sink: string, kind: string, n: number) => void) | undefined;
   const sinks = sinkList.length === 0 ? undefined : startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a));
-  if (sinks !== undefined) countDelivered = registerSinkGauges(metrics.registry, sinks);
+  // Webhook sinks go through their BullMQ queues (./change-delivery.ts) once Redis answers; they report beside the others.
+  const webhookSinks = sinkList.filter((s): s is WebhookSink => s.kind === 'webhook');
+  let delivery: ChangeDelivery | undefined;
+  if (sinks !== undefined)
+    countDelivered = registerSinkGauges(metrics.registry, {
+      report: (now) => [...sinks.report(now), ...(delivery?.sinkReport(now) ?? [])],
+    });
 
   const managementClient =
     management === undefined
@@ -190,7 +196,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let schedule: Schedule | undefined;
   let watchdog: Watchdog | undefined;
   let removalGate: RemovalGate | undefined;
-  let delivery: ChangeDelivery | undefined;
   let conditions: ConditionWatch | undefined;
 
   const readiness = readinessOf(
@@ -269,9 +274,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       db,
       config,
       webhooks,
+      webhookSinks,
       redis: { control, endpoint, prefix, held: describeHeldWebhooks(gate) },
       logger: log,
-      onOutcome: (o) => metrics.recordWebhook(o.outcome),
+      onOutcome: (o, sink) => {
+        metrics.recordWebhook(o.outcome);
+        if (sink !== undefined && o.outcome === 'delivered') countDelivered?.(sink, 'webhook', 1);
+      },
       ...(sinks === undefined ? {} : { sinksHold: sinks.hold }),
     });
     const queues = { sync: syncQueue, removals: removalQueue, removals_unbound: unboundQueue, webhooks: delivery.queue };
