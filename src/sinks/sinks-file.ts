@@ -130,12 +130,10 @@ const webhook = z.strictObject({
   ...common,
   kind: z.literal('webhook'),
   webhook: z.strictObject({
-    url: z
-      .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
-      .refine((u) => {
-        const parsed = new URL(u);
-        return parsed.username === '' && parsed.password === '';
-      }, 'must not carry credentials (user:password@): the receiver checks the signature'),
+    url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).refine((u) => {
+      const parsed = new URL(u);
+      return parsed.username === '' && parsed.password === '';
+    }, 'must not carry credentials (user:password@): the receiver checks the signature'),
     secret: secretRef,
     tls: tlsFiles.optional(),
   }),

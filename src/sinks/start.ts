@@ -39,7 +39,9 @@ export function startSinks(
   log: Logger,
   onDelivered: (sink: string, kind: string, n: number) => void = () => undefined,
 ): Sinks {
-  const runners = sinks.filter(isDestinationSink).map((s) => new SinkRunner(feed, s, destinationOf(s, log), log, (n) => onDelivered(s.name, s.kind, n)));
+  const runners = sinks
+    .filter(isDestinationSink)
+    .map((s) => new SinkRunner(feed, s, destinationOf(s, log), log, (n) => onDelivered(s.name, s.kind, n)));
   for (const r of runners) r.start();
   return {
     report: (now) => runners.map((r) => ({ ...r.state(), ...r.lag(now) })),
