@@ -18,7 +18,7 @@ import { eventually } from './support/eventually.js';
 import { OTHER_TEAM, TEAM } from './support/mirror-fixtures.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { createFeedRig, type FeedRig } from './support/sink-rig.js';
-import { SECRET, startReceiver, type Receiver } from './support/webhook-rig.js';
+import { SECRET, startReceiver } from './support/webhook-rig.js';
 
 let redis: TestRedis;
 let client: Redis;

@@ -134,7 +134,7 @@ async function readWebhookSinkStatus(
         : retrying !== null
           ? `destination failing: event ${retrying.eventId} retried ${retrying.attempts} times (${retrying.last}); later events held`
           : failed > 0
-            ? `${failed} events failed for good (user-mirror webhooks --failed)`
+            ? `${failed} events failed for good (user-mirror webhooks --sink ${sink.name} --failed)`
             : null;
     return withPending(base, feed, sink, settled, lagWarnSeconds, now, held);
   } catch (err) {
