@@ -40,6 +40,7 @@ import {
   raiseSettled,
   readDispatched,
   readEndpointFailure,
+  readRetrying,
   readSettled,
   type EndpointFailure,
   resetCursors,
@@ -319,10 +320,20 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
       // (this dispatcher is the queue's one producer, so no job can appear between the count and the raise).
       if ((await unsettledJobs(queue)) === 0) await raiseSettled(queue.redis, queue.toKey('settled'), r.cursor);
       const [settled, failure] = await Promise.all([readSettled(queue), readEndpointFailure(queue)]);
+      // Failing as the other kinds are: while the endpoint fails, or while an event is retried (the receiver
+      // down, timing out, answering 5xx), since every later event waits for it.
+      const retrying = failure === null ? await readRetrying(queue) : null;
       const { latest } = feed.bounds();
       state.position = settled;
       state.scanned = settled;
-      state.failing = failure;
+      state.failing =
+        failure ??
+        (retrying === null
+          ? null
+          : {
+              since: state.failing?.since ?? new Date().toISOString(),
+              last: `event ${retrying.eventId} retried ${retrying.attempts} times: ${retrying.last}`,
+            });
       c.lag = { latest, settled, at: latest > settled ? feed.publishedAfter(settled) : undefined };
     } catch (err) {
       logError(
