@@ -14,8 +14,9 @@ import { webhookTarget } from '../jobs/webhooks/contract.js';
 import { startChangeDelivery, type ChangeDelivery } from '../src/daemon/change-delivery.js';
 import { silentLogger } from '../src/runtime/log.js';
 import { parseSinks, type WebhookSink } from '../src/sinks/sinks-file.js';
+import { runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
-import { OTHER_TEAM, TEAM } from './support/mirror-fixtures.js';
+import { ensureBuilt, OTHER_TEAM, TEAM } from './support/mirror-fixtures.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { createFeedRig, type FeedRig } from './support/sink-rig.js';
 import { SECRET, startReceiver } from './support/webhook-rig.js';
@@ -29,6 +30,7 @@ beforeAll(async () => {
   redis = await startTestRedis();
   client = new Redis(redis.url);
   rig = createFeedRig();
+  ensureBuilt();
   writeFileSync(rig.dir.file('hmac.key'), `${KEY}\n`, { mode: 0o600 });
   writeFileSync(rig.dir.file('whsec'), `${SECRET}\n`, { mode: 0o600 });
 });
@@ -73,32 +75,30 @@ function feedAfter(after: number): Array<{ cursor: number; id: string; type: str
 describe('webhook sinks', () => {
   it('two webhook sinks with their own filters and policies each receive exactly what they admit, the dropped field never', async () => {
     const [created, changes] = await Promise.all([startReceiver(), startReceiver()]);
-    const sinks = parseSinks(
-      {
-        sinks: [
-          {
-            name: 'created-hook',
-            kind: 'webhook',
-            webhook: { url: created.url, secret: { file: rig.dir.file('whsec') } },
-            filter: { types: ['user.created'], teams: [TEAM] },
-            field_policy: {
-              name: 'no-birth',
-              fields: { drop: ['fallback_birth_date'] },
-              client_user_id: 'hmac',
-              hmac_key_file: rig.dir.file('hmac.key'),
-            },
+    const file = {
+      sinks: [
+        {
+          name: 'created-hook',
+          kind: 'webhook',
+          webhook: { url: created.url, secret: { file: rig.dir.file('whsec') } },
+          filter: { types: ['user.created'], teams: [TEAM] },
+          field_policy: {
+            name: 'no-birth',
+            fields: { drop: ['fallback_birth_date'] },
+            client_user_id: 'hmac',
+            hmac_key_file: rig.dir.file('hmac.key'),
           },
-          {
-            name: 'changes-hook',
-            kind: 'webhook',
-            webhook: { url: changes.url, secret: { file: rig.dir.file('whsec') } },
-            filter: { types: ['user.updated', 'user.deleted', 'user.created'], teams: [OTHER_TEAM] },
-            field_policy: { name: 'no-client-id', client_user_id: 'drop' },
-          },
-        ],
-      },
-      {},
-    ) as WebhookSink[];
+        },
+        {
+          name: 'changes-hook',
+          kind: 'webhook',
+          webhook: { url: changes.url, secret: { file: rig.dir.file('whsec') } },
+          filter: { types: ['user.updated', 'user.deleted', 'user.created'], teams: [OTHER_TEAM] },
+          field_policy: { name: 'no-client-id', client_user_id: 'drop' },
+        },
+      ],
+    };
+    const sinks = parseSinks(file, {}) as WebhookSink[];
     const before = rig.feed.bounds().latest;
     rig.publish(40);
     const events = feedAfter(before);
@@ -145,6 +145,33 @@ describe('webhook sinks', () => {
           `two:webhooks-sinks-created-hook-${webhookTarget(created.url).id}:settled`,
         ].sort(),
       );
+      // The commands, without the daemon: `sinks` reads each webhook sink's position from its queue, and
+      // `webhooks --sink` shows that queue.
+      writeFileSync(rig.dir.file('sinks.json'), JSON.stringify(file));
+      const env = {
+        MIRROR_DB: rig.dbPath,
+        REDIS_URL: redis.url,
+        QUEUE_PREFIX: 'two',
+        MIRROR_ID: 'sinks',
+        SINKS_FILE: rig.dir.file('sinks.json'),
+      };
+      const listed = await runCli(['sinks', '--json'], env);
+      expect(listed.stderr).toBe('');
+      expect(listed.code).toBe(0);
+      const latest = rig.feed.bounds().latest;
+      expect((JSON.parse(listed.stdout) as { sinks: unknown[] }).sinks).toEqual([
+        expect.objectContaining({ name: 'created-hook', kind: 'webhook', position: latest, eventsBehind: 0, problem: null }),
+        expect.objectContaining({ name: 'changes-hook', kind: 'webhook', position: latest, eventsBehind: 0, problem: null }),
+      ]);
+      const queue = await runCli(['webhooks', '--sink', 'created-hook', '--json'], env);
+      expect(queue.code).toBe(0);
+      expect(JSON.parse(queue.stdout)).toMatchObject({
+        queue: `webhooks-sinks-created-hook-${webhookTarget(created.url).id}`,
+        jobs: { completed: forCreated.length, failed: 0 },
+      });
+      const none = await runCli(['webhooks', '--sink', 'nope'], env);
+      expect(none.code).toBe(2);
+      expect(none.stderr).toContain('--sink: SINKS_FILE names no sink "nope"');
     } finally {
       await running.close();
       await created.close();
@@ -174,6 +201,35 @@ describe('webhook sinks', () => {
       // The shorthand is no webhook sink row: its own series (user_mirror_webhook_*) stay as they were.
       expect(running.d.sinkReport(new Date())).toEqual([]);
       expect(running.d.queue?.name).toBe(queue);
+    } finally {
+      await running.close();
+      await receiver.close();
+    }
+  });
+
+  it("retention holds every event a webhook sink's queue has not settled", async () => {
+    const receiver = await startReceiver();
+    await receiver.down();
+    const [sink] = parseSinks(
+      { sinks: [{ name: 'slow-hook', kind: 'webhook', webhook: { url: receiver.url, secret: { file: rig.dir.file('whsec') } } }] },
+      {},
+    ) as WebhookSink[];
+    rig.publish(6);
+    // Every event held is past retention (30 days).
+    rig.db.prepare(`UPDATE change_events SET at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-40 days')`).run();
+    const { oldest, latest } = rig.feed.bounds();
+    const running = await deliver('hold', { sinks: sink === undefined ? [] : [sink] });
+    try {
+      // The receiver is down: nothing is settled, so nothing may go.
+      await eventually(() => running.d.sinkReport(new Date())[0]?.failing != null);
+      await running.d.afterSync();
+      expect(rig.feed.bounds().oldest).toBe(oldest);
+      await receiver.up();
+      await eventually(() => new Set(receiver.delivered()).size >= latest - oldest + 1);
+      await eventually(() => running.d.sinkReport(new Date())[0]?.position === latest);
+      await running.d.afterSync();
+      // Settled: every event past retention goes.
+      expect(rig.feed.bounds()).toMatchObject({ oldest: null, prunedThrough: latest });
     } finally {
       await running.close();
       await receiver.close();

@@ -183,7 +183,7 @@ export const ENV = {
     )
     .optional(),
   WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 300_000),
-  // Sinks (src/sinks, docs/sinks.md): a JSON file of Redis Streams and JetStream destinations of the change feed.
+  // Sinks (src/sinks, docs/sinks.md): a JSON file of Redis Streams, JetStream and webhook destinations of the change feed.
   SINKS_FILE: z.string().min(1).optional(),
   // Scheduled backups (`user-mirror backup`, docs/operations.md): the folder (unset: none), when (UTC), how many of each file kept.
   BACKUP_DIR: z.string().min(1).optional(),

@@ -192,7 +192,7 @@ const ABOUT: Record<EnvName, string> = {
   EXPORT_POLICY:
     'a field policy file (JSON) every export applies: fields it drops are absent from the files, client_user_id passed, dropped or hashed; unset: all fields',
   WEBHOOK_LAG_WARN_SECONDS: 'delivery further behind than this (the oldest undelivered event) makes status exit 1',
-  SINKS_FILE: 'a JSON file of sinks: the change feed delivered to Redis Streams and NATS JetStream (docs/sinks.md); unset: none',
+  SINKS_FILE: 'a JSON file of sinks: the change feed delivered to Redis Streams, NATS JetStream and webhook endpoints (docs/sinks.md); unset: none',
 };
 
 /** The default as the registry applies it, or undefined (required, or derived at run time). */
