@@ -6,7 +6,11 @@
  * the code before sinks wrote, so a running installation carries over.
  */
 import { createHmac } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisConnection, redisReady } from '../jobs/redis-connection.js';
@@ -16,7 +20,7 @@ import { silentLogger } from '../src/runtime/log.js';
 import { parseSinks, type WebhookSink } from '../src/sinks/sinks-file.js';
 import { runCli } from './support/cli-process.js';
 import { eventually } from './support/eventually.js';
-import { ensureBuilt, OTHER_TEAM, TEAM } from './support/mirror-fixtures.js';
+import { ensureBuilt, OTHER_TEAM, ROOT, TEAM } from './support/mirror-fixtures.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { createFeedRig, type FeedRig } from './support/sink-rig.js';
 import { SECRET, startReceiver } from './support/webhook-rig.js';
@@ -233,6 +237,70 @@ describe('webhook sinks', () => {
     } finally {
       await running.close();
       await receiver.close();
+    }
+  });
+
+  it("reaches an https receiver with the sink's CA from webhook.tls, and holds its events (endpoint failing) without it", async () => {
+    // docs/replica.md's openssl recipe: a private CA and a certificate for 127.0.0.1.
+    for (const line of readFileSync(join(ROOT, 'docs', 'replica.md'), 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('openssl ')))
+      execFileSync('sh', ['-c', line], { cwd: rig.dir.path, stdio: ['ignore', 'ignore', 'pipe'] });
+    const got: Array<{ id: string; policy: string | undefined }> = [];
+    const server = createServer(
+      { key: readFileSync(rig.dir.file('replica.key')), cert: readFileSync(rig.dir.file('replica.pem')) },
+      (req, res) => {
+        req.resume();
+        req.on('end', () => {
+          got.push({ id: String(req.headers['webhook-id']), policy: req.headers['webhook-policy'] as string | undefined });
+          res.writeHead(204).end();
+        });
+      },
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const sinkOf = (name: string, tls: Record<string, string> | undefined) =>
+      (
+        parseSinks(
+          {
+            sinks: [
+              {
+                name,
+                kind: 'webhook',
+                webhook: {
+                  url: `https://127.0.0.1:${port}/in`,
+                  secret: { file: rig.dir.file('whsec') },
+                  ...(tls === undefined ? {} : { tls }),
+                },
+                filter: { types: ['user.deleted'] },
+              },
+            ],
+          },
+          {},
+        ) as WebhookSink[]
+      )[0] as WebhookSink;
+    const before = rig.feed.bounds().latest;
+    rig.publish(8);
+    const deleted = feedAfter(before)
+      .filter((e) => e.type === 'user.deleted')
+      .map((e) => e.id);
+    expect(deleted).toHaveLength(2);
+    const trustingSink = sinkOf('tls-hook', { ca_file: rig.dir.file('ca.pem') });
+    const trusting = await deliver('tls', { sinks: [trustingSink] });
+    const untrusting = await deliver('tls', { sinks: [sinkOf('no-ca-hook', undefined)] });
+    try {
+      await eventually(() => got.length >= deleted.length);
+      expect(got.map((g) => g.id)).toEqual(deleted);
+      expect(got.every((g) => g.policy === trustingSink.policy.id && g.policy.startsWith('pass:'))).toBe(true);
+      // Without the CA the receiver's certificate is not trusted: an endpoint failure, every event held.
+      const failing = await eventually(() => untrusting.d.sinkReport(new Date())[0]?.failing ?? undefined);
+      expect(failing.last).toMatch(/CERT|certificate|UNABLE_TO/i);
+      expect(got).toHaveLength(deleted.length);
+    } finally {
+      await trusting.close();
+      await untrusting.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
