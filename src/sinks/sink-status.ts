@@ -1,7 +1,8 @@
 /**
  * What `status` (and `user-mirror sinks`) says of each sink, read without
  * the daemon: the destination asked for its position (a probe: one
- * connection attempt, within a budget), the feed for what the sink's filter
+ * connection attempt, within a budget; a webhook sink's is its queue's
+ * settled cursor on the queues' Redis), the feed for what the sink's filter
  * has pending after it. A destination that does not answer or refuses, a
  * sink behind the feed's retention, or one further behind than
  * WEBHOOK_LAG_WARN_SECONDS (the one lag threshold of the feed's deliveries)

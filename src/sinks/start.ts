@@ -1,6 +1,8 @@
 /**
  * The sinks of SINKS_FILE, started: one runner (./runner.ts) per sink, each
- * with the destination of its kind, reading the daemon's feed.
+ * with the destination of its kind, reading the daemon's feed. Webhook sinks
+ * are not among them: they are delivered through their BullMQ queues once
+ * the queues' Redis answers (src/daemon/change-delivery.ts).
  */
 import type { Logger } from 'pino';
 import type { ChangeFeed } from '../../db/change-feed.js';
