@@ -69,10 +69,12 @@ const COMMANDS: Record<string, Command> = {
   },
   webhooks: {
     summary: 'webhook queue state (counts, dispatched cursor); --failed lists refused deliveries; retry; new-secret',
-    synopsis: 'webhooks [--json] | webhooks --failed [--json] [--limit N] | webhooks retry <event_id>|--all | webhooks new-secret',
+    synopsis:
+      'webhooks [--sink NAME] [--json] | webhooks [--sink NAME] --failed [--json] [--limit N] | webhooks [--sink NAME] retry <event_id>|--all | webhooks new-secret',
     details:
       'new-secret prints a fresh WEBHOOK_SECRET (whsec_ + base64 of 32 random bytes) and nothing else; it needs no configuration\n' +
-      'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL is required but for new-secret); 3 no such job\n',
+      '--sink NAME takes the queue of that webhook sink of SINKS_FILE instead of WEBHOOK_URL\n' +
+      'exit codes: 0 ok; 1 some retry failed; 2 usage or configuration error (WEBHOOK_URL, or --sink, is required but for new-secret); 3 no such job\n',
     load: () => import('./commands/webhooks.js'),
   },
   sinks: {

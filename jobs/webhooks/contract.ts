@@ -4,7 +4,8 @@
  * whose worker POSTs each to WEBHOOK_URL.
  *
  *   target     a fingerprint of WEBHOOK_URL (16 hex digits, `webhookTarget`)
- *   queue      `webhooks-<mirrorId>-<target>`, key prefix = QUEUE_PREFIX
+ *   queue      `webhooks-<mirrorId>-<target>` (WEBHOOK_URL), `webhooks-<mirrorId>-<sink>-<target>` (a
+ *              webhook sink of SINKS_FILE), key prefix = QUEUE_PREFIX
  *   job name   `webhook`, job id = the event id (`<event id>.replay-<n>` in a replay: ./replay.ts)
  *   data       `{ cursor, event_id, user_id }`: the body is read from the mirror's feed when sent
  *              (older versions' jobs carry `body`, which is then sent as it is)
@@ -28,19 +29,28 @@ export const WEBHOOK_JOB = 'webhook';
 /** A receiver as the queue names it, plus where to POST. */
 export interface WebhookTarget extends UrlTarget {
   /**
+   * The webhook sink's name (SINKS_FILE), which names its own queue; undefined for
+   * WEBHOOK_URL, whose queue keeps the name it always had (its cursor carries over).
+   */
+  sink?: string;
+  /** The field policy's `<name>:<fingerprint>`, sent as `webhook-policy`; undefined for WEBHOOK_URL. */
+  policy?: string;
+  /** CA, client certificate and key for the receiver's TLS (PEM text). */
+  tls?: { ca?: string; cert?: string; key?: string; servername?: string };
+  /**
    * WEBHOOK_URL as configured (a query string may carry the receiver's own
    * routing or token): requests go here; logs only ever show `url`.
    */
   endpoint: string;
 }
 
-export function webhookTarget(webhookUrl: string): WebhookTarget {
-  return { ...urlTarget(webhookUrl), endpoint: webhookUrl };
+export function webhookTarget(webhookUrl: string, more: Pick<WebhookTarget, 'sink' | 'policy' | 'tls'> = {}): WebhookTarget {
+  return { ...urlTarget(webhookUrl), endpoint: webhookUrl, ...more };
 }
 
 /** BullMQ queue names may not contain ':'; MIRROR_ID is letters, digits, `_ . -` (src/runtime/config.ts). */
-export function webhookQueueName(mirrorId: string, targetId: string): string {
-  return `webhooks-${mirrorId}-${targetId}`;
+export function webhookQueueName(mirrorId: string, targetId: string, sink?: string): string {
+  return sink === undefined ? `webhooks-${mirrorId}-${targetId}` : `webhooks-${mirrorId}-${sink}-${targetId}`;
 }
 
 export const WebhookJobSchema = z.strictObject({

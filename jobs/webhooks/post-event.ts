@@ -19,10 +19,12 @@ export interface EventPoster {
 
 /** `timeoutMs` (WEBHOOK_TIMEOUT_MS) bounds one attempt, connect to last byte; `secret` undefined: unsigned. */
 export function eventPoster(target: WebhookTarget, secret: string | undefined, timeoutMs: number): EventPoster {
-  const agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs } });
+  const agent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connect: { timeout: timeoutMs, ...target.tls } });
   return {
     async post(eventId, body) {
-      const headers = webhookHeaders(secret, eventId, Math.floor(Date.now() / 1000), body);
+      const signed = webhookHeaders(secret, eventId, Math.floor(Date.now() / 1000), body);
+      // A sink's field policy, named beside the event as the other kinds name it (docs/sinks.md).
+      const headers = target.policy === undefined ? signed : { ...signed, 'webhook-policy': target.policy };
       try {
         const res = await request(target.endpoint, {
           method: 'POST',

@@ -33,7 +33,12 @@ export interface WebhookQueueOptions {
 
 /** The queue the dispatcher and the CLI share. */
 export function createWebhookQueue(connection: RedisClient, options: WebhookQueueOptions): WebhookQueue {
-  const queue = new WebhookQueue(connection, webhookQueueName(options.mirrorId, options.target.id), options.prefix, options.readOnly);
+  const queue = new WebhookQueue(
+    connection,
+    webhookQueueName(options.mirrorId, options.target.id, options.target.sink),
+    options.prefix,
+    options.readOnly,
+  );
   // Connection errors also reject the calls they affect; this keeps BullMQ from printing each one.
   queue.on('error', (err) => options.logger?.debug({ err: err.message }, 'webhook queue connection error'));
   return queue;

@@ -115,7 +115,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   const { logger, target, secret, timeoutMs } = options;
   const policy: BackoffPolicy = { ...WEBHOOK_BACKOFF, ...options.backoff };
   const lockDuration = options.lockDurationMs ?? DEFAULT_LOCK_MS;
-  const queueName = webhookQueueName(options.mirrorId, target.id);
+  const queueName = webhookQueueName(options.mirrorId, target.id, target.sink);
   const poster = tracedPoster(eventPoster(target, secret, timeoutMs), target.endpoint);
   if (secret === undefined)
     logger.warn({ event: 'webhook.unsigned', target: target.id }, 'WEBHOOK_SECRET is not set: webhooks go unsigned');

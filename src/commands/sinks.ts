@@ -27,13 +27,13 @@ import { openMirror, type Db } from '../../db/open.js';
 import { openChangeFeed, type ChangeFeed } from '../../db/change-feed.js';
 import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { withCommandRedis } from '../../jobs/command-redis.js';
-import { webhookTarget } from '../../jobs/webhooks/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readReplay, replayPending } from '../../jobs/webhooks/replay.js';
 import { formatSinkStatus, readSinkStatus } from '../sinks/sink-status.js';
 import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 import { replayDestination, replayStart, replayWebhookQueue, type ReplayPoint } from '../sinks/replay.js';
-import { destinationOf } from '../sinks/start.js';
+import { destinationOf, type DestinationSink } from '../sinks/start.js';
 
 /** The WEBHOOK_URL receiver's name as `sinks replay` takes it. */
 export const WEBHOOK_SINK_NAME = 'webhook';
@@ -69,14 +69,25 @@ export default async function sinks(argv: string[]): Promise<number> {
     const point: ReplayPoint = args.from !== undefined ? { from: args.from } : { since: args.since ?? '' };
     return replay(args.positionals[1] ?? '', point, args.json);
   }
-  const pass = new ConfigPass(['MIRROR_DB', 'SINKS_FILE', 'TLS_BY_PROXY', 'WEBHOOK_LAG_WARN_SECONDS', 'WEBHOOK_URL']);
+  const pass = new ConfigPass([
+    ...QUEUE_ENV,
+    'MIRROR_ID',
+    'MIRROR_DB',
+    'SINKS_FILE',
+    'TLS_BY_PROXY',
+    'WEBHOOK_LAG_WARN_SECONDS',
+    'WEBHOOK_URL',
+  ]);
+  pass.check(QUEUE_ENV, queueSettingsFromConfig);
   const list = pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? [];
   const config = pass.done();
   if (config.SINKS_FILE === undefined) throw new ConfigError(['SINKS_FILE: is required (the file naming the sinks, docs/sinks.md)']);
   return withFeed(config.MIRROR_DB, async (feed) => {
     const now = new Date();
-    const rows = await Promise.all(list.map((s) => readSinkStatus(feed, s, config.WEBHOOK_LAG_WARN_SECONDS, now)));
-    const replays = config.WEBHOOK_URL === undefined || args.json ? [] : await webhookReplayLine();
+    // Webhook sinks' positions are in their queues (the queues' Redis).
+    const queues = { ...queueSettingsFromConfig(config), mirrorId: config.MIRROR_ID };
+    const rows = await Promise.all(list.map((s) => readSinkStatus(feed, s, config.WEBHOOK_LAG_WARN_SECONDS, now, queues)));
+    const replays = args.json ? [] : await webhookReplayLines(list);
     process.stdout.write(
       args.json
         ? `${JSON.stringify({ sinks: rows }, null, 2)}\n`
@@ -100,23 +111,34 @@ async function withFeed<T>(path: string, use: (feed: ChangeFeed | undefined) => 
   }
 }
 
-/** The WEBHOOK_URL queue's latest replay while jobs of it wait: `webhook: replay 3 in progress …`; nothing when Redis is away. */
-async function webhookReplayLine(): Promise<string[]> {
+/** The webhook queues' targets by sink name: WEBHOOK_URL's as `webhook`, and each webhook sink of SINKS_FILE. */
+function webhookTargets(list: readonly SinkSettings[], webhookUrl: string | undefined): Map<string, WebhookTarget> {
+  const targets = new Map<string, WebhookTarget>();
+  if (webhookUrl !== undefined) targets.set(WEBHOOK_SINK_NAME, webhookTarget(webhookUrl));
+  for (const s of list) if (s.kind === 'webhook') targets.set(s.name, webhookTarget(s.url, { sink: s.name }));
+  return targets;
+}
+
+/** Each webhook queue's latest replay while jobs of it wait: `sink webhook: replay 3 in progress …`; nothing when Redis is away. */
+async function webhookReplayLines(list: readonly SinkSettings[]): Promise<string[]> {
   try {
     const config = readConfig([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
-    if (config.WEBHOOK_URL === undefined) return [];
+    const targets = webhookTargets(list, config.WEBHOOK_URL);
+    if (targets.size === 0) return [];
     const { endpoint, prefix } = queueSettingsFromConfig(config);
-    const target = webhookTarget(config.WEBHOOK_URL);
     return await withCommandRedis(endpoint, 'user-mirror:sinks', async ({ redis, track }) => {
-      const queue = track(createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: true }));
-      const r = await readReplay(queue);
-      if (r === null || r.events === 0) return [];
-      const pending = await replayPending(queue, r.replay);
-      return pending === 0
-        ? []
-        : [
-            `sink ${WEBHOOK_SINK_NAME} (webhook, ${target.url}): replay ${r.replay} in progress, ${pending} of ${r.events} events from cursor ${r.from} to ${r.through} still to send (began ${r.at})`,
-          ];
+      const lines: string[] = [];
+      for (const [name, target] of targets) {
+        const queue = track(createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix, readOnly: true }));
+        const r = await readReplay(queue);
+        if (r === null || r.events === 0) continue;
+        const pending = await replayPending(queue, r.replay);
+        if (pending > 0)
+          lines.push(
+            `sink ${name} (webhook, ${target.url}): replay ${r.replay} in progress, ${pending} of ${r.events} events from cursor ${r.from} to ${r.through} still to send (began ${r.at})`,
+          );
+      }
+      return lines;
     });
   } catch {
     return [];
@@ -146,13 +168,15 @@ async function replay(name: string, point: ReplayPoint, json: boolean): Promise<
       process.stderr.write(`replay of sink ${name} refused: ${start.problem}\n`);
       return 1;
     }
-    if (sink !== undefined) return replayHeldById(sink, start.from, log, json);
-    return replayWebhook(feed, start.from, log, json);
+    if (sink !== undefined && sink.kind !== 'webhook') return replayHeldById(sink, start.from, log, json);
+    const target = webhookTargets(sink === undefined ? [] : [sink], sink === undefined ? config.WEBHOOK_URL : undefined).get(name);
+    if (target === undefined) throw new Error(`no webhook queue for sink ${name}`);
+    return replayWebhook(feed, start.from, log, json, name, target);
   });
 }
 
 /** Redis Streams, JetStream: the destination holds the position by id; nothing is re-appended (src/sinks/replay.ts). */
-async function replayHeldById(sink: SinkSettings, from: number, log: Logger, json: boolean): Promise<number> {
+async function replayHeldById(sink: DestinationSink, from: number, log: Logger, json: boolean): Promise<number> {
   const destination = destinationOf(sink, log, true);
   try {
     await destination.open();
@@ -183,21 +207,27 @@ async function replayHeldById(sink: SinkSettings, from: number, log: Logger, jso
   }
 }
 
-async function replayWebhook(feed: ChangeFeed, from: number, log: Logger, json: boolean): Promise<number> {
-  const config = readConfig([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID', 'CHANGES_RETENTION_DAYS']);
+async function replayWebhook(
+  feed: ChangeFeed,
+  from: number,
+  log: Logger,
+  json: boolean,
+  name: string,
+  target: WebhookTarget,
+): Promise<number> {
+  const config = readConfig([...QUEUE_ENV, 'MIRROR_ID', 'CHANGES_RETENTION_DAYS']);
   const { endpoint, prefix } = queueSettingsFromConfig(config);
-  const target = webhookTarget(config.WEBHOOK_URL ?? '');
   return withCommandRedis(endpoint, 'user-mirror:sinks', async ({ redis, track }) => {
     const queue = track(createWebhookQueue(redis, { mirrorId: config.MIRROR_ID, target, prefix }));
-    const r = await replayWebhookQueue(feed, queue, from, config.CHANGES_RETENTION_DAYS, log, WEBHOOK_SINK_NAME);
-    if (json) process.stdout.write(`${JSON.stringify({ sink: WEBHOOK_SINK_NAME, kind: 'webhook', ...r })}\n`);
+    const r = await replayWebhookQueue(feed, queue, from, config.CHANGES_RETENTION_DAYS, log, name);
+    if (json) process.stdout.write(`${JSON.stringify({ sink: name, kind: 'webhook', ...r })}\n`);
     else if (r.events === 0)
       process.stdout.write(
-        `sink ${WEBHOOK_SINK_NAME}: the receiver has been sent events up to cursor ${r.through}, before ${from}: the rest are queued or to be dispatched, and go in turn\n`,
+        `sink ${name}: the receiver has been sent events up to cursor ${r.through}, before ${from}: the rest are queued or to be dispatched, and go in turn\n`,
       );
     else
       process.stdout.write(
-        `sink ${WEBHOOK_SINK_NAME}: replay ${r.replay} queued ${r.events} events, cursors ${r.from} to ${r.through}, after the deliveries waiting (at least once: same webhook-id as before)\n`,
+        `sink ${name}: replay ${r.replay} queued ${r.events} events, cursors ${r.from} to ${r.through}, after the deliveries waiting (at least once: same webhook-id as before)\n`,
       );
     return 0;
   });

@@ -66,7 +66,7 @@ import { urlTarget } from '../../jobs/url-target.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched, readEndpointFailure, readRetrying, readSettled } from '../../jobs/webhooks/delivery-state.js';
-import type { SinkStatus } from '../sinks/sink-status.js';
+import type { SinkStatus, WebhookQueues } from '../sinks/sink-status.js';
 import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 
 const Args = z.object({
@@ -145,7 +145,10 @@ export default async function status(argv: string[]): Promise<number> {
         : { dir: config.EXPORT_DIR, cron: config.EXPORT_CRON, ...currentExportVerdict(config.EXPORT_DIR, config.EXPORT_CRON) },
   });
   // Each sink's line (src/sinks/sink-status.ts): its destination asked for its position; one failing makes the exit 1.
-  const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS);
+  const sinks = await readSinks(config.MIRROR_DB, sinkList, config.WEBHOOK_LAG_WARN_SECONDS, {
+    ...settings,
+    mirrorId: config.MIRROR_ID,
+  });
   process.stdout.write(
     args.json
       ? `${JSON.stringify(sinkList.length === 0 ? report : { ...report, sinks: sinks.map((s) => s.status) }, null, 2)}\n`
@@ -160,6 +163,7 @@ async function readSinks(
   mirrorDb: string,
   sinks: readonly SinkSettings[],
   lagWarnSeconds: number,
+  webhooks: WebhookQueues,
 ): Promise<Array<{ status: SinkStatus; line: string }>> {
   if (sinks.length === 0) return [];
   const { formatSinkStatus, readSinkStatus } = await import('../sinks/sink-status.js');
@@ -171,7 +175,7 @@ async function readSinks(
   }
   try {
     const feed = db === undefined ? undefined : openChangeFeed(db);
-    const rows = await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date())));
+    const rows = await Promise.all(sinks.map((s) => readSinkStatus(feed, s, lagWarnSeconds, new Date(), webhooks)));
     return rows.map((status) => ({ status, line: formatSinkStatus(status) }));
   } finally {
     db?.close();

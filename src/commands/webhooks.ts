@@ -7,6 +7,9 @@
  *   webhooks retry <event_id>|--all         send failed deliveries again (after the queue's waiting ones)
  *   webhooks new-secret                     print a fresh WEBHOOK_SECRET (needs no configuration)
  *
+ * `--sink NAME` (with any verb but new-secret) takes the queue of that webhook sink of SINKS_FILE
+ * instead of WEBHOOK_URL's.
+ *
  * Exit codes: 0 ok, 1 some retry failed, or Redis is unreachable, refuses the credentials or does not
  * answer (named within seconds: jobs/command-redis.ts), 2 usage or configuration, 3 no such job.
  */
@@ -17,7 +20,8 @@ import { FAILED_JOB_FLAGS, failedJobArgs, printable, renderTable, reportRetries 
 import { ConfigError, ConfigPass, type Config } from '../runtime/config.js';
 import { QUEUE_ENV, queueSettingsFromConfig } from '../../jobs/redis-connection.js';
 import { withCommandRedis } from '../../jobs/command-redis.js';
-import { webhookTarget } from '../../jobs/webhooks/contract.js';
+import { webhookTarget, type WebhookTarget } from '../../jobs/webhooks/contract.js';
+import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 import { listFailedWebhooks, retryAllFailedWebhooks, retryFailedWebhook, type FailedWebhook } from '../../jobs/webhooks/failed.js';
 import { createWebhookQueue, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { readDispatched } from '../../jobs/webhooks/delivery-state.js';
@@ -29,6 +33,10 @@ const Args = z
       { error: "expected nothing, 'retry <event_id>|--all' or 'new-secret'" },
     ),
     ...failedJobArgs,
+    sink: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must be a sink name')
+      .optional(),
   })
   .superRefine((a, ctx) => {
     const retry = a.positionals[0] === 'retry';
@@ -57,19 +65,29 @@ function receiverUrl(config: Config<'WEBHOOK_URL'>): string {
   return config.WEBHOOK_URL;
 }
 
+/** The queue of the webhook sink `name` (SINKS_FILE). */
+function sinkTarget(sinks: readonly SinkSettings[], name: string): WebhookTarget {
+  const sink = sinks.find((s) => s.name === name);
+  if (sink === undefined) throw new ConfigError([`--sink: SINKS_FILE names no sink "${name}"`]);
+  if (sink.kind !== 'webhook') throw new ConfigError([`--sink: "${name}" is a ${sink.kind} sink, not a webhook`]);
+  return webhookTarget(sink.url, { sink: sink.name });
+}
+
 export default async function main(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(argv, FAILED_JOB_FLAGS, Args);
+  const args = parseCommandArgs(argv, { ...FAILED_JOB_FLAGS, sink: { type: 'string' } }, Args);
   if (args.positionals[0] === 'new-secret') {
     process.stdout.write(`${newWebhookSecret()}\n`);
     return 0;
   }
   // One pass: the variables and the checks across them report together.
-  const pass = new ConfigPass([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID']);
-  pass.check(['WEBHOOK_URL'], receiverUrl);
+  const pass = new ConfigPass([...QUEUE_ENV, 'WEBHOOK_URL', 'MIRROR_ID', 'SINKS_FILE', 'TLS_BY_PROXY']);
+  const sink = args.sink;
+  const sinkList = sink === undefined ? [] : (pass.check(['SINKS_FILE'], (c) => sinksOf(c)) ?? []);
+  if (sink === undefined) pass.check(['WEBHOOK_URL'], receiverUrl);
   pass.check(QUEUE_ENV, queueSettingsFromConfig);
   const config = pass.done();
   const { endpoint, prefix } = queueSettingsFromConfig(config);
-  const target = webhookTarget(receiverUrl(config));
+  const target = sink === undefined ? webhookTarget(receiverUrl(config)) : sinkTarget(sinkList, sink);
   const [verb, eventId] = args.positionals;
   // Bounded: an outage or refused credentials are named within a deadline (jobs/command-redis.ts).
   return withCommandRedis(endpoint, 'user-mirror:webhooks', async ({ redis, track }) => {

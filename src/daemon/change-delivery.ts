@@ -32,9 +32,15 @@ import { logError } from '../runtime/log-error.js';
 import { webhookLag } from '../health/webhook-lag.js';
 import type { Logger } from 'pino';
 import { createWebhookQueue, enqueueEvents, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
+import { admits, teamIdOf, type SinkFilter } from '../sinks/contract.js';
+import type { FieldPolicy } from '../sinks/field-policy.js';
+import type { SinkLag, SinkState } from '../sinks/runner.js';
+import type { WebhookSink } from '../sinks/sinks-file.js';
 import {
+  raiseSettled,
   readDispatched,
   readEndpointFailure,
+  readRetrying,
   readSettled,
   type EndpointFailure,
   resetCursors,
@@ -58,6 +64,7 @@ export async function dispatchNewEvents(
   queue: WebhookQueue,
   log: Logger,
   retentionDays: number,
+  filter: SinkFilter = {},
 ): Promise<DispatchResult> {
   let cursor = await readDispatched(queue);
   const { latest } = feed.bounds();
@@ -98,7 +105,9 @@ export async function dispatchNewEvents(
       continue;
     }
     if (page.events.length === 0) return { dispatched, cursor, paced: false };
-    await enqueueEvents(queue, page.events, retentionDays);
+    // A webhook sink's filter: what it does not admit gets no job, and the cursor passes it by.
+    const admitted = page.events.filter((e) => admits(filter, e.type, e.type.startsWith('mirror.') ? null : teamIdOf(e.body)));
+    if (admitted.length > 0) await enqueueEvents(queue, admitted, retentionDays);
     cursor = page.next;
     await writeDispatched(queue, cursor);
     dispatched += page.events.length;
@@ -156,29 +165,73 @@ const WEBHOOK_LOCK_MS = 10_000;
 /** How often the daemon looks for events it did not publish itself (`sync --once`, `resolve --online`) and for room in a full queue. */
 const DISPATCH_INTERVAL_MS = 2_000;
 
+/**
+ * One webhook delivery: WEBHOOK_URL (no sink name, no filter, every field:
+ * today's queue and cursors, unchanged) or a webhook sink of SINKS_FILE
+ * (its own queue, named for the sink; its filter decides what is queued,
+ * its field policy what the worker sends).
+ */
+export interface WebhookChannelSettings {
+  target: WebhookTarget;
+  secret: string;
+  filter: SinkFilter;
+  /** Applied to the body when the worker reads it from the feed; undefined: the event as published. */
+  policy: FieldPolicy | undefined;
+}
+
+/** A webhook sink of SINKS_FILE as the daemon delivers it. */
+export function webhookChannelOf(sink: WebhookSink): WebhookChannelSettings {
+  const more = { sink: sink.name, policy: sink.policy.id, ...(sink.tls === undefined ? {} : { tls: sink.tls }) };
+  return { target: webhookTarget(sink.url, more), secret: sink.secret, filter: sink.filter, policy: sink.policy };
+}
+
 export interface ChangeDeliveryOptions {
   /** The daemon's connection to the mirror: it reads the feed and drops what is past retention. */
   db: Db;
   config: Config<'MIRROR_ID' | 'CHANGES_RETENTION_DAYS' | 'WEBHOOK_TIMEOUT_MS'>;
   /** webhookSettings(config): undefined without WEBHOOK_URL. */
   webhooks: { target: WebhookTarget; secret: string } | undefined;
+  /** The webhook sinks of SINKS_FILE (sinksOf(config) of kind `webhook`): one queue each. */
+  webhookSinks?: readonly WebhookSink[];
   /** `held`: why webhooks may not queue on this Redis (it can lose jobs; jobs/redis-durability.ts), undefined when they may. */
   redis: { control: RedisClient; endpoint: RedisEndpoint; prefix: string; held: string | undefined };
   logger: Logger;
-  onOutcome?: (outcome: WebhookOutcome) => void;
+  /** Each attempt's outcome; `sink` names the webhook sink (undefined for WEBHOOK_URL). */
+  onOutcome?: (outcome: WebhookOutcome, sink: string | undefined) => void;
   /** The highest cursor every sink's destination holds (src/sinks/start.ts): retention drops nothing above it. */
   sinksHold?: () => number;
 }
 
 export interface ChangeDelivery {
-  /** The webhook queue; undefined without webhooks (or while they are held). */
+  /** The WEBHOOK_URL queue; undefined without it (or while webhooks are held). */
   queue: WebhookQueue | undefined;
   /** After each sync job: dispatch what it published, then drop what is past retention. */
   afterSync(): Promise<void>;
-  /** Webhook delivery's lag (rejects without webhooks). */
+  /** WEBHOOK_URL delivery's lag (rejects without it). */
   lag: () => Promise<DeliveryLag>;
-  /** Stops dispatch and the worker (waiting up to `timeoutMs` for a request in flight), closes the queue. True when drained. */
+  /**
+   * Each webhook sink of SINKS_FILE as the other sinks report themselves (status, /metrics):
+   * read from Redis at every dispatch (every 2 s), so a scrape makes no round trip.
+   */
+  sinkReport: (now: Date) => Array<SinkState & SinkLag>;
+  /** Stops dispatch and the workers (waiting up to `timeoutMs` for a request in flight), closes the queues. True when drained. */
   close(timeoutMs: number): Promise<boolean>;
+}
+
+interface Channel {
+  settings: WebhookChannelSettings;
+  queue: WebhookQueue;
+  connection: RedisClient;
+  worker: WebhookWorkerHandle;
+  /** The sink's row (webhook sinks of SINKS_FILE), refreshed at every dispatch. */
+  state: SinkState;
+  lag: { latest: number; settled: number; at: string | undefined } | undefined;
+}
+
+/** Jobs a webhook queue has not settled: waiting, being sent, or held for a retry. */
+async function unsettledJobs(queue: WebhookQueue): Promise<number> {
+  const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+  return Object.values(c).reduce((a, b) => a + b, 0);
 }
 
 /**
@@ -186,72 +239,136 @@ export interface ChangeDelivery {
  * only on a Redis that keeps queued jobs (the removal gate's verdict): on
  * one that can lose them they are held, loudly, and retention holds still.
  * Dispatch runs one at a time (a tick that finds one running skips), so
- * the cursor has one writer.
+ * each cursor has one writer.
  */
 export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
   const log = o.logger;
   const feed = new ChangeFeed(o.db);
   const { control, endpoint, prefix, held } = o.redis;
-  const hook = o.webhooks;
-  if (hook !== undefined && held !== undefined)
-    log.error({ event: 'webhooks.held', target: hook.target.id }, `webhooks not started: this Redis can lose queued jobs: ${held}`);
-  const queue =
-    hook !== undefined && held === undefined
-      ? createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target: hook.target, prefix, logger: log })
-      : undefined;
-  let connection: RedisClient | undefined;
-  let worker: WebhookWorkerHandle | undefined;
-  if (hook !== undefined && queue !== undefined) {
-    connection = createRedisConnection(endpoint, { role: 'worker', logger: log, connectionName: 'user-mirror:webhook-worker' });
-    worker = startWebhookWorker({
-      connection,
-      prefix,
-      mirrorId: o.config.MIRROR_ID,
-      target: hook.target,
-      secret: hook.secret,
-      eventBody: (cursor, eventId) => feed.body(cursor, eventId),
-      timeoutMs: o.config.WEBHOOK_TIMEOUT_MS,
-      // Renewed while a request is in flight; after a crash, later events wait at most this long for the lost one.
-      lockDurationMs: WEBHOOK_LOCK_MS,
-      logger: log,
-      ...(o.onOutcome === undefined ? {} : { onOutcome: o.onOutcome }),
-    });
-    log.info(
-      { event: 'webhooks.started', target: hook.target.id, url: hook.target.url, queue: queue.name },
-      `webhooks to ${hook.target.url}`,
-    );
-  }
+  const all: WebhookChannelSettings[] = [
+    ...(o.webhooks === undefined ? [] : [{ ...o.webhooks, filter: {}, policy: undefined }]),
+    ...(o.webhookSinks ?? []).map(webhookChannelOf),
+  ];
+  if (all.length > 0 && held !== undefined)
+    for (const c of all)
+      log.error(
+        { event: 'webhooks.held', target: c.target.id, sink: c.target.sink ?? null },
+        `webhooks not started: this Redis can lose queued jobs: ${held}`,
+      );
+  const channels: Channel[] =
+    held !== undefined
+      ? []
+      : all.map((settings) => {
+          const { target } = settings;
+          const queue = createWebhookQueue(control, { mirrorId: o.config.MIRROR_ID, target, prefix, logger: log });
+          const connection = createRedisConnection(endpoint, {
+            role: 'worker',
+            logger: log,
+            connectionName: target.sink === undefined ? 'user-mirror:webhook-worker' : `user-mirror:webhook-worker:${target.sink}`,
+          });
+          const policy = settings.policy;
+          const worker = startWebhookWorker({
+            connection,
+            prefix,
+            mirrorId: o.config.MIRROR_ID,
+            target,
+            secret: settings.secret,
+            // The sink's field policy applies as the body leaves: the feed keeps the event whole, Redis never holds it.
+            eventBody:
+              policy === undefined
+                ? (cursor, eventId) => feed.body(cursor, eventId)
+                : (cursor, eventId) => {
+                    const body = feed.body(cursor, eventId);
+                    return body === undefined ? undefined : policy.applyToEvent(body);
+                  },
+            timeoutMs: o.config.WEBHOOK_TIMEOUT_MS,
+            // Renewed while a request is in flight; after a crash, later events wait at most this long for the lost one.
+            lockDurationMs: WEBHOOK_LOCK_MS,
+            logger: log,
+            ...(o.onOutcome === undefined ? {} : { onOutcome: (outcome: WebhookOutcome) => o.onOutcome?.(outcome, target.sink) }),
+          });
+          log.info(
+            { event: 'webhooks.started', target: target.id, url: target.url, queue: queue.name, sink: target.sink ?? null },
+            target.sink === undefined ? `webhooks to ${target.url}` : `sink ${target.sink}: webhooks to ${target.url}`,
+          );
+          const state: SinkState = {
+            name: target.sink ?? 'webhook',
+            kind: 'webhook',
+            where: target.url,
+            policy: policy?.id ?? 'all',
+            position: null,
+            scanned: 0,
+            delivered: 0,
+            failing: null,
+            stopped: null,
+          };
+          return { settings, queue, connection, worker, state, lag: undefined };
+        });
+  const shorthand = channels.find((c) => c.settings.target.sink === undefined);
 
+  /** Queues what each channel's filter admits; then reads back how far each has settled (its sink row). */
+  const dispatchOne = async (c: Channel): Promise<void> => {
+    const { queue, settings, state } = c;
+    try {
+      const r = await dispatchNewEvents(feed, queue, log, o.config.CHANGES_RETENTION_DAYS, settings.filter);
+      if (r.dispatched > 0)
+        log.info(
+          { event: 'webhooks.dispatched', events: r.dispatched, cursor: r.cursor, paced: r.paced, sink: settings.target.sink ?? null },
+          `${r.dispatched} events queued for the webhook${settings.target.sink === undefined ? '' : ` sink ${settings.target.sink}`}`,
+        );
+      // The filter passes events by without a job: with nothing left unsettled, everything dispatched is settled
+      // (this dispatcher is the queue's one producer, so no job can appear between the count and the raise).
+      if ((await unsettledJobs(queue)) === 0) await raiseSettled(queue.redis, queue.toKey('settled'), r.cursor);
+      const [settled, failure] = await Promise.all([readSettled(queue), readEndpointFailure(queue)]);
+      // Failing as the other kinds are: while the endpoint fails, or while an event is retried (the receiver
+      // down, timing out, answering 5xx), since every later event waits for it.
+      const retrying = failure === null ? await readRetrying(queue) : null;
+      const { latest } = feed.bounds();
+      state.position = settled;
+      state.scanned = settled;
+      state.failing =
+        failure ??
+        (retrying === null
+          ? null
+          : {
+              since: state.failing?.since ?? new Date().toISOString(),
+              last: `event ${retrying.eventId} retried ${retrying.attempts} times: ${retrying.last}`,
+            });
+      c.lag = { latest, settled, at: latest > settled ? feed.publishedAfter(settled) : undefined };
+    } catch (err) {
+      logError(
+        log,
+        'warn',
+        { event: 'webhooks.dispatch_failed', sink: settings.target.sink ?? null, err },
+        'could not queue events; trying again',
+      );
+      const last = err instanceof Error ? err.message : String(err);
+      state.failing = { since: state.failing?.since ?? new Date().toISOString(), last: `the queues' Redis: ${last}` };
+    }
+  };
   let running: Promise<void> | undefined;
   const dispatch = (): Promise<void> => {
-    if (queue === undefined) return Promise.resolve();
-    running ??= dispatchNewEvents(feed, queue, log, o.config.CHANGES_RETENTION_DAYS)
-      .then((r) => {
-        if (r.dispatched > 0)
-          log.info(
-            { event: 'webhooks.dispatched', events: r.dispatched, cursor: r.cursor, paced: r.paced },
-            `${r.dispatched} events queued for the webhook`,
-          );
-      })
-      .catch((err: unknown) => logError(log, 'warn', { event: 'webhooks.dispatch_failed', err }, 'could not queue events; trying again'))
-      .finally(() => (running = undefined));
+    if (channels.length === 0) return Promise.resolve();
+    running ??= (async () => {
+      for (const c of channels) await dispatchOne(c);
+    })().finally(() => (running = undefined));
     return running;
   };
-  const timer = queue === undefined ? undefined : setInterval(() => void dispatch(), DISPATCH_INTERVAL_MS);
+  const timer = channels.length === 0 ? undefined : setInterval(() => void dispatch(), DISPATCH_INTERVAL_MS);
   timer?.unref();
   void dispatch();
 
   return {
-    queue,
+    queue: shorthand?.queue,
     async afterSync() {
       await dispatch();
       let hold = Infinity;
-      if (hook !== undefined) {
+      if (all.length > 0) {
         // What a webhook still needs is every event not yet settled (delivered, or failed for good): its job
         // reads the body from the feed when it is sent. Unknown (Redis down, held): keep everything.
-        if (queue === undefined) return;
+        if (channels.length === 0) return;
         try {
-          hold = await readSettled(queue);
+          for (const c of channels) hold = Math.min(hold, await readSettled(c.queue));
         } catch {
           return;
         }
@@ -260,14 +377,21 @@ export function startChangeDelivery(o: ChangeDeliveryOptions): ChangeDelivery {
       hold = Math.min(hold, o.sinksHold?.() ?? Infinity);
       pruneFeed(feed, o.config.CHANGES_RETENTION_DAYS, hold, new Date(), log);
     },
-    lag: () => (queue === undefined ? Promise.reject(new Error('no webhooks')) : deliveryLag(feed, queue, new Date())),
+    lag: () => (shorthand === undefined ? Promise.reject(new Error('no webhooks')) : deliveryLag(feed, shorthand.queue, new Date())),
+    sinkReport: (now) =>
+      channels
+        .filter((c) => c.settings.target.sink !== undefined)
+        .map((c) => {
+          const l = c.lag === undefined ? undefined : webhookLag(c.lag.latest, c.lag.settled, c.lag.at, now);
+          return { ...c.state, eventsBehind: l?.eventsBehind ?? 0, secondsBehind: l?.secondsBehind ?? 0 };
+        }),
     async close(timeoutMs) {
       if (timer !== undefined) clearInterval(timer);
       await running;
-      const drained = worker === undefined ? true : (await worker.close(timeoutMs)).drained;
-      connection?.disconnect();
-      await queue?.close().catch(() => undefined);
-      return drained;
+      const drained = await Promise.all(channels.map(async (c) => (await c.worker.close(timeoutMs)).drained));
+      for (const c of channels) c.connection.disconnect();
+      await Promise.all(channels.map((c) => c.queue.close().catch(() => undefined)));
+      return drained.every(Boolean);
     },
   };
 }

@@ -77,7 +77,7 @@ import { ChangeFeed } from '../../db/change-feed.js';
 import { startSinks } from '../sinks/start.js';
 import { registerSinkGauges } from './sink-gauges.js';
 import { managementOf, type DaemonConfig } from './daemon-config.js';
-import { sinksOf } from '../sinks/sinks-file.js';
+import { sinksOf, type WebhookSink } from '../sinks/sinks-file.js';
 import { mirrorSources } from './mirror-sources.js';
 import { startBackupSchedule } from './backup-schedule.js';
 import { Subsystems } from './subsystems.js';
@@ -172,10 +172,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     sinkList.length === 0
       ? undefined
       : await parts.starting(() => startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a)));
-  if (sinks !== undefined) {
-    parts.add('the sinks', () => sinks.close());
-    countDelivered = registerSinkGauges(metrics.registry, sinks);
-  }
+  if (sinks !== undefined) parts.add('the sinks', () => sinks.close());
+  // Webhook sinks go through their BullMQ queues (./change-delivery.ts) once Redis answers; they report beside the others.
+  const webhookSinks = sinkList.filter((s): s is WebhookSink => s.kind === 'webhook');
+  let delivery: ChangeDelivery | undefined;
+  if (sinks !== undefined)
+    countDelivered = registerSinkGauges(metrics.registry, {
+      report: (now) => [...sinks.report(now), ...(delivery?.sinkReport(now) ?? [])],
+    });
 
   const managementClient =
     management === undefined
@@ -193,7 +197,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   parts.add('the Redis connection', () => control.disconnect());
   // What start-up learns later, read by /readyz meanwhile.
   let removalGate: RemovalGate | undefined;
-  let delivery: ChangeDelivery | undefined;
 
   const readiness = readinessOf(
     {
@@ -278,9 +281,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       db,
       config,
       webhooks,
+      webhookSinks,
       redis: { control, endpoint, prefix, held: describeHeldWebhooks(gate) },
       logger: log,
-      onOutcome: (o) => metrics.recordWebhook(o.outcome),
+      onOutcome: (o, sink) => {
+        metrics.recordWebhook(o.outcome);
+        if (sink !== undefined && o.outcome === 'delivered') countDelivered?.(sink, 'webhook', 1);
+      },
       ...(sinks === undefined ? {} : { sinksHold: sinks.hold }),
     });
     delivery = feed;

@@ -2,7 +2,7 @@
  * The sinks' series on /metrics (src/sinks): per sink, how far behind the
  * feed it is (events, seconds), what it holds while its destination fails,
  * whether it fails, and how many events it delivered. Read from the
- * runners' state on scrape: no round trip to a destination.
+ * runners' state on scrape (webhook sinks: their queues' state as the last dispatch read it): no round trip to a destination.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Sinks } from '../sinks/start.js';
@@ -10,7 +10,7 @@ import type { SinkLag, SinkState } from '../sinks/runner.js';
 
 type Row = SinkState & SinkLag;
 
-export function registerSinkGauges(registry: Registry, sinks: Sinks): (sink: string, kind: string, n: number) => void {
+export function registerSinkGauges(registry: Registry, sinks: Pick<Sinks, 'report'>): (sink: string, kind: string, n: number) => void {
   const labelNames = ['sink', 'kind'] as const;
   // One report a scrape for the four gauges (each reads the feed's lag).
   let cached: { at: number; rows: Row[] } | undefined;

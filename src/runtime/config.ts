@@ -451,11 +451,11 @@ export const SETTINGS = {
     positiveInt(300, 30 * 86_400),
     'delivery further behind than this (the oldest undelivered event) makes status exit 1',
   ),
-  // Sinks (src/sinks, docs/sinks.md): a JSON file of Redis Streams and JetStream destinations of the change feed.
+  // Sinks (src/sinks, docs/sinks.md): a JSON file of Redis Streams, JetStream and webhook destinations of the change feed.
   SINKS_FILE: setting(
     'feed',
     z.string().min(1).optional(),
-    'a JSON file of sinks: the change feed delivered to Redis Streams and NATS JetStream (docs/sinks.md); unset: none',
+    'a JSON file of sinks: the change feed delivered to Redis Streams, NATS JetStream and webhook endpoints (docs/sinks.md); unset: none',
   ),
   // --- Backups
   // Scheduled backups (`user-mirror backup`, docs/backup.md): the folder (unset: none), when (UTC), how many of each file kept.

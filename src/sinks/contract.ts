@@ -1,6 +1,7 @@
 /**
  * The sink contract: what every kind of destination (Redis Streams, NATS
- * JetStream; webhooks through jobs/webhooks) offers the one runner
+ * JetStream; webhooks are delivered through their BullMQ queues, jobs/webhooks,
+ * src/daemon/change-delivery.ts, with the same filter and policy) offers the one runner
  * (./runner.ts), and the pure decisions around it: which events a sink's
  * filter admits, and the event as it leaves (its field policy applied).
  *
@@ -13,7 +14,7 @@ import type { ChangeEventType } from '../../db/change-event.js';
 import type { FeedEvent } from '../../db/change-feed.js';
 import type { FieldPolicy } from './field-policy.js';
 
-export const SINK_KINDS = ['redis_stream', 'jetstream'] as const;
+export const SINK_KINDS = ['redis_stream', 'jetstream', 'webhook'] as const;
 export type SinkKind = (typeof SINK_KINDS)[number];
 
 /** The last event a destination holds. */

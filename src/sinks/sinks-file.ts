@@ -121,7 +121,27 @@ const jetstream = z.strictObject({
   max_age_days: z.number().positive().optional(),
 });
 
-const SinkSchema = z.discriminatedUnion('kind', [redisStream, jetstream], { error: 'kind must be "redis_stream" or "jetstream"' });
+/**
+ * A webhook endpoint: today's Standard Webhooks delivery (jobs/WEBHOOKS.md), one BullMQ queue per sink.
+ * The URL carries no credentials (a token goes in the query string, or the receiver checks the signature);
+ * the signing secret comes by reference, `whsec_` + base64, as WEBHOOK_SECRET.
+ */
+const webhook = z.strictObject({
+  ...common,
+  kind: z.literal('webhook'),
+  webhook: z.strictObject({
+    url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).refine((u) => {
+      const parsed = new URL(u);
+      return parsed.username === '' && parsed.password === '';
+    }, 'must not carry credentials (user:password@): the receiver checks the signature'),
+    secret: secretRef,
+    tls: tlsFiles.optional(),
+  }),
+});
+
+const SinkSchema = z.discriminatedUnion('kind', [redisStream, jetstream, webhook], {
+  error: 'kind must be "redis_stream", "jetstream" or "webhook"',
+});
 
 export const SinksFileSchema = z.strictObject({ sinks: z.array(SinkSchema) }).superRefine((file, ctx) => {
   const seen = new Set<string>();
@@ -163,7 +183,15 @@ export interface JetStreamSink extends SinkBase {
   replicas: number;
   maxAgeMs: number | undefined;
 }
-export type SinkSettings = RedisStreamSink | JetStreamSink;
+export interface WebhookSink extends SinkBase {
+  kind: 'webhook';
+  /** As configured (a query string may carry the receiver's routing); logs show only the canonical URL. */
+  url: string;
+  /** `whsec_…`, read from its file or credential. */
+  secret: string;
+  tls: TlsMaterial | undefined;
+}
+export type SinkSettings = RedisStreamSink | JetStreamSink | WebhookSink;
 
 /**
  * The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it.
@@ -217,23 +245,23 @@ export function parseSinks(
       if (!r.ok) problems.push(`${at}.${field}: ${r.problem}`);
       return r.ok ? r.value : undefined;
     };
-    const tls = (t: z.output<typeof tlsFiles> | undefined): TlsMaterial | undefined => {
+    const tls = (t: z.output<typeof tlsFiles> | undefined, field = 'tls'): TlsMaterial | undefined => {
       if (t === undefined) return undefined;
       const out: TlsMaterial = {};
-      for (const [field, holding, key] of [
+      for (const [name, holding, key] of [
         ['ca_file', 'CERTIFICATE', 'ca'],
         ['cert_file', 'CERTIFICATE', 'cert'],
       ] as const) {
-        const p = t[field];
+        const p = t[name];
         if (p === undefined) continue;
         const r = pemFile(holding).safeParse(p);
         if (r.success) out[key] = r.data;
-        else problems.push(`${at}.tls.${field}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
+        else problems.push(`${at}.${field}.${name}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
       }
       if (t.key_file !== undefined) {
-        const key = secret('tls.key_file', { file: t.key_file });
+        const key = secret(`${field}.key_file`, { file: t.key_file });
         if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key))
-          problems.push(`${at}.tls.key_file: must be a PEM private key`);
+          problems.push(`${at}.${field}.key_file: must be a PEM private key`);
         else if (key !== undefined) out.key = key;
       }
       if (t.servername !== undefined) out.servername = t.servername;
@@ -267,6 +295,13 @@ export function parseSinks(
             : { minidBehind: s.retention.minid_behind };
       if (policy !== undefined)
         out.push({ ...base, kind: 'redis_stream', policy, endpoint, stream: s.stream, retention, allowVolatile: s.allow_volatile });
+    } else if (s.kind === 'webhook') {
+      const key = secret('webhook.secret', s.webhook.secret);
+      if (key !== undefined && !WEBHOOK_SECRET_SHAPE.test(key))
+        problems.push(`${at}.webhook.secret: must be whsec_ followed by base64 (make one with 'user-mirror webhooks new-secret')`);
+      const material = tls(s.webhook.tls, 'webhook.tls');
+      if (policy !== undefined && key !== undefined)
+        out.push({ ...base, kind: 'webhook', policy, url: s.webhook.url, secret: key, tls: material });
     } else {
       const auth: JetStreamSink['auth'] = {};
       if (s.user !== undefined) auth.user = s.user;
@@ -317,6 +352,13 @@ function clearTextProblems(s: z.output<typeof SinksFileSchema>['sinks'][number])
       for (const n of r.cluster_nodes ?? []) beyond(n.host, 'redis.cluster_nodes');
       for (const n of r.sentinels ?? []) beyond(n.host, 'redis.sentinels');
     }
+  } else if (s.kind === 'webhook') {
+    const u = new URL(s.webhook.url);
+    if (u.protocol === 'http:' && !isLoopbackHost(u.hostname))
+      out.push([
+        'webhook.url',
+        `${u.hostname} is beyond this host and would get events in clear over http:; use https:, or ${TLS_PROXY_SETTING}=1 when a TLS proxy carries it`,
+      ]);
   } else if (s.tls === undefined) {
     for (const server of s.servers) if (server.startsWith('nats:')) beyond(new URL(server).hostname, 'servers');
   }
@@ -346,6 +388,9 @@ function redisEndpoint(
   if (r.cluster_nodes !== undefined) return { mode: 'cluster', nodes: r.cluster_nodes, auth };
   return { mode: 'sentinel', sentinels: r.sentinels ?? [], name: r.sentinel_name ?? '', sentinelPassword, auth };
 }
+
+/** WEBHOOK_SECRET's shape: `whsec_` and the key in base64 (jobs/webhooks/signature.ts). */
+const WEBHOOK_SECRET_SHAPE = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
 type Read = { ok: true; value: string } | { ok: false; problem: string };
 

@@ -28,6 +28,8 @@ export interface Received {
   signed: { 'webhook-id': string; 'webhook-timestamp': string; 'webhook-signature': string };
   /** docs/changes.md's verifyWebhook's verdict, with the content type checked too. */
   verified: boolean;
+  /** The `webhook-policy` header (a webhook sink's field policy), or undefined. */
+  policy?: string;
 }
 
 export interface Receiver {
@@ -80,7 +82,8 @@ export async function startReceiver(): Promise<Receiver> {
     const answer = receiver.answer({ id, body, n: receiver.requests.length });
     const header = (name: string) => String(req.headers[name] ?? '');
     const signed = { 'webhook-id': id, 'webhook-timestamp': header('webhook-timestamp'), 'webhook-signature': header('webhook-signature') };
-    receiver.requests.push({ id, body, signed, status: answer === 'destroy' ? 'destroyed' : answer.status, verified });
+    const policy = typeof req.headers['webhook-policy'] === 'string' ? req.headers['webhook-policy'] : undefined;
+    receiver.requests.push({ id, body, signed, status: answer === 'destroy' ? 'destroyed' : answer.status, verified, policy });
     if (answer === 'destroy') {
       req.socket.destroy();
       return;
