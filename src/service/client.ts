@@ -189,7 +189,7 @@ export class ServiceClient {
     const scan = scanRecordSpans(res.bytes);
     if (!scan.ok) throw new ResponseValidationError(`body is not valid JSON: ${scan.reason}`, 'GET', path);
     // The records are checked one by one later; here only that `users` is an array.
-    const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
+    const envelope = UserPageEnvelopeSchema.safeParse(scan.hasRecords ? { ...scan.members, users: [] } : scan.members);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
     const source = sourceFreshnessOf(res.headers);

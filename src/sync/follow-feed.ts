@@ -32,7 +32,6 @@ import { readEvent } from '../../db/change-event.js';
 
 /** Events per feed request: the replica's largest page. */
 const FEED_LIMIT = CHANGES_MAX_LIMIT;
-const EVENTS_OPEN = Buffer.from('{"events":[');
 const USERS_OPEN = Buffer.from('{"users":[');
 
 export interface FollowOptions {
@@ -128,13 +127,12 @@ async function fold(o: FollowOptions, first: FeedBytes, after: number): Promise<
   let events = 0;
   for (;;) {
     if (page.gone) return { fallback: `the leader's feed dropped events after cursor ${after} while it was read` };
-    if (!page.body.subarray(0, EVENTS_OPEN.length).equals(EVENTS_OPEN)) throw new Error('the leader\'s feed page is not {"events": [...]}');
-    const scan = scanRecordSpans(Buffer.concat([USERS_OPEN, page.body.subarray(EVENTS_OPEN.length)]));
+    // The page's events, each cut out as its bytes, walked as the listing's records are.
+    const scan = scanRecordSpans(page.body, 'events');
     if (!scan.ok) throw new Error(`the leader's feed page is not valid JSON: ${scan.reason}`);
-    const shift = USERS_OPEN.length - EVENTS_OPEN.length;
+    if (!scan.hasRecords) throw new Error('the leader\'s feed page is not {"events": [...], "next": N}');
     for (const span of scan.spans) {
-      const bytes = page.body.subarray(span.start - shift, span.end - shift);
-      const why = applyEvent(changes, bytes);
+      const why = applyEvent(changes, page.body.subarray(span.start, span.end));
       if (why !== undefined) return { fallback: why };
       events++;
     }
