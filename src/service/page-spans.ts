@@ -79,7 +79,7 @@ function scanEnvelope(b: Buffer, records: string): SpanScan {
       const key = JSON.parse(b.toString('utf8', i, keyEnd + 1)) as string;
       i = skipWs(b, expect(b, skipWs(b, keyEnd + 1), COLON));
       if (key === records && b[i] === OPEN_ARRAY) {
-        // A repeated `users` member: JSON.parse keeps the last one.
+        // A repeated records member: JSON.parse keeps the last one.
         spans.length = 0;
         hasRecords = true;
         i = scanUsers(b, i, spans);
