@@ -166,7 +166,7 @@ function objectOrEmpty(raw: string | null): Record<string, unknown> {
   if (raw === null) return {};
   try {
     const v: unknown = JSON.parse(raw);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+    return isObject(v) ? v : {};
   } catch {
     return {};
   }
@@ -195,4 +195,113 @@ function slugOf(descriptor: unknown): string | undefined {
 /** The stored body: the envelope around `data`, with the id the cursor makes. */
 export function envelope(epoch: string, cursor: number, type: ChangeEventType, at: string, runId: number | null, data: string): string {
   return `{"id":"evt_${epoch}_${cursor}","cursor":${cursor},"type":"${type}","timestamp":"${at}","run_id":${runId ?? 'null'},"data":${data}}`;
+}
+
+/**
+ * A stored event as read back from its bytes by whoever receives them (a follower, from its leader's feed
+ * pages: src/sync/follow-feed.ts): the type, the cursor, the user, and the record as the exact bytes
+ * `envelope` and describeChange embedded, never re-serialised.
+ */
+export type ReadEvent =
+  | { type: 'user.created' | 'user.updated' | 'user.restored'; cursor: number; userId: string; record: Buffer }
+  | { type: 'user.deleted'; cursor: number; userId: string; record: null }
+  | { type: 'mirror.baseline' | 'mirror.restored'; cursor: number };
+
+/**
+ * The reader of what `envelope` writes. The whole event is parsed (it must be valid JSON), and the
+ * record's bytes are found by walking the event's members and then data's (`data.user`), whatever their
+ * order or spacing and whatever the strings around them hold: no search for a byte pattern, which a
+ * record, an id or an update's `previous` could hold too. Throws an Error saying what is wrong.
+ */
+export function readEvent(body: Buffer): ReadEvent {
+  let event: unknown;
+  try {
+    event = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new Error(`the event is not valid JSON: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  if (!isObject(event)) throw new Error('the event is not a JSON object');
+  const { type, cursor, data } = event;
+  if (!CHANGE_EVENT_TYPES.some((t) => t === type)) throw new Error(`unknown event type ${JSON.stringify(type) ?? 'undefined'}`);
+  const known = type as ChangeEventType;
+  if (typeof cursor !== 'number' || !Number.isInteger(cursor)) throw new Error(`a ${known} event has no integer cursor`);
+  if (known === 'mirror.baseline' || known === 'mirror.restored') return { type: known, cursor };
+  const userId = isObject(data) ? data['user_id'] : undefined;
+  if (typeof userId !== 'string') throw new Error(`a ${known} event names no user_id`);
+  if (known === 'user.deleted') return { type: known, cursor, userId, record: null };
+  const at = memberAt(body, memberAt(body, { start: 0, end: body.length }, 'data'), 'user');
+  const record = body.subarray(at.start, at.end);
+  const parsed: unknown = JSON.parse(record.toString('utf8'));
+  if (!isObject(parsed) || parsed['user_id'] !== userId) throw new Error(`the record in the event of user ${userId} names another user`);
+  return { type: known, cursor, userId, record };
+}
+
+/** A value's bytes: [start, end). */
+interface ByteRange {
+  start: number;
+  end: number;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The bytes of member `name`'s value in the object that `within` holds (valid JSON: readEvent parsed it
+ * first), the last one if repeated, as JSON.parse keeps.
+ */
+function memberAt(b: Buffer, within: ByteRange, name: string): ByteRange {
+  let found: ByteRange | undefined;
+  let i = skipSpace(b, within.start);
+  if (b[i] !== 0x7b) throw new Error(`the event's member holding "${name}" is not an object`);
+  i = skipSpace(b, i + 1);
+  while (i < within.end && b[i] === QUOTE) {
+    const keyEnd = stringEnd(b, i);
+    const key = JSON.parse(b.toString('utf8', i, keyEnd)) as string;
+    const start = skipSpace(b, skipSpace(b, keyEnd) + 1);
+    const end = valueEnd(b, start);
+    if (key === name) found = { start, end };
+    i = skipSpace(b, end);
+    if (b[i] === 0x2c) i = skipSpace(b, i + 1);
+  }
+  if (found === undefined) throw new Error(`the event has no "${name}"`);
+  return found;
+}
+
+/** Just past the string whose opening quote is at `open`. */
+function stringEnd(b: Buffer, open: number): number {
+  for (let i = open + 1; i < b.length; i++) {
+    if (b[i] === BACKSLASH) i++;
+    else if (b[i] === QUOTE) return i + 1;
+  }
+  return b.length;
+}
+
+/** Just past the JSON value starting at `i`: a string, an object or array (by depth, strings skipped), or a literal. */
+function valueEnd(b: Buffer, i: number): number {
+  const c = b[i];
+  if (c === QUOTE) return stringEnd(b, i);
+  let depth = 0;
+  for (let j = i; j < b.length; j++) {
+    const d = b[j];
+    if (d === QUOTE) j = stringEnd(b, j) - 1;
+    else if (d === 0x7b || d === 0x5b) depth++;
+    else if (d === 0x7d || d === 0x5d) {
+      if (depth === 0) return j;
+      if (--depth === 0) return j + 1;
+    } else if (depth === 0 && (d === 0x2c || isSpace(d))) return j;
+  }
+  return b.length;
+}
+
+function skipSpace(b: Buffer, i: number): number {
+  while (i < b.length && isSpace(b[i])) i++;
+  return i;
+}
+
+function isSpace(c: number | undefined): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -238,7 +238,20 @@ describe('scanRecordSpans', () => {
     expect(scan.spans.map((s) => JSON.parse(body.toString('utf8', s.start, s.end)) as unknown)).toEqual(records);
     expect(scan.spans.map((s) => s.userId)).toEqual(['a', undefined, undefined, 'é-1', undefined]);
     expect(scan.members).toEqual({ total: 5, extra: { a: [1] } });
-    expect(scan.hasUsers).toBe(true);
+    expect(scan.hasRecords).toBe(true);
+  });
+
+  it("cuts a leader's feed page into its events by the member named, `next` a member beside them", () => {
+    const events = [{ type: 'user.created', data: { user: { user_id: 'a', s: '"events":[' } } }, { type: 'mirror.baseline' }];
+    const body = Buffer.from(`{ "events" : [${events.map((e) => JSON.stringify(e)).join(',')}] , "next": 12}`);
+    const scan = scanRecordSpans(body, 'events');
+    if (!scan.ok) throw new Error(scan.reason);
+    expect(scan.spans.map((s) => JSON.parse(body.toString('utf8', s.start, s.end)) as unknown)).toEqual(events);
+    expect(scan.members).toEqual({ next: 12 });
+    expect(scan.hasRecords).toBe(true);
+    // Read as a list page, the same body holds no records.
+    const asList = scanRecordSpans(body);
+    expect(asList.ok && asList.hasRecords).toBe(false);
   });
 
   it('refuses a body that is not one JSON object with comma-separated members and records', () => {

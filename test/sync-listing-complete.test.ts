@@ -202,7 +202,13 @@ describe('a follower', () => {
     const client = new ServiceClient({ baseUrl: proxy.url, apiKey: leader.apiKey, apiKeyHeader: SDK_KEY_HEADER, connections: 4 });
     try {
       expect(await leader.sync.sync()).toMatchObject({ status: 'succeeded', usersSeen: USERS });
-      const run = await runSync({ client, writer: sqliteRunWriter(db), backoff: FAST_BACKOFF, pageRetryBudgetMs: 0, follow: {} });
+      const run = await runSync({
+        client,
+        writer: sqliteRunWriter(db),
+        backoff: FAST_BACKOFF,
+        pageRetryBudgetMs: 0,
+        follow: { feed: client },
+      });
       expect(run).toMatchObject({ status: 'partial', usersSeen: 1_500, deleted: 0, rereadPages: 1 + PASS });
       expect(run.reason).toMatch(/^listing incomplete: 1,500 distinct users of 2,000 listed/);
       const s = await runCli(['status'], { MIRROR_DB: join(dir, 'follower.db'), REDIS_URL: 'redis://127.0.0.1:1' }, 30_000);

@@ -10,6 +10,7 @@ import { failedItems, parseListQuery, queryInt, validationErrorBody, type Valida
 import { clipEchoed } from '../runtime/echo-id.js';
 import type { LineageFreshness } from '../../db/lineage-freshness.js';
 import { SOURCE_HEADERS } from '../service/source-freshness.js';
+import { CHANGES_DEFAULT_LIMIT, CHANGES_MAX_LIMIT } from '../service/change-feed-route.js';
 
 export interface Answer {
   status: number;
@@ -55,11 +56,6 @@ export function pageAnswer(page: PageAnswer, offset: number, limit: number, verd
   parts.push(Buffer.from(`],"total":${page.total},"offset":${offset},"limit":${limit}}`));
   return { status: 200, body: Buffer.concat(parts), headers: verdict.headers };
 }
-
-/** The feed's path, outside the service's own /v2/ namespace. */
-export const CHANGES_PATH = '/mirror/v1/changes';
-export const CHANGES_DEFAULT_LIMIT = 100;
-export const CHANGES_MAX_LIMIT = 1_000;
 
 /** A valid `after` (undefined: from the oldest held) and `limit`, or the 422 answer. */
 export function changesQueryOrAnswer(query: string): { after: number | undefined; limit: number } | Answer {

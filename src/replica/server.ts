@@ -22,9 +22,9 @@ import { logError } from '../runtime/log-error.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { decodeSegment } from '../service/path-segment.js';
 import { keyDigest, offeredKeyMatches } from '../service/server-wire.js';
+import { CHANGES_PATH } from '../service/change-feed-route.js';
 import {
   type Answer,
-  CHANGES_PATH,
   changesAnswer,
   changesQueryOrAnswer,
   detail,

@@ -29,6 +29,7 @@ import { settleWithin, startDeadline } from '../runtime/deadline.js';
 import { transportError } from './transport-error.js';
 import { pageQuery, requireId } from './request-params.js';
 import { sourceFreshnessOf, type SourceFreshness } from './source-freshness.js';
+import { CHANGES_PATH } from './change-feed-route.js';
 import { encodePathSegment } from './path-segment.js';
 import { parseRetryAfter } from './retry.js';
 import { parseUser, type ReceivedUser } from './user-record.js';
@@ -188,7 +189,7 @@ export class ServiceClient {
     const scan = scanRecordSpans(res.bytes);
     if (!scan.ok) throw new ResponseValidationError(`body is not valid JSON: ${scan.reason}`, 'GET', path);
     // The records are checked one by one later; here only that `users` is an array.
-    const envelope = UserPageEnvelopeSchema.safeParse(scan.hasUsers ? { ...scan.members, users: [] } : scan.members);
+    const envelope = UserPageEnvelopeSchema.safeParse(scan.hasRecords ? { ...scan.members, users: [] } : scan.members);
     if (!envelope.success) throw new ResponseValidationError(formatIssues(envelope.error.issues), 'GET', path);
     const { users: _users, total, offset, limit, ...rest } = envelope.data;
     const source = sourceFreshnessOf(res.headers);
@@ -197,11 +198,11 @@ export class ServiceClient {
   }
 
   /**
-   * One page of a leader mirror's change feed (src/replica, GET /mirror/v1/changes), as bytes with its
+   * One page of a leader mirror's change feed (src/replica, GET CHANGES_PATH), as bytes with its
    * freshness: what a follower tails (src/sync/follow-feed.ts). A 410 (cursor gone) is a result.
    */
   async leaderFeedPage(after: number, limit: number, signal?: AbortSignal): Promise<FeedBytes> {
-    const route = '/mirror/v1/changes';
+    const route = CHANGES_PATH;
     const path = `${route}?after=${Math.max(0, Math.floor(after))}&limit=${Math.floor(limit)}`;
     const res = await this.sendBytes(this.teamTarget('GET', route), 'GET', route, path, signal, pageBound(this.options.maxBodyBytes));
     if (res.status !== 200 && res.status !== 410) throw this.httpError(asJson(res, 'GET', route), 'GET', route);

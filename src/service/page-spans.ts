@@ -38,7 +38,7 @@ export interface RecordSpan {
 }
 
 export type SpanScan =
-  { ok: true; spans: RecordSpan[]; members: Record<string, unknown>; hasUsers: boolean } | { ok: false; reason: string };
+  { ok: true; spans: RecordSpan[]; members: Record<string, unknown>; hasRecords: boolean } | { ok: false; reason: string };
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -51,20 +51,25 @@ const COLON = 0x3a;
 
 class Malformed extends Error {}
 
-export function scanRecordSpans(body: Buffer): SpanScan {
+/**
+ * `records`: the member holding the array of records, `users` on a list page; a follower reads its
+ * leader's feed pages (`{"events": [...], "next": N}`, src/sync/follow-feed.ts) with `events`.
+ * `hasRecords` then says whether that member is an array.
+ */
+export function scanRecordSpans(body: Buffer, records = 'users'): SpanScan {
   try {
-    return scanEnvelope(body);
+    return scanEnvelope(body, records);
   } catch (err) {
     if (err instanceof Malformed || err instanceof SyntaxError) return { ok: false, reason: err.message };
     throw err;
   }
 }
 
-function scanEnvelope(b: Buffer): SpanScan {
+function scanEnvelope(b: Buffer, records: string): SpanScan {
   let i = expect(b, skipWs(b, 0), OPEN_OBJECT);
   const members: Record<string, unknown> = {};
   const spans: RecordSpan[] = [];
-  let hasUsers = false;
+  let hasRecords = false;
   i = skipWs(b, i);
   if (b[i] === CLOSE_OBJECT) i++;
   else {
@@ -73,15 +78,15 @@ function scanEnvelope(b: Buffer): SpanScan {
       const keyEnd = stringEnd(b, i);
       const key = JSON.parse(b.toString('utf8', i, keyEnd + 1)) as string;
       i = skipWs(b, expect(b, skipWs(b, keyEnd + 1), COLON));
-      if (key === 'users' && b[i] === OPEN_ARRAY) {
-        // A repeated `users` member: JSON.parse keeps the last one.
+      if (key === records && b[i] === OPEN_ARRAY) {
+        // A repeated records member: JSON.parse keeps the last one.
         spans.length = 0;
-        hasUsers = true;
+        hasRecords = true;
         i = scanUsers(b, i, spans);
       } else {
         const end = valueEnd(b, i);
         members[key] = JSON.parse(b.toString('utf8', i, end));
-        if (key === 'users') hasUsers = false;
+        if (key === records) hasRecords = false;
         i = end;
       }
       i = skipWs(b, i);
@@ -94,7 +99,7 @@ function scanEnvelope(b: Buffer): SpanScan {
     }
   }
   if (skipWs(b, i) !== b.length) throw new Malformed(`unexpected bytes after the page object at byte ${i}`);
-  return { ok: true, spans, members, hasUsers };
+  return { ok: true, spans, members, hasRecords };
 }
 
 /** `i` at `[`; pushes each element's span; returns the index after `]`. */

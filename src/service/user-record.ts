@@ -147,10 +147,11 @@ export type ParsedRecord =
   { ok: true; index: number; user: User; warnings: FieldWarning[] } | { ok: false; index: number; reason: string; raw: unknown };
 
 /**
- * Validates the records of one list page one by one, so that a single bad
- * record is reported with its path (`users[37].user_id`) instead of failing
- * the page. Only a record without a valid identity is bad; other fields that
- * break their rule become field warnings (./user-record.ts). Pure: no I/O.
+ * One record of a list page, the `index`-th: the sync calls it record by
+ * record (src/sync/page-decode.ts), so that a bad record is reported with
+ * its path (`users[37].user_id`) instead of failing the page. Only a record
+ * without a valid identity is bad; other fields that break their rule
+ * become field warnings (parseUser, above). Pure: no I/O.
  */
 export function parseUserRecord(raw: unknown, index: number): ParsedRecord {
   const parsed = parseUser(raw, `users[${index}]`);

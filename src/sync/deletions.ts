@@ -35,7 +35,7 @@
  */
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import type { ResolveResult } from '../service/client.js';
-import type { DirectorySource } from './scan.js';
+import type { DirectorySource } from './source.js';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions } from '../service/retry.js';
 import type { Logger } from 'pino';

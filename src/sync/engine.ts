@@ -49,9 +49,11 @@
  * run: a million users are 2,000 pages, 25 minutes even at 3 s a page with
  * SYNC_CONCURRENCY 4 (under 2 minutes against the local stand-in).
  *
- * This file holds the run's steps in their order; the scan is ./scan.ts,
- * the deletions ./deletions.ts, what the run logs of its scan ./run-log.ts,
- * and how it ends (its summary, row and last log line) ./run-summary.ts.
+ * This file holds the run's steps in their order; what it reads from is
+ * ./source.ts, the scan ./scan.ts, a follower's feed ./follow-feed.ts, the
+ * deletions ./deletions.ts, what the run logs of its scan ./run-log.ts, and
+ * how it ends (its summary, row and last log line) ./run-summary.ts, which
+ * is where the callers of runSync import SyncSummary from.
  */
 import type { RunWriter } from './run-writer.js';
 import type { RecordPage } from '../service/client.js';
@@ -60,20 +62,19 @@ import { silentLogger } from '../runtime/log.js';
 import { logError } from '../runtime/log-error.js';
 import { errorMessage } from '../runtime/errors.js';
 import { startDeadline } from '../runtime/deadline.js';
-import { type DirectorySource, Prefetch, prefetchOffsets, scanPass } from './scan.js';
+import { Prefetch, prefetchOffsets, scanPass } from './scan.js';
+import type { DirectorySource, FeedSource } from './source.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import { planDeletions, settleCandidates } from './deletions.js';
 import { ListingJudge } from './listing-check.js';
 import { checkLeader } from './leader-check.js';
-import { LeaderPin, pinnedSource, pinTeam, UNCONFIGURED_LEADER } from './leader-pin.js';
+import { LeaderPin, pinnedFeed, pinnedSource, pinTeam, UNCONFIGURED_LEADER } from './leader-pin.js';
 import { followFeed } from './follow-feed.js';
 import type { ProgressSnapshot } from './progress.js';
 import { logCollapsed, logConflicts, logListingMoved, logScan } from './run-log.js';
 import { finishFailed, finishPublished, partialReason, type SyncStatus, type SyncSummary } from './run-summary.js';
 import type { Logger } from 'pino';
 import { tracedPages, tracePublish } from './sync-spans.js';
-
-// The run's result, for the callers that import it with runSync (src/daemon, src/commands, bench/): its home is ./run-summary.ts.
 
 /** What runSync needs: the service, the mirror's writer, and the SYNC_* settings (unset: SYNC_DEFAULTS). */
 export interface SyncOptions {
@@ -101,7 +102,15 @@ export interface SyncOptions {
    * team (SYNC_FOLLOW_TEAM; unset: the mirror's own), ./leader-pin.ts. Unset: the client is the service, and an
    * answer from a mirror's replica is refused.
    */
-  follow?: { team?: string | undefined };
+  follow?: {
+    team?: string | undefined;
+    /**
+     * The leader's change feed, tailed after the last run's cursor instead of listing the whole leader
+     * (./follow-feed.ts); null: list it every run (bench:follow compares the two). Required, and apart from
+     * `client`: no wrapper of the client can drop it.
+     */
+    feed: FeedSource | null;
+  };
   /** Largest user record stored (SYNC_MAX_RECORD_BYTES). */
   maxRecordBytes?: number;
   backoff?: BackoffPolicy;
@@ -178,15 +187,16 @@ async function runUntil(
   const leaderMaxAgeMs = options.leaderMaxAgeMs ?? SYNC_DEFAULTS.leaderMaxAgeMs;
   let client = options.client;
   let pin: LeaderPin | undefined;
+  let feed: FeedSource | null = null;
   if (options.follow !== undefined) {
     const team = pinTeam(options.follow.team, writer.store.sources?.activeTeams() ?? []);
     if ('refused' in team) return finishFailed(writer, log, runId, started, undefined, team.refused, read);
     pin = new LeaderPin(team);
     client = pinnedSource(client, pin);
+    if (options.follow.feed !== null) feed = pinnedFeed(options.follow.feed, pin);
   }
-  const feed = pin === undefined ? undefined : client.leaderFeedPage?.bind(client);
-  if (pin !== undefined && feed !== undefined) {
-    const follow = { source: { leaderFeedPage: feed }, pin, writer, runId, retry, leaderMaxAgeMs, log, started };
+  if (pin !== undefined && feed !== null) {
+    const follow = { source: feed, pin, writer, runId, retry, leaderMaxAgeMs, log, started };
     try {
       const followed = await followFeed({ ...follow, maxRecordBytes: options.maxRecordBytes });
       if (followed !== undefined) return followed;

@@ -15,7 +15,8 @@ import {
   type AttemptFailure,
 } from './attempt-record.js';
 import type { ProgressSnapshot } from './progress.js';
-import { runSync, type SyncOptions } from './engine.js';
+import { runSync } from './engine.js';
+import type { DirectorySource, FeedSource } from './source.js';
 import { sqliteRunWriter } from './run-writer.js';
 import { withSyncLease, type LeasedOutcome } from '../../db/sync-lease.js';
 import { purgeChangeLog, purgeDeletedUsers, purgeHistory } from '../../db/purge.js';
@@ -28,7 +29,8 @@ export const SYNC_RUN_ENV = [...SERVICE_ENV, ...LEASED_SYNC_ENV, 'MIRROR_DB', 'L
 export interface LeasedSyncParams {
   config: Config<(typeof LEASED_SYNC_ENV)[number]>;
   db: Db;
-  client: SyncOptions['client'];
+  /** The service client: the directory, and with SYNC_FOLLOW_LEADER the leader's feed too (./source.ts). */
+  client: DirectorySource & FeedSource;
   logger: Logger;
   /** Overrides SYNC_CONCURRENCY (`sync --concurrency`). */
   concurrency?: number;
@@ -64,7 +66,7 @@ export function runLeasedSync(p: LeasedSyncParams): Promise<LeasedOutcome<SyncSu
         maxRecordBytes: p.config.SYNC_MAX_RECORD_BYTES,
         maxVerify: p.config.SYNC_MAX_VERIFY,
         leaderMaxAgeMs: p.config.SYNC_LEADER_MAX_AGE_MS,
-        ...(p.config.SYNC_FOLLOW_LEADER && { follow: { team: p.config.SYNC_FOLLOW_TEAM } }),
+        ...(p.config.SYNC_FOLLOW_LEADER && { follow: { team: p.config.SYNC_FOLLOW_TEAM, feed: p.client } }),
         verifyConcurrency: p.config.SYNC_VERIFY_CONCURRENCY,
         logger: p.logger,
         signal,

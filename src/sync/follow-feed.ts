@@ -18,26 +18,21 @@
  * (./leader-pin.ts), as the listing's are.
  */
 import type { FeedBytes } from '../service/client.js';
+import { CHANGES_MAX_LIMIT } from '../service/change-feed-route.js';
 import { scanRecordSpans } from '../service/page-spans.js';
 import { callWithRetries, type RetryOptions } from '../service/retry.js';
 import type { Logger } from 'pino';
 import type { RunWriter } from './run-writer.js';
+import type { FeedSource } from './source.js';
 import { checkLeader } from './leader-check.js';
 import type { LeaderPin } from './leader-pin.js';
 import { finishPublished, type SyncSummary } from './run-summary.js';
 import { NO_CANDIDATES } from '../../db/sync-runs.js';
+import { readEvent } from '../../db/change-event.js';
 
 /** Events per feed request: the replica's largest page. */
-const FEED_LIMIT = 1_000;
-const EVENTS_OPEN = Buffer.from('{"events":[');
+const FEED_LIMIT = CHANGES_MAX_LIMIT;
 const USERS_OPEN = Buffer.from('{"users":[');
-const USER_KEY = Buffer.from('"user":');
-const DATA_KEY = Buffer.from('"data":{');
-const CHANGED_FIELDS = Buffer.from(',"changed_fields":');
-
-export interface FeedSource {
-  leaderFeedPage(after: number, limit: number, signal?: AbortSignal): Promise<FeedBytes>;
-}
 
 export interface FollowOptions {
   source: FeedSource;
@@ -132,13 +127,12 @@ async function fold(o: FollowOptions, first: FeedBytes, after: number): Promise<
   let events = 0;
   for (;;) {
     if (page.gone) return { fallback: `the leader's feed dropped events after cursor ${after} while it was read` };
-    if (!page.body.subarray(0, EVENTS_OPEN.length).equals(EVENTS_OPEN)) throw new Error('the leader\'s feed page is not {"events": [...]}');
-    const scan = scanRecordSpans(Buffer.concat([USERS_OPEN, page.body.subarray(EVENTS_OPEN.length)]));
+    // The page's events, each cut out as its bytes, walked as the listing's records are.
+    const scan = scanRecordSpans(page.body, 'events');
     if (!scan.ok) throw new Error(`the leader's feed page is not valid JSON: ${scan.reason}`);
-    const shift = USERS_OPEN.length - EVENTS_OPEN.length;
+    if (!scan.hasRecords) throw new Error('the leader\'s feed page is not {"events": [...], "next": N}');
     for (const span of scan.spans) {
-      const bytes = page.body.subarray(span.start - shift, span.end - shift);
-      const why = applyEvent(changes, bytes);
+      const why = applyEvent(changes, page.body.subarray(span.start, span.end));
       if (why !== undefined) return { fallback: why };
       events++;
     }
@@ -151,35 +145,11 @@ async function fold(o: FollowOptions, first: FeedBytes, after: number): Promise<
   }
 }
 
-/** One event into the fold; a reason to list the leader instead, for a mirror-wide event. */
+/** One event into the fold (db/change-event.ts reads it, beside where it is written); a reason to list the leader instead, for a mirror-wide event. */
 function applyEvent(changes: Map<string, Buffer | null>, bytes: Buffer): string | undefined {
-  const event = JSON.parse(bytes.toString('utf8')) as { type?: unknown; cursor?: unknown; data?: { user_id?: unknown } };
-  const type = event.type;
-  if (type === 'mirror.restored' || type === 'mirror.baseline')
-    return `the leader's feed holds a ${type} event (cursor ${String(event.cursor)})`;
-  const userId = event.data?.user_id;
-  if (typeof userId !== 'string') throw new Error(`a ${String(type)} event of the leader's feed names no user_id`);
-  if (type === 'user.deleted') {
-    changes.set(userId, null);
-    return undefined;
-  }
-  if (type !== 'user.created' && type !== 'user.updated' && type !== 'user.restored') throw new Error(`unknown event type ${String(type)}`);
-  changes.set(userId, recordBytes(bytes, type === 'user.updated', userId));
+  const event = readEvent(bytes);
+  // A mirror-wide event: the users' state cannot be folded from the feed across it.
+  if (!('userId' in event)) return `the leader's feed holds a ${event.type} event (cursor ${event.cursor})`;
+  changes.set(event.userId, event.record);
   return undefined;
-}
-
-/**
- * The user record inside an event, as the bytes the leader holds (db/change-event.ts writes the
- * envelope): after `"data":{` the ids are strings, so the first `"user":` is data's; the record ends
- * before the envelope's `}}`, or before `,"changed_fields":` of an update (only arrays of strings follow).
- */
-function recordBytes(event: Buffer, updated: boolean, userId: string): Buffer {
-  const data = event.indexOf(DATA_KEY);
-  const key = data < 0 ? -1 : event.indexOf(USER_KEY, data + DATA_KEY.length);
-  const end = updated ? event.lastIndexOf(CHANGED_FIELDS) : event.length - 2;
-  if (key < 0 || end <= key) throw new Error(`cannot find the record of user ${userId} in its event`);
-  const raw = event.subarray(key + USER_KEY.length, end);
-  const parsed = JSON.parse(raw.toString('utf8')) as { user_id?: unknown } | null;
-  if (parsed?.user_id !== userId) throw new Error(`the record in the event of user ${userId} names another user`);
-  return raw;
 }

@@ -26,7 +26,7 @@
 import { LeaderUntrusted, type SourceFreshness } from '../service/source-freshness.js';
 import type { RecordSpan } from '../service/page-spans.js';
 import type { ResolveResult } from '../service/client.js';
-import type { DirectorySource } from './scan.js';
+import type { DirectorySource, FeedSource } from './source.js';
 
 const NOTHING = 'nothing published, nothing deleted';
 
@@ -145,7 +145,6 @@ function parsedTeam(body: Buffer, span: RecordSpan): string | undefined {
 
 /** `source`, every answer of it checked against `pin` before the run uses it. */
 export function pinnedSource(source: DirectorySource, pin: LeaderPin): DirectorySource {
-  const feed = source.leaderFeedPage?.bind(source);
   return {
     async listUserRecords(params, signal) {
       const page = await source.listUserRecords(params, signal);
@@ -160,12 +159,16 @@ export function pinnedSource(source: DirectorySource, pin: LeaderPin): Directory
       pin.checkResolve(`a deletion check's resolve (${result.found ? 'found' : '404'})`, result);
       return result;
     },
-    ...(feed && {
-      async leaderFeedPage(after: number, limit: number, signal?: AbortSignal) {
-        const page = await feed(after, limit, signal);
-        pin.check(`the feed page after cursor ${after}`, page.source);
-        return page;
-      },
-    }),
+  };
+}
+
+/** The leader's feed, every page's leader checked against `pin` (its records are checked by the fold, ./follow-feed.ts). */
+export function pinnedFeed(feed: FeedSource, pin: LeaderPin): FeedSource {
+  return {
+    async leaderFeedPage(after, limit, signal) {
+      const page = await feed.leaderFeedPage(after, limit, signal);
+      pin.check(`the feed page after cursor ${after}`, page.source);
+      return page;
+    },
   };
 }

@@ -16,10 +16,10 @@
  * A page refused with 401/403 is not such a failure: the key is refused, so
  * every page would be. It stops the pass and is rethrown (see retry.ts).
  */
-import type { FeedSource } from './follow-feed.js';
 import type { RunWriter } from './run-writer.js';
 import { callWithRetries, refusalOf, type RetryOptions, shareSignal } from '../service/retry.js';
-import type { PageParams, RecordPage, ResolveResult } from '../service/client.js';
+import type { RecordPage } from '../service/client.js';
+import type { DirectorySource } from './source.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 
 export type PageStager = Pick<RunWriter, 'stagePage'>;
@@ -381,16 +381,4 @@ export class PagePlan {
 /** Pages needed to cover `total` users, counting the first; at least one (offset 0 is always read). */
 export function pagesFor(total: number, limit: number = MAX_PAGE_LIMIT): number {
   return Math.max(1, Math.ceil(Math.max(0, total) / limit));
-}
-
-/**
- * What the sync needs from the service: list pages, and resolve one user to
- * check a deletion candidate. ServiceClient satisfies it; naming the two
- * methods keeps the engine testable against anything that speaks them.
- */
-export interface DirectorySource {
-  listUserRecords(params: PageParams, signal?: AbortSignal): Promise<RecordPage>;
-  resolveUser(clientUserId: string, signal?: AbortSignal): Promise<ResolveResult>;
-  /** A leader mirror's change feed, for a follower's incremental run (./follow-feed.ts); absent: always list. */
-  leaderFeedPage?: FeedSource['leaderFeedPage'];
 }

@@ -11,7 +11,7 @@
  */
 import { traceCarrier, withSpan, withSpanSync } from '../runtime/tracing.js';
 import { HttpError } from '../service/errors.js';
-import type { DirectorySource } from './scan.js';
+import type { DirectorySource } from './source.js';
 import type { SyncSummary } from './run-summary.js';
 
 /** The child's environment variable holding the daemon's trace carrier (validated before use, ignored if bad). */
@@ -61,8 +61,6 @@ export function tracedPages(source: DirectorySource): DirectorySource {
         },
       ),
     resolveUser: (clientUserId, signal) => source.resolveUser(clientUserId, signal),
-    // A follower's feed reads stay the source's own: a wrapper that dropped them would make every run list the leader.
-    ...(source.leaderFeedPage === undefined ? {} : { leaderFeedPage: source.leaderFeedPage.bind(source) }),
   };
 }
 

@@ -8,7 +8,7 @@ import { scanRecordSpans } from '../../src/service/page-spans.js';
 import { parseUserRecord } from '../../src/service/user-record.js';
 import { NetworkError } from '../../src/service/errors.js';
 import type { PageParams, RecordPage, ResolveResult } from '../../src/service/client.js';
-import type { DirectorySource } from '../../src/sync/scan.js';
+import type { DirectorySource } from '../../src/sync/source.js';
 import type { WireRecord } from './mirror-fixtures.js';
 
 export class MemoryDirectory implements DirectorySource {
