@@ -23,7 +23,7 @@ import { z } from 'zod';
 import { parseCommandArgs, UsageError } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { errorMessage } from '../runtime/errors.js';
-import { copyDatabase, type CopyFacts } from '../../db/backup.js';
+import { copyDatabase, removeStalePartials, type CopyFacts } from '../../db/backup.js';
 import { auditPathOf } from '../../db/audit-location.js';
 import { createPrivateFile } from '../../db/file-modes.js';
 import { openMirror } from '../../db/open.js';
@@ -103,6 +103,8 @@ export function backupIntoFolder(dir: string, mirrorPath: string, auditPath: str
   let record: LastBackup;
   try {
     ensureFolder(dir);
+    // A killed attempt's copy in the making is nobody's once its process is gone.
+    for (const path of removeStalePartials(dir)) process.stderr.write(`removed ${path}: left by a backup that did not finish\n`);
     reserveLastBackup(dir);
     const mirror = copyOne('mirror', mirrorPath, join(dir, backupName('mirror', at)));
     const audit = existsSync(auditPath) ? copyOne('audit', auditPath, join(dir, backupName('audit', at))) : undefined;
