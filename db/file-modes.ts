@@ -10,7 +10,7 @@
  * The policy is process-wide, like the umask: the CLI sets it once at start
  * (src/runtime/file-policy.ts); library users get the private default.
  */
-import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, mkdirSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 export interface FilePolicy {
@@ -68,6 +68,30 @@ export function createPrivateFile(path: string, p: FilePolicy = policy): void {
     fchmodSync(fd, p.fileMode);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * Copies `source`'s bytes into `dest`, a file createPrivateFile made,
+ * which keeps its mode. Not copyFileSync: it gives the destination the
+ * source's mode before the first byte is copied, so a backup made `0644`
+ * (`sqlite3 .backup` under umask 022) became a copy of every end user
+ * that other accounts could read for as long as it was copied and checked,
+ * and after, when the copying process was killed.
+ */
+export function copyIntoPrivateFile(source: string, dest: string): void {
+  const from = openSync(source, 'r');
+  try {
+    const to = openSync(dest, 'w');
+    try {
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (let n = readSync(from, buf, 0, buf.length, null); n > 0; n = readSync(from, buf, 0, buf.length, null))
+        for (let done = 0; done < n; ) done += writeSync(to, buf, done, n - done);
+    } finally {
+      closeSync(to);
+    }
+  } finally {
+    closeSync(from);
   }
 }
 

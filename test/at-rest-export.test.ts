@@ -78,6 +78,39 @@ async function cli(args: string[], extra: Record<string, string> = {}): Promise<
   return res.stderr;
 }
 
+// First: the daemon makes the audit, which the backups after it copy too.
+describe('the daemon on its schedules, under umask 022', () => {
+  beforeAll(() => {
+    process.umask(0o022);
+  });
+
+  it('a scheduled export and a scheduled backup into new folders are private', async () => {
+    const exportDir = join(dir, 'daemon', 'lake');
+    const backupDir = join(dir, 'daemon', 'backups');
+    const daemon = spawnDaemon(
+      envFor({
+        ALLOW_VOLATILE_REDIS: '1',
+        EXPORT_DIR: exportDir,
+        EXPORT_CRON: '*/2 * * * * *',
+        BACKUP_DIR: backupDir,
+        BACKUP_CRON: '*/2 * * * * *',
+      }),
+    );
+    try {
+      await daemon.ready;
+      await daemon.waitForLog((l) => l.event === 'export.done', 120_000, 'a scheduled export');
+      await daemon.waitForLog((l) => l.event === 'backup.done', 120_000, 'a scheduled backup');
+    } finally {
+      await daemon.stop('SIGTERM');
+    }
+    const root = join(dir, 'daemon');
+    expect(readdirSync(exportDir)).toContain('last-export.json');
+    expect(readdirSync(backupDir)).toContain('last-backup.json');
+    expect(readdirSync(backupDir).some((n) => /^audit-.*\.db$/.test(n))).toBe(true);
+    expect(modes(root)).toEqual(expected(root, 0o700));
+  }, 300_000);
+});
+
 for (const umask of [0o022, 0o002]) {
   describe(`under umask 0${umask.toString(8)}`, () => {
     const tag = `u${umask.toString(8)}`;
@@ -113,44 +146,13 @@ for (const umask of [0o022, 0o002]) {
       await cli(['backup', join(one, 'copy.db')]);
       await cli(['backup', join(one, 'audit-copy.db'), '--audit']);
 
-      expect(readdirSync(backups).filter((n) => /^mirror-.*\.db$/.test(n))).toHaveLength(2);
+      expect(readdirSync(backups).filter((n) => /^(mirror|audit)-.*\.db$/.test(n))).toHaveLength(4);
       expect(readdirSync(backups)).toContain('last-backup.json');
       expect(readdirSync(one).sort()).toEqual(['audit-copy.db', 'copy.db']);
       for (const root of [join(dir, tag, 'backups'), join(dir, tag, 'one')]) expect(modes(root)).toEqual(expected(root, 0o700));
     }, 300_000);
   });
 }
-
-describe('the daemon on its schedules, under umask 022', () => {
-  beforeAll(() => {
-    process.umask(0o022);
-  });
-
-  it('a scheduled export and a scheduled backup into new folders are private', async () => {
-    const exportDir = join(dir, 'daemon', 'lake');
-    const backupDir = join(dir, 'daemon', 'backups');
-    const daemon = spawnDaemon(
-      envFor({
-        ALLOW_VOLATILE_REDIS: '1',
-        EXPORT_DIR: exportDir,
-        EXPORT_CRON: '*/2 * * * * *',
-        BACKUP_DIR: backupDir,
-        BACKUP_CRON: '*/2 * * * * *',
-      }),
-    );
-    try {
-      await daemon.ready;
-      await daemon.waitForLog((l) => l.event === 'export.done', 120_000, 'a scheduled export');
-      await daemon.waitForLog((l) => l.event === 'backup.done', 120_000, 'a scheduled backup');
-    } finally {
-      await daemon.stop('SIGTERM');
-    }
-    const root = join(dir, 'daemon');
-    expect(readdirSync(exportDir)).toContain('last-export.json');
-    expect(readdirSync(backupDir)).toContain('last-backup.json');
-    expect(modes(root)).toEqual(expected(root, 0o700));
-  }, 300_000);
-});
 
 describe('MIRROR_GROUP, under umask 022', () => {
   const group = `umx${process.pid % 100_000}`;
@@ -179,6 +181,43 @@ describe('MIRROR_GROUP, under umask 022', () => {
     expect(modes(root).filter(([p]) => p !== '/')).toEqual(expected(root, 0o2750, (p) => (record(p) ? 0o600 : 0o640)).slice(1));
     for (const path of tree(root).slice(1)) expect([path, statSync(path).gid]).toEqual([path, gid]);
     expect(tree(root).filter((p) => p.endsWith('.parquet') || p.endsWith('.ndjson') || p.endsWith('.db')).length).toBeGreaterThan(8);
+  }, 300_000);
+});
+
+describe('restore from a backup readable by others, under umask 022', () => {
+  beforeAll(() => {
+    process.umask(0o022);
+  });
+
+  it('never makes the copy it checks beside the mirror, nor the restored mirror, readable by others', async () => {
+    const data = join(dir, 'restore', 'data');
+    const target = join(data, 'mirror.db');
+    await cli(['backup', target]);
+    // As `sqlite3 "$MIRROR_DB" ".backup x.db"` (docs/backup.md) makes it under umask 022.
+    const wide = join(dir, 'restore', 'wide-backup.db');
+    await cli(['backup', wide]);
+    chmodSync(wide, 0o644);
+
+    // The copy lives for the milliseconds of its copy and check: its mode is read as often as the loop turns.
+    const seen = new Map<string, number>();
+    const { startCli } = await import('./support/cli-process.js');
+    for (let attempt = 0; attempt < 5 && seen.size === 0; attempt++) {
+      const child = startCli(['restore', wide], envFor({ MIRROR_DB: target }));
+      while (child.child.exitCode === null) {
+        for (const name of readdirSync(data).filter((n) => n.includes('.restoring-'))) {
+          try {
+            seen.set(`${name} ${attempt}`, (seen.get(`${name} ${attempt}`) ?? 0) | mode(join(data, name)));
+          } catch {
+            // Renamed or removed between the listing and the stat.
+          }
+        }
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      expect(await child.exited(60_000), child.stderr()).toBe(0);
+    }
+    expect(seen.size, 'the copy beside the mirror was never seen in 5 restores').toBeGreaterThan(0);
+    for (const [name, bits] of seen) expect([name, `0${bits.toString(8)}`]).toEqual([name, '0600']);
+    expect(modes(data)).toEqual(expected(data, 0o700));
   }, 300_000);
 });
 
@@ -251,6 +290,7 @@ describe('a backup killed mid-copy', () => {
       console.warn('a backup child was never caught mid-copy in 5 attempts: the planted-partial test covers the removal');
       return;
     }
+    console.info(`caught ${partial} before its rename`);
     const stderr = await cli(['backup'], { BACKUP_DIR: backups });
     expect(stderr).toContain(`removed ${join(backups, partial)}`);
     expect(readdirSync(backups).filter((n) => n.includes('.partial-'))).toEqual([]);
