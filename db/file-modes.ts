@@ -86,7 +86,7 @@ export function copyIntoPrivateFile(source: string, dest: string): void {
     try {
       const buf = Buffer.allocUnsafe(1 << 20);
       for (let n = readSync(from, buf, 0, buf.length, null); n > 0; n = readSync(from, buf, 0, buf.length, null))
-        for (let done = 0; done < n; ) done += writeSync(to, buf, done, n - done);
+        for (let done = 0; done < n;) done += writeSync(to, buf, done, n - done);
     } finally {
       closeSync(to);
     }

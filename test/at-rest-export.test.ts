@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, runCli, spawnDaemon } from './support/daemon-process.js';
+import { startCli } from './support/cli-process.js';
 
 const run = promisify(execFile);
 
@@ -112,7 +113,7 @@ describe('the daemon on its schedules, under umask 022', () => {
 });
 
 for (const umask of [0o022, 0o002]) {
-  describe(`under umask 0${umask.toString(8)}`, () => {
+  describe(`under umask ${umask.toString(8).padStart(3, '0')}`, () => {
     const tag = `u${umask.toString(8)}`;
     beforeAll(() => {
       process.umask(umask);
@@ -200,7 +201,6 @@ describe('restore from a backup readable by others, under umask 022', () => {
 
     // The copy lives for the milliseconds of its copy and check: its mode is read as often as the loop turns.
     const seen = new Map<string, number>();
-    const { startCli } = await import('./support/cli-process.js');
     for (let attempt = 0; attempt < 5 && seen.size === 0; attempt++) {
       const child = startCli(['restore', wide], envFor({ MIRROR_DB: target }));
       while (child.child.exitCode === null) {
@@ -265,12 +265,12 @@ describe('a backup killed mid-copy', () => {
     }
   }, 300_000);
 
-  it('the next backup removes the partial of a backup child killed with SIGKILL', async () => {
-    // A real kill of `backup` as the daemon runs it: killed as soon as its partial copy appears. On a fast host the
-    // copy can be renamed before the kill lands; then there is nothing left over to remove and the test says so.
+  it('the next backup removes the partial of a backup child killed with SIGKILL', async (ctx) => {
+    // A real kill of `backup` as the daemon runs it: killed as soon as its partial copy appears (here the first
+    // attempt has caught it every time). On a host fast enough to rename the copy before the kill lands, the test is
+    // reported skipped, by name, and the planted partials above still cover the removal.
     const backups = join(dir, 'killed-live');
     mkdirSync(backups, { mode: 0o700 });
-    const { startCli } = await import('./support/cli-process.js');
     let partial: string | undefined;
     for (let attempt = 0; attempt < 5 && partial === undefined; attempt++) {
       const child = startCli(['backup'], envFor({ BACKUP_DIR: backups }));
@@ -286,11 +286,7 @@ describe('a backup killed mid-copy', () => {
       await child.exited(60_000);
       if (partial !== undefined && !readdirSync(backups).includes(partial)) partial = undefined;
     }
-    if (partial === undefined) {
-      console.warn('a backup child was never caught mid-copy in 5 attempts: the planted-partial test covers the removal');
-      return;
-    }
-    console.info(`caught ${partial} before its rename`);
+    if (partial === undefined) return ctx.skip('a backup child was never caught mid-copy in 5 attempts');
     const stderr = await cli(['backup'], { BACKUP_DIR: backups });
     expect(stderr).toContain(`removed ${join(backups, partial)}`);
     expect(readdirSync(backups).filter((n) => n.includes('.partial-'))).toEqual([]);
