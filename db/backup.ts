@@ -8,14 +8,15 @@
  * durable, and only then renamed to its name: a copy that exists under its
  * name is a good one.
  */
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createPrivateFile } from './file-modes.js';
 import { markBackup, type BackupMark } from './lineage.js';
 import { readVersion } from './migrate.js';
 import { openMirror, type Db } from './open.js';
 import { AUDIT_MIGRATIONS } from './open-audit.js';
+import { pidAlive } from './sync-lease.js';
 
 export interface CopyFacts {
   path: string;
@@ -41,7 +42,7 @@ export class BackupCheckError extends Error {
  * the copy cannot be written or fails its check.
  */
 export function copyDatabase(source: Db, dest: string, kind: 'mirror' | 'audit', now: () => Date = () => new Date()): CopyFacts {
-  const tmp = `${dest}.partial-${process.pid}`;
+  const tmp = partialName(dest, process.pid);
   rmSync(tmp, { force: true });
   createPrivateFile(tmp);
   try {
@@ -89,6 +90,34 @@ export function backupDatabase(sourcePath: string, dest: string, kind: 'mirror' 
   } finally {
     db.close();
   }
+}
+
+/** The name a copy to `dest` has while process `pid` makes it. */
+function partialName(dest: string, pid: number): string {
+  return `${dest}.partial-${pid}`;
+}
+
+/** A copy in the making (partialName), or a -journal, -wal or -shm SQLite made beside one: its maker's pid. */
+const PARTIAL = /\.partial-(\d+)(?:-journal|-wal|-shm)?$/;
+
+/**
+ * Removes from `dir` the copies in the making whose process no longer runs:
+ * a backup killed mid-copy (SIGKILL, the OOM killer, the host down) leaves
+ * its `.partial-<pid>`, as large as the mirror, and nothing else would ever
+ * remove it. One whose pid runs is never touched: a backup in progress (the
+ * daemon's next tick, a system cron's), or a pid reused, which the next
+ * attempt after that process ends removes. Returns the paths removed.
+ */
+export function removeStalePartials(dir: string, runs: (pid: number) => boolean = pidAlive): string[] {
+  const removed: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const pid = PARTIAL.exec(name)?.[1];
+    if (pid === undefined || Number(pid) === process.pid || runs(Number(pid))) continue;
+    const path = join(dir, name);
+    rmSync(path, { force: true });
+    removed.push(path);
+  }
+  return removed;
 }
 
 function mirrorFacts(copy: Db, kind: 'mirror' | 'audit'): Pick<CopyFacts, 'historySince' | 'historyLatest' | 'users'> {

@@ -10,7 +10,19 @@
  * The policy is process-wide, like the umask: the CLI sets it once at start
  * (src/runtime/file-policy.ts); library users get the private default.
  */
-import { chmodSync, chownSync, closeSync, fchmodSync, fchownSync, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  fchmodSync,
+  fchownSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 
 export interface FilePolicy {
@@ -92,6 +104,30 @@ export function createPrivateFolder(dir: string, p: FilePolicy = policy): string
     );
   }
   return made;
+}
+
+/**
+ * Copies `source`'s bytes into `dest`, a file createPrivateFile made,
+ * which keeps its mode. Not copyFileSync: it gives the destination the
+ * source's mode before the first byte is copied, so a backup made `0644`
+ * (`sqlite3 .backup` under umask 022) became a copy of every end user
+ * that other accounts could read for as long as it was copied and checked,
+ * and after, when the copying process was killed.
+ */
+export function copyIntoPrivateFile(source: string, dest: string): void {
+  const from = openSync(source, 'r');
+  try {
+    const to = openSync(dest, 'w');
+    try {
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (let n = readSync(from, buf, 0, buf.length, null); n > 0; n = readSync(from, buf, 0, buf.length, null))
+        for (let done = 0; done < n;) done += writeSync(to, buf, done, n - done);
+    } finally {
+      closeSync(to);
+    }
+  } finally {
+    closeSync(from);
+  }
 }
 
 /**

@@ -19,12 +19,12 @@
  *    the file's modes and group.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, linkSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, linkSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { syncFile } from './backup.js';
 import { ChangeFeed } from './change-feed.js';
-import { createPrivateFile } from './file-modes.js';
+import { copyIntoPrivateFile, createPrivateFile } from './file-modes.js';
 import { hasTable } from './has-table.js';
 import { cursorBase, lastCursor, latestKnownState, readBackupMark, type RestoreMark } from './lineage.js';
 import { latestVersion, readVersion, SchemaTooNewError } from './migrate.js';
@@ -76,7 +76,7 @@ export function installBackup(kind: 'mirror' | 'audit', backup: string, target: 
   try {
     rmSync(tmp, { force: true });
     createPrivateFile(tmp);
-    copyFileSync(backup, tmp);
+    copyIntoPrivateFile(backup, tmp);
     checkCopy(tmp, backup, kind);
     // Only a good backup gets as far as the mirror: a refused one leaves it untouched, byte for byte.
     if (kind === 'mirror') replaced = holdReplaced(target);

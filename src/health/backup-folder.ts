@@ -27,7 +27,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { backupDatabase, syncFile, type CopyFacts } from '../../db/backup.js';
+import { backupDatabase, removeStalePartials, syncFile, type CopyFacts } from '../../db/backup.js';
 import { diskSpace, FULL_BELOW_BYTES, fullDiskWords, isSpaceError } from '../../db/disk-space.js';
 import { createPrivateFolder } from '../../db/file-modes.js';
 import { intervalOfExpression } from './schedule-interval.js';
@@ -171,6 +171,8 @@ export function backupIntoFolder(dir: string, mirrorPath: string, auditPath: str
   let record: LastBackup;
   try {
     createPrivateFolder(dir);
+    // A killed attempt's copy in the making is nobody's once its process is gone.
+    for (const path of removeStalePartials(dir)) process.stderr.write(`removed ${path}: left by a backup that did not finish\n`);
     reserveLastBackup(dir);
     const mirror = backupDatabase(mirrorPath, join(dir, backupName('mirror', at)), 'mirror');
     const audit = existsSync(auditPath) ? backupDatabase(auditPath, join(dir, backupName('audit', at)), 'audit') : undefined;
