@@ -12,10 +12,13 @@
  * tables, while typed and compressed; peak RSS ≤ 200 MB at 3,000,000 users
  * (BENCH_USERS=3000000).
  *
+ * BENCH_MIRROR=<path>: the mirror is kept there and, when the file exists,
+ * reused without the syncs (a second run measures the export alone).
+ *
  * Prints a markdown table.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +26,7 @@ import { startStandIn } from '../src/stand-in/index.js';
 
 const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const KEPT_MIRROR = process.env.BENCH_MIRROR;
 const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
@@ -49,28 +53,33 @@ function folderBytes(dir: string, suffix: string): number {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'user-mirror-bench-export-'));
-  const standIn = await startStandIn({ users: USERS, seed: 5, orgs: 0, membersPerOrg: 0 });
+  const reuse = KEPT_MIRROR !== undefined && existsSync(KEPT_MIRROR);
+  const standIn = reuse ? undefined : await startStandIn({ users: USERS, seed: 5, orgs: 0, membersPerOrg: 0 });
   const env = {
     ...process.env,
     ENV_FILE: '/dev/null',
-    SERVICE_BASE_URL: standIn.baseUrl,
-    SERVICE_API_KEY: standIn.apiKey,
-    SERVICE_API_KEY_HEADER: standIn.apiKeyHeader,
-    MIRROR_DB: join(dir, 'mirror.db'),
+    SERVICE_BASE_URL: standIn?.baseUrl ?? 'http://127.0.0.1:9',
+    SERVICE_API_KEY: standIn?.apiKey ?? 'unused',
+    SERVICE_API_KEY_HEADER: standIn?.apiKeyHeader ?? 'x-vital-api-key',
+    MIRROR_DB: KEPT_MIRROR ?? join(dir, 'mirror.db'),
     LOG_LEVEL: 'warn',
   };
   try {
-    const first = await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
-    const d = standIn.directory;
-    const listed = d.page(0, Math.ceil(USERS * 0.02)).map((u) => String(u.user_id));
-    const updated = Math.floor(USERS * 0.01);
-    for (const id of listed.slice(0, updated)) d.update(id, 'fallback_time_zone');
-    const deleted = listed.slice(updated, updated + Math.floor(USERS * 0.005));
-    d.delete(deleted);
-    d.add(Math.floor(USERS * 0.005));
-    const second = await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
-    d.restore(deleted.slice(0, Math.floor(deleted.length / 10)));
-    await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
+    let first: { s: number } = { s: NaN };
+    let second: { s: number } = { s: NaN };
+    if (standIn !== undefined) {
+      first = await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
+      const d = standIn.directory;
+      const listed = d.page(0, Math.ceil(USERS * 0.02)).map((u) => String(u.user_id));
+      const updated = Math.floor(USERS * 0.01);
+      for (const id of listed.slice(0, updated)) d.update(id, 'fallback_time_zone');
+      const deleted = listed.slice(updated, updated + Math.floor(USERS * 0.005));
+      d.delete(deleted);
+      d.add(Math.floor(USERS * 0.005));
+      second = await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
+      d.restore(deleted.slice(0, Math.floor(deleted.length / 10)));
+      await measured(process.execPath, [CLI, 'sync', '--once'], env, dir);
+    }
     const mirrorBytes = statSync(env.MIRROR_DB).size;
 
     const exports: Array<{ s: number; rssMb: number }> = [];
@@ -136,7 +145,7 @@ async function main(): Promise<void> {
         `${mb(csvBytes / 1_048_576)} | ${(csvBytes / USERS).toFixed(0)} | 1.00× | - | - |`,
     );
   } finally {
-    await standIn.close();
+    await standIn?.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

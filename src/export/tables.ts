@@ -8,9 +8,9 @@
  * record and the event body JSON (the text as the mirror holds it, carried
  * once: never a JSON string of JSON), a user's sources a LIST of slugs.
  */
-import type { ExportChangeRow, ExportSourceRow, ExportUserRow, ExportVersionRow } from '../../db/export-reader.js';
+import type { ExportChangeRow, ExportSourceRow, ExportVersionRow } from '../../db/export-reader.js';
 import { SLUG_SEPARATOR } from '../../db/export-reader.js';
-import { toUserRow } from '../../db/user-row.js';
+import { toUserRow, type UserRowOut } from '../../db/user-row.js';
 import { parseUser } from '../service/user-record.js';
 
 export const TABLES = ['users', 'versions', 'sources', 'changes'] as const;
@@ -118,7 +118,7 @@ function slugs(joined: string | null): string[] {
   return joined === null || joined === '' ? [] : joined.split(SLUG_SEPARATOR);
 }
 
-export function userRecord(r: ExportUserRow): ExportRecord {
+export function userRecord(r: UserRowOut): ExportRecord {
   return {
     user_id: r.user_id,
     team_id: r.team_id,
@@ -132,10 +132,10 @@ export function userRecord(r: ExportUserRow): ExportRecord {
     fallback_birth_date_updated_at: instant(r.fallback_birth_date_updated_at),
     ingestion_start: day(r.ingestion_start),
     ingestion_end: day(r.ingestion_end),
-    first_seen_at: instant(r.first_seen_at),
-    last_seen_at: instant(r.last_seen_at),
+    first_seen_at: instant(r.first_seen_at ?? null),
+    last_seen_at: instant(r.last_seen_at ?? null),
     deleted_at: instant(r.deleted_at),
-    sources: slugs(r.sources),
+    sources: slugs(r.sources ?? null),
     raw: r.raw,
   };
 }
