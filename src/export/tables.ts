@@ -96,11 +96,57 @@ export const COLUMNS: Record<TableName, readonly Column[]> = {
   ],
 };
 
-/** A stored time (`YYYY-MM-DDTHH:MM:SS.sssZ`) as epoch milliseconds. */
+/**
+ * A stored time (`YYYY-MM-DDTHH:MM:SS.sssZ`) as epoch milliseconds. The form the mirror writes is read by
+ * its digits (Date.parse was a twentieth of an export's time); days past the 28th, years before 1000 and any other form
+ * go through Date.parse, so an impossible date is NULL as before.
+ */
 export function instant(text: string | null): number | null {
   if (text === null) return null;
+  if (text.length === 24 && text.charCodeAt(23) === 90 /* Z */ && text.charCodeAt(10) === 84 /* T */) {
+    const y = digits(text, 0, 4);
+    const mo = digits(text, 5, 2);
+    const d = digits(text, 8, 2);
+    const h = digits(text, 11, 2);
+    const mi = digits(text, 14, 2);
+    const s = digits(text, 17, 2);
+    const ms = digits(text, 20, 3);
+    const separators =
+      text.charCodeAt(4) === 45 &&
+      text.charCodeAt(7) === 45 &&
+      text.charCodeAt(13) === 58 &&
+      text.charCodeAt(16) === 58 &&
+      text.charCodeAt(19) === 46;
+    if (
+      separators &&
+      y >= 1000 &&
+      mo >= 1 &&
+      mo <= 12 &&
+      d >= 1 &&
+      d <= 28 &&
+      h >= 0 &&
+      h <= 23 &&
+      mi >= 0 &&
+      mi <= 59 &&
+      s >= 0 &&
+      s <= 59 &&
+      ms >= 0
+    )
+      return Date.UTC(y, mo - 1, d, h, mi, s, ms);
+  }
   const ms = Date.parse(text);
   return Number.isNaN(ms) ? null : ms;
+}
+
+/** The decimal number of `n` ASCII digits at `at`, or -1 when one is not a digit. */
+function digits(text: string, at: number, n: number): number {
+  let v = 0;
+  for (let i = at; i < at + n; i++) {
+    const c = text.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  return v;
 }
 
 /** A stored date (`YYYY-MM-DD`) as days since 1970-01-01. */
