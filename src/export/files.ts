@@ -163,9 +163,19 @@ async function writeParquet(fd: number, rows: Iterable<ExportRecord>, columns: r
     // Min/max where a reader skips row groups by them (times, dates, numbers); of text and lists they cost more than they give.
     ...(c.kind === 'json' || c.kind === 'string' || c.kind === 'list' ? { statistics: false } : {}),
   }));
+  // The PLAIN text columns (records, ids) handed over as UTF-8 bytes: Buffer.from is about twice as fast as the
+  // library's TextEncoder on a record and takes small strings from Node's pool. Not the dictionary columns: a
+  // dictionary is keyed by value, and bytes are distinct objects.
+  const asBytes = spec.map(
+    (s) => s.encoding === 'PLAIN' && columns.some((c) => c.name === s.name && (c.kind === 'json' || c.kind === 'string')),
+  );
+  const bytes = (v: Cell | undefined) => (typeof v === 'string' ? Buffer.from(v) : (v ?? null));
   let count = 0;
   const write = (group: ExportRecord[]) => {
-    const columnData = spec.map((s) => ({ ...s, data: group.map((r) => r[s.name] ?? null) }));
+    const columnData = spec.map((s, i) => ({
+      ...s,
+      data: asBytes[i] === true ? group.map((r) => bytes(r[s.name])) : group.map((r) => r[s.name] ?? null),
+    }));
     void pq.write({ columnData, rowGroupSize: group.length });
     count += group.length;
   };
