@@ -18,7 +18,7 @@ import type { SourceConnection, UserVersion } from './history-reader.js';
 import { lastCursor } from './lineage.js';
 import { openMirror, type Db } from './open.js';
 import { hasTable } from './has-table.js';
-import type { SourceRow } from './user-row.js';
+import type { SourceRow, UserRowOut } from './user-row.js';
 
 /** Where a snapshot or a feed page leaves the destination: the feed's epoch and last cursor, and history's start. */
 export interface FeedPosition {
@@ -26,29 +26,6 @@ export interface FeedPosition {
   epoch: string;
   /** history_state.complete_since: before it, history does not know. */
   completeSince: string | null;
-}
-
-/** A `users` row as a destination stores it: the record's columns, `raw`, and when the user was deleted. */
-export interface SnapshotUser {
-  user_id: string;
-  team_id: string;
-  client_user_id: string;
-  created_on: string | null;
-  fallback_time_zone_id: string | null;
-  fallback_time_zone_source_slug: string | null;
-  fallback_time_zone_updated_at: string | null;
-  fallback_birth_date: string | null;
-  fallback_birth_date_source_slug: string | null;
-  fallback_birth_date_updated_at: string | null;
-  ingestion_start: string | null;
-  ingestion_end: string | null;
-  raw: string;
-  /**
-   * NULL while active; else when the deletion was published (the version it
-   * closed, so the same time the deletion's event carries), or the row's own
-   * `deleted_at` for a deletion from before history.
-   */
-  deleted_at: string | null;
 }
 
 export type SnapshotSource = SourceRow;
@@ -64,7 +41,7 @@ export type SnapshotConnection = Pick<
 
 /**
  * The users' columns in the order a destination loads them. `deleted_at`
- * is the publish of the deletion (see SnapshotUser), read only for deleted
+ * is the publish of the deletion (see UserRowOut), read only for deleted
  * users through the index on `(user_id, valid_from)`.
  */
 const USERS_SQL = `SELECT u.user_id, u.team_id, u.client_user_id, u.created_on,
@@ -98,7 +75,7 @@ const CONNECTIONS_SQL = `SELECT user_id, slug, created_on, connected_at, disconn
 
 export interface MirrorSnapshot {
   readonly position: FeedPosition;
-  users(): IterableIterator<SnapshotUser>;
+  users(): IterableIterator<UserRowOut>;
   sources(): IterableIterator<SnapshotSource>;
   versions(): IterableIterator<SnapshotVersion>;
   connections(): IterableIterator<SnapshotConnection>;
@@ -116,7 +93,7 @@ export function openMirrorSnapshot(path: string): MirrorSnapshot {
     const position = readPosition(db);
     return {
       position,
-      users: () => db.prepare<[], SnapshotUser>(USERS_SQL).iterate(),
+      users: () => db.prepare<[], UserRowOut>(USERS_SQL).iterate(),
       sources: () =>
         db.prepare<[], SnapshotSource>(`SELECT user_id, slug, name, logo, created_on, descriptor FROM connected_sources`).iterate(),
       versions: () => db.prepare<[], SnapshotVersion>(VERSIONS_SQL).iterate(),

@@ -43,6 +43,40 @@ type Identity = 'user_id' | 'team_id' | 'client_user_id' | 'raw' | 'content_hash
 /** Column values of one `users` row that come from the record itself. */
 export type UserRow = { [C in Identity]: string } & { [C in Exclude<UserColumn, Identity>]: string | null };
 
+/**
+ * A `users` row as it leaves the mirror (an export, db/export-reader.ts; a destination's snapshot,
+ * db/sink-snapshot.ts): the record's columns and `raw` (not the content hash), and when the user was deleted.
+ * What only an export reads is optional: the mirror's first and last sight, and the connected sources' slugs.
+ */
+export type UserRowOut = Omit<UserRow, 'content_hash'> & {
+  /**
+   * NULL while active. An export reads the row's own; a destination's snapshot the publish of the deletion
+   * (the version it closed, so the time the deletion's event carries), or the row's own for one from before history.
+   */
+  deleted_at: string | null;
+  first_seen_at?: string;
+  last_seen_at?: string;
+  /** Slugs joined by a unit separator (U+001F, db/export-reader.ts SLUG_SEPARATOR), sorted; null when none. */
+  sources?: string | null;
+};
+
+/**
+ * The record's top-level field each typed `users` column is mapped from (toUserRow), where every reader
+ * outside the mirror means the same by it: a column leaves only when the field policy keeps its field.
+ * Each reader adds its own keys (an export's client_user_id and sources, the PostgreSQL sink's team_id).
+ */
+export const RECORD_FIELD_OF: Readonly<Record<string, string>> = {
+  created_on: 'created_on',
+  fallback_time_zone_id: 'fallback_time_zone',
+  fallback_time_zone_source_slug: 'fallback_time_zone',
+  fallback_time_zone_updated_at: 'fallback_time_zone',
+  fallback_birth_date: 'fallback_birth_date',
+  fallback_birth_date_source_slug: 'fallback_birth_date',
+  fallback_birth_date_updated_at: 'fallback_birth_date',
+  ingestion_start: 'ingestion_start',
+  ingestion_end: 'ingestion_end',
+};
+
 export const SOURCE_COLUMNS = ['user_id', 'slug', 'name', 'logo', 'created_on', 'descriptor'] as const;
 
 export interface SourceRow {

@@ -5,7 +5,7 @@
  */
 import { refuseUnsupportedNode } from './runtime/supported-node.js';
 import { enableOwnCompileCache } from './runtime/compile-cache.js';
-import { missingSyncEnv, missingSyncFlags, syncEnv } from './sync/process-settings.js';
+import { EXPORT_V8_FLAGS, missingSyncEnv, missingSyncFlags, SYNC_V8_FLAGS, syncEnv } from './sync/process-settings.js';
 
 refuseUnsupportedNode();
 // Before the re-exec: it passes the cache folder on, so the next image starts with it.
@@ -34,7 +34,11 @@ function reexecWithSyncFlags(): void {
   // `export` too: its row groups' garbage (encoded pages in ArrayBuffers) is young; small semi-spaces free it at
   // every scavenge (measured on 100,000 users: peak RSS 244 MB against 408 MB without).
   if ((process.argv[2] !== 'sync' && process.argv[2] !== 'export') || process.execve === undefined) return;
-  const missing = missingSyncFlags(process.execArgv, process.env.NODE_OPTIONS);
+  const missing = missingSyncFlags(
+    process.execArgv,
+    process.env.NODE_OPTIONS,
+    process.argv[2] === 'export' ? EXPORT_V8_FLAGS : SYNC_V8_FLAGS,
+  );
   if (missing.length === 0 && Object.keys(missingSyncEnv(process.env)).length === 0) return;
   const [, script = '', ...args] = process.argv;
   process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, script, ...args], syncEnv());

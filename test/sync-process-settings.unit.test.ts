@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  EXPORT_V8_FLAGS,
   MAX_CHECK_CONNECTIONS,
   missingSyncEnv,
   missingSyncFlags,
@@ -23,6 +24,12 @@ describe('the sync process flags', () => {
     expect(syncExecArgv([], '--max-old-space-size=512 --max-semi-space-size=8')).toEqual([]);
     expect(missingSyncFlags([], '--enable-source-maps')).toEqual([...SYNC_V8_FLAGS]);
     expect(missingSyncFlags(['--max-semi-space-size=2'], undefined)).toEqual([]);
+  });
+
+  it("gives an export the sync's flags and a bounded old generation, an operator's own size kept", () => {
+    expect(missingSyncFlags([], undefined, EXPORT_V8_FLAGS)).toEqual(['--max-semi-space-size=2', '--max-old-space-size=128']);
+    expect(missingSyncFlags(['--max_old_space_size=512'], undefined, EXPORT_V8_FLAGS)).toEqual(['--max-semi-space-size=2']);
+    expect(missingSyncFlags([], '--max-old-space-size=512', EXPORT_V8_FLAGS)).toEqual(['--max-semi-space-size=2']);
   });
 });
 

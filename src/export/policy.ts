@@ -15,23 +15,12 @@
  * - `user_id` and `team_id` columns stay: they are the mirror's keys, what
  *   every file joins on (a policy that drops them removes them from `raw`).
  */
+import { RECORD_FIELD_OF } from '../../db/user-row.js';
 import type { FieldPolicy } from '../sinks/field-policy.js';
 import { COLUMNS, type Column, type ExportRecord, type TableName } from './tables.js';
 
 /** The record's top-level field a column is mapped from; undefined for the mirror's own columns. */
-const FIELD_OF: Record<string, string> = {
-  client_user_id: 'client_user_id',
-  created_on: 'created_on',
-  fallback_time_zone_id: 'fallback_time_zone',
-  fallback_time_zone_source_slug: 'fallback_time_zone',
-  fallback_time_zone_updated_at: 'fallback_time_zone',
-  fallback_birth_date: 'fallback_birth_date',
-  fallback_birth_date_source_slug: 'fallback_birth_date',
-  fallback_birth_date_updated_at: 'fallback_birth_date',
-  ingestion_start: 'ingestion_start',
-  ingestion_end: 'ingestion_end',
-  sources: 'connected_sources',
-};
+const FIELD_OF: Readonly<Record<string, string>> = { ...RECORD_FIELD_OF, client_user_id: 'client_user_id', sources: 'connected_sources' };
 
 export interface ExportShape {
   /** The policy's id (`name:fingerprint`) for the manifest; null when none applies. */

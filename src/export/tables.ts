@@ -8,9 +8,9 @@
  * record and the event body JSON (the text as the mirror holds it, carried
  * once: never a JSON string of JSON), a user's sources a LIST of slugs.
  */
-import type { ExportChangeRow, ExportSourceRow, ExportUserRow, ExportVersionRow } from '../../db/export-reader.js';
+import type { ExportChangeRow, ExportSourceRow, ExportVersionRow } from '../../db/export-reader.js';
 import { SLUG_SEPARATOR } from '../../db/export-reader.js';
-import { toUserRow } from '../../db/user-row.js';
+import { toUserRow, type UserRowOut } from '../../db/user-row.js';
 import { parseUser } from '../service/user-record.js';
 
 export const TABLES = ['users', 'versions', 'sources', 'changes'] as const;
@@ -96,11 +96,57 @@ export const COLUMNS: Record<TableName, readonly Column[]> = {
   ],
 };
 
-/** A stored time (`YYYY-MM-DDTHH:MM:SS.sssZ`) as epoch milliseconds. */
+/**
+ * A stored time (`YYYY-MM-DDTHH:MM:SS.sssZ`) as epoch milliseconds. The form the mirror writes is read by
+ * its digits (Date.parse was a twentieth of an export's time); days past the 28th, years before 1000 and any other form
+ * go through Date.parse, so an impossible date is NULL as before.
+ */
 export function instant(text: string | null): number | null {
   if (text === null) return null;
+  if (text.length === 24 && text.charCodeAt(23) === 90 /* Z */ && text.charCodeAt(10) === 84 /* T */) {
+    const y = digits(text, 0, 4);
+    const mo = digits(text, 5, 2);
+    const d = digits(text, 8, 2);
+    const h = digits(text, 11, 2);
+    const mi = digits(text, 14, 2);
+    const s = digits(text, 17, 2);
+    const ms = digits(text, 20, 3);
+    const separators =
+      text.charCodeAt(4) === 45 &&
+      text.charCodeAt(7) === 45 &&
+      text.charCodeAt(13) === 58 &&
+      text.charCodeAt(16) === 58 &&
+      text.charCodeAt(19) === 46;
+    if (
+      separators &&
+      y >= 1000 &&
+      mo >= 1 &&
+      mo <= 12 &&
+      d >= 1 &&
+      d <= 28 &&
+      h >= 0 &&
+      h <= 23 &&
+      mi >= 0 &&
+      mi <= 59 &&
+      s >= 0 &&
+      s <= 59 &&
+      ms >= 0
+    )
+      return Date.UTC(y, mo - 1, d, h, mi, s, ms);
+  }
   const ms = Date.parse(text);
   return Number.isNaN(ms) ? null : ms;
+}
+
+/** The decimal number of `n` ASCII digits at `at`, or -1 when one is not a digit. */
+function digits(text: string, at: number, n: number): number {
+  let v = 0;
+  for (let i = at; i < at + n; i++) {
+    const c = text.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  return v;
 }
 
 /** A stored date (`YYYY-MM-DD`) as days since 1970-01-01. */
@@ -118,7 +164,7 @@ function slugs(joined: string | null): string[] {
   return joined === null || joined === '' ? [] : joined.split(SLUG_SEPARATOR);
 }
 
-export function userRecord(r: ExportUserRow): ExportRecord {
+export function userRecord(r: UserRowOut): ExportRecord {
   return {
     user_id: r.user_id,
     team_id: r.team_id,
@@ -132,10 +178,10 @@ export function userRecord(r: ExportUserRow): ExportRecord {
     fallback_birth_date_updated_at: instant(r.fallback_birth_date_updated_at),
     ingestion_start: day(r.ingestion_start),
     ingestion_end: day(r.ingestion_end),
-    first_seen_at: instant(r.first_seen_at),
-    last_seen_at: instant(r.last_seen_at),
+    first_seen_at: instant(r.first_seen_at ?? null),
+    last_seen_at: instant(r.last_seen_at ?? null),
     deleted_at: instant(r.deleted_at),
-    sources: slugs(r.sources),
+    sources: slugs(r.sources ?? null),
     raw: r.raw,
   };
 }

@@ -23,6 +23,15 @@
 export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
 
 /**
+ * `user-mirror export` re-executes with the sync's flags and an old generation of at most 128 MB: V8 grows
+ * the old space lazily, so the row groups' promoted garbage piled up with the rows (streaming 3,000,000
+ * users rows through the writer, bench:export-memory: peak RSS 212 MB, the heap still growing, against
+ * 151 MB with the old space held to 96 MB, 162 MB at 128; the live heap is 20-40 MB). It costs CPU: at
+ * 100,000 users 7.3-7.9 s against 5.0-5.4 s (bench/README.md, bench:export). An operator's own flag wins.
+ */
+export const EXPORT_V8_FLAGS: readonly string[] = [...SYNC_V8_FLAGS, '--max-old-space-size=128'];
+
+/**
  * The sync process's environment beside the parent's: glibc's malloc keeps
  * at most 2 arenas. By default each thread that allocates (V8's concurrent
  * marking and compiler threads, libuv's pool) may get an arena of its own,
@@ -47,9 +56,13 @@ export function syncEnv(parent: Readonly<Record<string, string | undefined>> = p
 }
 
 /** Which of the sync's flags the process was started without (none of an operator's choosing is overridden). */
-export function missingSyncFlags(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
+export function missingSyncFlags(
+  execArgv: readonly string[],
+  nodeOptions: string | undefined,
+  flags: readonly string[] = SYNC_V8_FLAGS,
+): string[] {
   const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].map(flagName);
-  return SYNC_V8_FLAGS.filter((f) => !given.includes(flagName(f)));
+  return flags.filter((f) => !given.includes(flagName(f)));
 }
 
 /** The parent's flags (no debugger port: it cannot be shared) and the sync's, unless the parent sets the same. */

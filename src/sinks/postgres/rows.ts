@@ -12,8 +12,15 @@
  * `source_history` empty.
  */
 import { ChangeEventSchema } from '../../../db/change-event.js';
-import type { MirrorSnapshot, SnapshotConnection, SnapshotSource, SnapshotUser, SnapshotVersion } from '../../../db/sink-snapshot.js';
-import { SOURCE_COLUMNS, USER_COLUMNS as MIRROR_USER_COLUMNS, toSourceRows, toUserRow } from '../../../db/user-row.js';
+import type { MirrorSnapshot, SnapshotConnection, SnapshotSource, SnapshotVersion } from '../../../db/sink-snapshot.js';
+import {
+  RECORD_FIELD_OF,
+  SOURCE_COLUMNS,
+  USER_COLUMNS as MIRROR_USER_COLUMNS,
+  toSourceRows,
+  toUserRow,
+  type UserRowOut,
+} from '../../../db/user-row.js';
 import { parseUser } from '../../service/user-record.js';
 import type { FieldPolicy } from '../field-policy.js';
 import type { TableName } from './schema.js';
@@ -30,18 +37,7 @@ export const CONNECTION_COLUMNS = ['user_id', 'slug', 'created_on', 'connected_a
 export type Values = (string | null)[];
 
 /** The top-level record field each typed column comes from: the column leaves only when the policy keeps the field. */
-const FIELD_OF: Readonly<Record<string, string>> = {
-  team_id: 'team_id',
-  created_on: 'created_on',
-  fallback_time_zone_id: 'fallback_time_zone',
-  fallback_time_zone_source_slug: 'fallback_time_zone',
-  fallback_time_zone_updated_at: 'fallback_time_zone',
-  fallback_birth_date: 'fallback_birth_date',
-  fallback_birth_date_source_slug: 'fallback_birth_date',
-  fallback_birth_date_updated_at: 'fallback_birth_date',
-  ingestion_start: 'ingestion_start',
-  ingestion_end: 'ingestion_end',
-};
+const FIELD_OF: Readonly<Record<string, string>> = { team_id: 'team_id', ...RECORD_FIELD_OF };
 
 /** The record as it may leave: the mirror's bytes when the policy passes everything, else the policy's copy. */
 export function rawFor(raw: string, policy: FieldPolicy): string {
@@ -52,7 +48,7 @@ export function rawFor(raw: string, policy: FieldPolicy): string {
 }
 
 /** A `users` row's values in USER_COLUMNS order. `user_id` always leaves: it is the key every table joins on. */
-export function userValues(u: SnapshotUser, policy: FieldPolicy): Values {
+export function userValues(u: UserRowOut, policy: FieldPolicy): Values {
   return USER_COLUMNS.map((c) => {
     if (c === 'user_id' || c === 'deleted_at') return u[c];
     if (c === 'client_user_id') return policy.clientUserId(u.client_user_id) ?? null;
