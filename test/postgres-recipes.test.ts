@@ -107,7 +107,7 @@ beforeAll(async () => {
   writeFileSync(connectionFile, url, { mode: 0o600 });
   rig = await createSyncRig({ users: 300 });
   expect((await rig.sync()).status).toBe('succeeded');
-  const options = { kind: 'postgres', connection_file: connectionFile, schema: 'user_mirror', batch_events: 40 };
+  const options = { kind: 'postgres', connection: { file: connectionFile }, schema: 'user_mirror', batch_events: 40 };
   await runSinkPass(rig.dbPath, options);
   const d = rig.standIn.directory;
   const listed = d.page(0, 300);

@@ -167,7 +167,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   metrics.setSources(mirrorSources(config, { db, reader, watch, staleAfterMs: staleAfter }));
   // The sinks (src/sinks) read the feed and write to their own destinations: they wait for neither the queues' Redis nor the service.
   let countDelivered: ((sink: string, kind: string, n: number) => void) | undefined;
-  const sinks = sinkList.length === 0 ? undefined : startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a));
+  const sinks =
+    sinkList.length === 0
+      ? undefined
+      : startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a), {
+          mirrorPath: config.MIRROR_DB,
+        });
   if (sinks !== undefined) countDelivered = registerSinkGauges(metrics.registry, sinks);
 
   const managementClient =

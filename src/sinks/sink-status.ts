@@ -5,12 +5,13 @@
  * has pending after it. A destination that does not answer or refuses, a
  * sink behind the feed's retention, or one further behind than
  * WEBHOOK_LAG_WARN_SECONDS (the one lag threshold of the feed's deliveries)
- * needs the operator: status exits 1 and names it.
+ * needs the operator: status exits 1 and names it. A PostgreSQL sink
+ * (./postgres) says the position its `sink_position` row holds.
  */
 import type { ChangeFeed } from '../../db/change-feed.js';
 import { pendingAfter } from './runner.js';
 import type { SinkSettings } from './sinks-file.js';
-import { destinationOf } from './start.js';
+import { positionProbeOf } from './start.js';
 
 export interface SinkStatus {
   name: string;
@@ -46,7 +47,7 @@ export async function readSinkStatus(
   lagWarnSeconds: number,
   now: Date,
 ): Promise<SinkStatus> {
-  const destination = destinationOf(sink, undefined, true);
+  const destination = positionProbeOf(sink);
   const base = { name: sink.name, kind: sink.kind, where: destination.where, policy: sink.policy.id };
   let position: number;
   try {
@@ -65,7 +66,9 @@ export async function readSinkStatus(
   const pending = pendingAfter(feed, sink.filter, position);
   const secondsBehind = pending.firstAt === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(pending.firstAt)) / 1000));
   let problem: string | null = null;
-  if (pending.gone) problem = `behind the feed's retention: events after cursor ${position} were dropped before this sink took them`;
+  // A postgres sink loads a new baseline rather than stop: its lag says how it goes.
+  if (pending.gone && sink.kind !== 'postgres')
+    problem = `behind the feed's retention: events after cursor ${position} were dropped before this sink took them`;
   else if (secondsBehind > lagWarnSeconds)
     problem = `lagging: ${secondsBehind}s behind, above WEBHOOK_LAG_WARN_SECONDS (${lagWarnSeconds}s)`;
   return { ...base, position, eventsBehind: pending.events, secondsBehind, problem };
