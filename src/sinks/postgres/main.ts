@@ -1,7 +1,8 @@
 /**
  * One pass of a PostgreSQL sink as a process of its own, without the
  * daemon: `node dist/src/sinks/postgres/main.js <mirror.db> <sink JSON>`,
- * the sink as its entry in SINKS_FILE gives it (`name` may be left out).
+ * the sink as its entry in SINKS_FILE gives it (`name` may be left out:
+ * the schema's name then).
  * It brings the destination up to the mirror's feed and exits 0 (1 on an
  * error, named; 2 on a bad entry), logging each committed step as a JSON
  * line (`postgres.baseline`, `postgres.batch`). The daemon runs the sinks
@@ -32,7 +33,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
   let sink;
   try {
-    const named = typeof entry === 'object' && entry !== null && !('name' in entry) ? { name: 'postgres', ...entry } : entry;
+    // Unnamed, the sink is named by its schema (its connection's application_name says it), as the sinks file would.
+    const record = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>) : undefined;
+    const schema = typeof record?.schema === 'string' && /^[a-z0-9]/.test(record.schema) ? record.schema : 'user_mirror';
+    const named = record !== undefined && !('name' in record) ? { name: schema, ...record } : entry;
     sink = parseSinks({ sinks: [named] }, process.env, 'sink')[0];
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
