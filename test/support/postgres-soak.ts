@@ -211,9 +211,11 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       const published = feedLatest(mirrorDb);
       churn(round++);
       let polls = 0;
+      // Some batches may commit first: kills land at different depths of an apply, and the position moves between them.
+      const notBefore = Date.now() + Math.random() * 400;
       const seen = await until(
         async () => {
-          if ((await sinkPhase(a)) === 'apply') return true;
+          if (Date.now() >= notBefore && (await sinkPhase(a)) === 'apply') return true;
           // Now and then: caught up with a sync that published this round, so nothing left to kill in; churn again.
           if (++polls % 50 !== 0) return undefined;
           const latest = feedLatest(mirrorDb);
@@ -238,8 +240,13 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       await start();
     }
 
-    // No more churn: the daemon catches up, then stops.
+    // No more churn: a sync of the last directory (the daemon started after the last churn), then the sink catches up; the daemon stops.
     const catchUp = Date.now();
+    await (daemon as DaemonProcess | undefined)?.waitForLog(
+      (l) => l.event === 'sync.finished' && l.msg === 'sync succeeded',
+      stepMs,
+      'a sync after the last churn',
+    );
     await until(
       async () => {
         const latest = feedLatest(mirrorDb);
@@ -251,8 +258,10 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       250,
     );
     const catchUpMs = Date.now() - catchUp;
-    await daemon?.stop('SIGTERM');
+    const last = daemon as DaemonProcess | undefined;
+    await last?.stop('SIGTERM');
     daemon = undefined;
+    for (const l of last?.logs ?? []) if (typeof l.event === 'string' && l.event.startsWith('sink.')) log(JSON.stringify(l));
     log('caught up; comparing');
 
     const db = openMirror(mirrorDb, { readonly: true });
