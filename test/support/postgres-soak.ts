@@ -242,7 +242,7 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
 
     // No more churn: a sync of the last directory (the daemon started after the last churn), then the sink catches up; the daemon stops.
     const catchUp = Date.now();
-    await (daemon as DaemonProcess | undefined)?.waitForLog(
+    await (daemon)?.waitForLog(
       (l) => l.event === 'sync.finished' && l.msg === 'sync succeeded',
       stepMs,
       'a sync after the last churn',
@@ -258,7 +258,7 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       250,
     );
     const catchUpMs = Date.now() - catchUp;
-    const last = daemon as DaemonProcess | undefined;
+    const last = daemon;
     await last?.stop('SIGTERM');
     daemon = undefined;
     for (const l of last?.logs ?? []) if (typeof l.event === 'string' && l.event.startsWith('sink.')) log(JSON.stringify(l));
@@ -297,7 +297,7 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       ms: { firstSync: firstSyncMs, total: Date.now() - started, catchUp: catchUpMs },
     };
   } finally {
-    await (daemon as DaemonProcess | undefined)?.stop('SIGKILL').catch(() => undefined);
+    await (daemon)?.stop('SIGKILL').catch(() => undefined);
     await admin?.end().catch(() => undefined);
     await standIn?.close();
     await redis?.stop();
