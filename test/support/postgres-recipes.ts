@@ -100,7 +100,14 @@ export function compareRecipes(url: string, dbPath: string, clientUserId: string
   for (const comment of shared) {
     const onPg = answer(parseCsv(psql(url, `${pgSettings.join('\n')}\n${pg.byComment.get(comment)}`)));
     const onMirror = answer(parseCsv(sqlite(dbPath, `.parameter set :client_user_id '${clientUserId}'\n${lite.byComment.get(comment)}`)));
-    if (onMirror.length === 0 || JSON.stringify(onPg) !== JSON.stringify(onMirror)) differing.push(comment);
+    if (onMirror.length === 0) differing.push(`${comment}: nothing on the mirror`);
+    else if (JSON.stringify(onPg) !== JSON.stringify(onMirror)) {
+      // The rows one side has and the other lacks (a few): what a failing run needs to be understood.
+      const only = (a: string[], b: string[]) => a.filter((r) => !b.includes(r)).slice(0, 3);
+      differing.push(
+        `${comment}: ${onPg.length} rows on PostgreSQL, ${onMirror.length} on the mirror; only on PostgreSQL ${JSON.stringify(only(onPg, onMirror))}, only on the mirror ${JSON.stringify(only(onMirror, onPg))}`,
+      );
+    }
   }
   return { compared: shared.length, differing };
 }
