@@ -195,8 +195,11 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
     const churn = (round: number) => {
       const listed = d.page(0, o.users + 10_000);
       for (let i = 0; i < per; i++) {
-        const u = listed[(round * 7_919 + i * 13) % listed.length];
-        if (u !== undefined) d.update(String(u.user_id), i % 2 === 0 ? 'fallback_time_zone' : 'connected_sources');
+        // Sources: the same users every round, so the stand-in connects one on a user's first update and disconnects
+        // one on the next (the recipes about disconnections need some); time zones: other users each round.
+        const sources = i % 2 === 1;
+        const u = listed[sources ? (i * 13) % listed.length : (round * 7_919 + i * 13) % listed.length];
+        if (u !== undefined) d.update(String(u.user_id), sources ? 'connected_sources' : 'fallback_time_zone');
       }
       const gone = listed.slice((round * 101) % listed.length).slice(0, Math.ceil(per / 20));
       d.delete(gone.map((u) => String(u.user_id)));
@@ -242,11 +245,7 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
 
     // No more churn: a sync of the last directory (the daemon started after the last churn), then the sink catches up; the daemon stops.
     const catchUp = Date.now();
-    await (daemon)?.waitForLog(
-      (l) => l.event === 'sync.finished' && l.msg === 'sync succeeded',
-      stepMs,
-      'a sync after the last churn',
-    );
+    await daemon?.waitForLog((l) => l.event === 'sync.finished' && l.msg === 'sync succeeded', stepMs, 'a sync after the last churn');
     await until(
       async () => {
         const latest = feedLatest(mirrorDb);
@@ -297,7 +296,7 @@ export async function runPostgresSoak(o: SoakOptions): Promise<SoakResult> {
       ms: { firstSync: firstSyncMs, total: Date.now() - started, catchUp: catchUpMs },
     };
   } finally {
-    await (daemon)?.stop('SIGKILL').catch(() => undefined);
+    await daemon?.stop('SIGKILL').catch(() => undefined);
     await admin?.end().catch(() => undefined);
     await standIn?.close();
     await redis?.stop();
