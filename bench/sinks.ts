@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { silentLogger } from '../src/runtime/log.js';
 import { SinkRunner } from '../src/sinks/runner.js';
 import { parseSinks } from '../src/sinks/sinks-file.js';
-import { destinationOf, isDestinationSink, type DestinationSink } from '../src/sinks/start.js';
+import { destinationOf, isEventLogSink, type EventLogSink } from '../src/sinks/start.js';
 import { startTestRedis } from '../test/support/redis-server.js';
 import { startTestNats } from '../test/support/nats-server.js';
 import { createFeedRig, type FeedRig } from '../test/support/sink-rig.js';
@@ -40,7 +40,7 @@ function allEvents(rig: FeedRig) {
 }
 
 /** The sink from the feed's start to its end: events/s. */
-async function timeSink(rig: FeedRig, sink: DestinationSink): Promise<number> {
+async function timeSink(rig: FeedRig, sink: EventLogSink): Promise<number> {
   const runner = new SinkRunner(rig.feed, sink, destinationOf(sink, silentLogger), silentLogger);
   const t0 = performance.now();
   await runner.pass();
@@ -53,7 +53,7 @@ async function timeSink(rig: FeedRig, sink: DestinationSink): Promise<number> {
 }
 
 /** Publishes at RATE/s for 10 s while the sink runs; each event's seconds from publish to delivered. */
-async function lagUnderChurn(rig: FeedRig, sink: DestinationSink): Promise<{ p50: number; max: number }> {
+async function lagUnderChurn(rig: FeedRig, sink: EventLogSink): Promise<{ p50: number; max: number }> {
   const runner = new SinkRunner(rig.feed, sink, destinationOf(sink, silentLogger), silentLogger);
   runner.start();
   await waitFor(() => runner.state().position === rig.feed.bounds().latest);
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     const bareRedis = EVENTS / ((performance.now() - t0) / 1000);
     client.disconnect();
     const [redisSink] = parseSinks({ sinks: [{ name: 'redis', kind: 'redis_stream', redis: { url: redis.url }, stream: 'sink' }] }, {});
-    if (redisSink === undefined || !isDestinationSink(redisSink)) throw new Error('no sink');
+    if (redisSink === undefined || !isEventLogSink(redisSink)) throw new Error('no sink');
     const sinkRedis = await timeSink(rig, redisSink);
 
     // JetStream: the bare loop (publish with acks, BATCH in flight), then the sink.
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
       { sinks: [{ name: 'js', kind: 'jetstream', servers: [nats.url], stream: 'SINK', subject_prefix: 'sink' }] },
       {},
     );
-    if (jsSink === undefined || !isDestinationSink(jsSink)) throw new Error('no sink');
+    if (jsSink === undefined || !isEventLogSink(jsSink)) throw new Error('no sink');
     const sinkJs = await timeSink(rig, jsSink);
 
     const lagRedis = await lagUnderChurn(rig, redisSink);

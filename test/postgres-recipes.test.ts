@@ -10,13 +10,12 @@
  * destination loaded by a baseline and then the feed. The whole block also
  * runs as written in psql.
  */
-import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireBuiltCli } from './support/cli-process.js';
-import { ROOT } from './support/mirror-fixtures.js';
 import { startPostgresCluster, type PostgresCluster } from './support/postgres-cluster.js';
+import { answer, parseCsv, psql as runPsql, recipes, sqlite as runSqlite } from './support/postgres-recipes.js';
 import { runSinkPass } from './support/postgres-sink.js';
 import { createSyncRig, type SyncRig } from './support/sync-rig.js';
 
@@ -25,78 +24,12 @@ let rig: SyncRig;
 let url: string;
 let someone = '';
 
-/** Recipes of a doc's ```sql blocks by their comment line(s), with the setting lines (SET, \set, .parameter) of their block. */
-function recipes(file: string): { byComment: Map<string, string>; settings: string[]; blocks: string[] } {
-  const text = readFileSync(join(ROOT, file), 'utf8');
-  const blocks = [...text.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
-  const byComment = new Map<string, string>();
-  const settings: string[] = [];
-  for (const block of blocks) {
-    let comment = '';
-    let statement = '';
-    for (const line of block.split('\n')) {
-      if (statement === '' && line.startsWith('-- ')) comment += (comment === '' ? '' : ' ') + line.slice(3);
-      else if (statement === '' && /^(SET |\\set |\.parameter )/.test(line)) settings.push(line);
-      else if (line.trim() !== '') {
-        statement += `${line}\n`;
-        if (line.trimEnd().endsWith(';')) {
-          if (comment !== '') byComment.set(comment, statement);
-          comment = '';
-          statement = '';
-        }
-      }
-    }
-  }
-  return { byComment, settings, blocks };
-}
-
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let cell = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
-    if (quoted && ch === '"' && text[i + 1] === '"') {
-      cell += '"';
-      i++;
-    } else if (ch === '"') {
-      quoted = !quoted;
-    } else if (!quoted && ch === ',') {
-      row.push(cell);
-      cell = '';
-    } else if (!quoted && ch === '\n') {
-      rows.push([...row, cell]);
-      row = [];
-      cell = '';
-    } else if (quoted || ch !== '\r') {
-      cell += ch;
-    }
-  }
-  if (cell !== '' || row.length > 0) rows.push([...row, cell]);
-  return rows;
-}
-
-/** PostgreSQL's `2026-11-29 03:07:14.12+00` and SQLite's `2026-11-29T03:07:14.120Z` alike. */
-function normal(cell: string): string {
-  const m = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(?:Z|\+00(?::00)?)$/.exec(cell);
-  return m === null ? cell : `${m[1]}T${m[2]}.${(m[3] ?? '').padEnd(3, '0').slice(0, 3)}Z`;
-}
-
-function answer(rows: string[][]): string[] {
-  return rows.map((r) => r.map(normal).join(',')).sort();
-}
-
 function psql(input: string): string {
-  const r = spawnSync('psql', [url, '-X', '-q', '-t', '--csv', '-v', 'ON_ERROR_STOP=1'], { input, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`psql exited ${r.status}: ${r.stderr}`);
-  return r.stdout;
+  return runPsql(url, input);
 }
 
 function sqlite(input: string): string {
-  const r = spawnSync('sqlite3', ['-readonly', '-csv', rig.dbPath], { input, encoding: 'utf8' });
-  if (r.status !== 0 || r.stderr !== '') throw new Error(`sqlite3 exited ${r.status}: ${r.stderr}`);
-  return r.stdout;
+  return runSqlite(rig.dbPath, input);
 }
 
 beforeAll(async () => {
@@ -107,7 +40,7 @@ beforeAll(async () => {
   writeFileSync(connectionFile, url, { mode: 0o600 });
   rig = await createSyncRig({ users: 300 });
   expect((await rig.sync()).status).toBe('succeeded');
-  const options = { kind: 'postgres', connection_file: connectionFile, schema: 'user_mirror', batch_events: 40 };
+  const options = { kind: 'postgres', connection: { file: connectionFile }, schema: 'user_mirror', batch_events: 40 };
   await runSinkPass(rig.dbPath, options);
   const d = rig.standIn.directory;
   const listed = d.page(0, 300);

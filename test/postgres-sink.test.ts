@@ -31,7 +31,7 @@ const deleted: string[] = [];
 
 const options = (schema: string, extra: Record<string, unknown> = {}) => ({
   kind: 'postgres',
-  connection_file: connectionFile,
+  connection: { file: connectionFile },
   schema,
   ...extra,
 });
@@ -255,7 +255,7 @@ describe('the destination layout', () => {
   });
 
   it('bad options exit 2 and name the field', async () => {
-    const c = startSinkChild(rig.dbPath, { kind: 'postgres', schema: 'Bad-Name', connection_file: connectionFile });
+    const c = startSinkChild(rig.dbPath, { kind: 'postgres', schema: 'Bad-Name', connection: { file: connectionFile } });
     expect(await c.exited).toBe(2);
     expect(c.err()).toContain('schema');
   });

@@ -7,7 +7,12 @@ import type { FeedPage } from '../db/change-feed.js';
 import { compileFieldPolicy } from '../src/sinks/field-policy.js';
 import { nextStep } from '../src/sinks/postgres/replicate-decisions.js';
 import { copyLine, userValues, USER_COLUMNS, waves, type Change } from '../src/sinks/postgres/rows.js';
-import { PostgresSinkSchema } from '../src/sinks/postgres/config.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '../src/runtime/config.js';
+import { parseSinks } from '../src/sinks/sinks-file.js';
+import { describePostgres } from '../src/sinks/postgres/config.js';
 
 describe('copyLine', () => {
   it('writes tabs between values, \\N for NULL, and escapes backslash, tab, newline and CR', () => {
@@ -88,11 +93,49 @@ describe('userValues', () => {
   });
 });
 
-describe('options', () => {
-  it('take exactly one connection source and a lower-case schema name', () => {
-    expect(PostgresSinkSchema.safeParse({ kind: 'postgres', connection_file: '/f' }).success).toBe(true);
-    expect(PostgresSinkSchema.safeParse({ kind: 'postgres' }).success).toBe(false);
-    expect(PostgresSinkSchema.safeParse({ kind: 'postgres', connection_file: '/f', connection_credential: 'c' }).success).toBe(false);
-    expect(PostgresSinkSchema.safeParse({ kind: 'postgres', connection_file: '/f', schema: 'Mirror' }).success).toBe(false);
+describe('a postgres entry in SINKS_FILE', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pg-sink-options-'));
+  const file = join(dir, 'connection');
+  writeFileSync(file, 'postgres://writer:s3cret-pw@127.0.0.1:6543/analytics\n', { mode: 0o600 });
+  const remote = join(dir, 'remote');
+  writeFileSync(remote, 'postgres://writer:s3cret-pw@db.example:5432/analytics\n', { mode: 0o600 });
+  const problems = (entry: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): readonly string[] => {
+    try {
+      parseSinks({ sinks: [{ name: 'pg', kind: 'postgres', ...entry }] }, env);
+      return [];
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      return err.problems;
+    }
+  };
+
+  it('reads the connection by reference, a lower-case schema (default user_mirror), and names it without the password', () => {
+    const [sink] = parseSinks({ sinks: [{ name: 'pg', kind: 'postgres', connection: { file } }] }, {});
+    expect(sink?.kind).toBe('postgres');
+    if (sink?.kind !== 'postgres') return;
+    expect(sink.schema).toBe('user_mirror');
+    expect(sink.connectionString).toContain('s3cret-pw');
+    expect(describePostgres(sink)).toBe('postgres 127.0.0.1:6543/analytics schema user_mirror');
+    expect(problems({ connection: { credential: 'pg-url' } }, { CREDENTIALS_DIRECTORY: dir })).toEqual([
+      `SINKS_FILE: sinks[0] "pg".connection: ${join(dir, 'pg-url')}: cannot be read (ENOENT)`,
+    ]);
+  });
+
+  it('refuses a connection by value, a schema not lower-case, a filter, and clear text beyond this host', () => {
+    expect(problems({ connection: 'postgres://writer:pw@h/db' }).join('\n')).toMatch(/connection: must be \{ "file"/);
+    expect(problems({ connection: { file }, schema: 'Mirror' }).join('\n')).toMatch(/schema: must be a lower-case identifier/);
+    expect(problems({ connection: { file }, filter: { types: ['user.created'] } }).join('\n')).toMatch(
+      /filter: a postgres sink replicates the whole mirror and takes no filter/,
+    );
+    const clear = problems({ connection: { file: remote } });
+    expect(clear.join('\n')).toMatch(/db\.example is beyond this host/);
+    expect(clear.join('\n')).not.toContain('s3cret-pw');
+    expect(
+      parseSinks({ sinks: [{ name: 'pg', kind: 'postgres', connection: { file: remote } }] }, {}, 'x', { tlsByProxy: true }),
+    ).toHaveLength(1);
+  });
+
+  it('leaves nothing behind', () => {
+    rmSync(dir, { recursive: true, force: true });
   });
 });

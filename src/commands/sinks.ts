@@ -33,7 +33,7 @@ import { readReplay, replayPending } from '../../jobs/webhooks/replay.js';
 import { formatSinkStatus, readSinkStatus } from '../sinks/sink-status.js';
 import { sinksOf, type SinkSettings } from '../sinks/sinks-file.js';
 import { replayDestination, replayStart, replayWebhookQueue, type ReplayPoint } from '../sinks/replay.js';
-import { destinationOf, type DestinationSink } from '../sinks/start.js';
+import { destinationOf, type EventLogSink } from '../sinks/start.js';
 
 /** The WEBHOOK_URL receiver's name as `sinks replay` takes it. */
 export const WEBHOOK_SINK_NAME = 'webhook';
@@ -168,6 +168,12 @@ async function replay(name: string, point: ReplayPoint, json: boolean): Promise<
       process.stderr.write(`replay of sink ${name} refused: ${start.problem}\n`);
       return 1;
     }
+    if (sink?.kind === 'postgres') {
+      process.stderr.write(
+        `replay of sink ${name} refused: a postgres sink is a replica of the mirror, not a log of its events: it holds every change already, and replaying events would apply them twice. To load it again, drop its schema: the sink rebaselines (docs/postgres.md)\n`,
+      );
+      return 1;
+    }
     if (sink !== undefined && sink.kind !== 'webhook') return replayHeldById(sink, start.from, log, json);
     const target = webhookTargets(sink === undefined ? [] : [sink], sink === undefined ? config.WEBHOOK_URL : undefined).get(name);
     if (target === undefined) throw new Error(`no webhook queue for sink ${name}`);
@@ -176,7 +182,7 @@ async function replay(name: string, point: ReplayPoint, json: boolean): Promise<
 }
 
 /** Redis Streams, JetStream: the destination holds the position by id; nothing is re-appended (src/sinks/replay.ts). */
-async function replayHeldById(sink: DestinationSink, from: number, log: Logger, json: boolean): Promise<number> {
+async function replayHeldById(sink: EventLogSink, from: number, log: Logger, json: boolean): Promise<number> {
   const destination = destinationOf(sink, log, true);
   try {
     await destination.open();

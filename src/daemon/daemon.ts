@@ -171,7 +171,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const sinks =
     sinkList.length === 0
       ? undefined
-      : await parts.starting(() => startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a)));
+      : await parts.starting(() =>
+          startSinks(new ChangeFeed(db), sinkList, log, (...a) => countDelivered?.(...a), { mirrorPath: config.MIRROR_DB }),
+        );
   if (sinks !== undefined) parts.add('the sinks', () => sinks.close());
   // Webhook sinks go through their BullMQ queues (./change-delivery.ts) once Redis answers; they report beside the others.
   const webhookSinks = sinkList.filter((s): s is WebhookSink => s.kind === 'webhook');

@@ -6,7 +6,8 @@
  * has pending after it. A destination that does not answer or refuses, a
  * sink behind the feed's retention, or one further behind than
  * WEBHOOK_LAG_WARN_SECONDS (the one lag threshold of the feed's deliveries)
- * needs the operator: status exits 1 and names it.
+ * needs the operator: status exits 1 and names it. A PostgreSQL sink
+ * (./postgres) says the position its `sink_position` row holds.
  */
 import type { ChangeFeed } from '../../db/change-feed.js';
 import { createRedisConnection, redisReady, type RedisEndpoint } from '../../jobs/redis-connection.js';
@@ -15,7 +16,7 @@ import { readEndpointFailure, readRetrying, readSettled } from '../../jobs/webho
 import { createWebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { pendingAfter } from './runner.js';
 import type { SinkSettings, WebhookSink } from './sinks-file.js';
-import { destinationOf } from './start.js';
+import { positionProbeOf } from './start.js';
 
 /** Where webhook sinks' queues are (the queues' Redis, QUEUE_PREFIX, MIRROR_ID): their position is the settled cursor there. */
 export interface WebhookQueues {
@@ -60,7 +61,7 @@ export async function readSinkStatus(
   webhooks?: WebhookQueues,
 ): Promise<SinkStatus> {
   if (sink.kind === 'webhook') return readWebhookSinkStatus(feed, sink, lagWarnSeconds, now, webhooks);
-  const destination = destinationOf(sink, undefined, true);
+  const destination = positionProbeOf(sink);
   const base = { name: sink.name, kind: sink.kind, where: destination.where, policy: sink.policy.id };
   let position: number;
   try {
@@ -93,7 +94,9 @@ function withPending(
   const secondsBehind = pending.firstAt === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(pending.firstAt)) / 1000));
   let problem: string | null = held;
   if (problem !== null) return { ...base, position, eventsBehind: pending.events, secondsBehind, problem };
-  if (pending.gone) problem = `behind the feed's retention: events after cursor ${position} were dropped before this sink took them`;
+  // A postgres sink loads a new baseline rather than stop: its lag says how it goes.
+  if (pending.gone && sink.kind !== 'postgres')
+    problem = `behind the feed's retention: events after cursor ${position} were dropped before this sink took them`;
   else if (secondsBehind > lagWarnSeconds)
     problem = `lagging: ${secondsBehind}s behind, above WEBHOOK_LAG_WARN_SECONDS (${lagWarnSeconds}s)`;
   return { ...base, position, eventsBehind: pending.events, secondsBehind, problem };

@@ -139,8 +139,42 @@ const webhook = z.strictObject({
   }),
 });
 
-const SinkSchema = z.discriminatedUnion('kind', [redisStream, jetstream, webhook], {
-  error: 'kind must be "redis_stream", "jetstream" or "webhook"',
+/**
+ * A PostgreSQL destination (src/sinks/postgres): the whole mirror, its
+ * history and its position, in one schema per mirror. The connection
+ * string holds the writer's password, so it comes only by reference. It
+ * takes no `filter`: it is a replica of the mirror, which a filtered feed
+ * would silently make wrong (a user updated out of the filter stays stale);
+ * the field policy is what keeps fields out of it.
+ */
+const postgres = z.strictObject({
+  name: common.name,
+  field_policy: common.field_policy,
+  filter: z
+    .unknown()
+    .optional()
+    .refine(
+      (f) => f === undefined,
+      'a postgres sink replicates the whole mirror and takes no filter: leave fields out with "field_policy", or give the readers a view',
+    ),
+  kind: z.literal('postgres'),
+  /** A file or credential holding `postgres://writer:…@host:port/db` (its text is never shown). */
+  connection: secretRef,
+  tls: tlsFiles
+    .omit({ servername: true })
+    .refine((t) => (t.cert_file === undefined) === (t.key_file === undefined), 'cert_file and key_file go together')
+    .optional(),
+  /** The PostgreSQL schema of this mirror: one per mirror. */
+  schema: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case identifier of at most 63 characters')
+    .default('user_mirror'),
+  /** Feed events applied per transaction. */
+  batch_events: z.number().int().min(1).max(100_000).default(1_000),
+});
+
+const SinkSchema = z.discriminatedUnion('kind', [redisStream, jetstream, webhook, postgres], {
+  error: 'kind must be "redis_stream", "jetstream", "webhook" or "postgres"',
 });
 
 export const SinksFileSchema = z.strictObject({ sinks: z.array(SinkSchema) }).superRefine((file, ctx) => {
@@ -191,7 +225,15 @@ export interface WebhookSink extends SinkBase {
   secret: string;
   tls: TlsMaterial | undefined;
 }
-export type SinkSettings = RedisStreamSink | JetStreamSink | WebhookSink;
+export interface PostgresSink extends SinkBase {
+  kind: 'postgres';
+  /** The connection string (with the writer's password): never logged; `where` says host, port, database and schema. */
+  connectionString: string;
+  tls: TlsMaterial | undefined;
+  schema: string;
+  batchEvents: number;
+}
+export type SinkSettings = RedisStreamSink | JetStreamSink | WebhookSink | PostgresSink;
 
 /**
  * The sinks of SINKS_FILE (none when it is unset); a ConfigError names every problem in it.
@@ -280,7 +322,7 @@ export function parseSinks(
       problems.push(`${at}.field_policy: ${(err as Error).message}`);
     }
     if (transport.tlsByProxy !== true) for (const [field, problem] of clearTextProblems(s)) problems.push(`${at}.${field}: ${problem}`);
-    const filter: SinkFilter = { types: s.filter?.types, teams: s.filter?.teams };
+    const filter: SinkFilter = s.kind === 'postgres' ? {} : { types: s.filter?.types, teams: s.filter?.teams };
     const base = { name: s.name, filter };
     if (s.kind === 'redis_stream') {
       const password = secret('redis.password', s.redis.password);
@@ -302,6 +344,28 @@ export function parseSinks(
       const material = tls(s.webhook.tls, 'webhook.tls');
       if (policy !== undefined && key !== undefined)
         out.push({ ...base, kind: 'webhook', policy, url: s.webhook.url, secret: key, tls: material });
+    } else if (s.kind === 'postgres') {
+      const connectionString = secret('connection', s.connection);
+      if (connectionString !== undefined && !/^postgres(ql)?:\/\//.test(connectionString))
+        problems.push(`${at}.connection: must hold a postgres:// connection string (its text is not shown)`);
+      else if (connectionString !== undefined && s.tls === undefined && transport.tlsByProxy !== true) {
+        const host = postgresHost(connectionString);
+        if (host !== undefined && !isLoopbackHost(host) && !/[?&]sslmode=(require|verify-ca|verify-full)\b/.test(connectionString))
+          problems.push(
+            `${at}.connection: ${host} is beyond this host and would get rows in clear; give this sink "tls" (or sslmode=verify-full), or ${TLS_PROXY_SETTING}=1 when a TLS proxy carries it`,
+          );
+      }
+      const material = tls(s.tls);
+      if (policy !== undefined && connectionString !== undefined)
+        out.push({
+          ...base,
+          kind: 'postgres',
+          policy,
+          connectionString,
+          tls: material,
+          schema: s.schema,
+          batchEvents: s.batch_events,
+        });
     } else {
       const auth: JetStreamSink['auth'] = {};
       if (s.user !== undefined) auth.user = s.user;
@@ -359,10 +423,20 @@ function clearTextProblems(s: z.output<typeof SinksFileSchema>['sinks'][number])
         'webhook.url',
         `${u.hostname} is beyond this host and would get events in clear over http:; use https:, or ${TLS_PROXY_SETTING}=1 when a TLS proxy carries it`,
       ]);
-  } else if (s.tls === undefined) {
+  } else if (s.kind === 'jetstream' && s.tls === undefined) {
     for (const server of s.servers) if (server.startsWith('nats:')) beyond(new URL(server).hostname, 'servers');
   }
   return out;
+}
+
+/** The host of a postgres:// URL; undefined for a socket directory or a string URL cannot read. */
+export function postgresHost(connectionString: string): string | undefined {
+  try {
+    const host = new URL(connectionString).hostname;
+    return host === '' ? undefined : host.replace(/^\[|\]$/g, '');
+  } catch {
+    return undefined;
+  }
 }
 
 function redisEndpoint(

@@ -7,7 +7,9 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { busyMachineDeadline } from './eventually.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const HERE = fileURLToPath(new URL('../../', import.meta.url));
+// From these sources or from their build under dist/ (a bench runs them built).
+const ROOT = HERE.endsWith('/dist/') ? HERE.slice(0, -'dist/'.length) : HERE;
 const CLI = `${ROOT}dist/cli.js`;
 
 export function requireBuiltCli(...modules: string[]): void {

@@ -14,7 +14,9 @@ import { FILE_SECRETS } from '../../src/runtime/secret-files.js';
 import { runCli as runCliProcess } from './cli-process.js';
 import { busyMachineDeadline } from './eventually.js';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const HERE = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
+/** The repository, from these sources or from their build under dist/ (a bench runs them built). */
+export const ROOT = HERE.endsWith('/dist') ? HERE.slice(0, -'/dist'.length) : HERE;
 export const CLI = join(ROOT, 'dist', 'cli.js');
 
 export type LogLine = Record<string, unknown> & { msg?: string; event?: string; level?: number };

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach } from 'vitest';
 import { parseUser } from '../../src/service/user-record.js';
@@ -18,7 +18,9 @@ import { contentHash } from '../../db/user-row.js';
 import { scanRecordSpans } from '../../src/service/page-spans.js';
 import type { PageBytes } from '../../src/sync/page-decode.js';
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const HERE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The repository, from these sources or from their build under dist/ (a bench runs them built). */
+export const ROOT = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
 export const TEAM = '6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b';
 export const OTHER_TEAM = '7a2d3b9f-4c5e-4f60-9bac-1d2e3f4a5b6c';
 

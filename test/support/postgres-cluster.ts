@@ -35,6 +35,10 @@ export interface PostgresCluster {
   createDatabase(name: string): Promise<string>;
   /** The server log so far, for a failing test's message. */
   log(): string;
+  /** Stops the server (fast shutdown), keeping its data: PostgreSQL down, as an outage. */
+  stopServer(): Promise<void>;
+  /** Starts it again on the same port, after stopServer. */
+  startServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -92,7 +96,10 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
     const port = await freePort();
     // fsync off: the tests kill the client, never this server, and the machine is shared.
     const options = `-p ${port} -k ${dir} -c listen_addresses=${host} -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
-    await run(...asPostgres(pgBin('pg_ctl'), ['-D', data, '-l', logFile, '-o', options, '-w', '-t', '300', 'start']));
+    const startServer = async () => {
+      await run(...asPostgres(pgBin('pg_ctl'), ['-D', data, '-l', logFile, '-o', options, '-w', '-t', '300', 'start']));
+    };
+    await startServer();
     const url = (database = 'postgres', user = 'postgres') => `postgres://${user}@${host}:${port}/${database}`;
     const connect = async (database = 'postgres') => {
       const client = new pg.Client({ connectionString: url(database) });
@@ -115,6 +122,10 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
         return url(name);
       },
       log,
+      async stopServer() {
+        await run(...asPostgres(pgBin('pg_ctl'), ['-D', data, '-m', 'fast', '-w', '-t', '300', 'stop']));
+      },
+      startServer,
       async stop() {
         if (!live.delete(dir)) return;
         await run(...asPostgres(pgBin('pg_ctl'), ['-D', data, '-m', 'immediate', 'stop'])).catch(() => undefined);

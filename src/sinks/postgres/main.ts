@@ -1,18 +1,19 @@
 /**
- * A PostgreSQL sink pass as a process of its own:
- * `node dist/src/sinks/postgres/main.js <mirror.db> <sink options JSON>`.
+ * One pass of a PostgreSQL sink as a process of its own, without the
+ * daemon: `node dist/src/sinks/postgres/main.js <mirror.db> <sink JSON>`,
+ * the sink as its entry in SINKS_FILE gives it (`name` may be left out:
+ * the schema's name then).
  * It brings the destination up to the mirror's feed and exits 0 (1 on an
- * error, named; 2 on bad options), logging each committed step as a JSON
- * line (`postgres.baseline`, `postgres.batch`). Until the sinks contract
- * runs sinks in the daemon, this is how the sink is run (by a timer, a
- * test, the bench); a kill at any moment leaves the destination whole.
+ * error, named; 2 on a bad entry), logging each committed step as a JSON
+ * line (`postgres.baseline`, `postgres.batch`). The daemon runs the sinks
+ * of SINKS_FILE itself (./runner.ts); this serves a bench, a test, or a
+ * mirror copied to another host and replicated from there on a timer. A
+ * kill at any moment leaves the destination whole.
  */
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { compileFieldPolicy } from '../field-policy.js';
 import { createLogger } from '../../runtime/log.js';
-import { formatIssues } from '../../runtime/zod-issues.js';
-import { connectionConfig, PostgresSinkSchema } from './config.js';
+import { parseSinks } from '../sinks-file.js';
+import { connectionConfig } from './config.js';
 import { PostgresDestination } from './destination.js';
 import { replicateOnce } from './replicate.js';
 
@@ -20,35 +21,43 @@ export async function main(argv: readonly string[]): Promise<number> {
   const log = createLogger({ LOG_LEVEL: 'info' });
   const [mirrorPath, json] = argv;
   if (mirrorPath === undefined || json === undefined) {
-    process.stderr.write('usage: main.js <mirror.db> <sink options JSON>\n');
+    process.stderr.write('usage: main.js <mirror.db> <sink JSON, as in SINKS_FILE>\n');
     return 2;
   }
-  let input: unknown;
+  let entry: unknown;
   try {
-    input = JSON.parse(json);
+    entry = JSON.parse(json);
   } catch {
-    process.stderr.write('sink options: not JSON\n');
+    process.stderr.write('sink: not JSON\n');
     return 2;
   }
-  const parsed = PostgresSinkSchema.safeParse(input);
-  if (!parsed.success) {
-    process.stderr.write(`sink options: ${formatIssues(parsed.error.issues)}\n`);
+  let sink;
+  try {
+    // Unnamed, the sink is named by its schema (its connection's application_name says it), as the sinks file would.
+    const record = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>) : undefined;
+    const schema = typeof record?.schema === 'string' && /^[a-z0-9]/.test(record.schema) ? record.schema : 'user_mirror';
+    const named = record !== undefined && !('name' in record) ? { name: schema, ...record } : entry;
+    sink = parseSinks({ sinks: [named] }, process.env, 'sink')[0];
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
     return 2;
   }
-  const options = parsed.data;
+  if (sink?.kind !== 'postgres') {
+    process.stderr.write('sink: kind must be "postgres"\n');
+    return 2;
+  }
   let client: pg.Client | undefined;
   try {
-    client = new pg.Client(connectionConfig(options));
+    client = new pg.Client(connectionConfig(sink));
     // A connection the server ends also fails the query in flight, which is what reports it; unheard, the event would crash the process.
     client.on('error', () => undefined);
-    const policy = compileFieldPolicy(options.field_policy, (path) => readFileSync(path));
     await client.connect();
-    const destination = new PostgresDestination(client, options.schema, policy);
+    const destination = new PostgresDestination(client, sink.schema, sink.policy);
     const result = await replicateOnce({
       mirrorPath,
       destination,
-      policyId: policy.id,
-      batchEvents: options.batch_events,
+      policyId: sink.policy.id,
+      batchEvents: sink.batchEvents,
       onStep: (step) =>
         step.kind === 'baseline'
           ? log.info({ event: 'postgres.baseline', why: step.why, cursor: step.cursor, rows: step.counts, ms: step.ms }, 'baseline loaded')
@@ -60,7 +69,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     );
     return 0;
   } catch (err) {
-    log.error({ event: 'postgres.failed', schema: options.schema, err }, 'the PostgreSQL sink failed');
+    log.error({ event: 'postgres.failed', schema: sink.schema, err }, 'the PostgreSQL sink failed');
     return 1;
   } finally {
     await client?.end().catch(() => undefined);

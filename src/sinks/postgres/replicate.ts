@@ -22,6 +22,10 @@ export interface ReplicateOptions {
   /** The field policy's id (`name:fingerprint`): rows written under another are loaded again. */
   policyId: string;
   batchEvents: number;
+  /** The schema was prepared on this connection already (the daemon's runner prepares once per connection). */
+  prepared?: boolean;
+  /** Asked between steps: true ends the pass after the step committed (the daemon shutting down). */
+  stop?: () => boolean;
   /** Called after each committed step (logs, metrics, tests). */
   onStep?: (step: ReplicateStep) => void;
 }
@@ -39,10 +43,14 @@ export interface ReplicateResult {
 
 export async function replicateOnce(o: ReplicateOptions): Promise<ReplicateResult> {
   const { destination } = o;
-  await destination.ensureSchema();
+  if (o.prepared !== true) await destination.ensureSchema();
   const result: ReplicateResult = { baselines: 0, batches: 0, events: 0, position: undefined };
   for (;;) {
     const position = await destination.readPosition();
+    if (o.stop?.() === true) {
+      result.position = position;
+      return result;
+    }
     const feed = openFeedReader(o.mirrorPath);
     let step;
     let page;
