@@ -5,7 +5,7 @@
  * deletes (the exactly-once check).
  */
 import { startStandIn, type FaultPlan } from '../src/stand-in/index.js';
-import { errorMessage } from '../src/runtime/errors.js';
+import { errorMessage } from '../src/runtime/line-text.js';
 
 export type StandInRequest =
   | { id: number; op: 'add'; members: Array<[string, string]> }

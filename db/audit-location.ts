@@ -22,7 +22,7 @@ export function samePath(a: string, b: string): boolean {
 /** The variables that place the audit. */
 export const AUDIT_LOCATION_ENV = ['MIRROR_DB', 'AUDIT_DB'] as const;
 
-export const AUDIT_IS_MIRROR = 'must not be the MIRROR_DB file (the audit would wait behind every sync publish)';
+const AUDIT_IS_MIRROR = 'must not be the MIRROR_DB file (the audit would wait behind every sync publish)';
 
 /** The audit's path, and why it cannot be (undefined when it can). */
 export function auditPathOf(settings: { MIRROR_DB: string; AUDIT_DB?: string | undefined }): { path: string; problem?: string } {

@@ -32,7 +32,7 @@ export interface CopyFacts {
   checkMs: number;
 }
 
-export class BackupCheckError extends Error {
+class BackupCheckError extends Error {
   override name = 'BackupCheckError';
 }
 

@@ -16,7 +16,7 @@ export interface BusyRetryOptions {
 }
 
 /** Long enough to outlast any lock a writer of the audit file is expected to hold, and then some. */
-export const DEFAULT_BUSY_BUDGET_MS = 120_000;
+const DEFAULT_BUSY_BUDGET_MS = 120_000;
 
 export function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

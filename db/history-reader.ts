@@ -48,7 +48,7 @@ export type AsOfAnswer =
   | { kind: 'absent' }
   | { kind: 'found'; version: UserVersion; sources: SourceConnection[] };
 
-export class HistoryMissingError extends Error {
+class HistoryMissingError extends Error {
   override name = 'HistoryMissingError';
 }
 
@@ -58,7 +58,7 @@ export class HistoryMissingError extends Error {
  * a "no"); one version covers it at most per team (one active holder of a
  * key), and across teams the first is taken, as the offline resolve does.
  */
-export function answerAsOf(
+function answerAsOf(
   completeSince: string | null,
   at: string,
   covering: readonly UserVersion[],

@@ -134,7 +134,7 @@ export function lastCursor(db: Db): number {
 }
 
 /** The last published run's id, or null. */
-export function lastPublishedRun(db: Db): number | null {
+function lastPublishedRun(db: Db): number | null {
   return db.prepare<[], number | null>(`SELECT max(id) FROM sync_runs WHERE published_at IS NOT NULL`).pluck().get() ?? null;
 }
 

@@ -68,7 +68,7 @@ const SyncRunRowSchema = z.object({
   source_epoch: z.string().nullable().default(null),
 });
 
-export const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
+const SyncRunSchema = SyncRunRowSchema.transform((r) => ({
   id: r.id,
   startedAt: r.started_at,
   finishedAt: r.finished_at,

@@ -36,7 +36,7 @@ export interface MirroredUser {
 }
 
 /** A field dropped from a record because it broke its rule, as `field_warnings` stores it. */
-export interface FieldWarning {
+interface FieldWarning {
   /** Path in the record as received: `ingestion_start`, `connected_sources[2].provider.slug`. */
   field: string;
   /** The rule the value broke, and what was dropped when more than the field itself. */

@@ -53,7 +53,7 @@ export function openAudit(path: string, options: OpenAuditOptions = {}): Db {
   return db;
 }
 
-export interface LegacyImport {
+interface LegacyImport {
   source: string | null;
   removals: number;
   duplicates: number;
@@ -85,7 +85,7 @@ const DUPLICATE_COLUMNS = ['event_id', 'job_id', 'dedup_id', 'seen_at'] as const
  * write lock of every attached file, and a sync holds the mirror's for its whole run. A second daemon
  * starting beside a running sync then failed with `database is locked` after the audit's 250 ms wait.
  */
-export function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Date()): LegacyImport | undefined {
+function importLegacyAudit(db: Db, mirrorPath: string, now: Date = new Date()): LegacyImport | undefined {
   if (done(db)) return undefined;
   const source = mirrorPath !== ':memory:' && existsSync(mirrorPath) && !samePath(mirrorPath, db.name) ? mirrorPath : null;
   const legacy = source === null ? undefined : openMirror(source, { readonly: true });
@@ -134,7 +134,7 @@ function done(db: Db): boolean {
  * wrote into the mirror file (db/open-audit.ts): one row, written in the same
  * transaction as the copy, so the copy happens exactly once.
  */
-export const auditSchema: Migration = {
+const auditSchema: Migration = {
   version: 1,
   name: 'member-removals',
   sql: `${memberRemovals.sql}
@@ -156,7 +156,7 @@ CREATE TABLE legacy_audit_import (
  * went, or would have gone for a job it refused. NULL for rows written
  * before removals named their target.
  */
-export const removalTarget: Migration = {
+const removalTarget: Migration = {
   version: 2,
   name: 'removal-target',
   sql: `ALTER TABLE member_removals ADD COLUMN target TEXT;`,

@@ -18,7 +18,7 @@
 import type { Db } from './open.js';
 
 /** How many users (or log rows) one purge removes at most: bounds the write lock it holds. */
-export const PURGE_BATCH = 10_000;
+const PURGE_BATCH = 10_000;
 
 /**
  * Removes users deleted before `cutoff` (ISO 8601), at most `limit`, in one

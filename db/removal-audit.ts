@@ -17,7 +17,7 @@ import { hasTable } from './has-table.js';
 import { createGroupCommit, type TransactionRunner } from './group-commit.js';
 import { retryWhileBusy, type BusyRetryOptions } from './busy-retry.js';
 
-export type RemovalStatus = 'requested' | 'succeeded' | 'already_absent' | 'failed';
+type RemovalStatus = 'requested' | 'succeeded' | 'already_absent' | 'failed';
 
 /** One job: BullMQ ids restart with a new Redis, the pair does not. */
 export interface RemovalJobRef {
@@ -26,7 +26,7 @@ export interface RemovalJobRef {
   enqueuedAt: number;
 }
 
-export interface AuditedRequest {
+interface AuditedRequest {
   /** The target of the worker that handles the job (see audit migration 2). */
   target: string;
   org_id: string;

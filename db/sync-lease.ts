@@ -51,7 +51,7 @@ export function leaseIsFree(current: LeaseRow | undefined, me: LeaseClaimant, no
   return current.host === me.host && !pidAlive(current.pid);
 }
 
-export const DEFAULT_LEASE_TTL_MS = 60_000;
+const DEFAULT_LEASE_TTL_MS = 60_000;
 
 export interface SyncLeaseOptions {
   ttlMs?: number;

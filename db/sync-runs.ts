@@ -12,7 +12,7 @@ import { recordRunDrift, type RunFieldWarning } from './schema-drift.js';
 
 type Bind = Record<string, Cell>;
 
-export type RunStatus = 'succeeded' | 'partial' | 'failed';
+type RunStatus = 'succeeded' | 'partial' | 'failed';
 
 /** What became of the active users a run did not list (src/sync/deletions.ts). */
 export interface CandidateCounts {

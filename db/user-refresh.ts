@@ -23,7 +23,7 @@ import { UserWrites } from './user-writes.js';
  * either: the resolve's client returns the parsed object, not the received
  * bytes, so its hash cannot match the listing's even when nothing changed.
  */
-export type RefreshChange = 'created' | 'updated' | 'unchanged';
+type RefreshChange = 'created' | 'updated' | 'unchanged';
 
 export interface RefreshResult {
   change: RefreshChange;

@@ -13,7 +13,7 @@ import type { ConnectedSource, MirroredUser, SourceDescriptor } from './mirrored
  */
 // v2: offset-less date-times read as UTC; fields that break their rule are NULL (with a field_warnings row).
 // v3: the hash and `raw` are the record's bytes as received, no longer JSON.stringify of the parsed record.
-export const ROW_FORMAT = 'v3';
+const ROW_FORMAT = 'v3';
 
 /**
  * The `users` columns that come from the record itself, in the order the

@@ -34,7 +34,7 @@ import {
 } from './redis-connection.js';
 
 /** How long a command waits for Redis to accept its connection before it answers with the cause. */
-export const COMMAND_REDIS_WAIT_MS = 5_000;
+const COMMAND_REDIS_WAIT_MS = 5_000;
 const CLOSE_MS = 2_000;
 
 interface Closable {

@@ -86,7 +86,7 @@ const REDIS_ENV = [
 export const QUEUE_ENV = [...REDIS_ENV, 'QUEUE_PREFIX'] as const;
 export type QueueConfig = Config<(typeof QUEUE_ENV)[number]>;
 
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const HASH_TAG = /\{[^{}]+\}/;
 
 /** Checks the combination the per-variable schemas cannot see; every problem at once, by name. */
@@ -205,7 +205,7 @@ const forever = (times: number): number => reconnectDelay(times);
  * then stopped answering (SIGSTOP, a hung proxy) fails the command instead of holding it for ever.
  * Generous, since no reply of a short command takes a healthy Redis more than milliseconds.
  */
-export const COMMAND_REPLY_MS = 15_000;
+const COMMAND_REPLY_MS = 15_000;
 
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   worker: { maxRetriesPerRequest: null, retryStrategy: forever },

@@ -72,7 +72,7 @@ export function judgeRedisDurability(facts: RedisDurabilityFacts): DurabilityVer
  * verdict over several masters is durable only if each is, and each reason
  * names its node.
  */
-export function judgeNodes(nodes: ReadonlyArray<{ node: string; facts: RedisDurabilityFacts }>): DurabilityVerdict {
+function judgeNodes(nodes: ReadonlyArray<{ node: string; facts: RedisDurabilityFacts }>): DurabilityVerdict {
   if (nodes.length === 1 && nodes[0] !== undefined) return judgeRedisDurability(nodes[0].facts);
   const verdicts = nodes.map(({ node, facts }) => ({ node, verdict: judgeRedisDurability(facts) }));
   const same = (pick: (v: DurabilityVerdict) => string): string => {
@@ -117,7 +117,7 @@ const CONFIGURE_REDIS = 'configure Redis with `appendonly yes`, `appendfsync eve
 export const DURABILITY_FIX = `${CONFIGURE_REDIS}, or set ALLOW_VOLATILE_REDIS=1 to accept that removals may be lost (see docs/removals.md, "Redis for the removal queue")`;
 
 /** The same fix, said of webhooks (a daemon without removals has only those on Redis to hold). */
-export const WEBHOOK_DURABILITY_FIX = `${CONFIGURE_REDIS}, or set ALLOW_VOLATILE_REDIS=1 to accept that queued deliveries may be lost (see docs/changes.md, "Push: webhooks")`;
+const WEBHOOK_DURABILITY_FIX = `${CONFIGURE_REDIS}, or set ALLOW_VOLATILE_REDIS=1 to accept that queued deliveries may be lost (see docs/changes.md, "Push: webhooks")`;
 
 /** Why webhooks are held on this Redis, for logs, /readyz and status; undefined when they run. */
 export function describeHeldWebhooks(gate: RemovalGate): string | undefined {
@@ -164,7 +164,7 @@ export function durabilityFactsFrom(
  * INFO. CONFIG GET is asked only for what INFO does not carry (appendfsync)
  * and its refusal is not an error.
  */
-export async function readRedisDurability(redis: Redis): Promise<RedisDurabilityFacts> {
+async function readRedisDurability(redis: Redis): Promise<RedisDurabilityFacts> {
   let info = new Map<string, string>();
   let readError: string | undefined;
   try {

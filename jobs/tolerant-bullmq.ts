@@ -28,7 +28,7 @@ import { isJson, JSON_FIELDS, QUARANTINE_KEY, unreadableField, unreadableFromDat
 
 type FromJson = typeof Job.fromJSON;
 
-export class TolerantJob<T = unknown, R = unknown, N extends string = string, P extends JobProgress = JobProgress> extends Job<T, R, N, P> {
+class TolerantJob<T = unknown, R = unknown, N extends string = string, P extends JobProgress = JobProgress> extends Job<T, R, N, P> {
   static override fromJSON<T = unknown, R = unknown, N extends string = string>(
     queue: Parameters<FromJson>[0],
     json: Parameters<FromJson>[1],

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './runtime/config.js';
-import { errorMessage } from './runtime/errors.js';
+import { errorMessage } from './runtime/line-text.js';
 import { isRecord } from './runtime/is-record.js';
 import { loadEnvFile } from './runtime/env-file.js';
 import { applyFilePolicy } from './runtime/file-policy.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clipEchoed, ECHO_ID_CHARS, echoId } from '../src/runtime/echo-id.js';
+import { clipEchoed, ECHO_ID_CHARS, echoId } from '../src/runtime/line-text.js';
 
 describe('echoId', () => {
   it('quotes a short id whole, control characters escaped', () => {

@@ -18,8 +18,8 @@ export interface RemovalBackoffOptions {
   random?: () => number;
 }
 
-export const REMOVAL_MAX_BACKOFF_MS = 5 * 60_000;
-export const REMOVAL_MAX_RETRY_AFTER_MS = 60_000;
+const REMOVAL_MAX_BACKOFF_MS = 5 * 60_000;
+const REMOVAL_MAX_RETRY_AFTER_MS = 60_000;
 
 export function removalBackoffPolicy(baseMs: number, options: Omit<RemovalBackoffOptions, 'defaultBaseMs' | 'random'> = {}): BackoffPolicy {
   return {

@@ -35,12 +35,12 @@ export const REMOVE_MEMBER_JOB = 'remove-member';
 /** The key prefix when a producer or worker is given no QUEUE_PREFIX (also the configuration's default). */
 export const DEFAULT_QUEUE_PREFIX = 'user-mirror';
 /** The custom backoff type the removal worker implements (exponential + jitter, Retry-After as a floor). */
-export const REMOVAL_BACKOFF_TYPE = 'removal';
+const REMOVAL_BACKOFF_TYPE = 'removal';
 
-export const MAX_REQUESTED_BY = 200;
+const MAX_REQUESTED_BY = 200;
 export const MAX_REASON = 1_000;
 /** Bigger than any valid payload; BullMQ refuses larger ones at `add`, before Redis sees them. */
-export const MAX_PAYLOAD_BYTES = 8_192;
+const MAX_PAYLOAD_BYTES = 8_192;
 
 // Upstream ids are UUIDs and a malformed one gets a 422 anyway; checking the
 // shape here means `/`, `..`, `%2F` or a megabyte of text never reach a URL.

@@ -119,7 +119,7 @@ function viewOf(job: Job): FailedJobView {
 }
 
 /** Worker names are `<host>:<pid>` (worker.ts). */
-export function hostOf(workerName: string | undefined): string | null {
+function hostOf(workerName: string | undefined): string | null {
   if (workerName === undefined || workerName === '') return null;
   const colon = workerName.lastIndexOf(':');
   return colon > 0 ? workerName.slice(0, colon) : workerName;

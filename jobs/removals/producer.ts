@@ -19,7 +19,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { errorMessage } from '../../src/runtime/errors.js';
+import { errorMessage } from '../../src/runtime/line-text.js';
 import { RedisUnavailableError, isRedisConnectionError, redisFailureOf, redisReady, type RedisClient } from '../redis-connection.js';
 
 import {

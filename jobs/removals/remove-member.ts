@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { DeleteMemberResult } from '../../src/service/client.js';
 import { logError } from '../../src/runtime/log-error.js';
-import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/errors.js';
+import { errorMessage, MESSAGE_MAX_CHARS } from '../../src/runtime/line-text.js';
 import { isRecord } from '../../src/runtime/is-record.js';
 import type { RemovalAuditWriter, RemovalJobRef } from '../../db/removal-audit.js';
 import { checkRemovalJob, type ManagementTarget, type RemovalResult } from './contract.js';
@@ -210,7 +210,7 @@ interface PerformedProgress {
 }
 
 /** The outcome an earlier run of this job performed, or undefined (none, or progress from elsewhere). */
-export function performedOf(progress: unknown): PerformedProgress['performed'] | undefined {
+function performedOf(progress: unknown): PerformedProgress['performed'] | undefined {
   if (!isRecord(progress)) return undefined;
   const p = progress.performed;
   return p === 'succeeded' || p === 'already_absent' ? p : undefined;
@@ -271,6 +271,6 @@ export function classifyRemovalFailure(err: unknown, ctx: FailureContext): Failu
 }
 
 /** The server's Retry-After when it sent one (capped), else our own backoff for this streak. */
-export function rateLimitWait(err: unknown, ctx: FailureContext): number {
+function rateLimitWait(err: unknown, ctx: FailureContext): number {
   return backoffDelay(ctx.rateLimitedRuns + 1, ctx.policy, retryAfterOf(err), ctx.random);
 }

@@ -20,7 +20,7 @@ import { TolerantQueue } from '../tolerant-bullmq.js';
 import type { Logger } from 'pino';
 import { isRecord } from '../../src/runtime/is-record.js';
 
-export const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
+const PENDING_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type UnboundCounts = Record<(typeof PENDING_STATES)[number], number>;
 
 /** `readOnly`: for a look (status, listings), no BullMQ meta write. */

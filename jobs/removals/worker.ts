@@ -80,8 +80,8 @@ export interface RemovalWorkerHandle {
   close(timeoutMs?: number): Promise<{ drained: boolean }>;
 }
 
-export const DEFAULT_LOCK_MS = 30_000;
-export const DEFAULT_MAX_STALLED = 3;
+const DEFAULT_LOCK_MS = 30_000;
+const DEFAULT_MAX_STALLED = 3;
 export const DEFAULT_LIMITER: RateLimiterOptions = { max: 10_000, duration: 1_000 };
 const STALL_LIMIT_REASON = 'stalled more than allowable limit';
 

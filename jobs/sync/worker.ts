@@ -40,7 +40,7 @@ export interface SyncSummaryCore {
  * binds the process, the engine and the config. The runner logs
  * `sync.job_started` once it holds the lease.
  */
-export type SyncRunner<S extends SyncSummaryCore> = (
+type SyncRunner<S extends SyncSummaryCore> = (
   signal: AbortSignal,
   job: { jobId?: string; reason: string; tick: string },
 ) => Promise<LeasedOutcome<S>>;
@@ -71,7 +71,7 @@ export interface SyncWorkerHandle<S extends SyncSummaryCore = SyncSummaryCore> {
   close(timeoutMs: number): Promise<boolean>;
 }
 
-export class SyncFailedError extends Error {
+class SyncFailedError extends Error {
   override name = 'SyncFailedError';
 }
 

@@ -53,7 +53,7 @@ export function webhookQueueName(mirrorId: string, targetId: string, sink?: stri
   return sink === undefined ? `webhooks-${mirrorId}-${targetId}` : `webhooks-${mirrorId}-${sink}-${targetId}`;
 }
 
-export const WebhookJobSchema = z.strictObject({
+const WebhookJobSchema = z.strictObject({
   cursor: z.number({ error: 'must be a number (the event cursor)' }).int('must be an integer').positive('must be positive'),
   event_id: z
     .string({ error: 'must be a string (the event id)' })
@@ -103,7 +103,7 @@ export const KEEP_COMPLETED_WEBHOOKS = { count: 10_000, age: 86_400 } as const;
  * for as long as the feed keeps their events (CHANGES_RETENTION_DAYS): past
  * that the event is gone from the mirror and a retry could send nothing.
  */
-export function keepFailedWebhooks(retentionDays: number): { count: number; age: number } {
+function keepFailedWebhooks(retentionDays: number): { count: number; age: number } {
   return { count: 10_000, age: Math.ceil(retentionDays * 86_400) };
 }
 

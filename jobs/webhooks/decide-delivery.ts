@@ -27,7 +27,7 @@ export type DeliveryDecision =
   | { kind: 'fail'; reason: string; status: number };
 
 /** Answers that refuse the event itself (its body); every other 4xx (and 3xx) is the endpoint's failure. */
-export const EVENT_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
+const EVENT_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /**
  * What one attempt's result means (pure). `attempt` counts from 1. A

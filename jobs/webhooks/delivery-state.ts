@@ -14,7 +14,7 @@ import type { WebhookQueue } from './queue-handle.js';
  * answer. Set by the worker while it holds deliveries, cleared by the next
  * 2xx; `status`, /readyz and /metrics read it.
  */
-export const EndpointFailureSchema = z.object({ since: z.string(), last: z.string() });
+const EndpointFailureSchema = z.object({ since: z.string(), last: z.string() });
 export type EndpointFailure = z.output<typeof EndpointFailureSchema>;
 
 /** The endpoint's failure, or null while it is not failing (or the record is unreadable). */

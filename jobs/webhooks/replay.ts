@@ -27,11 +27,11 @@ import { readJsonKey } from './delivery-state.js';
 import type { WebhookQueue } from './queue-handle.js';
 
 /** The id of event `eventId`'s job in replay `n`. */
-export function replayJobId(eventId: string, n: number): string {
+function replayJobId(eventId: string, n: number): string {
   return `${eventId}.replay-${n}`;
 }
 
-export const ReplayRecordSchema = z.object({
+const ReplayRecordSchema = z.object({
   replay: z.number().int().positive(),
   /** The first cursor re-sent, and the last (the settled cursor when the replay began). */
   from: z.number().int().nonnegative(),

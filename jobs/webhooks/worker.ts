@@ -47,7 +47,7 @@ import { clearEndpointFailure, markEndpointFailing, raiseSettled } from './deliv
 import { traceDelivery, tracedPoster } from './delivery-spans.js';
 
 /** What a delivered job returns (`job.returnvalue`). */
-export interface WebhookResult {
+interface WebhookResult {
   status: number;
   attempts: number;
 }

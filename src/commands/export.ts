@@ -22,7 +22,7 @@ import { readConfig } from '../runtime/config.js';
 import { ExportRefused } from '../export/plan.js';
 import { exportMirror, readPolicyFile, type ExportResult } from '../export/run.js';
 import type { FieldPolicy } from '../sinks/field-policy.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { exportIntoFolder } from '../export/scheduled.js';
 import { TABLES } from '../export/tables.js';
 

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { RetryResult } from '../../jobs/retry-failed.js';
-import { echoId } from '../runtime/echo-id.js';
+import { echoId } from '../runtime/line-text.js';
 
 /** The flags of a command with a failed list and retries (`removals`, `webhooks`), for parseCommandArgs. */
 export const FAILED_JOB_FLAGS = {

@@ -15,7 +15,7 @@ import { parseCommandArgs } from './args.js';
 import { readConfig } from '../runtime/config.js';
 import { HistoryReader, type SourceConnection, type UserVersion } from '../../db/history-reader.js';
 import { openResolver } from '../replica/resolve.js';
-import { echoId } from '../runtime/echo-id.js';
+import { echoId } from '../runtime/line-text.js';
 
 const EXIT_NOT_FOUND = 3;
 

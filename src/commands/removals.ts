@@ -30,12 +30,11 @@ import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { hasTable } from '../../db/has-table.js';
 import { createRemovalAudit, removalCountsByStatus } from '../../db/removal-audit.js';
 import { whyNotWritable } from '../runtime/writable-file.js';
-import { errorMessage } from '../runtime/errors.js';
+import { echoId, errorMessage } from '../runtime/line-text.js';
 import { readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { withCommandRedis } from '../../jobs/command-redis.js';
 import { createRemovalQueue, type RemovalQueue } from '../../jobs/removals/queue-handle.js';
 import { removalQueueName, type ManagementTarget } from '../../jobs/removals/contract.js';
-import { echoId } from '../runtime/echo-id.js';
 import {
   adoptUnbound,
   countUnbound,

@@ -16,7 +16,7 @@ import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { Job, QueueEvents } from 'bullmq';
 import { UsageError, parseCommandArgs } from './args.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { readWithQueueSettings } from '../../jobs/redis-connection.js';
 import { withCommandRedis } from '../../jobs/command-redis.js';
 import { enqueueMemberRemoval } from '../../jobs/removals/producer.js';

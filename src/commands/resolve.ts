@@ -39,7 +39,7 @@ import type { CheckpointMode } from '../../db/open.js';
 import { openResolver } from '../replica/resolve.js';
 import type { ResolveResult } from '../service/client.js';
 import type { FieldWarning } from '../service/user-record.js';
-import { echoId } from '../runtime/echo-id.js';
+import { echoId } from '../runtime/line-text.js';
 
 const EXIT_NOT_FOUND = 3;
 

@@ -49,7 +49,7 @@ import { intervalOfExpression } from '../health/schedule-interval.js';
 import { currentBackupVerdict } from '../health/backup-folder.js';
 import { currentExportVerdict } from '../health/export-verdict.js';
 import { settleWithin } from '../runtime/deadline.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { buildStatusReport, statusExitCode } from '../health/status-report.js';
 import type { FeedFacts, MirrorFacts, QueueCounts, QueueFacts, StatusFacts, SyncJobFacts } from '../health/status-facts.js';
 import { restoreFilesBeside } from '../health/restore-files.js';

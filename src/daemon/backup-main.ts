@@ -17,7 +17,7 @@
  * comes from the environment inherited from the daemon, which checked it.
  */
 import { applyFilePolicy } from '../runtime/file-policy.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { backupIntoFolder } from '../health/backup-folder.js';
 import { z } from 'zod';

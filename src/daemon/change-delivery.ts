@@ -50,7 +50,7 @@ import {
 /** Events read and added per round trip. */
 const DISPATCH_BATCH = 500;
 /** Jobs waiting in the queue beyond which dispatch waits for the receiver. */
-export const MAX_QUEUED_EVENTS = 20_000;
+const MAX_QUEUED_EVENTS = 20_000;
 
 export interface DispatchResult {
   dispatched: number;
@@ -114,7 +114,7 @@ export async function dispatchNewEvents(
   }
 }
 
-export interface DeliveryLag {
+interface DeliveryLag {
   /** The feed's newest cursor. */
   latest: number;
   /** Every event up to here was delivered or failed for good. */
@@ -130,7 +130,7 @@ export interface DeliveryLag {
 /** What /readyz and /metrics read of webhook delivery. */
 export type WebhookLagFacts = Pick<DeliveryLag, 'eventsBehind' | 'secondsBehind' | 'failed' | 'endpoint'>;
 
-export async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Date): Promise<DeliveryLag> {
+async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Date): Promise<DeliveryLag> {
   const { latest } = feed.bounds();
   const [settledRaw, counts, endpoint] = await Promise.all([readSettled(queue), queue.getJobCounts('failed'), readEndpointFailure(queue)]);
   const at = latest > settledRaw ? feed.publishedAfter(settledRaw) : undefined;
@@ -143,7 +143,7 @@ export async function deliveryLag(feed: ChangeFeed, queue: WebhookQueue, now: Da
  * write lock; should another writer hold it, this waits at most a moment
  * and leaves the work to the next sync.
  */
-export function pruneFeed(feed: ChangeFeed, retentionDays: number, hold: number, now: Date, log: Logger): number {
+function pruneFeed(feed: ChangeFeed, retentionDays: number, hold: number, now: Date, log: Logger): number {
   const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();
   try {
     const dropped = feed.prune(cutoff, hold);
@@ -171,7 +171,7 @@ const DISPATCH_INTERVAL_MS = 2_000;
  * (its own queue, named for the sink; its filter decides what is queued,
  * its field policy what the worker sends).
  */
-export interface WebhookChannelSettings {
+interface WebhookChannelSettings {
   target: WebhookTarget;
   secret: string;
   filter: SinkFilter;
@@ -180,7 +180,7 @@ export interface WebhookChannelSettings {
 }
 
 /** A webhook sink of SINKS_FILE as the daemon delivers it. */
-export function webhookChannelOf(sink: WebhookSink): WebhookChannelSettings {
+function webhookChannelOf(sink: WebhookSink): WebhookChannelSettings {
   const more = { sink: sink.name, policy: sink.policy.id, ...(sink.tls === undefined ? {} : { tls: sink.tls }) };
   return { target: webhookTarget(sink.url, more), secret: sink.secret, filter: sink.filter, policy: sink.policy };
 }

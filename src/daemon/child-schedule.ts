@@ -19,7 +19,7 @@ export interface ChildSchedule {
 }
 
 /** How an attempt ended, as the job's record in its folder says. */
-export type AttemptOutcome = { ok: true; facts: Record<string, unknown> } | { ok: false; error: string | undefined };
+type AttemptOutcome = { ok: true; facts: Record<string, unknown> } | { ok: false; error: string | undefined };
 
 export interface ChildScheduleOptions {
   /** The prefix of its log events. */

@@ -20,7 +20,7 @@ export interface WatchedCondition {
 }
 
 /** How often the daemon looks: often enough for a log line within a scrape interval, rarely enough to cost nothing. */
-export const WATCH_INTERVAL_MS = 10_000;
+const WATCH_INTERVAL_MS = 10_000;
 
 export interface ConditionWatch {
   /** Looks once now (tests; the timer does it every intervalMs). */

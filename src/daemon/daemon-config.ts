@@ -19,7 +19,7 @@ import { checkAuditLocation } from '../runtime/audit-location-check.js';
 import { AUDIT_LOCATION_ENV } from '../../db/audit-location.js';
 
 /** Every variable the daemon reads but the management pair (MANAGEMENT_ENV), which it reads only when given. */
-export const DAEMON_ENV = [
+const DAEMON_ENV = [
   // The service and the HTTP client: the sync child's, checked here so a bad value stops the daemon at start.
   ...SERVICE_ENV,
   ...QUEUE_ENV,

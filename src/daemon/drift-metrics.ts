@@ -13,7 +13,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { CurrentSources, DriftSource } from './scrape-gauges.js';
 
 /** Pairs exported at most: a mirror meets a handful over its life; the bound only stops a runaway. */
-export const MAX_PAIRS = 100;
+const MAX_PAIRS = 100;
 
 export function registerDriftMetrics(registers: Registry[], current: CurrentSources): void {
   // An unreadable mirror shows in user_mirror_mirror_up and status, not as a failed scrape.

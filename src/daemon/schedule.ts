@@ -12,7 +12,7 @@
  */
 import type { Queue } from 'bullmq';
 import { logError } from '../runtime/log-error.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { nodeCron } from '../runtime/node-cron.js';
 import { type SyncJobData } from '../../jobs/sync/contract.js';
 import { intervalOf, SCHEDULE_TIMEZONE } from '../health/schedule-interval.js';

@@ -14,7 +14,7 @@ import {
   type RedisClient,
   type RedisFailure,
 } from '../../jobs/redis-connection.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { decideRemovalGate, logRemovalGate, readEstateDurability, type RemovalGate } from '../../jobs/redis-durability.js';
 import { retryWhileBusy } from '../../db/busy-retry.js';
 import type { Db } from '../../db/open.js';
@@ -100,7 +100,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /** Longer than a first sync of a large directory is expected to hold the mirror. */
-export const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
+const OPEN_WAIT_BUDGET_MS = 15 * 60_000;
 
 /**
  * Opens the daemon's database files at start-up, waiting while another

@@ -18,7 +18,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { logError } from '../runtime/log-error.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { closeNow, listen } from '../runtime/lifecycle.js';
 import { settleWithin } from '../runtime/deadline.js';
 import type { Db } from '../../db/open.js';

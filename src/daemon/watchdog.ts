@@ -146,7 +146,7 @@ export function startWatchdog(options: WatchdogOptions): Watchdog {
  * connection: a worker stuck on a half-dead connection is only really
  * replaced if the connection goes with it.
  */
-export interface WorkerGeneration<H> {
+interface WorkerGeneration<H> {
   handle: H;
   /** Drops what the generation holds once it is closed (its Redis connection). */
   dispose(): void;

@@ -41,7 +41,7 @@ const SYNC_EXIT_WITHIN_MS = 120_000;
  * it: the run's own deadline (SYNC_MAX_DURATION_MS, which the engine keeps by
  * itself), plus the time an aborted run has to record itself.
  */
-export function syncProcessMaxRunMs(maxDurationMs: number): number {
+function syncProcessMaxRunMs(maxDurationMs: number): number {
   return maxDurationMs + SYNC_KILL_AFTER_ABORT_MS;
 }
 

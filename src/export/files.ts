@@ -28,9 +28,9 @@ import type { Cell, Column, ExportRecord, TableName } from './tables.js';
  * Measured on 100,000 users (peak RSS, with the sync's V8 flags): 244 MB at 20,000 rows or 6 MB, 177 MB at
  * 10,000 or 3 MB, 166-170 MB at 8,000 or 2 MB (as fast), 161 MB at 5,000 or 1.5 MB (slower).
  */
-export const ROW_GROUP_ROWS = 8_000;
+const ROW_GROUP_ROWS = 8_000;
 /** Text (records, bodies) of one row group at most, in characters: a group of large records ends early. */
-export const ROW_GROUP_BYTES = 2 * 1024 * 1024;
+const ROW_GROUP_BYTES = 2 * 1024 * 1024;
 /** Columns whose values are ids, unique or nearly: written PLAIN, without a dictionary. */
 const UNIQUE_IDS = new Set(['user_id', 'client_user_id', 'event_id']);
 
@@ -43,7 +43,7 @@ const ZSTD_FAST = { params: { [zlib.ZSTD_c_compressionLevel]: 1 } };
 /** Bytes gathered before a write(2). */
 const CHUNK_BYTES = 1024 * 1024;
 
-export class ExportCheckError extends Error {
+class ExportCheckError extends Error {
   override name = 'ExportCheckError';
 }
 
@@ -80,7 +80,7 @@ class FdWriter extends ByteWriter {
 }
 
 /** The Parquet schema of a table: required columns REQUIRED, the others OPTIONAL; a list is a standard 3-level LIST. */
-export function parquetSchema(columns: readonly Column[]): SchemaElement[] {
+function parquetSchema(columns: readonly Column[]): SchemaElement[] {
   const schema: SchemaElement[] = [{ name: 'root', num_children: columns.length }];
   for (const c of columns) {
     const repetition_type = c.required === true ? 'REQUIRED' : 'OPTIONAL';
@@ -248,7 +248,7 @@ async function writeNdjson(fd: number, rows: Iterable<ExportRecord>, columns: re
 }
 
 /** Reads a file back: its SHA-256, and its rows (a Parquet footer's count, or NDJSON's lines). */
-export function readBack(path: string, format: ExportFormat): { sha256: string; rows: number; bytes: number } {
+function readBack(path: string, format: ExportFormat): { sha256: string; rows: number; bytes: number } {
   const fd = openSync(path, 'r');
   try {
     const hash = createHash('sha256');

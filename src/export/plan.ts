@@ -33,7 +33,7 @@ export interface ExportRequest {
 }
 
 /** Which rows one file holds. */
-export type TableSource =
+type TableSource =
   | { table: 'users'; rows: 'current' }
   | { table: 'users'; rows: 'touched'; afterCursor: number }
   | { table: 'users'; rows: 'as-of'; at: string }
@@ -46,7 +46,7 @@ export interface PlannedFile {
   source: TableSource;
 }
 
-export type ExportKind = 'full' | 'incremental' | 'as-of';
+type ExportKind = 'full' | 'incremental' | 'as-of';
 
 export interface ExportPlan {
   kind: ExportKind;
@@ -70,7 +70,7 @@ export function toInstant(text: string): string {
   return new Date(ms).toISOString();
 }
 
-export function fileName(table: TableName, format: ExportFormat): string {
+function fileName(table: TableName, format: ExportFormat): string {
   return `${table}.${format === 'parquet' ? 'parquet' : 'ndjson'}`;
 }
 
@@ -181,7 +181,6 @@ export const ManifestSchema = z.object({
   files: z.array(ManifestFileSchema),
 });
 export type Manifest = z.output<typeof ManifestSchema>;
-export type ManifestFile = z.output<typeof ManifestFileSchema>;
 
 /** A manifest read from a file: checked, the error naming the field. */
 export function parseManifest(text: string, origin: string): Manifest {

@@ -31,7 +31,7 @@ import {
   type WrittenFile,
 } from './plan.js';
 import { compileFieldPolicy, FieldPolicySchema, type FieldPolicy } from '../sinks/field-policy.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { formatIssues } from '../runtime/zod-issues.js';
 import { exportShape, NO_POLICY, type ExportShape } from './policy.js';
 import {
@@ -45,7 +45,7 @@ import {
   type TableName,
 } from './tables.js';
 
-export const MANIFEST_FILE = 'manifest.json';
+const MANIFEST_FILE = 'manifest.json';
 
 export interface ExportOptions {
   /** The mirror file (MIRROR_DB). */

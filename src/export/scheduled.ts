@@ -10,13 +10,13 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 import { ExportRefused } from './plan.js';
 import { exportMirror, latestManifest, type ExportOptions, type ExportResult } from './run.js';
 import { syncFile } from '../../db/backup.js';
 
-export const LAST_EXPORT_FILE = 'last-export.json';
+const LAST_EXPORT_FILE = 'last-export.json';
 
 const GoodSchema = z.object({
   at: z.iso.datetime(),
@@ -25,7 +25,7 @@ const GoodSchema = z.object({
   bytes: z.number().int().nonnegative(),
 });
 
-export const LastExportSchema = z.object({
+const LastExportSchema = z.object({
   at: z.iso.datetime(),
   ok: z.boolean(),
   error: z.string().optional(),

@@ -31,10 +31,10 @@ import { backupDatabase, removeStalePartials, syncFile, type CopyFacts } from '.
 import { diskSpace, FULL_BELOW_BYTES, fullDiskWords, isSpaceError } from '../../db/disk-space.js';
 import { createPrivateFolder } from '../../db/file-modes.js';
 import { intervalOfExpression } from './schedule-interval.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { readRecordFile, type RecordRead } from '../runtime/record-file.js';
 
-export const LAST_BACKUP_FILE = 'last-backup.json';
+const LAST_BACKUP_FILE = 'last-backup.json';
 
 /** `20261128T051500123Z`: sorts as text in time order, safe in every file system. */
 export function backupStamp(at: Date): string {
@@ -49,7 +49,7 @@ export function backupName(kind: 'mirror' | 'audit', at: Date): string {
 const NAME = /^(mirror|audit)-(\d{8}T\d{9}Z)\.db$/;
 
 /** Pure: of `names` in the folder, the copies of each kind beyond the newest `keep`, to delete. */
-export function rotationVictims(names: readonly string[], keep: number): string[] {
+function rotationVictims(names: readonly string[], keep: number): string[] {
   const victims: string[] = [];
   for (const kind of ['mirror', 'audit']) {
     const mine = names.filter((n) => NAME.exec(n)?.[1] === kind).sort();
@@ -61,7 +61,7 @@ export function rotationVictims(names: readonly string[], keep: number): string[
 const CopySchema = z.object({ path: z.string(), bytes: z.number().int().nonnegative() });
 
 /** The record of the newest attempt: the file `status` reads, so it is validated like any input. */
-export const LastBackupSchema = z.object({
+const LastBackupSchema = z.object({
   at: z.iso.datetime(),
   ok: z.boolean(),
   error: z.string().optional(),
@@ -102,7 +102,7 @@ function recordPage(record: LastBackup | undefined): Buffer {
  * it); where no new file can be made (a full folder), over the old record
  * in place, which needs no new block. Throws when neither can be done.
  */
-export function writeLastBackup(dir: string, record: LastBackup): void {
+function writeLastBackup(dir: string, record: LastBackup): void {
   writeRecordPage(dir, recordPage(record));
 }
 
@@ -111,7 +111,7 @@ export function writeLastBackup(dir: string, record: LastBackup): void {
  * no record yet): then even the first attempt's failure on a folder that
  * fills during it can be recorded in place.
  */
-export function reserveLastBackup(dir: string): void {
+function reserveLastBackup(dir: string): void {
   try {
     writeFileSync(join(dir, LAST_BACKUP_FILE), recordPage(undefined), { mode: 0o600, flag: 'wx' });
   } catch (err) {
@@ -153,7 +153,7 @@ function writeInPlace(path: string, page: Buffer): boolean {
 }
 
 /** Deletes what rotation drops; returns the names deleted. */
-export function rotate(dir: string, keep: number): string[] {
+function rotate(dir: string, keep: number): string[] {
   const victims = rotationVictims(readdirSync(dir), keep);
   for (const name of victims) rmSync(join(dir, name), { force: true });
   return victims;
@@ -218,12 +218,7 @@ export interface BackupVerdict {
 }
 
 /** Pure: the verdict from the record, the schedule's interval and now. */
-export function backupVerdict(
-  read: ReturnType<typeof readLastBackup>,
-  intervalMs: number,
-  now: Date,
-  since: Date | undefined,
-): BackupVerdict {
+function backupVerdict(read: ReturnType<typeof readLastBackup>, intervalMs: number, now: Date, since: Date | undefined): BackupVerdict {
   if (!read.ok) return { lastGoodAt: null, lastGoodBytes: null, failed: read.problem, stale: true, ageSeconds: null };
   const record = read.record;
   const good = record?.ok === true && record.mirror !== undefined ? { at: record.at, mirror: record.mirror } : record?.lastGood;

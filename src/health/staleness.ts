@@ -14,7 +14,7 @@
  */
 import type { MirrorReader, RunHistory, SyncRun } from '../../db/mirror-reader.js';
 
-export const DEFAULT_STALE_INTERVALS = 3;
+const DEFAULT_STALE_INTERVALS = 3;
 
 /** SYNC_STALE_AFTER_MS when set, else three schedule intervals. */
 export function staleAfterMs(configured: number | undefined, scheduleIntervalMs: number): number {

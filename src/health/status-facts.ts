@@ -34,7 +34,7 @@ export interface RunFacts {
   error: string | null;
 }
 
-export interface RunAnomalies {
+interface RunAnomalies {
   identityConflicts: number;
   oversizePages: number;
   totalLowest: number | null;
@@ -49,7 +49,7 @@ export interface QueueCounts {
 }
 
 /** The removal queue of MANAGEMENT_URL's target, across every host; null when MANAGEMENT_URL is unset. */
-export interface RemovalQueueFacts {
+interface RemovalQueueFacts {
   target: { id: string; url: string; queue: string };
   counts: QueueCounts;
   /** Recent outcomes per host whose worker (and audit) recorded them. */
@@ -57,7 +57,7 @@ export interface RemovalQueueFacts {
 }
 
 /** The webhook queue of WEBHOOK_URL's target; null when WEBHOOK_URL is unset. */
-export interface WebhookQueueFacts {
+interface WebhookQueueFacts {
   target: { id: string; url: string; queue: string };
   counts: QueueCounts;
   /** The highest cursor handed to the queue, and the highest settled (delivered, or failed for good) in order. */

@@ -7,7 +7,7 @@
  * (src/daemon/scrape-gauges.ts); ./status-text.ts says it in words.
  */
 import type { ConflictFinding, RejectedFinding, RunFindings } from '../../db/run-findings.js';
-import { truncated } from '../runtime/truncated.js';
+import { truncated } from '../runtime/line-text.js';
 import type { AuditFacts, RetryingDelivery } from './status-facts.js';
 
 /** WEBHOOK_LAG_WARN_SECONDS's default, as the registry has it (src/runtime/config.ts). */

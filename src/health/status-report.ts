@@ -59,7 +59,7 @@ export function lastFailedAttempt(
  * failed, the listing fell short of its total: src/sync/listing-check.ts) or
  * a breaker held. The mirror is not known complete until a run succeeds.
  */
-export function lastPartialRun(
+function lastPartialRun(
   runs: ReadonlyArray<{ id: number; status: string; startedAt: string; finishedAt: string | null; error: string | null }>,
 ): { at: string; reason: string; run: number } | null {
   const newest = runs.find((run) => run.status !== 'running');

@@ -7,7 +7,7 @@ import type { CheckpointMode } from '../../db/open.js';
 import type { WalIndexFigures } from '../../db/wal-index.js';
 
 /** Below this a WAL is never a problem: a first sync's WAL is the size of the mirror until its checkpoint. */
-export const WAL_WARN_FLOOR_BYTES = 64 * 1024 * 1024;
+const WAL_WARN_FLOOR_BYTES = 64 * 1024 * 1024;
 
 /** The WAL against its threshold, and who checkpoints it. */
 export interface WalVerdict {

@@ -7,7 +7,7 @@
 import type { FeedPage } from '../../db/change-feed.js';
 import type { Freshness, PageAnswer, ResolveAnswer } from '../../db/replica-reader.js';
 import { failedItems, parseListQuery, queryInt, validationErrorBody, type ValidationItem } from '../service/server-wire.js';
-import { clipEchoed } from '../runtime/echo-id.js';
+import { clipEchoed } from '../runtime/line-text.js';
 import type { LineageFreshness } from '../../db/lineage-freshness.js';
 import { SOURCE_HEADERS } from '../service/source-freshness.js';
 import { CHANGES_DEFAULT_LIMIT, CHANGES_MAX_LIMIT } from '../service/change-feed-route.js';
@@ -66,7 +66,7 @@ export function changesQueryOrAnswer(query: string): { after: number | undefined
   return { status: 422, body: validationErrorBody(clipped(failedItems([after, limit]))), headers: [] };
 }
 
-/** FastAPI echoes a bad value whole; the replica echoes at most its head (src/runtime/echo-id.ts). */
+/** FastAPI echoes a bad value whole; the replica echoes at most its head (src/runtime/line-text.ts). */
 function clipped(items: readonly ValidationItem[]): ValidationItem[] {
   return items.map((item) => (typeof item.input === 'string' ? { ...item, input: clipEchoed(item.input) } : item));
 }

@@ -305,7 +305,7 @@ const ONE_WRITE_MAX = 16 * 1024;
  * ../service/path-segment.ts), so `%2F`, `%3F`, `%25`, spaces and non-ASCII
  * round-trip and a `/` in the raw path never reaches the id.
  */
-export type ReplicaRoute =
+type ReplicaRoute =
   | { name: 'list'; query: string }
   | { name: 'changes'; query: string }
   | { name: 'resolve'; clientUserId: string }
@@ -317,7 +317,7 @@ export type ReplicaRoute =
 
 const RESOLVE_PREFIX = '/v2/user/resolve/';
 
-export function matchReplicaRoute(method: string, target: string): ReplicaRoute {
+function matchReplicaRoute(method: string, target: string): ReplicaRoute {
   const queryAt = target.indexOf('?');
   const path = queryAt === -1 ? target : target.slice(0, queryAt);
   const route = byPath(path, queryAt === -1 ? '' : target.slice(queryAt + 1));

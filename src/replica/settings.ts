@@ -34,12 +34,12 @@ export interface ReplicaSettings {
  * Descriptors kept for what is not a client connection: the mirror's files, Redis, the service client's
  * pool, webhooks, logs, and the daemon's own (whose figures are a few dozen).
  */
-export const DESCRIPTOR_RESERVE = 128;
+const DESCRIPTOR_RESERVE = 128;
 /** The default cap's ceiling, whatever the descriptor limit: each connection costs memory too. */
-export const DEFAULT_MAX_CONNECTIONS = 4_096;
+const DEFAULT_MAX_CONNECTIONS = 4_096;
 
 /** The cap: REPLICA_MAX_CONNECTIONS, checked against the descriptor limit, or derived from it. */
-export function maxConnections(given: number | undefined, descriptorLimit: number | undefined): number {
+function maxConnections(given: number | undefined, descriptorLimit: number | undefined): number {
   const room = descriptorLimit === undefined ? undefined : descriptorLimit - DESCRIPTOR_RESERVE;
   if (given === undefined) return Math.max(1, Math.min(DEFAULT_MAX_CONNECTIONS, room ?? DEFAULT_MAX_CONNECTIONS));
   if (room !== undefined && given > room) {
@@ -58,14 +58,14 @@ export const SERVE_DEFAULT_PORT = 8788;
  * header is configured as. Accepted by default so that an SDK pointed at the replica works with
  * nothing but its base URL and key changed.
  */
-export const OFFICIAL_SDK_KEY_HEADER = 'x-vital-api-key';
+const OFFICIAL_SDK_KEY_HEADER = 'x-vital-api-key';
 
 /**
  * REPLICA_API_KEY_HEADER when set (then only that header); otherwise SERVICE_API_KEY_HEADER and
  * the official SDK's header, so a client of the service (plain HTTP or the SDK) changes only
  * its base URL and key.
  */
-export function replicaKeyHeaders(config: Pick<ReplicaConfig, 'REPLICA_API_KEY_HEADER' | 'SERVICE_API_KEY_HEADER'>): readonly string[] {
+function replicaKeyHeaders(config: Pick<ReplicaConfig, 'REPLICA_API_KEY_HEADER' | 'SERVICE_API_KEY_HEADER'>): readonly string[] {
   if (config.REPLICA_API_KEY_HEADER !== undefined) return [config.REPLICA_API_KEY_HEADER.toLowerCase()];
   return [...new Set([config.SERVICE_API_KEY_HEADER.toLowerCase(), OFFICIAL_SDK_KEY_HEADER])];
 }

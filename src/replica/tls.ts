@@ -33,7 +33,7 @@ export interface TlsPair {
 }
 
 /** How often the files are looked at. */
-export const TLS_POLL_MS = 2_000;
+const TLS_POLL_MS = 2_000;
 
 class TlsFileProblem extends Error {}
 

@@ -49,6 +49,6 @@ export function renderEnvExample(): string {
  * expression's spaces and `*`), in single quotes: the file is read by Node's
  * parser (src/runtime/env-file.ts), which drops them, and stays safe to source.
  */
-export function quoted(value: string): string {
+function quoted(value: string): string {
   return /^[A-Za-z0-9_./:@,+-]*$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }

@@ -12,7 +12,7 @@
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError } from './config.js';
-import { errorMessage } from './errors.js';
+import { errorMessage } from './line-text.js';
 
 /** Loads the file into process.env; returns its path, or undefined when there is none to load. */
 export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string | undefined {

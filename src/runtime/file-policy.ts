@@ -13,7 +13,7 @@ import { groupPolicy, PRIVATE_POLICY, setFilePolicy, type FilePolicy } from '../
 import { carryIntoNextPass, ConfigError, readConfig } from './config.js';
 
 /** The group's id: a number as is, a name looked up in /etc/group. Undefined when no such group. */
-export function groupId(name: string, groupFile = '/etc/group'): number | undefined {
+function groupId(name: string, groupFile = '/etc/group'): number | undefined {
   if (/^\d+$/.test(name)) return Number(name);
   let text: string;
   try {
@@ -29,7 +29,7 @@ export function groupId(name: string, groupFile = '/etc/group'): number | undefi
 }
 
 /** The policy MIRROR_GROUP asks for, checked: the group exists and this account may give files to it. */
-export function filePolicyFor(group: string | undefined): FilePolicy {
+function filePolicyFor(group: string | undefined): FilePolicy {
   if (group === undefined) return PRIVATE_POLICY;
   const gid = groupId(group);
   if (gid === undefined) throw new ConfigError([`MIRROR_GROUP: no group '${group}' on this host`]);

@@ -6,7 +6,7 @@
  * logger (`status`) never loads pino.
  */
 import type { Logger } from 'pino';
-import { errorMessage, MESSAGE_MAX_CHARS } from './errors.js';
+import { errorMessage, MESSAGE_MAX_CHARS } from './line-text.js';
 
 /** The fields of a line about an error: `err` is the error as caught. */
 export interface ErrorFields {

@@ -15,11 +15,7 @@
 import { collectDefaultMetrics, type Registry } from 'prom-client';
 
 /** The default gauges named like counters, dropped after prom-client registers them. */
-export const COUNTER_NAMED_GAUGES = [
-  'nodejs_active_handles_total',
-  'nodejs_active_requests_total',
-  'nodejs_active_resources_total',
-] as const;
+const COUNTER_NAMED_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 export function collectProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry });

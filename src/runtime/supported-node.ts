@@ -21,7 +21,7 @@ interface SupportedLine {
  * 25) are short-lived and at end of life; Node 20 reached end of life on
  * 2026-04-30.
  */
-export const SUPPORTED_NODE: readonly SupportedLine[] = [
+const SUPPORTED_NODE: readonly SupportedLine[] = [
   { major: 22, minimum: [22, 19, 0], andLater: false },
   { major: 24, minimum: [24, 0, 0], andLater: false },
   { major: 26, minimum: [26, 0, 0], andLater: true },

@@ -3,7 +3,7 @@
  * trace carrier that comes from outside (a job's `opts.telemetry.metadata`,
  * the environment of a child process).
  */
-export type SpanAttributes = Record<string, string | number | boolean>;
+type SpanAttributes = Record<string, string | number | boolean>;
 export type SpanKindName = 'internal' | 'producer' | 'consumer' | 'client';
 
 /** What a call site may do with its span: add attributes (never keys, secrets or user data), record a failure. */

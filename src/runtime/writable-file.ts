@@ -12,7 +12,7 @@ import { accessSync, constants, existsSync, statfsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** Below this free on the file's disk, writing it counts as failing: one audit transaction needs a few pages, plus the WAL. */
-export const MIN_FREE_BYTES = 1024 * 1024;
+const MIN_FREE_BYTES = 1024 * 1024;
 
 /** Why `path` cannot be written now, or undefined when it can (a file not there yet: its folder must be). */
 export function whyNotWritable(path: string, minFreeBytes = MIN_FREE_BYTES): string | undefined {

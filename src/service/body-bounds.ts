@@ -12,9 +12,9 @@
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { codingsOf, decodedBody, isDecodingError, UnsupportedEncodingError } from './content-encoding.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 
-export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 /**
  * A resolve answer is one user record: ~0.8 KB typical (a page of 500 is
  * ~400 KB), ~25 KB for a user with a hundred connected sources. 256 KiB is
@@ -27,7 +27,7 @@ export const DEFAULT_MAX_RECORD_BODY_BYTES = 256 * 1024;
  * removal's unspecified 200): its detail, or a proxy's HTML page, is read
  * for a message only, so a longer one is cut here and the status stands.
  */
-export const DETAIL_BODY_BYTES = 64 * 1024;
+const DETAIL_BODY_BYTES = 64 * 1024;
 
 /**
  * The size bound of one answer's decoded body. `setting` names the variable
@@ -52,7 +52,7 @@ export interface BodyBound {
 const RECORD_READS_BUDGET = 16 * 1024 * 1024;
 
 /** At most `size` bodies read at once; the others wait for a slot. */
-export class ReadSlots {
+class ReadSlots {
   private free: number;
   private readonly waiting: Array<() => void> = [];
 
@@ -139,7 +139,7 @@ function dropUnread(body: Readable): void {
  * `keepHead`, else empty: a copy nobody reads is garbage that many checks
  * in flight pile up faster than it is collected (bench/check-bomb.ts).
  */
-export async function readBoundedBody(body: Readable, maxBytes: number, keepHead = false): Promise<BoundedBody> {
+async function readBoundedBody(body: Readable, maxBytes: number, keepHead = false): Promise<BoundedBody> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {

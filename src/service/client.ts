@@ -39,7 +39,7 @@ import { ErrorBodySchema, UserPageEnvelopeSchema } from './schemas.js';
 import { ACCEPT_ENCODING } from './content-encoding.js';
 import { BodyCodingError, DETAIL_BOUND, fittedBound, pageBound, readAnswerBody, recordBound, type BodyBound } from './body-bounds.js';
 
-export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** How long close() waits for requests in flight before dropping their connections. */
 const CLOSE_WITHIN_MS = 5_000;
 

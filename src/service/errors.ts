@@ -151,7 +151,7 @@ const BODY_WITHOUT_DETAIL: Record<ErrorBodyKind, string> = {
  * body text of a non-JSON answer is not quoted: a proxy page may echo the
  * request, key included.
  */
-export function describeDetail(detail: ErrorDetail | undefined, bodyKind?: ErrorBodyKind): string {
+function describeDetail(detail: ErrorDetail | undefined, bodyKind?: ErrorBodyKind): string {
   if (detail === undefined) return bodyKind === undefined ? '' : BODY_WITHOUT_DETAIL[bodyKind];
   return `: ${clip(describeValue(detail))}`;
 }

@@ -106,7 +106,7 @@ export function nextRetryStep(
   return { retry: true, delayMs };
 }
 
-export interface RetryNotice {
+interface RetryNotice {
   /** What was being fetched, for the log: `offset 1500`, `resolve`. */
   what: string;
   attempt: number;

@@ -17,22 +17,22 @@ import { z } from 'zod';
  * an offset (`2022-08-04T12:42:45`), which the mirror reads as UTC because
  * the service states all its times are UTC (db/SCHEMA.md).
  */
-export const DateTime = z.iso.datetime({
+const DateTime = z.iso.datetime({
   offset: true,
   local: true,
   error: 'must be an ISO 8601 date-time (offset, Z or none)',
 });
 /** `YYYY-MM-DD`. */
-export const IsoDate = z.iso.date({ error: 'must be a date YYYY-MM-DD' });
+const IsoDate = z.iso.date({ error: 'must be a date YYYY-MM-DD' });
 
 /** `provider` (current) or `source` (deprecated): the same descriptor. */
-export const SourceDescriptorSchema = z.looseObject({
+const SourceDescriptorSchema = z.looseObject({
   slug: z.string().min(1, 'must be a non-empty string'),
   name: z.string(),
   logo: z.string().nullish(),
 });
 
-export const ConnectedSourceSchema = z
+const ConnectedSourceSchema = z
   .looseObject({
     created_on: DateTime.nullish(),
     provider: SourceDescriptorSchema.optional(),
@@ -43,13 +43,13 @@ export const ConnectedSourceSchema = z
     path: ['provider'],
   });
 
-export const FallbackTimeZoneSchema = z.looseObject({
+const FallbackTimeZoneSchema = z.looseObject({
   id: z.string().min(1, 'must be a non-empty string'),
   source_slug: z.string().nullish(),
   updated_at: DateTime.nullish(),
 });
 
-export const FallbackBirthDateSchema = z.looseObject({
+const FallbackBirthDateSchema = z.looseObject({
   value: IsoDate,
   source_slug: z.string().nullish(),
   updated_at: DateTime.nullish(),
@@ -97,7 +97,7 @@ export const UserPageEnvelopeSchema = z.looseObject({
 export const MAX_PAGE_LIMIT = 500;
 
 /** FastAPI / Pydantic v2 validation error item. `loc` mixes strings and ints. */
-export const ValidationErrorItemSchema = z.looseObject({
+const ValidationErrorItemSchema = z.looseObject({
   loc: z.array(z.union([z.string(), z.number()])).optional(),
   msg: z.string().optional(),
   type: z.string().optional(),
@@ -110,7 +110,7 @@ export const ValidationErrorItemSchema = z.looseObject({
  * null, numbers or lists of anything: never assume a list. A list item that
  * is not a FastAPI item is kept as the JSON it is.
  */
-export const ErrorDetailSchema = z.union([z.array(z.union([ValidationErrorItemSchema, z.json()])), z.json()]);
+const ErrorDetailSchema = z.union([z.array(z.union([ValidationErrorItemSchema, z.json()])), z.json()]);
 export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
 
 export const ErrorBodySchema = z.looseObject({ detail: ErrorDetailSchema.optional() });

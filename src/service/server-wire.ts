@@ -99,7 +99,7 @@ function fail(type: string, loc: Array<string | number>, msg: string, input: unk
  * at least 0) and `limit` (default 100, 1..500). Shared by the stand-in and
  * the replica, so both refuse the same queries with the same 422 items.
  */
-export const DEFAULT_LIMIT = 100;
+const DEFAULT_LIMIT = 100;
 
 export type ListQuery = { ok: true; offset: number; limit: number } | { ok: false; items: ValidationItem[] };
 

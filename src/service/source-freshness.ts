@@ -30,7 +30,7 @@ export const SOURCE_HEADERS = {
 
 const isoTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 time' });
 
-export const SourceFreshnessSchema = z.object({
+const SourceFreshnessSchema = z.object({
   runId: z.coerce.number().int().positive(),
   publishedAt: isoTime,
   sourceAt: isoTime,

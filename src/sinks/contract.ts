@@ -14,8 +14,7 @@ import type { ChangeEventType } from '../../db/change-event.js';
 import type { FeedEvent } from '../../db/change-feed.js';
 import type { FieldPolicy } from './field-policy.js';
 
-export const SINK_KINDS = ['redis_stream', 'jetstream', 'webhook', 'postgres'] as const;
-export type SinkKind = (typeof SINK_KINDS)[number];
+export type SinkKind = 'redis_stream' | 'jetstream' | 'webhook' | 'postgres';
 
 /** The last event a destination holds. */
 export interface DestinationPosition {

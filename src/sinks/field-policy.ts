@@ -27,7 +27,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { z } from 'zod';
 
 /** The smallest HMAC key taken: SHA-256's block output size, below which a key is guessable in principle. */
-export const HMAC_KEY_MIN_BYTES = 32;
+const HMAC_KEY_MIN_BYTES = 32;
 
 const fieldName = z.string().min(1).max(128);
 const fieldList = z

@@ -27,7 +27,7 @@ const STREAM_NOT_FOUND = 10059;
 const TIMEOUT_MS = 10_000;
 
 /** The subject an event is published on. */
-export function subjectOf(prefix: string, teamId: string | null, type: string): string {
+function subjectOf(prefix: string, teamId: string | null, type: string): string {
   const team = teamId === null ? '_mirror' : teamId.replace(/[.*>\s]/g, '_') || '_';
   return `${prefix}.${team}.${type}`;
 }

@@ -42,12 +42,12 @@ return n
 const CONNECT_MS = 10_000;
 
 /** `<cursor>-0`: the entry id of the event at `cursor`. */
-export function entryId(cursor: number): string {
+function entryId(cursor: number): string {
   return `${cursor}-0`;
 }
 
 /** The cursor of an entry id written by entryId; undefined for another (an id user-mirror did not write). */
-export function cursorOfEntryId(id: string): number | undefined {
+function cursorOfEntryId(id: string): number | undefined {
   const m = /^([0-9]+)-0$/.exec(id);
   const n = Number(m?.[1]);
   return m !== null && Number.isSafeInteger(n) ? n : undefined;

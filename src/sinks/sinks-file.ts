@@ -177,16 +177,15 @@ const SinkSchema = z.discriminatedUnion('kind', [redisStream, jetstream, webhook
   error: 'kind must be "redis_stream", "jetstream", "webhook" or "postgres"',
 });
 
-export const SinksFileSchema = z.strictObject({ sinks: z.array(SinkSchema) }).superRefine((file, ctx) => {
+const SinksFileSchema = z.strictObject({ sinks: z.array(SinkSchema) }).superRefine((file, ctx) => {
   const seen = new Set<string>();
   file.sinks.forEach((s, i) => {
     if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['sinks', i, 'name'], message: `"${s.name}" names two sinks` });
     seen.add(s.name);
   });
 });
-export type SinksFileInput = z.input<typeof SinksFileSchema>;
 
-export interface TlsMaterial {
+interface TlsMaterial {
   ca?: string;
   cert?: string;
   key?: string;
@@ -252,7 +251,7 @@ export interface SinkTransportOptions {
 }
 
 /** Reads and checks SINKS_FILE: the sinks, or one ConfigError with every problem. */
-export function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env, transport: SinkTransportOptions = {}): SinkSettings[] {
+function readSinksFile(path: string, env: NodeJS.ProcessEnv = process.env, transport: SinkTransportOptions = {}): SinkSettings[] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -430,7 +429,7 @@ function clearTextProblems(s: z.output<typeof SinksFileSchema>['sinks'][number])
 }
 
 /** The host of a postgres:// URL; undefined for a socket directory or a string URL cannot read. */
-export function postgresHost(connectionString: string): string | undefined {
+function postgresHost(connectionString: string): string | undefined {
   try {
     const host = new URL(connectionString).hostname;
     return host === '' ? undefined : host.replace(/^\[|\]$/g, '');

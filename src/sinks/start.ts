@@ -22,7 +22,7 @@ export type EventLogSink = Exclude<SinkSettings, PostgresSink | WebhookSink>;
 /** The sinks a runner of this file drives; webhook sinks go through their BullMQ queues (src/daemon/change-delivery.ts). */
 export type RunnerSink = Exclude<SinkSettings, WebhookSink>;
 
-export function isRunnerSink(sink: SinkSettings): sink is RunnerSink {
+function isRunnerSink(sink: SinkSettings): sink is RunnerSink {
   return sink.kind !== 'webhook';
 }
 

@@ -18,7 +18,7 @@ import { PLAIN_LISTING, type ListingView } from './listing-order.js';
 const rate = z.number().min(0).max(1);
 const ms = z.number().int().min(0).max(600_000);
 
-export const FaultPlanSchema = z
+const FaultPlanSchema = z
   .object({
     /** Faults apply only to raw paths starting with this. */
     pathPrefix: z.string().startsWith('/'),
@@ -91,13 +91,13 @@ interface FailNextMatch {
 }
 
 /** An HTTP error answer. Without `body`, the status's usual body is sent (500 is plain text, as Starlette does). */
-export interface FailWithStatus extends FailNextMatch {
+interface FailWithStatus extends FailNextMatch {
   status: number;
   retryAfter?: number | string;
   body?: unknown;
 }
 
-export interface FailWithConnection extends FailNextMatch {
+interface FailWithConnection extends FailNextMatch {
   fault: 'reset' | 'truncate';
 }
 

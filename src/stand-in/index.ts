@@ -18,17 +18,11 @@ import { z } from 'zod';
 import { Link } from './link.js';
 import type { JsonRecord } from './revision.js';
 
-export { Directory, type DirectoryRecord, type UserRef, type UserState } from './directory.js';
-export { CHANGES, type Change } from './revision.js';
 export { isoDate } from './catalog.js';
-export { derivedKey, type KeyOrigin, type KeyOrigins } from './keys.js';
-export { Members, type OrgMember } from './members.js';
-export { Faults, NO_FAULTS, type FaultPlan, type FailNextRule } from './faults.js';
-export { RequestLog, RouteCounts, type RequestLogEntry, type RouteName } from './request-log.js';
-export { generateUser, startOfUtcDay, userKeys, type GeneratedUser, type UserKeys } from './user-generator.js';
-export { DEFAULT_LIMIT } from '../service/server-wire.js';
-export { MAX_PAGE_LIMIT } from '../service/schemas.js';
-export { MANAGEMENT_KEY_HEADER } from './routes.js';
+export { derivedKey, type KeyOrigin } from './keys.js';
+export { NO_FAULTS, type FaultPlan } from './faults.js';
+export { type RequestLogEntry } from './request-log.js';
+export { generateUser, startOfUtcDay, userKeys } from './user-generator.js';
 export type { JsonRecord } from './revision.js';
 
 export interface StandInOptions {
@@ -144,7 +138,7 @@ export class UsersFileError extends Error {
   override name = 'UsersFileError';
 }
 
-export async function loadUsersFile(path: string): Promise<JsonRecord[]> {
+async function loadUsersFile(path: string): Promise<JsonRecord[]> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -154,7 +148,7 @@ export async function loadUsersFile(path: string): Promise<JsonRecord[]> {
   return parseUsersFile(text, path);
 }
 
-export function parseUsersFile(text: string, name = 'users file'): JsonRecord[] {
+function parseUsersFile(text: string, name = 'users file'): JsonRecord[] {
   let json: unknown;
   try {
     json = JSON.parse(text);

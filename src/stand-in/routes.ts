@@ -25,7 +25,7 @@ import { PLAIN_LISTING, type ListingView } from './listing-order.js';
  * Which key a path needs: the team key (/v2), the management key (/v1), or
  * none; `control` is the stand-in's own area (/_stand-in, see ./control.ts).
  */
-export type Area = 'team' | 'management' | 'control' | 'none';
+type Area = 'team' | 'management' | 'control' | 'none';
 
 export type Route =
   | ControlRoute

@@ -168,10 +168,9 @@ function failInternally(res: ServerResponse, err: unknown): void {
  * Putting an answer on the wire: whole, slowly in chunks, cut short after
  * the headers promised more, or not at all (connection reset).
  */
-export type Delivery =
-  { kind: 'whole' } | { kind: 'slow'; slow: SlowBody } | { kind: 'truncate' } | { kind: 'paced'; link: Link; mbps: number };
+type Delivery = { kind: 'whole' } | { kind: 'slow'; slow: SlowBody } | { kind: 'truncate' } | { kind: 'paced'; link: Link; mbps: number };
 
-export async function deliver(res: ServerResponse, reply: Reply, delivery: Delivery, signal: AbortSignal): Promise<void> {
+async function deliver(res: ServerResponse, reply: Reply, delivery: Delivery, signal: AbortSignal): Promise<void> {
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
   if (delivery.kind === 'truncate') return truncate(res, reply, body);
   res.writeHead(reply.status, headersFor(reply, body.length));
@@ -194,7 +193,7 @@ function encoded(reply: Reply, encoding: string | undefined): Reply {
 }
 
 /** Drops the connection without a byte of answer; an RST where the platform allows. */
-export function resetConnection(req: IncomingMessage): void {
+function resetConnection(req: IncomingMessage): void {
   const socket = req.socket;
   if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
   else socket.destroy();

@@ -29,11 +29,11 @@ import {
 } from './catalog.js';
 import { fmix32, hash32, hex8, Prng, randomUuid, seedKey, unfmix32, uuidFromWords } from './random.js';
 
-export type WireSource = { name: string; slug: string; logo: string };
+type WireSource = { name: string; slug: string; logo: string };
 /** Today's shape has all three keys; only legacy records drop `provider` or both descriptors. */
-export type WireConnectedSource = { created_on: string; provider?: WireSource; source?: WireSource };
-export type WireTimeZone = { id: string; source_slug: string; updated_at: string };
-export type WireBirthDate = { value: string; source_slug: string; updated_at: string };
+type WireConnectedSource = { created_on: string; provider?: WireSource; source?: WireSource };
+type WireTimeZone = { id: string; source_slug: string; updated_at: string };
+type WireBirthDate = { value: string; source_slug: string; updated_at: string };
 export type GeneratedUser = {
   user_id: string;
   team_id: string;
@@ -255,23 +255,23 @@ function ingestionBounds(prng: Prng, createdMs: number): string {
 }
 
 /** Connected sources carry only the deprecated `source`, no `provider`. */
-export const SOURCE_ONLY = 1 << 0;
+const SOURCE_ONLY = 1 << 0;
 /** No top-level `created_on`. */
-export const NO_CREATED_ON = 1 << 1;
+const NO_CREATED_ON = 1 << 1;
 /** `fallback_time_zone` absent, not even null. */
-export const NO_TIME_ZONE = 1 << 2;
+const NO_TIME_ZONE = 1 << 2;
 /** `ingestion_start` / `ingestion_end` hold placeholder text, as in the SDK's own wire tests. */
-export const PLACEHOLDER_INGESTION = 1 << 3;
+const PLACEHOLDER_INGESTION = 1 << 3;
 /** The first connected source's `source` descriptor has `slug: ""`. */
-export const EMPTY_SLUG = 1 << 4;
+const EMPTY_SLUG = 1 << 4;
 /** Top-level `created_on` without an offset: `2021-03-04T05:06:07`. */
-export const NAIVE_CREATED_ON = 1 << 5;
+const NAIVE_CREATED_ON = 1 << 5;
 /** One more connected source with neither `provider` nor `source`. */
-export const BARE_SOURCE = 1 << 6;
+const BARE_SOURCE = 1 << 6;
 
 const QUIRK_COUNT = 7;
 /** Quirks that only show on a record with at least one connected source. */
-export const NEEDS_A_SOURCE = SOURCE_ONLY | EMPTY_SLUG;
+const NEEDS_A_SOURCE = SOURCE_ONLY | EMPTY_SLUG;
 /** Besides its one guaranteed quirk, a legacy record shows each other one with this chance. */
 const EXTRA_QUIRK_CHANCE = 0.15;
 
@@ -282,7 +282,7 @@ const EXTRA_QUIRK_CHANCE = 0.15;
  * tolerance. Each quirk is a bit; a legacy record always shows at least one,
  * so "shows a quirk" and "is legacy" are the same thing to an observer.
  */
-export function drawQuirks(prng: Prng): number {
+function drawQuirks(prng: Prng): number {
   const primary = 1 << prng.int(0, QUIRK_COUNT - 1);
   let quirks = primary;
   for (let bit = 1; bit < 1 << QUIRK_COUNT; bit <<= 1) if (prng.chance(EXTRA_QUIRK_CHANCE)) quirks |= bit;
@@ -294,7 +294,7 @@ export function drawQuirks(prng: Prng): number {
 }
 
 /** The share as a uint32 bound: record i is legacy when its 32-bit hash falls below it. */
-export function legacyBound(share: number): number {
+function legacyBound(share: number): number {
   if (!(share >= 0 && share <= 1)) throw new RangeError(`legacyRecords must be a share from 0 to 1, got ${share}`);
   return Math.round(share * 0x1_0000_0000);
 }

@@ -23,7 +23,7 @@ import { createPrivateFile } from '../../db/file-modes.js';
 /** The file's one size: a page, written whole. */
 const RECORD_BYTES = 4_096;
 
-export const AttemptRecordSchema = z.object({
+const AttemptRecordSchema = z.object({
   /** When it was written. */
   at: z.string(),
   /**

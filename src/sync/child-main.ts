@@ -23,7 +23,7 @@
 import { readConfig } from '../runtime/config.js';
 import { applyFilePolicy } from '../runtime/file-policy.js';
 import { createLogger } from '../runtime/log.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { serviceClientFromConfig } from '../service/client-from-config.js';
 import { openMirror, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { fileIdentity, judgeIdentity, lossMessage, type FileIdentity } from '../../db/file-identity.js';

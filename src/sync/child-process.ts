@@ -217,7 +217,7 @@ const ResponseEventSchema = z.object({
   durationMs: z.number(),
 }) satisfies z.ZodType<ResponseEvent>;
 
-export const ChildMessageSchema = z.discriminatedUnion('type', [
+const ChildMessageSchema = z.discriminatedUnion('type', [
   /** One service response, for the daemon's HTTP metrics. */
   z.object({ type: z.literal('response'), event: ResponseEventSchema }),
   /** The run is over (or never started: the lease was held). The child exits next. */
@@ -235,7 +235,7 @@ export const SyncJobContextSchema = z.object({
   /** The daemon's mirror file (db/file-identity.ts): the child writes into no other, and never creates one. */
   mirrorFile: z.object({ dev: z.number(), ino: z.number() }).optional(),
 });
-export type SyncJobContext = z.infer<typeof SyncJobContextSchema>;
+type SyncJobContext = z.infer<typeof SyncJobContextSchema>;
 
 export const ParentMessageSchema = z.discriminatedUnion('type', [
   /** Stop the run: it is recorded as failed ('aborted') and nothing is published. */

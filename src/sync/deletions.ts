@@ -58,7 +58,7 @@ export interface ScanOutcome {
   incompleteListing?: string | undefined;
 }
 
-export type HoldKind = 'incomplete' | 'incomplete-listing' | 'collapsed' | 'mass-delete';
+type HoldKind = 'incomplete' | 'incomplete-listing' | 'collapsed' | 'mass-delete';
 
 export type DeletionPlan = { verify: true; check: number; deferred: number } | { verify: false; kind: HoldKind; reason: string };
 
@@ -96,7 +96,7 @@ export interface DeletionCandidate {
   client_user_id: string;
 }
 
-export interface DeletionCheck {
+interface DeletionCheck {
   /** user_ids the service confirmed gone. */
   gone: string[];
   /** Candidates still there: the listing skipped them. */
@@ -130,7 +130,7 @@ export function verdictOf(candidate: DeletionCandidate, result: ResolveResult): 
  * service is taken to be down and the rest are left for a later run instead
  * of walking each through its full retry budget.
  */
-export async function checkCandidates(
+async function checkCandidates(
   source: DirectorySource,
   candidates: readonly DeletionCandidate[],
   options: { concurrency: number; retry: RetryOptions; abandonAfter?: number },

@@ -60,7 +60,7 @@ import type { RecordPage } from '../service/client.js';
 import { type BackoffPolicy, callWithRetries, DEFAULT_BACKOFF, refusalOf, type RetryOptions, shareSignal } from '../service/retry.js';
 import { silentLogger } from '../runtime/log.js';
 import { logError } from '../runtime/log-error.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { startDeadline } from '../runtime/deadline.js';
 import { Prefetch, prefetchOffsets, scanPass } from './scan.js';
 import type { DirectorySource, FeedSource } from './source.js';
@@ -120,7 +120,7 @@ export interface SyncOptions {
 }
 
 /** The SyncOptions a caller leaves unset. */
-export const SYNC_DEFAULTS = {
+const SYNC_DEFAULTS = {
   concurrency: 4,
   maxDeleteRatio: 0.1,
   maxVerify: 5_000,

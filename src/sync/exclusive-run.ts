@@ -4,7 +4,7 @@
  * (./child-main.ts) runs, so the two cannot drift apart.
  */
 import { LEASED_SYNC_ENV, SERVICE_ENV, type Config } from '../runtime/config.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import { checkpointMirror, copyWalPassive, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { hasRecordedRun } from '../../db/sync-runs.js';
 import {
@@ -107,7 +107,7 @@ const PURGES = {
  * Drops what is older than `retentionDays` (0: nothing), a batch a run; a
  * failure (the mirror busy or full) is logged and left to the next run.
  */
-export function purgeAfterSync(db: Db, kind: keyof typeof PURGES, retentionDays: number, logger: Logger, now: Date): number {
+function purgeAfterSync(db: Db, kind: keyof typeof PURGES, retentionDays: number, logger: Logger, now: Date): number {
   if (retentionDays === 0) return 0;
   const p = PURGES[kind];
   const cutoff = new Date(now.getTime() - retentionDays * 86_400_000).toISOString();

@@ -11,7 +11,7 @@
 const OCCUPIED = 0x80000000;
 const FLAG_SHIFT = 27;
 /** Flag bits callers may use. */
-export const FLAG_BITS = 0x0f;
+const FLAG_BITS = 0x0f;
 /** The bits of a key's high half the table keeps. */
 const KEY_HI = 0x07ffffff;
 

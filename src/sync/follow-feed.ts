@@ -112,7 +112,7 @@ export async function followFeed(o: FollowOptions): Promise<SyncSummary | undefi
 }
 
 /** The reason a leader was refused, as the run's failure. */
-export class LeaderRefused extends Error {}
+class LeaderRefused extends Error {}
 
 function fallback(o: FollowOptions, why: string): undefined {
   o.log.info({ event: 'sync.feed_fallback', runId: o.runId, reason: why }, `listing the whole leader: ${why}`);

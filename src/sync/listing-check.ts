@@ -103,7 +103,7 @@ export type ListingStep =
   | { kind: 'incomplete'; reason: string };
 
 /** Most pages one run re-reads: twice the pass's, so that a run costs at most three passes. */
-export function rereadBudget(shape: PassShape): number {
+function rereadBudget(shape: PassShape): number {
   return 2 * Math.max(1, shape.pagesRead);
 }
 

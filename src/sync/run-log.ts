@@ -8,7 +8,7 @@
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
 import type { RejectedRow } from '../../db/sync-runs.js';
 import type { RunFieldWarning } from '../../db/schema-drift.js';
-import { truncated } from '../runtime/truncated.js';
+import { truncated } from '../runtime/line-text.js';
 import { logError } from '../runtime/log-error.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 import type { PassResult } from './scan.js';

@@ -6,7 +6,7 @@
  */
 import { NO_CANDIDATES, type CandidateCounts } from '../../db/sync-runs.js';
 import type { IdentityConflict } from '../../db/identity-conflicts.js';
-import { errorMessage } from '../runtime/errors.js';
+import { errorMessage } from '../runtime/line-text.js';
 import type { RunWriter } from './run-writer.js';
 import type { PassResult } from './scan.js';
 import { logRejected, logSchemaDrift } from './run-log.js';

@@ -22,9 +22,9 @@ import type { RecordPage } from '../service/client.js';
 import type { DirectorySource } from './source.js';
 import { MAX_PAGE_LIMIT } from '../service/schemas.js';
 
-export type PageStager = Pick<RunWriter, 'stagePage'>;
+type PageStager = Pick<RunWriter, 'stagePage'>;
 
-export interface PageFailure {
+interface PageFailure {
   offset: number;
   error: unknown;
 }
@@ -65,7 +65,7 @@ export interface PassResult {
   unknownEnvelopeKeys: Set<string>;
 }
 
-export interface PassProgress {
+interface PassProgress {
   pagesDone: number;
   pagesPlanned: number;
   usersSeen: number;

@@ -15,7 +15,7 @@ import type { DirectorySource } from './source.js';
 import type { SyncSummary } from './run-summary.js';
 
 /** The child's environment variable holding the daemon's trace carrier (validated before use, ignored if bad). */
-export const SYNC_TRACE_CARRIER_ENV = 'USER_MIRROR_TRACE_CARRIER';
+const SYNC_TRACE_CARRIER_ENV = 'USER_MIRROR_TRACE_CARRIER';
 
 /** The environment a sync process gets from the daemon: the active trace's carrier, if any. */
 export function syncTraceEnv(): Record<string, string> {

@@ -44,7 +44,7 @@ export interface FeedEventBody {
   body: string;
 }
 
-export class PositionMovedError extends Error {
+class PositionMovedError extends Error {
   constructor(expected: string, found: string) {
     super(`the destination's position moved under this batch (expected ${expected}, found ${found}): another writer applies this schema`);
     this.name = 'PositionMovedError';

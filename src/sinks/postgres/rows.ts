@@ -31,8 +31,8 @@ export const USER_COLUMNS: readonly UserColumn[] = [
   ...MIRROR_USER_COLUMNS.filter((c): c is Exclude<typeof c, 'content_hash'> => c !== 'content_hash'),
   'deleted_at',
 ];
-export const VERSION_COLUMNS = ['user_id', 'team_id', 'client_user_id', 'raw', 'valid_from', 'valid_to', 'end_cause'] as const;
-export const CONNECTION_COLUMNS = ['user_id', 'slug', 'created_on', 'connected_at', 'disconnected_at', 'ended_by'] as const;
+const VERSION_COLUMNS = ['user_id', 'team_id', 'client_user_id', 'raw', 'valid_from', 'valid_to', 'end_cause'] as const;
+const CONNECTION_COLUMNS = ['user_id', 'slug', 'created_on', 'connected_at', 'disconnected_at', 'ended_by'] as const;
 
 export type Values = (string | null)[];
 
@@ -40,7 +40,7 @@ export type Values = (string | null)[];
 const FIELD_OF: Readonly<Record<string, string>> = { team_id: 'team_id', ...RECORD_FIELD_OF };
 
 /** The record as it may leave: the mirror's bytes when the policy passes everything, else the policy's copy. */
-export function rawFor(raw: string, policy: FieldPolicy): string {
+function rawFor(raw: string, policy: FieldPolicy): string {
   if (policy.passesAll) return raw;
   const parsed: unknown = JSON.parse(raw);
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return raw;
@@ -58,12 +58,12 @@ export function userValues(u: UserRowOut, policy: FieldPolicy): Values {
   });
 }
 
-export function sourceValues(s: SnapshotSource, policy: FieldPolicy): Values | undefined {
+function sourceValues(s: SnapshotSource, policy: FieldPolicy): Values | undefined {
   if (!policy.keeps('connected_sources')) return undefined;
   return SOURCE_COLUMNS.map((c) => s[c]);
 }
 
-export function versionValues(v: SnapshotVersion, policy: FieldPolicy): Values {
+function versionValues(v: SnapshotVersion, policy: FieldPolicy): Values {
   return [
     v.user_id,
     policy.keeps('team_id') ? v.team_id : null,
@@ -76,7 +76,7 @@ export function versionValues(v: SnapshotVersion, policy: FieldPolicy): Values {
   ];
 }
 
-export function connectionValues(c: SnapshotConnection, policy: FieldPolicy): Values | undefined {
+function connectionValues(c: SnapshotConnection, policy: FieldPolicy): Values | undefined {
   if (!policy.keeps('connected_sources')) return undefined;
   return CONNECTION_COLUMNS.map((k) => c[k]);
 }

@@ -20,12 +20,12 @@
 import pg from 'pg';
 
 /** The layout this build writes. Bump with a migration in MIGRATIONS. */
-export const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 1;
 
 /** The migration to version n at index n - 2 (version 1 is createTables itself). */
 const MIGRATIONS: readonly ((schema: string) => string)[] = [];
 
-export class DestinationSchemaTooNewError extends Error {
+class DestinationSchemaTooNewError extends Error {
   constructor(schema: string, found: number) {
     super(
       `PostgreSQL schema ${schema} has destination layout ${found}; this build knows up to ${SCHEMA_VERSION}: upgrade user-mirror (it never writes a newer layout)`,
