@@ -144,10 +144,11 @@ export function spawnDaemon(env: Record<string, string>): DaemonProcess {
       if (!hasExited) child.kill(signal);
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
+        // A graceful stop drains queues and flushes spans: on a busy machine that takes several times longer.
         timer = setTimeout(() => {
           child.kill('SIGKILL');
-          reject(new Error(`daemon did not exit within ${timeoutMs} ms of ${signal}`));
-        }, timeoutMs);
+          reject(new Error(`daemon did not exit within ${busyMachineDeadline(timeoutMs)} ms of ${signal}`));
+        }, busyMachineDeadline(timeoutMs));
       });
       try {
         return await Promise.race([exited, timeout]);
