@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, runCli, scrapeMetric, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, runCli, scheduledChildrenRunning, scrapeMetric, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
 
 let redis: TestRedis;
@@ -39,25 +39,6 @@ afterAll(async () => {
 
 const metric = scrapeMetric;
 
-/**
- * The pids of processes writing an export into `lake`: the daemon's export children (and their re-executions), which
- * inherit its EXPORT_DIR and outlive a stopped daemon until their export is whole.
- */
-function exportChildrenWriting(lake: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (!args.includes('export')) continue;
-      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`EXPORT_DIR=${lake}`)) pids.push(Number(entry));
-    } catch {
-      // Gone between the listing and the read, or not ours to read: not one of the daemon's children.
-    }
-  }
-  return pids;
-}
-
 const canMount = process.getuid?.() === 0;
 
 describe('scheduled exports', { timeout: 600_000 }, () => {
@@ -81,9 +62,9 @@ describe('scheduled exports', { timeout: 600_000 }, () => {
     await daemon.stop();
     daemon = undefined;
     await eventually(
-      () => exportChildrenWriting(lake).length === 0,
+      () => scheduledChildrenRunning(`EXPORT_DIR=${lake}`, (arg) => arg === 'export').length === 0,
       120_000,
-      () => `export children still writing ${lake}`,
+      'the export children to finish',
     );
     const done = first.logs.filter((l) => l.event === 'export.done').map((l) => l.kind);
     expect(done[0]).toBe('full');
