@@ -17,6 +17,7 @@ import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { syncQueueName } from '../jobs/sync/contract.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
 import { daemonEnv, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
+import { eventually } from './support/eventually.js';
 import { expectRunsNeverOverlap, readRuns as readMirrorRuns } from './support/sync-runs.js';
 
 const USERS = 3_000;
@@ -30,6 +31,13 @@ const daemons: DaemonProcess[] = [];
 const readRuns = (file: string) => readMirrorRuns(join(dir, file));
 
 const jobsStarted = (d: DaemonProcess): LogLine[] => d.logs.filter((l) => l.event === 'sync.job_started');
+
+/** The job ids of the schedule ticks both daemons logged. */
+function commonTicks(a: DaemonProcess, b: DaemonProcess): string[] {
+  const ticksOf = (d: DaemonProcess) => new Set(d.logs.filter((l) => l.event === 'schedule.tick').map((l) => String(l.jobId)));
+  const ticksB = ticksOf(b);
+  return [...ticksOf(a)].filter((id) => ticksB.has(id));
+}
 
 beforeAll(async () => {
   redis = await startTestRedis();
@@ -57,16 +65,19 @@ describe('daemons sharing one Redis', () => {
     daemons.push(a, b, c);
     await Promise.all([a.ready, b.ready, c.ready]);
 
-    // Several ticks at */2 s.
-    await new Promise((r) => setTimeout(r, 9_000));
+    // Several ticks at */2 s: waited for by what they leave (three ticks both peers saw, three runs of each mirror),
+    // not by a window of wall-clock time, which a busy machine spends on starting three daemons.
+    const succeeded = (d: DaemonProcess) => d.logs.filter((l) => l.event === 'sync.finished' && l.status === 'succeeded').length;
+    await eventually(
+      () => commonTicks(a, b).length >= 3 && jobsStarted(a).length + jobsStarted(b).length >= 3 && succeeded(c) >= 3,
+      60_000,
+      () => `three shared ticks and three runs of each mirror; ticks in both: ${commonTicks(a, b).length}`,
+    );
     const exits = await Promise.all(daemons.map((d) => d.stop('SIGTERM')));
     expect(exits.every((e) => e.code === 0)).toBe(true);
 
     // Both peers saw the ticks and named the same jobs.
-    const ticksOf = (d: DaemonProcess) => new Set(d.logs.filter((l) => l.event === 'schedule.tick').map((l) => String(l.jobId)));
-    const ticksA = ticksOf(a);
-    const ticksB = ticksOf(b);
-    const both = [...ticksA].filter((id) => ticksB.has(id));
+    const both = commonTicks(a, b);
     expect(both.length).toBeGreaterThanOrEqual(3);
 
     const connection = new Redis(redis.url, { maxRetriesPerRequest: null });

@@ -4,7 +4,6 @@
  * command's exit codes. Needs `npm run build` first (`npm test` does it).
  */
 import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openMirror } from '../db/open.js';
 import { requireBuiltCli, runCli, startCli } from './support/cli-process.js';
@@ -75,7 +74,13 @@ describe('a reader in another process', () => {
     const summary = await r.sync();
     expect(summary).toMatchObject({ status: 'succeeded', updated: 1_500, deleted: 500, created: 1_000 });
     const after = mirrorFingerprint(r.db);
-    await sleep(300);
+    // Until the reader has read the new mirror whole: on a busy machine one read of 10,000 rows takes far more than a moment.
+    await eventually(
+      () => out.includes(`${JSON.stringify(after)}\n`),
+      30_000,
+      () => `the reader to see the new mirror (stdout: ${out.slice(-500)}, stderr: ${err})`,
+      10,
+    );
     reader.stdin.end();
     expect(await exited, err).toBe(0);
 

@@ -7,7 +7,7 @@
  * passes), so a developer's own REDIS_URL or SERVICE_API_KEY never leaks in.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FILE_SECRETS } from '../../src/runtime/secret-files.js';
@@ -146,10 +146,11 @@ export function spawnDaemon(env: Record<string, string>): DaemonProcess {
       if (!hasExited) child.kill(signal);
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
+        // A graceful stop drains queues and flushes spans: on a busy machine that takes several times longer.
         timer = setTimeout(() => {
           child.kill('SIGKILL');
-          reject(new Error(`daemon did not exit within ${timeoutMs} ms of ${signal}`));
-        }, timeoutMs);
+          reject(new Error(`daemon did not exit within ${busyMachineDeadline(timeoutMs)} ms of ${signal}`));
+        }, busyMachineDeadline(timeoutMs));
       });
       try {
         return await Promise.race([exited, timeout]);
@@ -229,4 +230,23 @@ export function keysAsFiles(env: Record<string, string>, dir: string): Record<st
     out[`${name}_FILE`] = path;
   }
   return out;
+}
+
+/**
+ * The pids of a daemon's scheduled children (a backup, an export) still running with `setting` (`EXPORT_DIR=/x`) in
+ * their environment and an argument `isChild` accepts: they outlive a stopped daemon until their attempt is whole
+ * (src/daemon/child-schedule.ts), so a test that reads the folder after the stop waits for none to be left.
+ */
+export function scheduledChildrenRunning(setting: string, isChild: (arg: string) => boolean): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').some(isChild)) continue;
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(setting)) pids.push(Number(entry));
+    } catch {
+      // Gone between the listing and the read, or not ours to read: not one of the daemon's children.
+    }
+  }
+  return pids;
 }

@@ -47,3 +47,25 @@ export async function eventually<T>(
     `timed out waiting for ${typeof what === 'function' ? what() : what}${lastError instanceof Error ? `: ${lastError.message}` : lastError ? `: ${JSON.stringify(lastError)}` : ''}`,
   );
 }
+
+/**
+ * Waits for work that arrives in many pieces (deliveries, spans, rows) until `count()` reaches `target`, and returns
+ * the count. The deadline is for progress, not for the whole: a busy machine that gets through the pieces slowly but
+ * steadily is waited for, and the test fails only when the count has not grown for `stallMs` (floored like every
+ * wait, `busyMachineDeadline`), naming `what` and how far it got.
+ */
+export async function eventuallyCount(count: () => number, target: number, stallMs: number, what: string, everyMs = 100): Promise<number> {
+  let best = count();
+  let deadline = Date.now() + busyMachineDeadline(stallMs);
+  while (best < target) {
+    if (Date.now() >= deadline)
+      throw new Error(`timed out waiting for ${what}: ${best} of ${target}, none more for ${busyMachineDeadline(stallMs)} ms`);
+    await sleep(everyMs);
+    const now = count();
+    if (now > best) {
+      best = now;
+      deadline = Date.now() + busyMachineDeadline(stallMs);
+    }
+  }
+  return best;
+}

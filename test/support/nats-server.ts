@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './redis-server.js';
+import { busyMachineDeadline } from './eventually.js';
 
 export interface TestNats {
   url: string;
@@ -95,14 +96,14 @@ async function launchNats(port: number, dir: string, config: readonly string[]):
   });
   running.add(child);
   child.once('exit', () => running.delete(child));
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + busyMachineDeadline(20_000);
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}: ${stderr.trim()}`);
     if (await answers(port)) return child;
     await sleep(50);
   }
   child.kill('SIGKILL');
-  throw new Error(`nats-server did not answer on port ${port} within 20 s: ${stderr.trim()}`);
+  throw new Error(`nats-server did not answer on port ${port} within ${busyMachineDeadline(20_000) / 1000} s: ${stderr.trim()}`);
 }
 
 /** The server's INFO line arrives on connect. */

@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { eventually } from './eventually.js';
+import { busyMachineDeadline, eventually } from './eventually.js';
 import { freePort } from './redis-server.js';
 
 export const HOST = '127.0.0.1';
@@ -60,7 +60,7 @@ export async function launchRedis(
     throw new Error(`${why}${detail}`);
   };
 
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + busyMachineDeadline(10_000);
   while (Date.now() < deadline) {
     const failed: NodeJS.ErrnoException | undefined = await Promise.race([spawnError, sleep(50).then(() => undefined)]);
     if (failed?.code === 'ENOENT') return fail('redis-server is not on PATH: install Redis (e.g. apt-get install redis-server)', false);
@@ -70,7 +70,7 @@ export async function launchRedis(
     if (pong instanceof Error && pong.message.includes('not on PATH')) return fail(pong.message, false);
     if (typeof pong === 'string' && pong.startsWith('PONG')) return proc;
   }
-  return fail(`${role} did not answer on port ${port} within 10 s`);
+  return fail(`${role} did not answer on port ${port} within ${busyMachineDeadline(10_000) / 1000} s`);
 }
 
 /** One command through redis-cli (`port` undefined: the args name their own); rejects with its stderr when it fails. */

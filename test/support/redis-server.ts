@@ -23,6 +23,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { busyMachineDeadline } from './eventually.js';
 
 export interface TestRedis {
   url: string;
@@ -117,7 +118,7 @@ async function launchServer(port: number, dir: string, persistence: readonly str
   running.add(child);
   child.once('exit', () => running.delete(child));
 
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + busyMachineDeadline(10_000);
   while (Date.now() < deadline) {
     const failed = await Promise.race([spawnError, sleep(50).then(() => undefined)]);
     if (failed !== undefined) {
@@ -132,7 +133,7 @@ async function launchServer(port: number, dir: string, persistence: readonly str
     if ((await command(port, 'PING').catch(() => '')).startsWith('+PONG')) return child;
   }
   child.kill('SIGKILL');
-  throw new Error(`redis-server did not answer on port ${port} within 10 s: ${stderr.trim()}`);
+  throw new Error(`redis-server did not answer on port ${port} within ${busyMachineDeadline(10_000) / 1000} s: ${stderr.trim()}`);
 }
 
 /** One inline command over a raw socket: no client library, no reconnect noise. */
