@@ -54,6 +54,7 @@
  */
 
 import { FingerprintTable } from './fingerprint-table.js';
+import { ListedSet } from './listed-set.js';
 import { combine64, seededFingerprint64, type Fingerprint64 } from './fingerprint.js';
 import { digestStart, type ContentDigest } from '../../db/user-row.js';
 
@@ -72,8 +73,10 @@ export interface Ledger {
   settle(userId: string, priorHash: string | undefined): boolean;
   sightUnparsed(userId: string, stored: () => string | undefined): void;
   readonly unseenActiveCount: number;
-  /** Distinct user_ids listed so far. */
+  /** Distinct user_ids listed so far; a first sync's may fall short (FirstSyncLedger): a page's fresh users. */
   readonly seenCount: number;
+  /** Distinct user_ids listed so far, exactly: what the listing is judged by. `written`: the user_ids of the rows the run wrote. */
+  distinctCount(written: () => Iterable<string>): number;
   isUnseenActive(userId: string, hash: string): boolean;
 }
 
@@ -81,14 +84,29 @@ export interface Ledger {
  * A first sync's ledger: into an empty mirror every listing is written,
  * there is no deletion candidate (nor anything to look up in the mirror),
  * and a repeat listing is found by the store when it builds the user_id key
- * at the publish (db/first-sync-load.ts). It keeps only a fingerprint of
- * each user_id listed, to count the distinct users the listing showed (a
- * listing that repeats itself is never complete: ./listing-check.ts): 9.4
- * bytes a user, sized once from the listing's total, where a RunLedger
- * keeps that and a start entry per user.
+ * at the publish (db/first-sync-load.ts). It keeps only what counts the
+ * distinct users the listing showed (a listing that repeats itself is never
+ * complete: ./listing-check.ts): a compact set of the user_ids written (a
+ * ListedSet, 5 bytes a user, sized once from the listing's total; a
+ * FingerprintTable took 9.4, 28 MB of a 3-million-user first sync's peak),
+ * and a FingerprintTable of the user_ids only rejected records named (none
+ * on a healthy listing).
+ *
+ * The set can take two user_ids for one (./listed-set.ts: ~10⁻³ for 3
+ * million users), which under-counts. So while no listing was found in it,
+ * its size is the count, exactly; once one was (a repeat, or a false
+ * match), `distinctCount` counts again from the rows the run wrote, each
+ * user_id fingerprinted in full into a FingerprintTable, with the rejected
+ * ones beside: the count a FingerprintTable of every user gave, at the cost
+ * of reading the run's rows, only then. `seenCount` stays the set's, for a
+ * page's fresh users (it may call a user fresh no more often than exactly).
  */
 export class FirstSyncLedger implements Ledger {
-  private readonly listed: FingerprintTable;
+  private readonly listed: ListedSet;
+  /** User_ids named only by rejected records: not among the rows written. */
+  private readonly unparsed = new FingerprintTable();
+  /** Sightings the set found already listed (repeats, or false matches): the set's size is exact while none. */
+  private found = 0;
   private readonly key = new Uint32Array(2);
   readonly unseenActiveCount = 0;
 
@@ -96,11 +114,12 @@ export class FirstSyncLedger implements Ledger {
     expected = 0,
     private readonly fingerprint: Fingerprint64 = seededFingerprint64(),
   ) {
-    this.listed = new FingerprintTable(expected);
+    this.listed = new ListedSet(expected);
   }
 
   sight(userId: string): Sighting {
-    this.note(userId);
+    this.fingerprint(userId, this.key);
+    if (!this.listed.add(this.key[0] ?? 0, this.key[1] ?? 0)) this.found++;
     return 'write';
   }
 
@@ -109,7 +128,11 @@ export class FirstSyncLedger implements Ledger {
   }
 
   sightUnparsed(userId: string): void {
-    this.note(userId);
+    this.fingerprint(userId, this.key);
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    if (this.unparsed.find(hi, lo) < 0) this.unparsed.add(hi, lo);
+    if (!this.listed.add(hi, lo)) this.found++;
   }
 
   isUnseenActive(): boolean {
@@ -120,11 +143,18 @@ export class FirstSyncLedger implements Ledger {
     return this.listed.size;
   }
 
-  private note(userId: string): void {
-    this.fingerprint(userId, this.key);
-    const hi = this.key[0] ?? 0;
-    const lo = this.key[1] ?? 0;
-    if (this.listed.find(hi, lo) < 0) this.listed.add(hi, lo);
+  distinctCount(written: () => Iterable<string>): number {
+    if (this.found === 0) return this.listed.size;
+    const exact = new FingerprintTable(this.listed.size);
+    const add = (hi: number, lo: number): void => {
+      if (exact.find(hi, lo) < 0) exact.add(hi, lo);
+    };
+    for (const userId of written()) {
+      this.fingerprint(userId, this.key);
+      add(this.key[0] ?? 0, this.key[1] ?? 0);
+    }
+    this.unparsed.forEachKey(add);
+    return exact.size;
   }
 }
 
@@ -240,6 +270,10 @@ export class RunLedger implements Ledger {
 
   /** Distinct user_ids listed so far. */
   get seenCount(): number {
+    return this.seen;
+  }
+
+  distinctCount(): number {
     return this.seen;
   }
 
