@@ -76,6 +76,15 @@ describe('FirstSyncLedger', () => {
     expect(l.distinctCount(() => ['a', 'b'])).toBe(2);
   });
 
+  it('takes a record sighted and then rejected on its page for one user, without reading the rows', () => {
+    const l = new FirstSyncLedger(10, chosen);
+    l.sight('1:1');
+    l.sight('2:2');
+    l.sightUnparsed('2:2');
+    expect(l.seenCount).toBe(2);
+    expect(l.distinctCount(() => expect.unreachable('no row is read: nothing was found in the set but that record'))).toBe(2);
+  });
+
   it('counts a user only rejected records named, once, and once more only if no row holds it', () => {
     const l = new FirstSyncLedger(10, chosen);
     l.sight('1:1');

@@ -103,12 +103,21 @@ export interface Ledger {
  * itself, or once in ~700 first syncs of 3 million users. `seenCount` stays the set's, for a
  * page's fresh users (it may call a user fresh no more often than exactly).
  */
+/** Sightings a FirstSyncLedger remembers in full: more than a page's records (MAX_PAGE_LIMIT, 500). */
+const RECENT = 1024;
+
 export class FirstSyncLedger implements Ledger {
   private readonly listed: ListedSet;
   /** User_ids named only by rejected records: not among the rows written. */
   private readonly unparsed = new FingerprintTable();
   /** Sightings the set found already listed (repeats, or false matches): the set's size is exact while none. */
   private found = 0;
+  /**
+   * The fingerprints of the latest sightings, in full: a record sighted and then rejected (its JSON or its
+   * fields bad) is shown again by `sightUnparsed` after its page's writes, and is no repeat.
+   */
+  private readonly recent = new Uint32Array(RECENT * 2);
+  private recentAt = 0;
   private readonly key = new Uint32Array(2);
   readonly unseenActiveCount = 0;
 
@@ -121,7 +130,12 @@ export class FirstSyncLedger implements Ledger {
 
   sight(userId: string): Sighting {
     this.fingerprint(userId, this.key);
-    if (!this.listed.add(this.key[0] ?? 0, this.key[1] ?? 0)) this.found++;
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    if (!this.listed.add(hi, lo)) this.found++;
+    this.recent[this.recentAt * 2] = hi;
+    this.recent[this.recentAt * 2 + 1] = lo;
+    this.recentAt = (this.recentAt + 1) % RECENT;
     return 'write';
   }
 
@@ -133,8 +147,16 @@ export class FirstSyncLedger implements Ledger {
     this.fingerprint(userId, this.key);
     const hi = this.key[0] ?? 0;
     const lo = this.key[1] ?? 0;
-    if (this.unparsed.find(hi, lo) < 0) this.unparsed.add(hi, lo);
-    if (!this.listed.add(hi, lo)) this.found++;
+    if (this.unparsed.find(hi, lo) >= 0) return;
+    this.unparsed.add(hi, lo);
+    // Its own record's sighting, this page: counted then (or flagged, if the set took it for another user).
+    if (!this.listed.add(hi, lo) && !this.sightedLately(hi >>> 0, lo >>> 0)) this.found++;
+  }
+
+  private sightedLately(hi: number, lo: number): boolean {
+    const { recent } = this;
+    for (let i = 0; i < recent.length; i += 2) if (recent[i] === hi && recent[i + 1] === lo) return true;
+    return false;
   }
 
   isUnseenActive(): boolean {
