@@ -83,6 +83,8 @@ export class FirstSyncLoad {
          WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ('users', 'connected_sources')`,
       ),
       insertUser: db.prepare<[Cell[]]>(INSERT_USER_SQL),
+      // Every row of the load (the mirror was empty): a full scan, asked only when a count must be exact.
+      userIds: db.prepare<[], string>(`SELECT user_id FROM users`).pluck(),
       // A user listed twice under another client_user_id: each listing beside the one after it.
       relistedUnderOtherKey: db.prepare<[], { user_id: string; earlier: string; later: string }>(
         `SELECT user_id, earlier, later FROM (
@@ -147,6 +149,11 @@ export class FirstSyncLoad {
   /** Whether a run starting now may load in bulk. Call inside the run's transaction. */
   mirrorIsEmpty(): boolean {
     return this.s.isEmpty.get() === 1;
+  }
+
+  /** The user_id of every row written so far, repeats included (src/sync/run-ledger.ts counts them exactly when it must). */
+  userIds(): Iterable<string> {
+    return this.s.userIds.iterate();
   }
 
   /** Drops the secondary indexes, inside the run's transaction. */

@@ -62,6 +62,8 @@ export interface MirrorStore {
   loadsEmptyMirror(): boolean;
   /** [user_id, content_hash] of every user, deleted ones included, in user_id order, streamed. */
   allUsers(): Iterable<readonly [string, string]>;
+  /** A first sync's: the user_id of every row it wrote so far, a repeat listing's too (none outside a first sync). */
+  firstSyncUserIds(): Iterable<string>;
   /** The content_hash of a user's row now, or undefined if it has none. */
   contentHashOf(userId: string): string | undefined;
   clientIdsOf(userIds: readonly string[]): Array<{ user_id: string; client_user_id: string }>;
@@ -195,6 +197,10 @@ export class SqliteMirrorStore implements MirrorStore {
 
   allUsers(): Iterable<readonly [string, string]> {
     return this.run?.bulk !== undefined ? [] : this.keys.allUsers();
+  }
+
+  firstSyncUserIds(): Iterable<string> {
+    return this.run?.bulk !== undefined ? this.load.userIds() : [];
   }
 
   contentHashOf(userId: string): string | undefined {

@@ -84,6 +84,15 @@ export class FingerprintTable {
     return slot;
   }
 
+  /** Calls `each` with every key's kept halves (the high half cut to 27 bits: `find` and `add` take it so). */
+  forEachKey(each: (hi: number, lo: number) => void): void {
+    const { keys } = this;
+    for (let i = 0; i < keys.length; i += 2) {
+      const word = keys[i] ?? 0;
+      if (word !== 0) each(word & KEY_HI, keys[i + 1] ?? 0);
+    }
+  }
+
   flagsAt(slot: number): number {
     return ((this.keys[slot * 2] ?? 0) >>> FLAG_SHIFT) & FLAG_BITS;
   }

@@ -19,7 +19,7 @@
  * bytes, a fingerprint of the user_id with one of the content beside it 23,
  * and strings in a Map and a Set ~250. Still O(users), with a small
  * constant; released when the run publishes or fails. A first sync keeps
- * only the listed user_ids (FirstSyncLedger).
+ * only 32 bits of each listed user_id, 5 bytes a user (FirstSyncLedger).
  *
  * A changed user's start entry is not found by its new listing, so the
  * writer reports the content the mirror held for each user it writes
@@ -54,6 +54,7 @@
  */
 
 import { FingerprintTable } from './fingerprint-table.js';
+import { ListedSet } from './listed-set.js';
 import { combine64, seededFingerprint64, type Fingerprint64 } from './fingerprint.js';
 import { digestStart, type ContentDigest } from '../../db/user-row.js';
 
@@ -72,8 +73,10 @@ export interface Ledger {
   settle(userId: string, priorHash: string | undefined): boolean;
   sightUnparsed(userId: string, stored: () => string | undefined): void;
   readonly unseenActiveCount: number;
-  /** Distinct user_ids listed so far. */
+  /** Distinct user_ids listed so far; a first sync's may fall short (FirstSyncLedger): a page's fresh users. */
   readonly seenCount: number;
+  /** Distinct user_ids listed so far, exactly: what the listing is judged by. `written`: the user_ids of the rows the run wrote. */
+  distinctCount(written: () => Iterable<string>): number;
   isUnseenActive(userId: string, hash: string): boolean;
 }
 
@@ -81,14 +84,40 @@ export interface Ledger {
  * A first sync's ledger: into an empty mirror every listing is written,
  * there is no deletion candidate (nor anything to look up in the mirror),
  * and a repeat listing is found by the store when it builds the user_id key
- * at the publish (db/first-sync-load.ts). It keeps only a fingerprint of
- * each user_id listed, to count the distinct users the listing showed (a
- * listing that repeats itself is never complete: ./listing-check.ts): 9.4
- * bytes a user, sized once from the listing's total, where a RunLedger
- * keeps that and a start entry per user.
+ * at the publish (db/first-sync-load.ts). It keeps only what counts the
+ * distinct users the listing showed (a listing that repeats itself is never
+ * complete: ./listing-check.ts): a compact set of the user_ids written (a
+ * ListedSet, 5 bytes a user, sized once from the listing's total; a
+ * FingerprintTable took 9.4, 28 MB of a 3-million-user first sync's peak),
+ * and a FingerprintTable of the user_ids only rejected records named (none
+ * on a healthy listing).
+ *
+ * The set can take two user_ids for one (./listed-set.ts: ~10⁻³ for 3
+ * million users), which under-counts. So while no listing was found in it,
+ * its size is the count, exactly; once one was (a repeat, or a false
+ * match), `distinctCount` counts again from the rows the run wrote, each
+ * user_id fingerprinted in full into a FingerprintTable, with the rejected
+ * ones beside: the count a FingerprintTable of every user gave, at the cost
+ * of reading the run's rows (a full scan of users) and of that table's 9.4
+ * bytes a user while it counts, only then: on a listing that repeated
+ * itself, or once in ~700 first syncs of 3 million users. `seenCount` stays the set's, for a
+ * page's fresh users (it may call a user fresh no more often than exactly).
  */
+/** Sightings a FirstSyncLedger remembers in full: more than a page's records (MAX_PAGE_LIMIT, 500). */
+const RECENT = 1024;
+
 export class FirstSyncLedger implements Ledger {
-  private readonly listed: FingerprintTable;
+  private readonly listed: ListedSet;
+  /** User_ids named only by rejected records: not among the rows written. */
+  private readonly unparsed = new FingerprintTable();
+  /** Sightings the set found already listed (repeats, or false matches): the set's size is exact while none. */
+  private found = 0;
+  /**
+   * The fingerprints of the latest sightings, in full: a record sighted and then rejected (its JSON or its
+   * fields bad) is shown again by `sightUnparsed` after its page's writes, and is no repeat.
+   */
+  private readonly recent = new Uint32Array(RECENT * 2);
+  private recentAt = 0;
   private readonly key = new Uint32Array(2);
   readonly unseenActiveCount = 0;
 
@@ -96,11 +125,17 @@ export class FirstSyncLedger implements Ledger {
     expected = 0,
     private readonly fingerprint: Fingerprint64 = seededFingerprint64(),
   ) {
-    this.listed = new FingerprintTable(expected);
+    this.listed = new ListedSet(expected);
   }
 
   sight(userId: string): Sighting {
-    this.note(userId);
+    this.fingerprint(userId, this.key);
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    if (!this.listed.add(hi, lo)) this.found++;
+    this.recent[this.recentAt * 2] = hi;
+    this.recent[this.recentAt * 2 + 1] = lo;
+    this.recentAt = (this.recentAt + 1) % RECENT;
     return 'write';
   }
 
@@ -109,7 +144,19 @@ export class FirstSyncLedger implements Ledger {
   }
 
   sightUnparsed(userId: string): void {
-    this.note(userId);
+    this.fingerprint(userId, this.key);
+    const hi = this.key[0] ?? 0;
+    const lo = this.key[1] ?? 0;
+    if (this.unparsed.find(hi, lo) >= 0) return;
+    this.unparsed.add(hi, lo);
+    // Its own record's sighting, this page: counted then (or flagged, if the set took it for another user).
+    if (!this.listed.add(hi, lo) && !this.sightedLately(hi >>> 0, lo >>> 0)) this.found++;
+  }
+
+  private sightedLately(hi: number, lo: number): boolean {
+    const { recent } = this;
+    for (let i = 0; i < recent.length; i += 2) if (recent[i] === hi && recent[i + 1] === lo) return true;
+    return false;
   }
 
   isUnseenActive(): boolean {
@@ -120,11 +167,18 @@ export class FirstSyncLedger implements Ledger {
     return this.listed.size;
   }
 
-  private note(userId: string): void {
-    this.fingerprint(userId, this.key);
-    const hi = this.key[0] ?? 0;
-    const lo = this.key[1] ?? 0;
-    if (this.listed.find(hi, lo) < 0) this.listed.add(hi, lo);
+  distinctCount(written: () => Iterable<string>): number {
+    if (this.found === 0) return this.listed.size;
+    const exact = new FingerprintTable(this.listed.size);
+    const add = (hi: number, lo: number): void => {
+      if (exact.find(hi, lo) < 0) exact.add(hi, lo);
+    };
+    for (const userId of written()) {
+      this.fingerprint(userId, this.key);
+      add(this.key[0] ?? 0, this.key[1] ?? 0);
+    }
+    this.unparsed.forEachKey(add);
+    return exact.size;
   }
 }
 
@@ -240,6 +294,10 @@ export class RunLedger implements Ledger {
 
   /** Distinct user_ids listed so far. */
   get seenCount(): number {
+    return this.seen;
+  }
+
+  distinctCount(): number {
     return this.seen;
   }
 

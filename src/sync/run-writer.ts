@@ -191,7 +191,7 @@ export class RunWriter {
 
   /** Distinct users the run has listed so far, whatever their records held: what a complete listing is judged by (./listing-check.ts). */
   distinctSeen(runId: number): number {
-    return this.openLedger(runId).ledger.seenCount;
+    return this.openLedger(runId).ledger.distinctCount(() => this.store.firstSyncUserIds());
   }
 
   /** Keeps a record that failed validation, for diagnosis; written with the run's final row. Returns its user_id, if readable. */

@@ -84,6 +84,10 @@ export class MemoryMirrorStore implements MirrorStore {
     return [...this.users.values()].map((u) => [u.userId, u.contentHash] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
   }
 
+  firstSyncUserIds(): Iterable<string> {
+    return this.open?.firstSync === true ? [...this.open.working.keys()] : [];
+  }
+
   contentHashOf(userId: string): string | undefined {
     return this.open?.working.get(userId)?.contentHash ?? this.users.get(userId)?.contentHash;
   }
