@@ -10,10 +10,10 @@
 import { copyFileSync, existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIn, type StandIn } from '../src/stand-in/index.js';
 import { startTestRedis, freePort, type TestRedis } from './support/redis-server.js';
-import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess } from './support/daemon-process.js';
+import { daemonEnv, getStatus, runCli, spawnDaemon, type DaemonProcess, type LogLine } from './support/daemon-process.js';
 import { eventually } from './support/eventually.js';
 import { startCli } from './support/cli-process.js';
 
@@ -29,6 +29,8 @@ beforeAll(async () => {
   standIn = await startStandIn({ port: 0, users: 200, seed: 64 });
   dir = mkdtempSync(join(tmpdir(), 'user-mirror-replaced-'));
 });
+// The replaced case slows the service for one job; no other test inherits it.
+afterEach(() => standIn.faults.set({ latencyMs: 0 }));
 afterAll(async () => {
   await daemon?.stop('SIGKILL').catch(() => undefined);
   await standIn?.close();
@@ -93,15 +95,16 @@ describe('a mirror taken away under the running daemon', () => {
     );
     expect(await lostGauge(port, 'deleted')).toBe(1);
     expect(await lostGauge(port, 'replaced')).toBe(0);
+    // At once, whatever sync job of the old file finishes after the loss was recorded.
+    const status = await runCli(['status'], env);
+    expect(status.code, status.stdout).toBe(1);
+    expect(status.stdout).toContain(`MIRROR_DB (${mirrorDb}) was deleted under the running daemon`);
+
     // Ticks come every 2 s: a refused sync job, and still no file at MIRROR_DB.
     await daemon?.waitForLog((l) => l.event === 'sync.job_failed' && JSON.stringify(l.err).includes('was deleted'), 20_000);
     expect(existsSync(mirrorDb)).toBe(false);
     expect(daemon?.logs.filter((l) => l.event === 'mirror.lost')).toHaveLength(1);
     await eventually(async () => !(await replicaAnswers(replicaPort)), 10_000, 'the replica stopped');
-
-    const status = await runCli(['status'], env);
-    expect(status.code).toBe(1);
-    expect(status.stdout).toContain(`MIRROR_DB (${mirrorDb}) was deleted under the running daemon`);
     expect(await daemon?.stop('SIGTERM')).toEqual({ code: 0, signal: null });
   }, 120_000);
 
@@ -112,6 +115,12 @@ describe('a mirror taken away under the running daemon', () => {
     const copy = join(dir, 'replaced', 'copy.db');
     const before = await runCli(['status'], env);
     expect(before.code, before.stdout).toBe(0);
+    // The race status once lost: a sync job that opened the old file before the replacement, slowed by the
+    // service so it finishes (succeeded, checkpointed) after the loss was recorded.
+    standIn.faults.set({ latencyMs: 1_500 });
+    const from = daemon?.logs.length ?? 0;
+    const after = (event: string) => (l: LogLine) => l.event === event && (daemon?.logs.indexOf(l) ?? -1) >= from;
+    await daemon?.waitForLog(after('sync.job_started'), 20_000, 'a sync job started against the service slowed');
     const { default: Database } = await import('better-sqlite3');
     const source = new Database(mirrorDb, { readonly: true });
     await source.backup(copy);
@@ -129,12 +138,19 @@ describe('a mirror taken away under the running daemon', () => {
     );
     expect(notReady.body.checks.mirror).toMatch(/^MIRROR_DB \(.*mirror\.db\) was replaced by another file under the running daemon/);
     expect(await lostGauge(port, 'replaced')).toBe(1);
-    // As for a deleted file: a sync job that ran into the old file while the loss was noticed can finish after
-    // the record of it, and status reads the newer; the next tick's job is refused, naming the replacement.
-    await daemon?.waitForLog((l) => l.event === 'sync.job_failed' && JSON.stringify(l.err).includes('was replaced'), 20_000);
+    // At once: a sync job that opened the old file before the replacement can finish, succeeded, after the loss
+    // was recorded (in Redis and beside the mirror); it ran on the old file and clears nothing.
     const status = await runCli(['status'], env);
-    expect(status.code).toBe(1);
+    expect(status.code, status.stdout).toBe(1);
     expect(status.stdout).toContain('was replaced by another file under the running daemon');
+    // That job succeeds and checkpoints the old file after the loss: status still names the loss.
+    const finished = await daemon?.waitForLog(after('sync.finished'), 60_000, 'the slowed job of the old file finished');
+    expect(finished?.status).toBe('succeeded');
+    await daemon?.waitForLog(after('sync.checkpoint'), 20_000, 'the old file checkpointed');
+    standIn.faults.set({ latencyMs: 0 });
+    const later = await runCli(['status'], env);
+    expect(later.code, later.stdout).toBe(1);
+    expect(later.stdout).toContain('was replaced by another file under the running daemon');
 
     // The operator chose the file: a restart adopts it, syncs into it and is ready again.
     expect(await daemon?.stop('SIGTERM')).toEqual({ code: 0, signal: null });

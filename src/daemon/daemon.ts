@@ -67,7 +67,7 @@ import { readinessOf, startStatusServer } from './status-server.js';
 import { startWatchdog, watchedWorker, type WatchedWorker } from './watchdog.js';
 import { removalWorkerOf, syncJobOverdueMs, syncWorkerOf } from './workers.js';
 import { mirrorFreshness, staleAfterMs } from '../health/staleness.js';
-import { keepFailure } from '../sync/exclusive-run.js';
+import { keepLoss } from '../sync/exclusive-run.js';
 import { fileIdentity } from '../../db/file-identity.js';
 import { MirrorWatch } from './mirror-watch.js';
 import { daemonReplicaSettings } from '../replica/settings.js';
@@ -157,7 +157,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       ? undefined
       : new MirrorWatch(config.MIRROR_DB, opened, (loss) => {
           log.error({ event: 'mirror.lost', what: loss.what, mirrorDb: config.MIRROR_DB }, loss.message);
-          keepFailure(config.MIRROR_DB, 'sync', new Error(loss.message), log);
+          keepLoss(config.MIRROR_DB, loss, log);
           // The replica answered from the old file: it stops rather than serve what is no longer the mirror.
           void replica?.close();
           replica = undefined;

@@ -203,6 +203,8 @@ export interface StatusFacts {
         what: 'ok' | 'sync' | 'checkpoint';
         reason: string;
         checkpoint?: { at: string; walFrames: number; copiedFrames: number };
+        /** A `sync` record of the mirror file deleted or replaced under the running daemon (src/daemon/mirror-watch.ts). */
+        lost?: { what: 'deleted' | 'replaced' };
       }
     | undefined;
 }

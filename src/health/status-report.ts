@@ -54,6 +54,23 @@ export function lastFailedAttempt(
 }
 
 /**
+ * The mirror file's loss under the running daemon, recorded beside it, while
+ * it stands (pure): until a run that started after the record succeeded in
+ * the file now at MIRROR_DB. Nothing else clears it: the daemon that saw it
+ * refuses every sync after it, so a sync job that finished later (in Redis,
+ * even succeeded) ran on the old file, having opened it before the loss.
+ */
+function standingMirrorLoss(
+  record: StatusFacts['recordBeside'],
+  runs: ReadonlyArray<{ status: string; startedAt: string }>,
+): { at: string; reason: string; run: null } | null {
+  if (record?.what !== 'sync' || record.lost === undefined) return null;
+  const at = Date.parse(record.at);
+  if (runs.some((run) => run.status === 'succeeded' && Date.parse(run.startedAt) > at)) return null;
+  return { at: record.at, reason: record.reason, run: null };
+}
+
+/**
  * The newest finished run, if it ended `partial` (pure): it published what it
  * read but deleted nothing, because it did not read the whole listing (pages
  * failed, the listing fell short of its total: src/sync/listing-check.ts) or
@@ -205,10 +222,9 @@ export function buildStatusReport(f: StatusFacts): StatusReport {
         stale: staleness?.stale ?? true,
         staleAfterSeconds: staleness?.staleAfterSeconds ?? 0,
         staleReason: staleness?.reason ?? null,
-        lastAttemptFailed: lastFailedAttempt(
-          m.lastRuns[0],
-          newerAttempt(f.queues.reachable ? f.queues.lastSyncJob : undefined, besideSync),
-        ),
+        lastAttemptFailed:
+          standingMirrorLoss(f.recordBeside, m.lastRuns) ??
+          lastFailedAttempt(m.lastRuns[0], newerAttempt(f.queues.reachable ? f.queues.lastSyncJob : undefined, besideSync)),
         lastRunPartial: lastPartialRun(m.lastRuns),
         checkpointFailed: f.recordBeside?.what === 'checkpoint' ? { at: f.recordBeside.at, reason: f.recordBeside.reason } : null,
         ...(f.recordBeside?.checkpoint === undefined ? {} : { lastCheckpoint: f.recordBeside.checkpoint }),
@@ -302,7 +318,8 @@ function summarizeWarnings(f: FieldWarningFacts): { usersWithWarnings: number; t
 
 /**
  * `status`'s exit code: 0 when nothing needs attention; 1 when something
- * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt), its newest
+ * does: the mirror is unreadable or stale, its last sync attempt failed (lastFailedAttempt) or its file was lost under
+ * the running daemon and no sync has succeeded in the file now at MIRROR_DB since (standingMirrorLoss), its newest
  * finished run ended partial (lastPartialRun: not known complete), its
  * last checkpoint failed, its WAL is too large (walVerdict), or the file system holding it is low
  * on space or full (./disk-verdict.ts); and where removals are

@@ -14,11 +14,19 @@
  * run, at a fixed size (RECORD_BYTES: one page), and every record is written
  * over it in place, padded to that size: a write that needs no new block
  * succeeds on a full disk.
+ *
+ * A loss of the mirror file under the running daemon (deleted or replaced:
+ * src/daemon/mirror-watch.ts) is recorded here too, and outlives what that
+ * daemon and its sync children write after it (keptLoss): a sync child that
+ * opened the old file before the loss can finish, checkpoint and record `ok`
+ * after it, and must not clear it. Another process's outcome (a restarted
+ * daemon's run, a `sync --once`) replaces it as any record.
  */
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { createPrivateFile } from '../../db/file-modes.js';
+import type { LossKind } from '../../db/file-identity.js';
 
 /** The file's one size: a page, written whole. */
 const RECORD_BYTES = 4_096;
@@ -37,6 +45,8 @@ const AttemptRecordSchema = z.object({
   host: z.string(),
   /** The last checkpoint after a run that completed: frames in the WAL, and those copied (the rest a reader held back). */
   checkpoint: z.object({ at: z.string(), walFrames: z.number().int(), copiedFrames: z.number().int() }).optional(),
+  /** Set on a `sync` record of the mirror file lost under the running daemon (recordMirrorLoss): `status` reports it until a sync succeeds on the file now at MIRROR_DB. */
+  lost: z.object({ what: z.enum(['deleted', 'replaced']) }).optional(),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
 export type AttemptFailure = Exclude<AttemptRecord['what'], 'ok'>;
@@ -64,6 +74,12 @@ export function recordFailedAttempt(mirrorPath: string, what: AttemptFailure, re
   write(attemptRecordPath(mirrorPath), { what, reason }, now);
 }
 
+/** Records that the mirror file was deleted or replaced under the running daemon (src/daemon/mirror-watch.ts); throws when it cannot. */
+export function recordMirrorLoss(mirrorPath: string, what: LossKind, reason: string, now = new Date()): void {
+  reserveAttemptRecord(mirrorPath);
+  write(attemptRecordPath(mirrorPath), { what: 'sync', reason, lost: { what } }, now);
+}
+
 /**
  * A run completed and its checkpoint ran: nothing failed that the mirror
  * does not show. Keeps the checkpoint's figures, for `status`.
@@ -84,7 +100,10 @@ export function recordRunCheckpointedElsewhere(mirrorPath: string, now = new Dat
 
 /** The record, if any; a file that is not one is reported as a failure, never ignored. */
 export function readAttemptRecord(mirrorPath: string): AttemptRecord | undefined {
-  const path = attemptRecordPath(mirrorPath);
+  return readRecordAt(attemptRecordPath(mirrorPath));
+}
+
+function readRecordAt(path: string): AttemptRecord | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -109,8 +128,28 @@ export function readAttemptRecord(mirrorPath: string): AttemptRecord | undefined
   };
 }
 
-/** One page, in place: the record, cut to fit, padded with spaces (JSON allows them). */
-function write(path: string, r: Pick<AttemptRecord, 'what' | 'reason' | 'checkpoint'>, now = new Date()): void {
+/** Our parent as we started: a daemon's sync child (forked by it) keeps its daemon's pid here even once orphaned. */
+const PARENT_PID = process.ppid;
+
+/**
+ * Whether the record is a loss of the mirror file that this process, or the
+ * daemon that forked it, recorded: whatever it does after the loss ran on
+ * the old file (the daemon refuses every sync once it has seen the loss), so
+ * it leaves the loss in place. A record that cannot be read is no loss.
+ */
+function keptLoss(path: string): boolean {
+  let r: AttemptRecord | undefined;
+  try {
+    r = readRecordAt(path);
+  } catch {
+    return false;
+  }
+  return r?.lost !== undefined && r.host === hostname() && (r.pid === process.pid || r.pid === PARENT_PID);
+}
+
+/** One page, in place: the record, cut to fit, padded with spaces (JSON allows them); never over a loss this process's daemon recorded (keptLoss). */
+function write(path: string, r: Pick<AttemptRecord, 'what' | 'reason' | 'checkpoint' | 'lost'>, now = new Date()): void {
+  if (keptLoss(path)) return;
   const record: AttemptRecord = { at: now.toISOString(), pid: process.pid, host: hostname(), ...r };
   let text = JSON.stringify(record);
   for (let keep = record.reason.length; Buffer.byteLength(text) > RECORD_BYTES - 1;) {

@@ -7,9 +7,11 @@ import { LEASED_SYNC_ENV, SERVICE_ENV, type Config } from '../runtime/config.js'
 import { errorMessage } from '../runtime/line-text.js';
 import { checkpointMirror, copyWalPassive, databaseFileSizes, withDatabasePath, type CheckpointMode, type Db } from '../../db/open.js';
 import { hasRecordedRun } from '../../db/sync-runs.js';
+import type { LossKind } from '../../db/file-identity.js';
 import {
   recordCheckpoint,
   recordFailedAttempt,
+  recordMirrorLoss,
   recordRunCheckpointedElsewhere,
   reserveAttemptRecord,
   type AttemptFailure,
@@ -212,6 +214,15 @@ export function keepFailure(mirrorPath: string, what: AttemptFailure, err: unkno
     recordFailedAttempt(mirrorPath, what, errorMessage(err));
   } catch (writeErr) {
     logger.error({ event: 'sync.attempt_unrecorded', err: writeErr }, 'could not record the failure beside the mirror either');
+  }
+}
+
+/** Records the mirror file's loss under the running daemon beside it, for `status` (./attempt-record.ts keeps it against the old file's outcomes); if that fails, says so. */
+export function keepLoss(mirrorPath: string, loss: { what: LossKind; message: string }, logger: Logger): void {
+  try {
+    recordMirrorLoss(mirrorPath, loss.what, loss.message);
+  } catch (writeErr) {
+    logger.error({ event: 'sync.attempt_unrecorded', err: writeErr }, 'could not record the loss beside the mirror');
   }
 }
 
