@@ -96,7 +96,7 @@ describe('files the project creates, under umask 022', () => {
       await daemon.ready;
       const m = { org_id: '7b1e2c1a-3f4d-4e5f-8a9b-0c1d2e3f4a5b', member_id: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d' };
       standIn.members.add(m.org_id, m.member_id);
-      const removal = await runCli(['remove-member', m.org_id, m.member_id, '--wait', '--timeout', '20'], env);
+      const removal = await runCli(['remove-member', m.org_id, m.member_id, '--wait', '--timeout', '90'], env);
       expect(removal.code, removal.stderr).toBe(0);
       expect(removal.stdout).toMatch(/succeeded/);
       // While the daemon holds the mirror open, its -wal and -shm exist: they are private too.

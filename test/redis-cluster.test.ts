@@ -160,7 +160,7 @@ describe('the daemon on a Redis Cluster', () => {
       const [n] = members(1);
       if (n === undefined) throw new Error('no member');
       const cliEnv = { ...env, REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.nodesEnv };
-      const removed = await runCli(['remove-member', n.org_id, n.member_id, '--wait', '--timeout', '20'], cliEnv);
+      const removed = await runCli(['remove-member', n.org_id, n.member_id, '--wait', '--timeout', '90'], cliEnv);
       expect(removed.stdout).toMatch(/succeeded \(member removed\)/);
       expect(removed.code).toBe(0);
       const counts = await runCli(['removals', '--json'], cliEnv);
