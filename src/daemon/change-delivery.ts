@@ -34,7 +34,7 @@ import type { Logger } from 'pino';
 import { createWebhookQueue, enqueueEvents, type WebhookQueue } from '../../jobs/webhooks/queue-handle.js';
 import { admits, teamIdOf, type SinkFilter } from '../sinks/contract.js';
 import type { FieldPolicy } from '../sinks/field-policy.js';
-import type { SinkLag, SinkState } from '../sinks/runner.js';
+import type { SinkLag, SinkState } from '../sinks/sink-loop.js';
 import type { WebhookSink } from '../sinks/sinks-file.js';
 import {
   raiseSettled,

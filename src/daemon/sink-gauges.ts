@@ -6,7 +6,7 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Sinks } from '../sinks/start.js';
-import type { SinkLag, SinkState } from '../sinks/runner.js';
+import type { SinkLag, SinkState } from '../sinks/sink-loop.js';
 
 type Row = SinkState & SinkLag;
 

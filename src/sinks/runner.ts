@@ -19,15 +19,12 @@
  */
 import type { Logger } from 'pino';
 import type { ChangeFeed, FeedPage } from '../../db/change-feed.js';
-import { logError } from '../runtime/log-error.js';
 import { outgoing, admits, teamIdOf, type Destination, type DestinationPosition, type SinkFilter, type SinkKind } from './contract.js';
 import type { FieldPolicy } from './field-policy.js';
+import { SinkLoop } from './sink-loop.js';
 
 /** Events read from the feed per page (and appended per round trip at most). */
 export const SINK_BATCH = 500;
-/** How often a caught-up sink looks for new events: the delivery lag under steady churn is about this. */
-const POLL_MS = 200;
-const MAX_BACKOFF_MS = 5_000;
 
 export interface SinkIdentity {
   name: string;
@@ -36,78 +33,22 @@ export interface SinkIdentity {
   policy: FieldPolicy;
 }
 
-export interface SinkState {
-  name: string;
-  kind: SinkKind;
-  where: string;
-  policy: string;
-  /** The destination's last event (its cursor), once read; null before. */
-  position: number | null;
-  /** Every event up to here was delivered or is not for this sink. */
-  scanned: number;
-  /** Events appended by this process. */
-  delivered: number;
-  /** The destination down or refusing (events held): since when, and its last error. */
-  failing: { since: string; last: string } | null;
-  /** Why the sink stopped for good (behind retention, ahead of the feed); null while it runs. */
-  stopped: string | null;
-}
-
-export interface SinkLag {
-  eventsBehind: number;
-  secondsBehind: number;
-}
-
-export class SinkRunner {
-  private readonly s: SinkState;
+export class SinkRunner extends SinkLoop {
   private opened = false;
   private last: DestinationPosition | null = null;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private closed = false;
-  private backoffMs = 0;
 
   constructor(
-    private readonly feed: ChangeFeed,
+    feed: ChangeFeed,
     private readonly sink: SinkIdentity,
     private readonly destination: Destination,
-    private readonly log: Logger,
+    log: Logger,
     private readonly onDelivered: (n: number) => void = () => undefined,
   ) {
-    this.s = {
-      name: sink.name,
-      kind: sink.kind,
-      where: destination.where,
-      policy: sink.policy.id,
-      position: null,
-      scanned: 0,
-      delivered: 0,
-      failing: null,
-      stopped: null,
-    };
+    super(feed, log, { name: sink.name, kind: sink.kind, where: destination.where, policy: sink.policy.id });
   }
 
-  state(): Readonly<SinkState> {
-    return this.s;
-  }
-
-  /** Starts the loop: a pass now, then every POLL_MS (longer while failing). */
-  start(): void {
-    const loop = (): void => {
-      if (this.closed) return;
-      void this.pass().finally(() => {
-        if (this.closed || this.s.stopped !== null) return;
-        this.timer = setTimeout(loop, this.s.failing === null ? POLL_MS : this.backoffMs);
-        this.timer.unref();
-      });
-    };
-    loop();
-  }
-
-  /** Delivers what is pending now (one pass at a time); resolves when caught up or failed. */
-  pass(): Promise<void> {
-    this.running ??= this.deliver().finally(() => (this.running = undefined));
-    return this.running;
+  protected work(): Promise<void> {
+    return this.deliver();
   }
 
   private async deliver(): Promise<void> {
@@ -147,24 +88,9 @@ export class SinkRunner {
         }
         this.s.scanned = page.next;
       }
-      if (this.s.failing !== null)
-        this.log.info(
-          { event: 'sink.recovered', sink: this.s.name, where: this.s.where, since: this.s.failing.since },
-          `sink ${this.s.name}: delivering again`,
-        );
-      this.s.failing = null;
-      this.backoffMs = 0;
+      this.recovered();
     } catch (err) {
-      const last = err instanceof Error ? err.message : String(err);
-      if (this.s.failing === null)
-        logError(
-          this.log,
-          'error',
-          { event: 'sink.failing', sink: this.s.name, where: this.s.where, err },
-          `sink ${this.s.name}: ${this.s.where} does not take events; holding them`,
-        );
-      this.s.failing = { since: this.s.failing?.since ?? new Date().toISOString(), last };
-      this.backoffMs = Math.min(MAX_BACKOFF_MS, Math.max(250, this.backoffMs * 2));
+      this.failed(err, 'events');
       // The next pass reads the position back from the destination: what landed before the error counts, nothing more.
       this.opened = false;
       await this.destination.close().catch(() => undefined);
@@ -211,23 +137,8 @@ export class SinkRunner {
     this.log.error({ event: 'sink.stopped', sink: this.s.name, where: this.s.where, reason }, `sink ${this.s.name} stopped: ${reason}`);
   }
 
-  /** How far behind the feed: events not yet looked at, and since the first of them was published. */
-  lag(now: Date): SinkLag {
-    const eventsBehind = Math.max(0, this.feed.latest() - this.s.scanned);
-    if (eventsBehind === 0) return { eventsBehind: 0, secondsBehind: 0 };
-    const at = this.feed.publishedAfter(this.s.scanned);
-    return { eventsBehind, secondsBehind: at === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(at)) / 1000)) };
-  }
-
-  /** What retention may drop for this sink: up to what its destination holds; nothing while that is unknown. */
-  hold(): number {
-    return this.s.position ?? 0;
-  }
-
   async close(): Promise<void> {
-    this.closed = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    await this.running;
+    await this.halt();
     await this.destination.close().catch(() => undefined);
   }
 }

@@ -13,7 +13,8 @@ import type { Destination } from './contract.js';
 import { JetStreamDestination } from './jetstream.js';
 import { PostgresPositionProbe, PostgresSinkRunner } from './postgres/runner.js';
 import { RedisStreamDestination } from './redis-stream.js';
-import { SinkRunner, type SinkLag, type SinkState } from './runner.js';
+import { SinkRunner } from './runner.js';
+import type { SinkLag, SinkState } from './sink-loop.js';
 import type { PostgresSink, SinkSettings, WebhookSink } from './sinks-file.js';
 
 /** A sink that appends events to a log of its own kind (Redis Streams, JetStream), which holds its position by id. */

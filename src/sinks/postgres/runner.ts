@@ -1,5 +1,5 @@
 /**
- * A PostgreSQL sink in the daemon: the loop of ../runner.ts for a
+ * A PostgreSQL sink in the daemon: a runner, as ../runner.ts is, for a
  * destination that is a replica of the whole mirror rather than a log of
  * events. Each pass is ./replicate.ts `replicateOnce` (a baseline by COPY
  * when the destination has none or cannot continue, then the feed applied
@@ -8,78 +8,41 @@
  * connection is dropped and the next pass reads the position back, so a
  * kill -9 at any moment repeats nothing and loses nothing.
  *
- * It offers the runner's face (state, lag, hold, pass, close), so the
- * daemon starts, nudges, reports and closes it as every sink: a pass after
- * each sync publishes and every POLL_MS, a backoff up to 5 s while
- * PostgreSQL is down or refuses (the failure `failing`, named in status,
- * /metrics and the logs), and the feed's retention held at the position
- * the destination last said.
+ * The loop is ../sink-loop.ts, as every sink's: the daemon starts, nudges,
+ * reports and closes it like the others (a pass after each sync publishes
+ * and every POLL_MS, a backoff up to 5 s while PostgreSQL is down or
+ * refuses, the failure named in status, /metrics and the logs, the feed's
+ * retention held at the position the destination last said).
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { ChangeFeed } from '../../../db/change-feed.js';
-import { logError } from '../../runtime/log-error.js';
-import type { SinkLag, SinkState } from '../runner.js';
+import { SinkLoop } from '../sink-loop.js';
 import type { PostgresSink } from '../sinks-file.js';
 import { connectionConfig, describePostgres } from './config.js';
 import { PostgresDestination } from './destination.js';
 import { replicateOnce, type ReplicateStep } from './replicate.js';
 import { q } from './schema.js';
 
-const POLL_MS = 200;
-const MAX_BACKOFF_MS = 5_000;
 /** How long close() lets a step in flight commit before it ends the connection (PostgreSQL then rolls it back). */
 const CLOSE_GRACE_MS = 2_000;
 
-export class PostgresSinkRunner {
-  private readonly s: SinkState;
+export class PostgresSinkRunner extends SinkLoop {
   private client: pg.Client | undefined;
   private destination: PostgresDestination | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private closed = false;
-  private backoffMs = 0;
 
   constructor(
-    private readonly feed: ChangeFeed,
+    feed: ChangeFeed,
     private readonly mirrorPath: string,
     private readonly sink: PostgresSink,
-    private readonly log: Logger,
+    log: Logger,
     private readonly onDelivered: (n: number) => void = () => undefined,
   ) {
-    this.s = {
-      name: sink.name,
-      kind: 'postgres',
-      where: describePostgres(sink),
-      policy: sink.policy.id,
-      position: null,
-      scanned: 0,
-      delivered: 0,
-      failing: null,
-      stopped: null,
-    };
+    super(feed, log, { name: sink.name, kind: 'postgres', where: describePostgres(sink), policy: sink.policy.id });
   }
 
-  state(): Readonly<SinkState> {
-    return this.s;
-  }
-
-  start(): void {
-    const loop = (): void => {
-      if (this.closed) return;
-      void this.pass().finally(() => {
-        if (this.closed) return;
-        this.timer = setTimeout(loop, this.s.failing === null ? POLL_MS : this.backoffMs);
-        this.timer.unref();
-      });
-    };
-    loop();
-  }
-
-  /** Brings the destination up to the feed (one pass at a time); resolves when caught up or failed. */
-  pass(): Promise<void> {
-    this.running ??= this.replicate().finally(() => (this.running = undefined));
-    return this.running;
+  protected work(): Promise<void> {
+    return this.replicate();
   }
 
   private async connect(): Promise<PostgresDestination> {
@@ -117,25 +80,10 @@ export class PostgresSinkRunner {
         stop: () => this.closed,
         onStep: (step) => this.stepped(step),
       });
-      if (this.s.failing !== null)
-        this.log.info(
-          { event: 'sink.recovered', sink: this.s.name, where: this.s.where, since: this.s.failing.since },
-          `sink ${this.s.name}: delivering again`,
-        );
-      this.s.failing = null;
-      this.backoffMs = 0;
+      this.recovered();
     } catch (err) {
       if (this.closed) return;
-      const last = err instanceof Error ? err.message : String(err);
-      if (this.s.failing === null)
-        logError(
-          this.log,
-          'error',
-          { event: 'sink.failing', sink: this.s.name, where: this.s.where, err },
-          `sink ${this.s.name}: ${this.s.where} does not take the mirror's changes; holding them`,
-        );
-      this.s.failing = { since: this.s.failing?.since ?? new Date().toISOString(), last };
-      this.backoffMs = Math.min(MAX_BACKOFF_MS, Math.max(250, this.backoffMs * 2));
+      this.failed(err, "the mirror's changes");
       // The next pass connects again and reads the position back: what committed counts, nothing more.
       await this.disconnect();
     }
@@ -160,20 +108,6 @@ export class PostgresSinkRunner {
     this.s.scanned = this.s.position;
   }
 
-  /** Events after the destination's position, and since the first of them was published. */
-  lag(now: Date): SinkLag {
-    const at = this.s.position ?? 0;
-    const eventsBehind = Math.max(0, this.feed.latest() - at);
-    if (eventsBehind === 0) return { eventsBehind: 0, secondsBehind: 0 };
-    const first = this.feed.publishedAfter(at);
-    return { eventsBehind, secondsBehind: first === undefined ? 0 : Math.max(0, Math.round((now.getTime() - Date.parse(first)) / 1000)) };
-  }
-
-  /** What retention may drop: up to the position PostgreSQL last said; nothing while that is unknown. */
-  hold(): number {
-    return this.s.position ?? 0;
-  }
-
   private async disconnect(): Promise<void> {
     const c = this.client;
     this.client = undefined;
@@ -182,9 +116,7 @@ export class PostgresSinkRunner {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    const running = this.running;
+    const running = this.halt();
     if (running !== undefined) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([running, new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))]);
