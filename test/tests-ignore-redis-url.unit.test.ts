@@ -9,7 +9,15 @@ import config from '../vitest.config.js';
 
 describe('REDIS_URL in tests', () => {
   it('is absent from every test process, with its siblings', () => {
-    for (const name of ['REDIS_URL', 'REDIS_URL_FILE', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'REDIS_PASSWORD']) {
+    for (const name of [
+      'REDIS_URL',
+      'REDIS_URL_FILE',
+      'REDIS_CLUSTER_NODES',
+      'REDIS_SENTINELS',
+      'REDIS_PASSWORD',
+      'REDIS_TLS_CA_FILE',
+      'QUEUE_PREFIX',
+    ]) {
       expect(process.env[name], name).toBeUndefined();
     }
   });

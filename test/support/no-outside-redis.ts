@@ -5,16 +5,10 @@
  * written to; removing the variables here, before any test runs, keeps them
  * out of the children the tests spawn with `process.env` too.
  */
-const REDIS_VARIABLES = [
-  'REDIS_URL',
-  'REDIS_CLUSTER_NODES',
-  'REDIS_SENTINELS',
-  'REDIS_SENTINEL_NAME',
-  'REDIS_SENTINEL_PASSWORD',
-  'REDIS_USERNAME',
-  'REDIS_PASSWORD',
-  'REDIS_TLS',
-];
+import { SETTINGS, type EnvName } from '../../src/runtime/config.js';
+
+/** The registry's Redis group (src/runtime/config.ts): the node, cluster and sentinel lists, credentials, TLS, the key prefix. */
+const REDIS_VARIABLES = (Object.keys(SETTINGS) as EnvName[]).filter((name) => SETTINGS[name].group === 'redis');
 
 for (const name of REDIS_VARIABLES) {
   delete process.env[name];
