@@ -14,6 +14,7 @@
 import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExportSnapshot } from '../db/export-reader.js';
 import type { Db } from '../db/open.js';
 import { exportMirror, type ExportResult } from '../src/export/run.js';
 import type { SyncRig } from './support/sync-rig.js';
@@ -164,6 +165,30 @@ describe('a full export read by DuckDB', () => {
 
   it('answers the JSON recipe of docs/export.md as the mirror does', () => {
     for (const c of recipe('the record is JSON', 2)) expect(c.lake).toEqual(c.mirror);
+  });
+});
+
+describe("the users' sources, gathered in one pass in user_id order", () => {
+  it("are what each user's own lookup finds, for the users file and the baseline connections alike", () => {
+    const read = (options: { denseRows?: number }) => {
+      const snapshot = new ExportSnapshot(db, options);
+      try {
+        return {
+          users: [...snapshot.users()].map((u) => `${u.user_id} ${u.sources ?? '-'}`).sort(),
+          sources: [...snapshot.sources({ kind: 'all' })].map((c) => JSON.stringify(c)).sort(),
+          since: [...snapshot.sources({ kind: 'since', after: moments[0] as string })].map((c) => JSON.stringify(c)).sort(),
+        };
+      } finally {
+        snapshot.close();
+      }
+    };
+    const gathered = read({});
+    const looked = read({ denseRows: 0 });
+    expect(gathered.users.length).toBeGreaterThanOrEqual(USERS);
+    expect(gathered.users.filter((u) => u.includes('\u001f')).length, 'users with two sources or more').toBeGreaterThan(0);
+    expect(gathered.users.filter((u) => u.endsWith(' -')).length, 'users without a source').toBeGreaterThan(0);
+    expect(gathered.sources.filter((c) => c.startsWith('{"id":null')).length, 'baseline connections').toBeGreaterThan(USERS / 2);
+    expect(gathered).toEqual(looked);
   });
 });
 

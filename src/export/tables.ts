@@ -30,7 +30,7 @@ export interface Column {
  * days since 1970-01-01, an integer, a flag, JSON text, a list of slugs, or
  * null. The writers (src/export/files.ts) give each its file's form.
  */
-export type Cell = string | number | bigint | boolean | string[] | null;
+export type Cell = string | number | boolean | string[] | null;
 export type ExportRecord = Record<string, Cell>;
 
 /** Bump when a column is added, removed, renamed or retyped; the manifest carries it. */
@@ -156,9 +156,6 @@ export function day(text: string | null): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms / 86_400_000);
 }
 
-function int(n: number | null): bigint | null {
-  return n === null ? null : BigInt(n);
-}
 
 function slugs(joined: string | null): string[] {
   return joined === null || joined === '' ? [] : joined.split(SLUG_SEPARATOR);
@@ -229,7 +226,7 @@ export function userAsOfRecord(v: ExportVersionRow & { sources: string | null })
 export function versionRecord(v: ExportVersionRow, asOf?: string): ExportRecord {
   const ended = v.valid_to !== null && (asOf === undefined || v.valid_to <= asOf);
   return {
-    version_id: int(v.id),
+    version_id: v.id,
     user_id: v.user_id,
     team_id: v.team_id,
     client_user_id: v.client_user_id,
@@ -237,8 +234,8 @@ export function versionRecord(v: ExportVersionRow, asOf?: string): ExportRecord 
     valid_to: ended ? instant(v.valid_to) : null,
     deleted: ended && v.ended_in_deletion === 1,
     end_cause: ended ? v.end_cause : null,
-    opened_run: int(v.opened_run),
-    closed_run: ended ? int(v.closed_run) : null,
+    opened_run: v.opened_run,
+    closed_run: ended ? v.closed_run : null,
     backfilled: v.backfilled === 1,
     raw: v.raw,
   };
@@ -247,15 +244,15 @@ export function versionRecord(v: ExportVersionRow, asOf?: string): ExportRecord 
 export function sourceRecord(s: ExportSourceRow, asOf?: string): ExportRecord {
   const ended = s.disconnected_at !== null && (asOf === undefined || s.disconnected_at <= asOf);
   return {
-    connection_id: int(s.id),
+    connection_id: s.id,
     user_id: s.user_id,
     slug: s.slug,
     created_on: instant(s.created_on),
     connected_at: instant(s.connected_at),
     disconnected_at: ended ? instant(s.disconnected_at) : null,
     ended_by: ended ? s.ended_by : null,
-    opened_run: int(s.opened_run),
-    closed_run: ended ? int(s.closed_run) : null,
+    opened_run: s.opened_run,
+    closed_run: ended ? s.closed_run : null,
     backfilled: s.backfilled === 1,
   };
 }
@@ -264,10 +261,10 @@ export function sourceRecord(s: ExportSourceRow, asOf?: string): ExportRecord {
 export function changeRecord(c: ExportChangeRow, epoch: string | null): ExportRecord {
   const id = /^\{"id":"([^"]+)"/.exec(c.body)?.[1] ?? `evt_${epoch ?? '0'}_${c.cursor}`;
   return {
-    cursor: BigInt(c.cursor),
+    cursor: c.cursor,
     event_id: id,
     type: c.type,
-    run_id: int(c.run_id),
+    run_id: c.run_id,
     user_id: c.user_id,
     published_at: instant(c.at),
     body: c.body,
