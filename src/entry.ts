@@ -31,8 +31,8 @@ await import('./cli.js');
  * (./sync/child-process.ts) and never re-executes.
  */
 function reexecWithSyncFlags(): void {
-  // `export` too: its row groups' garbage (encoded pages in ArrayBuffers) is young; small semi-spaces free it at
-  // every scavenge (measured on 100,000 users: peak RSS 244 MB against 408 MB without).
+  // `export` too: its garbage (each row's strings) is young, and small semi-spaces free it at every scavenge
+  // (./sync/process-settings.ts EXPORT_V8_FLAGS has the figures).
   if ((process.argv[2] !== 'sync' && process.argv[2] !== 'export') || process.execve === undefined) return;
   const missing = missingSyncFlags(
     process.execArgv,

@@ -23,12 +23,11 @@
 export const SYNC_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
 
 /**
- * `user-mirror export` re-executes with the sync's flags and an old generation of at most 128 MB: V8 grows
- * the old space lazily, so the row groups' promoted garbage piled up with the rows (streaming 3,000,000
- * users rows through the writer, bench:export-memory: peak RSS 212 MB, the heap still growing, against
- * 151 MB with the old space held to 96 MB, 162 MB at 128; the live heap is 20-40 MB); a whole export of a
- * 3,000,000-user mirror peaks at 181 MB with it. It costs CPU: at 100,000 users 5.7-6.4 s against 4.0-4.9 s
- * (bench/README.md, bench:export). An operator's own flag wins.
+ * `user-mirror export` re-executes with the sync's flags and an old generation of at most 128 MB: the live
+ * heap is 20-40 MB, but V8 grows the old space lazily and lets what was promoted (the rows' strings that
+ * outlived a scavenge) pile up. A whole export of a 1,000,000-user mirror (src/export/parquet.ts writing):
+ * peak RSS 166 MB with these flags, 229 MB without the bound, 194 MB with V8's default young generation
+ * (which takes a sixth less CPU). An operator's own flag wins.
  */
 export const EXPORT_V8_FLAGS: readonly string[] = [...SYNC_V8_FLAGS, '--max-old-space-size=128'];
 
