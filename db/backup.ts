@@ -103,9 +103,10 @@ const PARTIAL = /\.partial-(\d+)(?:-journal|-wal|-shm)?$/;
 /**
  * Removes from `dir` the copies in the making whose process no longer runs:
  * a backup killed mid-copy (SIGKILL, the OOM killer, the host down) leaves
- * its `.partial-<pid>`, as large as the mirror, and nothing else would ever
- * remove it. One whose pid runs is never touched: a backup in progress (the
- * daemon's next tick, a system cron's), or a pid reused, which the next
+ * its `.partial-<pid>`, as large as the mirror, and an export its folder
+ * `.export-<time>.partial-<pid>` (src/export/run.ts), and nothing else would
+ * ever remove them. One whose pid runs is never touched: a copy in progress
+ * (the daemon's next tick, a system cron's), or a pid reused, which the next
  * attempt after that process ends removes. Returns the paths removed.
  */
 export function removeStalePartials(dir: string, runs: (pid: number) => boolean = pidAlive): string[] {
@@ -114,7 +115,7 @@ export function removeStalePartials(dir: string, runs: (pid: number) => boolean 
     const pid = PARTIAL.exec(name)?.[1];
     if (pid === undefined || Number(pid) === process.pid || runs(Number(pid))) continue;
     const path = join(dir, name);
-    rmSync(path, { force: true });
+    rmSync(path, { force: true, recursive: true });
     removed.push(path);
   }
   return removed;

@@ -7,8 +7,9 @@
  * file and folder they create is the account's own (0600, 0700), or with
  * MIRROR_GROUP the group's where docs/export.md and docs/backup.md say so
  * (the exports' files and the backups 0640, the folders 02750). And a
- * backup killed mid-copy leaves a `.partial-<pid>` that the next backup
- * removes, while one whose process runs is left alone.
+ * backup killed mid-copy leaves a `.partial-<pid>` (an export its folder
+ * `.export-<time>.partial-<pid>`) that the next backup (export) removes,
+ * while one whose process runs is left alone.
  */
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -221,7 +222,7 @@ describe('restore from a backup readable by others, under umask 022', () => {
   }, 300_000);
 });
 
-describe('a backup killed mid-copy', () => {
+describe('a backup or an export killed mid-write', () => {
   beforeAll(() => {
     process.umask(0o022);
   });
@@ -238,6 +239,29 @@ describe('a backup killed mid-copy', () => {
       },
       stop: () => child.kill('SIGKILL'),
     };
+  }
+
+  /**
+   * Runs the CLI with `args` and kills it with SIGKILL as soon as a name matching `partial` appears in `folder`;
+   * up to 5 attempts. Returns the name it left, or undefined when no attempt was caught before it finished.
+   */
+  async function killedMidWrite(args: string[], env: Record<string, string>, folder: string, partial: RegExp): Promise<string | undefined> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const child = startCli(args, env);
+      let found: string | undefined;
+      const deadline = Date.now() + 60_000;
+      while (child.child.exitCode === null && Date.now() < deadline) {
+        found = readdirSync(folder).find((n) => partial.test(n));
+        if (found !== undefined) {
+          child.child.kill('SIGKILL');
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      await child.exited(60_000);
+      if (found !== undefined && readdirSync(folder).includes(found)) return found;
+    }
+    return undefined;
   }
 
   it("leaves its .partial-<pid> (and SQLite's -journal of it), which the next backup removes; a running one's is kept", async () => {
@@ -271,24 +295,46 @@ describe('a backup killed mid-copy', () => {
     // reported skipped, by name, and the planted partials above still cover the removal.
     const backups = join(dir, 'killed-live');
     mkdirSync(backups, { mode: 0o700 });
-    let partial: string | undefined;
-    for (let attempt = 0; attempt < 5 && partial === undefined; attempt++) {
-      const child = startCli(['backup'], envFor({ BACKUP_DIR: backups }));
-      const deadline = Date.now() + 60_000;
-      while (child.child.exitCode === null && Date.now() < deadline) {
-        partial = readdirSync(backups).find((n) => /\.partial-\d+$/.test(n));
-        if (partial !== undefined) {
-          child.child.kill('SIGKILL');
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 1));
-      }
-      await child.exited(60_000);
-      if (partial !== undefined && !readdirSync(backups).includes(partial)) partial = undefined;
-    }
+    const partial = await killedMidWrite(['backup'], envFor({ BACKUP_DIR: backups }), backups, /\.partial-\d+$/);
     if (partial === undefined) return ctx.skip('a backup child was never caught mid-copy in 5 attempts');
     const stderr = await cli(['backup'], { BACKUP_DIR: backups });
     expect(stderr).toContain(`removed ${join(backups, partial)}`);
     expect(readdirSync(backups).filter((n) => n.includes('.partial-'))).toEqual([]);
+  }, 600_000);
+
+  it("an export's folder left by a killed export is removed by the next export; a running one's is kept", async () => {
+    const out = join(dir, 'lake-killed');
+    await cli(['export', '--out', out]);
+    const killed = sleeper();
+    const running = sleeper();
+    try {
+      const dead = `.export-2026-11-28T05-15-00-123Z.partial-${killed.pid}`;
+      const live = `.export-2026-11-28T06-15-00-123Z.partial-${running.pid}`;
+      for (const name of [dead, live]) {
+        mkdirSync(join(out, name), { mode: 0o700 });
+        writeFileSync(join(out, name, '.users.parquet.tmp-1'), 'PAR1', { mode: 0o600 });
+      }
+      await killed.kill9();
+      const stderr = await cli(['export', '--out', out, '--incremental']);
+      const left = readdirSync(out);
+      expect(left).not.toContain(dead);
+      expect(left).toContain(live);
+      expect(stderr).toContain(`removed ${join(out, dead)}: left by an export that did not finish`);
+      expect(left.filter((n) => n.startsWith('export-'))).toHaveLength(2);
+    } finally {
+      running.stop();
+      killed.stop();
+    }
+  }, 300_000);
+
+  it('the next export removes the folder of an export killed with SIGKILL', async (ctx) => {
+    // As the backup's above: killed as soon as its hidden folder appears; reported skipped, by name, if never caught.
+    const out = join(dir, 'lake-killed-live');
+    mkdirSync(out, { mode: 0o700 });
+    const partial = await killedMidWrite(['export', '--out', out], envFor(), out, /^\.export-.*\.partial-\d+$/);
+    if (partial === undefined) return ctx.skip('an export child was never caught mid-write in 5 attempts');
+    const stderr = await cli(['export', '--out', out]);
+    expect(stderr).toContain(`removed ${join(out, partial)}`);
+    expect(readdirSync(out).filter((n) => n.includes('.partial-'))).toEqual([]);
   }, 600_000);
 });

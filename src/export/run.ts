@@ -14,7 +14,7 @@ import { ExportSnapshot } from '../../db/export-reader.js';
 import { createPrivateFile, createPrivateFolder } from '../../db/file-modes.js';
 import { openMirror } from '../../db/open.js';
 import { writeTableFile } from './files.js';
-import { syncFile } from '../../db/backup.js';
+import { removeStalePartials, syncFile } from '../../db/backup.js';
 import {
   buildManifest,
   ExportRefused,
@@ -121,6 +121,10 @@ export async function exportMirror(options: ExportOptions): Promise<ExportResult
     );
     // Private like the mirror's folder when they do not exist (db/file-modes.ts checks what it made).
     createPrivateFolder(options.outDir);
+    // An export killed mid-write (SIGKILL, the OOM killer, the host down) leaves its hidden folder, as large as
+    // the files it had written, and nothing else would remove it; one whose process still runs is kept.
+    for (const path of removeStalePartials(options.outDir))
+      process.stderr.write(`removed ${path}: left by an export that did not finish\n`);
     createPrivateFolder(building);
     const written: WrittenFile[] = [];
     const kv = { 'user_mirror.schema_version': String(facts.schemaVersion), 'user_mirror.cursor': String(facts.cursor) };
