@@ -156,7 +156,6 @@ export function day(text: string | null): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms / 86_400_000);
 }
 
-
 function slugs(joined: string | null): string[] {
   return joined === null || joined === '' ? [] : joined.split(SLUG_SEPARATOR);
 }
