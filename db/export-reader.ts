@@ -211,11 +211,10 @@ export class ExportSnapshot {
     this.check();
     const params = windowParams(window);
     const baseline = this.s.baselineAt.get(params);
-    const dense = baseline === undefined ? undefined : this.rowLimit();
     const connections = this.s.connections.iterate(params);
     if (baseline === undefined) return connections;
-    if (dense === null) return concat(connections, this.s.baselineConnections.iterate(params));
-    return concat(connections, this.baselineConnections(baseline, params));
+    const rest = this.rowLimit() === null ? this.s.baselineConnections.iterate(params) : this.baselineConnections(baseline, params);
+    return concat(connections, rest);
   }
 
   /** The baseline users' connections: the baseline rows marked by rowid, then the sources in user_id order (IN_USER_ID_ORDER). */

@@ -398,12 +398,12 @@ class ColumnEncoder {
   statistics(w: Compact, meta: ChunkMeta): void {
     if (!this.list) w.i64(3, meta.nulls);
     if (!this.ranged || meta.min > meta.max) return;
-    const width = this.column.kind === 'date' ? 4 : 8;
+    // Encoded as the column's values are.
     const bound = (n: number) => {
       const b = new Bytes(8);
-      if (width === 4) b.int32(n);
+      if (this.column.kind === 'date') b.int32(n);
       else b.int64(n);
-      return Buffer.from(b.bytes());
+      return b.bytes();
     };
     w.binary(5, bound(meta.max)).binary(6, bound(meta.min));
   }
